@@ -1,0 +1,106 @@
+"""Nyström centre selection: the seam between FALKON-type solvers and how centres are chosen.
+
+A selector returns a :class:`CenterSet`: the centres, their row indices in X (when drawn from X)
+and the diagonal of FALKON's D matrix (Appendix A, Def. 2): all ones for uniform sampling,
+D_jj = 1/√(n p_j · count_j) for centres drawn with probabilities p (Alg. 2, selectNystromCenters).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._validation import as_tensor, check_int
+
+
+@dataclass
+class CenterSet:
+    centers: torch.Tensor                 # (M, d)
+    indices: torch.Tensor | None          # (M,) rows of X, or None for user-given centres
+    weights: torch.Tensor | None = None   # diag(D), (M,); None means D = I
+    info: dict | None = None              # selector-specific extras (e.g. the BLESS λ path)
+
+    @property
+    def M(self) -> int:
+        return self.centers.shape[0]
+
+
+class CenterSelector:
+    """Base class: ``select(X, M, generator) -> CenterSet``."""
+
+    name = "base"
+
+    def select(self, X: torch.Tensor, M: int, generator: torch.Generator) -> CenterSet:
+        raise NotImplementedError
+
+
+class UniformCenters(CenterSelector):
+    """M distinct rows of X drawn uniformly without replacement (FALKON's default)."""
+
+    name = "uniform"
+
+    def select(self, X, M, generator):
+        n = X.shape[0]
+        if M > n:
+            raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
+        idx = torch.randperm(n, generator=generator)[:M].to(X.device)
+        return CenterSet(X[idx], idx)
+
+
+class FixedCenters(CenterSelector):
+    """User-given centres (any M×d array), optionally with weights (diag D)."""
+
+    name = "fixed"
+
+    def __init__(self, centers, weights=None):
+        self.centers = centers
+        self.weights = weights
+
+    def select(self, X, M, generator):
+        C = as_tensor(self.centers, "centers", dtype=X.dtype, device=X.device)
+        if C.shape[1] != X.shape[1]:
+            raise ValueError(f"centers have {C.shape[1]} features but X has {X.shape[1]}")
+        w = None
+        if self.weights is not None:
+            w = as_tensor(self.weights, "center weights", dtype=X.dtype, device=X.device, ndim=(1,))
+            if w.shape[0] != C.shape[0] or bool((w <= 0).any()):
+                raise ValueError("center weights must be positive, one per centre")
+        return CenterSet(C, None, w)
+
+
+def weighted_sample(probabilities: torch.Tensor, M: int, generator: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """FALKON Alg. 2 selectNystromCenters: M draws with replacement from ``probabilities``,
+    duplicates merged; returns (unique indices, D diagonal = 1/√(n p_i count_i))."""
+    p = probabilities.double().cpu()
+    p = p / p.sum()
+    draws = torch.multinomial(p, M, replacement=True, generator=generator)
+    idx, count = torch.unique(draws, return_counts=True)
+    weights = 1.0 / torch.sqrt(n * p[idx] * count.double())
+    return idx, weights
+
+
+#: Built-in selectors by name; `krrcore.leverage` registers "bless" and friends on import.
+CENTER_SELECTORS: dict[str, type[CenterSelector]] = {"uniform": UniformCenters}
+
+
+def resolve_selector(spec) -> CenterSelector:
+    """Turn ``centers=`` (a name, a selector, or an array of centres) into a selector."""
+    if isinstance(spec, CenterSelector):
+        return spec
+    if isinstance(spec, str):
+        if spec not in CENTER_SELECTORS:
+            # Leverage-score selectors live in an optional module; import registers them.
+            from . import leverage  # noqa: F401
+        try:
+            return CENTER_SELECTORS[spec]()
+        except KeyError:
+            raise ValueError(f"centers must be one of {sorted(CENTER_SELECTORS)} or an array, got {spec!r}") from None
+    return FixedCenters(spec)
+
+
+def select_centers(spec, X: torch.Tensor, M: int | None, seed: int) -> CenterSet:
+    selector = resolve_selector(spec)
+    if not isinstance(selector, FixedCenters):
+        M = check_int(M, "M")
+    generator = torch.Generator().manual_seed(int(seed))
+    return selector.select(X, M, generator)

@@ -1,0 +1,35 @@
+"""Small dense linear-algebra helpers shared by solvers and diagnostics."""
+from __future__ import annotations
+
+import torch
+
+
+def jitter_cholesky(A: torch.Tensor, eps: float, *, max_tries: int = 8, factor: float = 100.0,
+                    name: str = "matrix") -> tuple[torch.Tensor, float]:
+    """Lower Cholesky factor of A + eps·I, raising eps by ``factor`` until it succeeds.
+
+    Returns ``(L, eps_used)`` so callers can report the jitter actually needed (FALKON's
+    εM·I on diag(K_MM), Alg. 1). Raises ``ValueError`` naming ``name`` if every try fails.
+    """
+    eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
+    current = float(eps)
+    for _ in range(max_tries):
+        L, info = torch.linalg.cholesky_ex(A + current * eye)
+        if int(info) == 0 and bool(torch.isfinite(L).all()):
+            return L, current
+        current = current * factor if current > 0 else 1e-12
+    raise ValueError(
+        f"{name} is not positive definite even with jitter {current / factor:.3g} on its diagonal "
+        f"(check for NaN inputs or an extremely small kernel bandwidth)"
+    )
+
+
+def solve_lower(L: torch.Tensor, B: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
+    """L⁻¹B (or L⁻ᵀB when ``transpose``) for lower-triangular L; B is a vector or matrix."""
+    squeeze = B.ndim == 1
+    B2 = B[:, None] if squeeze else B
+    if transpose:
+        X = torch.linalg.solve_triangular(L.T, B2, upper=True)
+    else:
+        X = torch.linalg.solve_triangular(L, B2, upper=False)
+    return X[:, 0] if squeeze else X

@@ -1,0 +1,137 @@
+"""Blocked kernel products under a memory budget; K_nM is never held whole.
+
+:class:`KernelOperator` owns the data X (n×d), the centres C (M×d), a kernel and one reusable
+block buffer of ``block_rows × M`` entries. Each product walks X in row blocks, computes each
+kernel block once into the buffer and accumulates:
+
+* ``matvec(v)``      = K_nM v                 (n×k)
+* ``rmatvec(u)``     = K_nMᵀ u                (M×k)
+* ``fused(v, w)``    = K_nMᵀ (K_nM v + w)     (M×k) — FALKON's per-iteration product (Alg. 1)
+* ``gram()``         = K_nMᵀ K_nM             (M×M) — for the direct Nyström solve and diagnostics
+"""
+from __future__ import annotations
+
+import torch
+
+from ._validation import as_tensor, check_int
+from .device import default_memory_budget
+from .kernels import Kernel
+
+#: Row blocks above this size stop paying off on a CPU (cache effects, measured in benchmarks).
+MAX_BLOCK_ROWS = 16384
+
+
+def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int,
+                          n_rhs: int = 1, scratch_blocks: int = 0, min_rows: int = 1) -> int:
+    """Largest row-block size whose working set fits ``budget_bytes``.
+
+    Per block row the product holds one kernel row (M entries), ``scratch_blocks`` more if the
+    kernel allocates scratch (L1 distances), and an n_rhs-wide intermediate (K v + w).
+    Raises ``ValueError`` if not even ``min_rows`` rows fit.
+    """
+    per_row = itemsize * ((1 + scratch_blocks) * M + 2 * n_rhs)
+    rows = int(budget_bytes // per_row)
+    if rows < min_rows:
+        raise ValueError(
+            f"memory_budget of {budget_bytes / 2**20:.1f} MiB is too small for one kernel row "
+            f"against M={M} centres ({per_row / 2**20:.3f} MiB per row): raise memory_budget or lower M"
+        )
+    return max(min_rows, min(rows, n, MAX_BLOCK_ROWS))
+
+
+class KernelOperator:
+    """Blocked products with K_nM = kernel(X, C) under ``memory_budget`` bytes of extra memory.
+
+    The budget bounds the block buffer and the per-block intermediates; it excludes X, C and the
+    outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
+    """
+
+    def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
+                 memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1):
+        if X.shape[1] != C.shape[1]:
+            raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
+        if C.dtype != X.dtype or C.device != X.device:
+            C = C.to(dtype=X.dtype, device=X.device)
+        self.kernel = kernel
+        self.n, self.M = X.shape[0], C.shape[0]
+        self.dtype, self.device = X.dtype, X.device
+        self.memory_budget = int(memory_budget) if memory_budget is not None else default_memory_budget(X.device)
+        if block_rows is None:
+            block_rows = block_rows_for_budget(
+                self.n, self.M, itemsize=X.element_size(), budget_bytes=self.memory_budget,
+                n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks)
+        self.block_rows = min(check_int(block_rows, "block_rows"), self.n)
+        self._X = kernel.prepare(X)
+        self._C = kernel.prepare(C)
+        self._buffer = torch.empty(self.block_rows, self.M, dtype=self.dtype, device=self.device)
+        #: Bytes of the block buffer (the dominant term of the budget), for reports.
+        self.buffer_bytes = self._buffer.numel() * self._buffer.element_size()
+
+    def _blocks(self):
+        """Yield (start, stop, K_block) with K_block a view of the shared buffer."""
+        for start in range(0, self.n, self.block_rows):
+            stop = min(start + self.block_rows, self.n)
+            out = self._buffer[: stop - start]
+            yield start, stop, self.kernel.block(self._X.rows(start, stop), self._C, out=out)
+
+    def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
+        v = v.to(dtype=self.dtype, device=self.device)
+        v = v[:, None] if v.ndim == 1 else v
+        if v.shape[0] != rows:
+            raise ValueError(f"{name} has {v.shape[0]} rows, expected {rows}")
+        return v
+
+    def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        """K_nM v for v of shape (M,) or (M, k)."""
+        squeeze = v.ndim == 1
+        v = self._as_rhs(v, self.M, "v")
+        out = torch.empty(self.n, v.shape[1], dtype=self.dtype, device=self.device)
+        for start, stop, K in self._blocks():
+            torch.mm(K, v, out=out[start:stop])
+        return out[:, 0] if squeeze else out
+
+    def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
+        """K_nMᵀ u for u of shape (n,) or (n, k)."""
+        squeeze = u.ndim == 1
+        u = self._as_rhs(u, self.n, "u")
+        out = torch.zeros(self.M, u.shape[1], dtype=self.dtype, device=self.device)
+        for start, stop, K in self._blocks():
+            out.addmm_(K.T, u[start:stop])
+        return out[:, 0] if squeeze else out
+
+    def fused(self, v: torch.Tensor | None, w: torch.Tensor | None = None) -> torch.Tensor:
+        """K_nMᵀ (K_nM v + w), each kernel block computed once (FALKON Alg. 1, KnM_times_vector).
+
+        ``v`` (M×k) or ``w`` (n×k) may be None, meaning zero.
+        """
+        if v is None and w is None:
+            raise ValueError("fused needs v or w")
+        ref = v if v is not None else w
+        squeeze = ref.ndim == 1
+        v = None if v is None else self._as_rhs(v, self.M, "v")
+        w = None if w is None else self._as_rhs(w, self.n, "w")
+        k = (v if v is not None else w).shape[1]
+        out = torch.zeros(self.M, k, dtype=self.dtype, device=self.device)
+        for start, stop, K in self._blocks():
+            if v is None:
+                tmp = w[start:stop]
+            elif w is None:
+                tmp = K @ v
+            else:
+                tmp = torch.addmm(w[start:stop], K, v)
+            out.addmm_(K.T, tmp)
+        return out[:, 0] if squeeze else out
+
+    def gram(self) -> torch.Tensor:
+        """K_nMᵀ K_nM (M×M), accumulated block by block."""
+        out = torch.zeros(self.M, self.M, dtype=self.dtype, device=self.device)
+        for _start, _stop, K in self._blocks():
+            out.addmm_(K.T, K)
+        return out
+
+
+def kernel_matvec(kernel: Kernel, X, C, v, *, memory_budget: int | None = None) -> torch.Tensor:
+    """K(X, C) v without holding K(X, C): a one-off :meth:`KernelOperator.matvec`."""
+    X = as_tensor(X, "X")
+    C = as_tensor(C, "C", dtype=X.dtype, device=X.device)
+    return KernelOperator(kernel, X, C, memory_budget=memory_budget).matvec(torch.as_tensor(v))

@@ -1,0 +1,208 @@
+"""The estimator contract shared by every solver.
+
+* scikit-learn style: ``__init__`` stores parameters untouched; fitted attributes end in ``_``;
+  ``fit(X, y, X_val=None, y_val=None)`` takes numpy, pandas or torch; ``predict`` returns the
+  same kind of array it was given; works in ``GridSearchCV``.
+* ``penalty`` is always λ of (K + λnI) (per-sample regularisation, the papers' convention).
+* Iterative solvers implement two hooks, ``_setup`` and ``_steps``; :meth:`IterativeKRR.iter_fit`
+  owns the loop that times, evaluates, records, stops, and detects NaN or a stalled residual,
+  so every solver emits the same :class:`~krrcore.stream.IterationRecord` stream.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from .._validation import as_tensor, check_features, check_int, check_positive, check_X_y
+from ..device import default_device, resolve_dtype
+from ..kernels import GaussianKernel, Kernel
+from ..metrics import DEFAULT_METRIC, METRICS
+from ..ops import KernelOperator
+from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
+
+
+@dataclass
+class Step:
+    """What a solver reports after an (outer) iteration; the base class turns it into a record."""
+
+    residual: float
+    objective: float = math.nan
+    iteration: int | None = None        # for solvers that report every k inner iterations
+    extras: dict = field(default_factory=dict)
+
+
+class KRRBase(RegressorMixin, BaseEstimator):
+    """Shared parameter handling, input conversion and prediction from (centres_, coef_).
+
+    Subclasses set ``centers_`` (the points the predictor expands over: X itself for full KRR)
+    and ``coef_`` (M×k), and ``d_weights_`` is folded into ``coef_`` already.
+    """
+
+    # -- parameter checks ------------------------------------------------------------------
+    def _kernel(self) -> Kernel:
+        kernel = self.kernel if self.kernel is not None else GaussianKernel(1.0)
+        if not isinstance(kernel, Kernel):
+            raise ValueError(f"kernel must be a krrcore.kernels.Kernel, got {type(kernel).__name__}")
+        return kernel
+
+    def _dtype(self) -> torch.dtype:
+        return resolve_dtype(getattr(self, "dtype", "float64"))
+
+    def _device(self) -> torch.device:
+        device = getattr(self, "device", None)
+        return torch.device(device) if device is not None else default_device()
+
+    def _penalty(self) -> float:
+        lam = check_positive(self.penalty, "penalty", allow_zero=True)
+        if lam == 0:
+            raise ValueError("penalty must be > 0: with λ = 0 the system K + λnI is singular in general")
+        return lam
+
+    def _prepare_fit(self, X, y):
+        X, Y, was_1d = check_X_y(X, y, dtype=self._dtype(), device=self._device())
+        self.n_features_in_ = X.shape[1]
+        self._y_was_1d = was_1d
+        return X, Y
+
+    # -- prediction ------------------------------------------------------------------------
+    def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
+        op = KernelOperator(self._kernel(), X, self.centers_, memory_budget=getattr(self, "memory_budget", None),
+                            n_rhs=self.coef_.shape[1])
+        return op.matvec(self.coef_)
+
+    def predict(self, X):
+        if not hasattr(self, "coef_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit first")
+        is_torch = isinstance(X, torch.Tensor)
+        Xt = as_tensor(X, "X", dtype=self.coef_.dtype, device=self.coef_.device)
+        check_features(Xt, self.n_features_in_)
+        out = self._predict_tensor(Xt)
+        if self._y_was_1d:
+            out = out[:, 0]
+        return out if is_torch else out.detach().cpu().numpy()
+
+
+class IterativeKRR(KRRBase):
+    """Base of iterative solvers: one loop, one stream.
+
+    Subclasses implement ``_setup(X, Y)`` (fitted attributes, preconditioner; sets ``centers_``
+    and a zero ``coef_``) and ``_steps(X, Y)``, a generator that updates ``coef_`` and yields a
+    :class:`Step` per reported iteration. Parameters read here: ``maxiter``, ``tol``,
+    ``callback``, ``timeout``, ``eval_train``, ``stall_patience``.
+    """
+
+    #: Metric used on train/validation data for the stream ("auto": by the target shape).
+    def _metric_name(self, Y: torch.Tensor) -> str:
+        metric = getattr(self, "metric", "auto")
+        if metric != "auto":
+            if metric not in METRICS:
+                raise ValueError(f"metric must be 'auto' or one of {sorted(METRICS)}, got {metric!r}")
+            return metric
+        values = torch.unique(Y)
+        is_pm1 = values.numel() <= 2 and bool(((values == 1) | (values == -1)).all())
+        is_onehot = Y.shape[1] > 1 and bool(((Y == 0) | (Y == 1)).all())
+        task = "multiclass" if is_onehot else ("binary" if is_pm1 else "regression")
+        return DEFAULT_METRIC[task]
+
+    def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        for _ in self.iter_fit(X, y, X_val, y_val, stop_event=stop_event):
+            pass
+        return self
+
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        """Generator of :class:`IterationRecord`; after it ends the estimator is fitted.
+
+        Iteration 0 is the state after set-up (its ``seconds`` include the set-up time).
+        Ends on: ``maxiter``; residual ≤ ``tol``; ``stop_event`` set; ``callback(record)``
+        returning True; ``timeout``; a stalled residual. ``stop_reason_`` says which. A NaN or
+        infinite residual raises :class:`SolverDivergedError`, leaving the last finite
+        coefficients in ``coef_`` and the records so far in ``trace_``.
+        """
+        maxiter = check_int(self.maxiter, "maxiter", minimum=0)
+        tol = getattr(self, "tol", None)
+        tol = None if tol is None else check_positive(tol, "tol", allow_zero=True)
+        patience = check_int(getattr(self, "stall_patience", 50), "stall_patience")
+        X, Y = self._prepare_fit(X, y)
+        if (X_val is None) != (y_val is None):
+            raise ValueError("X_val and y_val must be given together")
+        if X_val is not None:
+            X_val, Y_val, _ = check_X_y(X_val, y_val, dtype=X.dtype, device=X.device, X_name="X_val", y_name="y_val")
+            check_features(X_val, X.shape[1], "X_val")
+            if Y_val.shape[1] != Y.shape[1]:
+                raise ValueError(f"y_val has {Y_val.shape[1]} outputs but y has {Y.shape[1]}")
+        metric_name = self._metric_name(Y)
+        metric_fn = METRICS[metric_name]
+        stopper = Stopper(stop_event, getattr(self, "callback", None), getattr(self, "timeout", None))
+        eval_train = bool(getattr(self, "eval_train", False))
+        self.trace_ = []
+        self.stop_reason_ = ""
+        timer = Timer()
+        self._setup(X, Y)
+
+        def record_for(iteration: int, step: Step) -> IterationRecord:
+            seconds = timer.pause()
+            t_eval = Timer()
+            rec = IterationRecord(iteration=iteration, seconds=seconds, residual=float(step.residual),
+                                  objective=float(step.objective), metric=metric_name, extras=dict(step.extras))
+            if eval_train:
+                rec.train_metric = metric_fn(Y, self._predict_tensor(X))
+            if X_val is not None:
+                rec.val_metric = metric_fn(Y_val, self._predict_tensor(X_val))
+            rec.eval_seconds = t_eval.pause()
+            return rec
+
+        rec = record_for(0, self._initial_step(X, Y))
+        self.trace_.append(rec)
+        yield rec
+        if maxiter == 0:
+            self.stop_reason_ = "maxiter=0: no iterations run"
+            return
+        best, since_best = rec.residual, 0
+        last_good = self.coef_.clone()
+        timer.resume()
+        iteration = 0
+        for step in self._steps(X, Y):
+            iteration = step.iteration if step.iteration is not None else iteration + 1
+            rec = record_for(iteration, step)
+            if not math.isfinite(rec.residual) or not bool(torch.isfinite(self.coef_).all()):
+                self.coef_ = last_good
+                self.stop_reason_ = (f"diverged at iteration {iteration}: the residual became {rec.residual}; "
+                                     f"kept the coefficients of the last finite iteration")
+                raise SolverDivergedError(f"{type(self).__name__} {self.stop_reason_}")
+            last_good = self.coef_.clone()
+            self.trace_.append(rec)
+            yield rec
+            if rec.residual < best * (1 - 1e-6):
+                best, since_best = rec.residual, 0
+            else:
+                since_best += 1
+            if tol is not None and rec.residual <= tol:
+                self.stop_reason_ = f"converged: residual {rec.residual:.3g} <= tol {tol:g}"
+            elif iteration >= maxiter:
+                self.stop_reason_ = f"reached maxiter={maxiter}"
+            elif stopper.should_stop(rec):
+                self.stop_reason_ = stopper.reason
+            elif since_best >= patience:
+                self.stop_reason_ = (f"stalled: the residual has not improved for {patience} iterations "
+                                     f"(best {best:.3g}); the model is the current iterate")
+            if self.stop_reason_:
+                break
+            timer.resume()
+        else:
+            self.stop_reason_ = self.stop_reason_ or "solver finished"
+        self.n_iter_ = iteration
+
+    def _initial_step(self, X, Y) -> Step:
+        """Residual of the starting point (coef_ = 0): 1.0 for relative residuals."""
+        return Step(residual=1.0)
+
+    def _setup(self, X, Y) -> None:
+        raise NotImplementedError
+
+    def _steps(self, X, Y):
+        raise NotImplementedError

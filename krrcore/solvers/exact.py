@@ -1,0 +1,86 @@
+"""Direct solvers: exact KRR (Cholesky of K + λnI) and Nyström KRR (FALKON paper Eq. 8)."""
+from __future__ import annotations
+
+import torch
+
+from ..centers import select_centers
+from ..device import available_memory_bytes
+from ..linalg import jitter_cholesky
+from ..ops import KernelOperator
+from .base import KRRBase
+
+
+class ExactKRR(KRRBase):
+    """Exact kernel ridge regression: solve (K_nn + λnI) c = y by Cholesky, in float64.
+
+    ``max_memory`` bounds the n×n matrix (default: half of the free memory); above it a
+    ``ValueError`` says how much is needed and suggests an approximate solver.
+    """
+
+    def __init__(self, kernel=None, penalty=1e-3, *, dtype="float64", device=None, max_memory=None,
+                 memory_budget=None):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.dtype = dtype
+        self.device = device
+        self.max_memory = max_memory
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y, X_val=None, y_val=None, **_ignored):
+        lam = self._penalty()
+        X, Y = self._prepare_fit(X, y)
+        n = X.shape[0]
+        need = 2 * n * n * 8  # K and its Cholesky factor, float64
+        limit = self.max_memory if self.max_memory is not None else available_memory_bytes(X.device) // 2
+        if need > limit:
+            raise ValueError(
+                f"ExactKRR needs {need / 2**30:.1f} GiB for n={n} (two n×n float64 matrices) but only "
+                f"{limit / 2**30:.1f} GiB may be used: subsample, or use Falkon / NystromPCG"
+            )
+        X64 = X.double()
+        K = self._kernel()(X64, X64)
+        K.diagonal().add_(lam * n)
+        L, self.jitter_ = jitter_cholesky(K, 0.0, name="K + λnI")
+        del K
+        coef = torch.cholesky_solve(Y.double(), L)
+        self.centers_ = X
+        self.coef_ = coef.to(X.dtype)
+        return self
+
+
+class NystromKRR(KRRBase):
+    """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8).
+
+    O(nM² + M³) time, one M×M float64 system; K_nMᵀK_nM is accumulated in blocks. When the
+    system is numerically singular, jitter is raised in steps and reported in ``jitter_``.
+    """
+
+    def __init__(self, kernel=None, penalty=1e-3, M=100, *, centers="uniform", seed=0, dtype="float64",
+                 device=None, memory_budget=None):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.M = M
+        self.centers = centers
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y, X_val=None, y_val=None, **_ignored):
+        lam = self._penalty()
+        X, Y = self._prepare_fit(X, y)
+        n = X.shape[0]
+        cs = select_centers(self.centers, X, self.M, self.seed)
+        C = cs.centers
+        kernel = self._kernel()
+        op = KernelOperator(kernel, X.double(), C.double(), memory_budget=self.memory_budget, n_rhs=Y.shape[1])
+        H = op.gram()
+        H.add_(kernel(C.double(), C.double()), alpha=lam * n)
+        rhs = op.rmatvec(Y.double())
+        scale = float(H.diagonal().mean())
+        L, jitter = jitter_cholesky(H, 1e-14 * scale, name="K_nMᵀK_nM + λnK_MM")
+        self.jitter_ = jitter
+        self.centers_ = C
+        self.center_indices_ = cs.indices
+        self.coef_ = torch.cholesky_solve(rhs, L).to(X.dtype)
+        return self
