@@ -76,7 +76,10 @@ def _sigma_param(sigma):
     """Validate σ: a positive scalar or a 1-D array of positive per-feature lengths (ARD)."""
     if isinstance(sigma, (int, float)) and not isinstance(sigma, bool):
         return check_positive(sigma, "sigma")
-    t = torch.as_tensor(sigma, dtype=torch.float64) if not isinstance(sigma, torch.Tensor) else sigma.double()
+    try:
+        t = torch.as_tensor(sigma, dtype=torch.float64) if not isinstance(sigma, torch.Tensor) else sigma.double()
+    except (TypeError, ValueError):
+        raise ValueError(f"sigma must be a positive number or a 1-D array of per-feature lengths, got {sigma!r}") from None
     if t.ndim == 0:
         return check_positive(float(t), "sigma")
     if t.ndim != 1 or t.numel() == 0:
@@ -256,4 +259,4 @@ def median_heuristic(X, *, max_points: int = 2000, p: int = 2, seed: int = 0) ->
     d = d[d > 0]
     if d.numel() == 0:
         raise ValueError("X has no two distinct rows: the median heuristic is undefined")
-    return float(d.median())
+    return float(torch.quantile(d, 0.5))  # the usual median (mean of the middle two)
