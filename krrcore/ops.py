@@ -17,20 +17,25 @@ from ._validation import as_tensor, check_int
 from .device import default_memory_budget
 from .kernels import Kernel
 
+#: Part of the budget left to BLAS packing buffers and allocator slack: 10%, at least 4 MiB
+#: (measured here: 2–4 MiB per pass beyond our own buffers), never more than half the budget.
+WORKSPACE_RESERVE_FRACTION = 0.10
+WORKSPACE_RESERVE_MIN = 4 << 20
 #: Row blocks above this size stop paying off on a CPU (cache effects, measured in benchmarks).
 MAX_BLOCK_ROWS = 16384
 
 
-def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int,
+def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0,
                           n_rhs: int = 1, scratch_blocks: int = 0, min_rows: int = 1) -> int:
     """Largest row-block size whose working set fits ``budget_bytes``.
 
     Per block row the product holds one kernel row (M entries), ``scratch_blocks`` more if the
-    kernel allocates scratch (L1 distances), and an n_rhs-wide intermediate (K v + w).
-    Raises ``ValueError`` if not even ``min_rows`` rows fit.
+    kernel allocates scratch (L1 distances), the row's prepared features and their square (2d + 1) and an
+    n_rhs-wide intermediate (K v + w). Raises ``ValueError`` if not even ``min_rows`` rows fit.
     """
-    per_row = itemsize * ((1 + scratch_blocks) * M + 2 * n_rhs)
-    rows = int(budget_bytes // per_row)
+    per_row = itemsize * ((1 + scratch_blocks) * M + 2 * d + 1 + 2 * n_rhs)
+    reserve = min(budget_bytes / 2, max(WORKSPACE_RESERVE_FRACTION * budget_bytes, WORKSPACE_RESERVE_MIN))
+    rows = int((budget_bytes - reserve) // per_row)
     if rows < min_rows:
         raise ValueError(
             f"memory_budget of {budget_bytes / 2**20:.1f} MiB is too small for one kernel row "
@@ -42,8 +47,8 @@ def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int,
 class KernelOperator:
     """Blocked products with K_nM = kernel(X, C) under ``memory_budget`` bytes of extra memory.
 
-    The budget bounds the block buffer and the per-block intermediates; it excludes X, C and the
-    outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
+    The budget bounds the block buffer and the per-block intermediates (prepared features, K v);
+    it excludes X, C and the outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
@@ -59,9 +64,10 @@ class KernelOperator:
         if block_rows is None:
             block_rows = block_rows_for_budget(
                 self.n, self.M, itemsize=X.element_size(), budget_bytes=self.memory_budget,
-                n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks)
+                d=X.shape[1], n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks)
         self.block_rows = min(check_int(block_rows, "block_rows"), self.n)
-        self._X = kernel.prepare(X)
+        # X is prepared block by block (O(block·d) extra), the centres once.
+        self._X = X
         self._C = kernel.prepare(C)
         self._buffer = torch.empty(self.block_rows, self.M, dtype=self.dtype, device=self.device)
         #: Bytes of the block buffer (the dominant term of the budget), for reports.
@@ -72,7 +78,7 @@ class KernelOperator:
         for start in range(0, self.n, self.block_rows):
             stop = min(start + self.block_rows, self.n)
             out = self._buffer[: stop - start]
-            yield start, stop, self.kernel.block(self._X.rows(start, stop), self._C, out=out)
+            yield start, stop, self.kernel.block(self.kernel.prepare(self._X[start:stop]), self._C, out=out)
 
     def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
         v = v.to(dtype=self.dtype, device=self.device)

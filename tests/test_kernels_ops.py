@@ -89,9 +89,9 @@ def test_blocked_products_equal_dense(kernel, block_rows):
 
 def test_block_size_is_solved_from_budget():
     M, itemsize = 2000, 8
-    rows = block_rows_for_budget(10**6, M, itemsize=itemsize, budget_bytes=64 * 2**20)
-    assert rows * M * itemsize <= 64 * 2**20
-    assert rows >= 64 * 2**20 // (itemsize * (M + 2)) - 1 or rows == 16384
+    rows = block_rows_for_budget(10**6, M, itemsize=itemsize, budget_bytes=64 * 2**20, d=10)
+    assert rows * (M + 2 * 10 + 3) * itemsize <= (64 - 6.4) * 2**20          # block + features + K v
+    assert (rows + 1) * (M + 2 * 10 + 3) * itemsize > (64 - 6.4) * 2**20    # and it is the largest such
     X, C = _data()
     op = KernelOperator(GaussianKernel(1.0), X, C, memory_budget=10 * C.shape[0] * 8)
     assert op.block_rows < X.shape[0] and op.buffer_bytes <= 10 * C.shape[0] * 8
