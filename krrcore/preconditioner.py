@@ -1,11 +1,16 @@
 """FALKON's preconditioner B = (1/√n) D T⁻¹ A⁻¹ (FALKON paper Eq. 13; Appendix A, Def. 3–4).
 
 T = chol(D K_MM D + εM·I) and A = chol(T Tᵀ/M + λI) are upper-triangular. Both live in *one*
-M×M float64 buffer — T in the upper triangle, A transposed in the lower one, their diagonals kept
-aside and swapped in before each triangular solve — so the solve holds a single M×M matrix, as
-the FALKON library does. B is never formed.
+M×M float64 buffer, as in the FALKON library: Tᵀ in the lower triangle, A in the upper one,
+their diagonals kept aside and swapped in before each triangular solve. B is never formed.
+
+On the CPU the factorisations run in place through LAPACK (potrf, then lauum for T Tᵀ, a third
+of a GEMM's flops), so set-up holds that single buffer; elsewhere torch ops use transient copies.
+We factor T Tᵀ + λM·I = L Lᵀ and keep A = Lᵀ/√M implicitly (the √M is applied in the solves).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -13,6 +18,18 @@ from .linalg import jitter_cholesky
 
 #: Base jitter ε of εM·I per data dtype (the FALKON library's defaults).
 JITTER_EPS = {torch.float32: 1e-5, torch.float64: 1e-13}
+_JITTER_STEP, _JITTER_TRIES = 100.0, 8
+
+
+def _mirror_upper_to_lower(buf: torch.Tensor, chunk: int = 256) -> None:
+    """buf's strict lower triangle ← its strict upper one transposed, in row chunks (no M×M temp)."""
+    M = buf.shape[0]
+    for r0 in range(0, M, chunk):
+        r1 = min(r0 + chunk, M)
+        block = buf[r0:r1, :r1]
+        mirrored = buf[:r1, r0:r1].T
+        below = torch.ones(r1 - r0, r1, dtype=torch.bool, device=buf.device).tril_(r0 - 1)
+        block.copy_(torch.where(below, mirrored, block))
 
 
 class FalkonPreconditioner:
@@ -25,35 +42,75 @@ class FalkonPreconditioner:
     def __init__(self, kernel, centers: torch.Tensor, penalty: float, *, weights: torch.Tensor | None = None,
                  data_dtype: torch.dtype = torch.float64, jitter: float | None = None):
         C = centers.double()
-        M = C.shape[0]
-        self.M = M
+        self.M = M = C.shape[0]
         self.penalty = penalty
         self.weights = None if weights is None else weights.to(dtype=torch.float64, device=C.device)
-        buf = kernel(C, C)                                   # the one M×M buffer: K_MM
-        if self.weights is not None:
-            buf.mul_(self.weights.unsqueeze(0)).mul_(self.weights.unsqueeze(1))
+        self._sqrt_M = math.sqrt(M)
         eps = JITTER_EPS[data_dtype] * M if jitter is None else float(jitter)
-        L_T, self.jitter_ = jitter_cholesky(buf, eps, name="D K_MM D")  # T = L_Tᵀ
-        torch.mm(L_T.T, L_T, out=buf)                        # T Tᵀ into the K_MM buffer
-        buf.div_(M).diagonal().add_(penalty)
-        L_A, _ = jitter_cholesky(buf, 0.0, name="T Tᵀ/M + λI")   # A = L_Aᵀ
-        # Pack: strict upper = T (= L_Tᵀ), strict lower = Aᵀ (= L_A); diagonals aside.
-        buf.copy_(L_A)
-        upper = torch.triu(L_T.T, diagonal=1)
-        buf.tril_(-1).add_(upper)
-        self.diag_T = L_T.diagonal().clone()
-        self.diag_A = L_A.diagonal().clone()
-        self._packed = buf
-        del L_T, L_A
+        self._packed = torch.empty(M, M, dtype=torch.float64, device=C.device)   # the one M×M buffer
+        prepared = kernel.prepare(C)
 
+        def load_DKD(jitter_value: float) -> torch.Tensor:
+            kernel.block(prepared, prepared, out=self._packed)
+            if self.weights is not None:
+                self._packed.mul_(self.weights.unsqueeze(0)).mul_(self.weights.unsqueeze(1))
+            self._packed.diagonal().add_(jitter_value)
+            return self._packed
+
+        if C.device.type == "cpu":
+            self.jitter_ = self._factor_in_place(load_DKD, eps, penalty)
+        else:
+            self.jitter_ = self._factor_with_torch(load_DKD, eps, penalty)
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _factor_in_place(self, load_DKD, eps: float, penalty: float) -> float:
+        """LAPACK in place on the buffer's transpose view A (Fortran order): A's lower triangle
+        gets L_T (T = L_Tᵀ), is mirrored to the upper one, then lauum turns the lower one into
+        L_Tᵀ L_T = T Tᵀ, whose Cholesky (with λM on the diagonal) ends in the lower triangle."""
+        from scipy.linalg import lapack
+
+        current = eps
+        for _ in range(_JITTER_TRIES):
+            A = load_DKD(current).numpy().T
+            _, info = lapack.dpotrf(A, lower=1, overwrite_a=1, clean=0)
+            if info == 0:
+                break
+            current = current * _JITTER_STEP if current > 0 else 1e-12
+        else:
+            raise ValueError("D K_MM D is not positive definite even with large jitter "
+                             "(check for NaN inputs or an extremely small kernel bandwidth)")
+        buf = self._packed                      # buf = Aᵀ: A's lower triangle is buf's upper one
+        self.diag_T = buf.diagonal().clone()
+        _mirror_upper_to_lower(buf)             # buf lower = L_T; lauum overwrites the upper copy
+        _, info = lapack.dlauum(A, lower=1, overwrite_c=1)     # A lower (= buf upper) ← T Tᵀ
+        buf.diagonal().add_(penalty * self.M)
+        _, info2 = lapack.dpotrf(A, lower=1, overwrite_a=1, clean=0)
+        if info or info2:
+            raise ValueError("T Tᵀ/M + λI is not positive definite: check that penalty > 0 and finite")
+        self.diag_A = buf.diagonal().clone()    # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
+        return current
+
+    def _factor_with_torch(self, load_DKD, eps: float, penalty: float) -> float:
+        """The same layout with torch ops (GPU); transient copies during set-up."""
+        L_T, used = jitter_cholesky(load_DKD(0.0), eps, name="D K_MM D")
+        TTt = L_T.T @ L_T
+        TTt.diagonal().add_(penalty * self.M)
+        L_A, _ = jitter_cholesky(TTt, 0.0, name="T Tᵀ/M + λI")
+        self.diag_T, self.diag_A = L_T.diagonal().clone(), L_A.diagonal().clone()
+        self._packed.copy_(torch.tril(L_T, -1) + torch.triu(L_A.T, 1))
+        return used
+
+    # -- application ---------------------------------------------------------------------------
     def _solve(self, rhs: torch.Tensor, which: str, transpose: bool) -> torch.Tensor:
-        """Triangular solve with T (upper) or A (upper, stored as Aᵀ lower), or their transposes."""
-        self._packed.diagonal().copy_(self.diag_T if which == "T" else self.diag_A)
-        if which == "T":   # T is the upper triangle
-            mat, upper = (self._packed.T, False) if transpose else (self._packed, True)
-        else:              # A is stored as its transpose in the lower triangle
-            mat, upper = (self._packed, False) if transpose else (self._packed.T, True)
-        return torch.linalg.solve_triangular(mat, rhs, upper=upper)
+        """T⁻¹, T⁻ᵀ (T upper = (buffer's lower)ᵀ) or A⁻¹, A⁻ᵀ (A = buffer's upper / √M)."""
+        buf = self._packed
+        buf.diagonal().copy_(self.diag_T if which == "T" else self.diag_A)
+        if which == "T":
+            return torch.linalg.solve_triangular(buf, rhs, upper=False) if transpose else \
+                torch.linalg.solve_triangular(buf.T, rhs, upper=True)
+        out = torch.linalg.solve_triangular(buf.T, rhs, upper=False) if transpose else \
+            torch.linalg.solve_triangular(buf, rhs, upper=True)
+        return out.mul_(self._sqrt_M)
 
     def apply(self, u: torch.Tensor) -> torch.Tensor:
         """P u = D T⁻¹ A⁻¹ u (MATLAB Alg. 2: ``T\\(A\\u)``, with D as in Def. 4)."""

@@ -180,3 +180,16 @@ def test_bad_input_raises_clear_errors(diabetes, kwargs, X, y, message):
     params = {**dict(kernel=GaussianKernel(3.0), penalty=1e-3, M=20, maxiter=3), **kwargs}
     with pytest.raises(ValueError, match=message):
         Falkon(**params).fit(Xd if X is None else X, yd if y is None else y)
+
+
+def test_in_place_lapack_and_torch_factorisations_agree(diabetes, monkeypatch):
+    """The CPU path factors T and A in place in one buffer; the GPU path uses torch ops."""
+    from krrcore.preconditioner import FalkonPreconditioner
+
+    X, y = diabetes
+    kw = dict(kernel=GaussianKernel(3.0), penalty=1e-4, M=120, maxiter=20, seed=1)
+    in_place = Falkon(**kw).fit(X, y)
+    monkeypatch.setattr(FalkonPreconditioner, "_factor_in_place", FalkonPreconditioner._factor_with_torch)
+    with_torch = Falkon(**kw).fit(X, y)
+    np.testing.assert_allclose(in_place.predict(X), with_torch.predict(X), atol=1e-8)
+    assert in_place.preconditioner_.buffer_bytes == 120 * 120 * 8
