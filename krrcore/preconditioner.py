@@ -68,7 +68,14 @@ class FalkonPreconditioner:
         gets L_T (T = L_Tᵀ), is mirrored to the upper one, then lauum turns the lower one into
         L_Tᵀ L_T = T Tᵀ, whose Cholesky (with λM on the diagonal) ends in the lower triangle."""
         from scipy.linalg import lapack
+        from threadpoolctl import threadpool_limits
 
+        # scipy's OpenBLAS threads fight torch's spinning OpenMP workers (5-10x slower measured
+        # here); a single BLAS thread was faster than torch's own two-thread Cholesky.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._factor_lapack(lapack, load_DKD, eps, penalty)
+
+    def _factor_lapack(self, lapack, load_DKD, eps: float, penalty: float) -> float:
         current = eps
         for _ in range(_JITTER_TRIES):
             A = load_DKD(current).numpy().T
