@@ -1,0 +1,26 @@
+"""KRR Explorer — the Streamlit entry point and router.
+
+Run with ``streamlit run app.py``. This script runs on every interaction: it declares the pages,
+draws the shared sidebar (data, kernel, λ, M, solver — all bound to the URL), then runs the
+selected page. Every page goes through here, so every page sees the same sidebar.
+
+Pages are listed explicitly with ``st.navigation`` (the current API) and live in ``app_pages/``,
+deliberately not in ``pages/``: a ``pages/`` folder next to this file switches Streamlit to the
+legacy multipage mode until ``st.navigation`` first runs — so the first request a fresh server
+gets for ``/compare`` would run the page without this router (no sidebar), and AppTest, which
+resets that mode before every run, would run pages without the router on every rerun.
+"""
+import streamlit as st
+
+from krr_app import sidebar
+
+st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide")
+
+explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
+compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")
+# Pages that show the solver controls in the sidebar (the others only need the problem).
+SOLVER_PAGES = {explore.url_path, compare.url_path}
+
+page = st.navigation([explore, compare])
+sidebar.render(solver_section=page.url_path in SOLVER_PAGES)
+page.run()

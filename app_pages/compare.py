@@ -1,0 +1,140 @@
+"""Compare: several solvers, or one solver at several M, λ or B, on the same cached problem.
+
+Runs go to the session's registry (the same one Explore uses), run one after another so their
+timings are comparable, and stay until removed: their curves are overlaid against iterations and
+against seconds, with a table of final test error, time and memory, and CSV downloads.
+"""
+import streamlit as st
+
+from krr_app import charts, explain, sidebar, state, views
+from krr_app.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
+                            with_value)
+from krrcore.registry import SOLVERS
+
+settings = sidebar.current()
+registry = state.session_runs()
+dataset = settings.dataset
+
+st.title("Compare")
+st.caption("Run several solvers — or one solver at several values of a knob — on the same data, and "
+           "overlay their convergence. Runs stay in this session until you remove them.")
+if settings.lesson is not None:
+    title, text = settings.lesson
+    st.info(f"**{title}**\n{text}")
+if settings.data_error:
+    (st.info if settings.data is None else st.error)(settings.data_error)
+
+
+def _solver_label(key: str) -> str:
+    info = SOLVERS[key]
+    return info.label if info.available else f"{info.label} — not built yet"
+
+
+def _reset_sweep_values():
+    st.session_state["sweep_values"] = SWEEP_DEFAULTS[st.session_state["sweep_param"]]
+
+
+configs, input_error = [], None
+sidebar.accept_option_keys_in_url("cmp_mode", ["solvers", "sweep"])
+mode = st.radio("Compare", ["solvers", "sweep"], key="cmp_mode", horizontal=True, bind="query-params",
+                format_func={"solvers": "Several solvers", "sweep": "One solver, several values"}.get)
+if settings.data is not None:
+    if mode == "solvers":
+        built = [k for k in solver_keys() if SOLVERS[k].available]
+        sidebar.accept_option_keys_in_url("cmp_solvers", solver_keys())
+        chosen = st.multiselect("Solvers", solver_keys(), key="cmp_solvers", format_func=_solver_label,
+                                default=[k for k in ("falkon", "nystrom_cg") if k in built] or built[:2],
+                                bind="query-params", help=explain.HELP["solver"])
+        configs = [settings.config(solver=key) for key in chosen]
+    else:
+        base = settings.config()
+        options = [k for k in SWEEP_DEFAULTS
+                   if (k == "penalty") or (k == "M" and base.M is not None)
+                   or (k == "maxiter" and base.maxiter is not None) or k in dict(base.solver_params)]
+        if st.session_state.get("sweep_param", options[0]) not in options:   # the sidebar's solver changed
+            st.session_state.pop("sweep_param")
+        sidebar.accept_option_keys_in_url("sweep_param", options)
+        col_param, col_values = st.columns([1, 2])
+        with col_param:
+            param = st.selectbox(f"Vary ({base.info.label}, the sidebar's solver)", options,
+                                 index=options.index("M") if "M" in options else 0, key="sweep_param",
+                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, bind="query-params")
+        with col_values:
+            text = st.text_input("Values (comma-separated)", value=SWEEP_DEFAULTS[param], key="sweep_values",
+                                 bind="query-params")
+        values, input_error = parse_sweep_values(text, param)
+        configs = [with_value(base, param, v) for v in values]
+
+if input_error:
+    st.error(input_error)
+issues = {}
+for config in configs:
+    found = problems(config, dataset.n_train if dataset is not None else None)
+    if found:
+        issues[config] = found
+for config, found in issues.items():
+    st.error(f"**{config.label()}**: {' '.join(found)}")
+runnable = [c for c in configs if c not in issues] if dataset is not None else []
+
+col_run, col_stop, _ = st.columns([1, 1, 4])
+with col_run:
+    run_all = st.button(f"Run {len(runnable)} configuration{'s' if len(runnable) != 1 else ''}", type="primary",
+                        disabled=not runnable, icon=":material/play_arrow:", key="cmp_run")
+with col_stop:
+    st.button("Stop all", key="cmp_stop", disabled=not registry.active(), icon=":material/stop:",
+              on_click=lambda: [r.stop() for r in registry.active()])
+if run_all:
+    for config in runnable:
+        existing = registry.get(config)
+        if existing is None or existing.status != "done":   # a finished run is reused as is
+            registry.start(config, dataset)
+
+st.divider()
+runs = registry.runs()
+if not runs:
+    st.markdown("No runs yet in this session. Choose solvers or values above and press **Run**.")
+    views.explanation("compare", "falkon", "condition")
+    st.stop()
+
+
+def _render(current):
+    active = [r for r in current if r.active]
+    if active:
+        done = len(current) - len(active)
+        st.progress(done / len(current), text=f"{done} of {len(current)} runs finished · now: "
+                    + views.progress_text(next((r for r in active if r.status == "running"), active[0])))
+    tab_iter, tab_time = st.tabs(["Against iterations", "Against seconds"])
+    with tab_iter:
+        views.convergence_chart(current, "iteration", key="cmp_iter")
+    with tab_time:
+        views.convergence_chart(current, "seconds", key="cmp_time")
+    st.dataframe(charts.summary_frame(current), hide_index=True, key="cmp_table",
+                 column_config={"id": None, "test classification error": st.column_config.NumberColumn(format="percent")})
+
+
+views.live(registry.runs, _render, key="cmp_live")
+for run in runs:
+    if run.status == "error":
+        st.error(f"**{run.label}** failed: {run.message}")
+
+col_remove, col_downloads = st.columns([2, 1])
+with col_remove:
+    labels = {r.id: f"{r.label} [{r.id[:4]}]" for r in runs}
+    selected = st.multiselect("Select runs", list(labels), format_func=labels.get, key="cmp_selected",
+                              placeholder="Pick runs to remove or download")
+    col_a, col_b = st.columns(2)
+    col_a.button("Remove selected", disabled=not selected, key="cmp_remove",
+                 on_click=lambda: (registry.remove(st.session_state["cmp_selected"]),
+                                   st.session_state.update(cmp_selected=[])))
+    col_b.button("Remove all", key="cmp_remove_all",
+                 on_click=lambda: (registry.remove([r.id for r in registry.runs()]),
+                                   st.session_state.update(cmp_selected=[])))
+with col_downloads:
+    chosen_runs = [r for r in runs if r.id in selected] or runs
+    which = "selected" if selected else "all"
+    views.trace_download(chosen_runs, key="cmp_csv", filename=f"krr-compare-traces-{which}.csv",
+                         label=f"Traces of {which} runs (CSV)")
+    st.download_button(f"Table of {which} runs (CSV)", charts.summary_frame(chosen_runs).to_csv(index=False),
+                       file_name=f"krr-compare-summary-{which}.csv", mime="text/csv", key="cmp_table_csv",
+                       on_click="ignore", icon=":material/download:")
+views.explanation("compare", "falkon", "askotch", "condition")

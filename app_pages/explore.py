@@ -1,0 +1,91 @@
+"""Explore: one solver on one problem, live — the page a student starts on.
+
+Run starts the sidebar's configuration in the session's worker (never on this thread); while it
+runs, a fragment redraws the progress bar and the convergence chart every POLL_SECONDS; Stop
+sets the run's event. A configuration already run is shown at once from the session's registry.
+"""
+import streamlit as st
+
+from krr_app import explain, sidebar, state, views
+from krr_app.config import problems
+
+RUN_KEY = "explore_run"     # session_state handle of the last run started here (tests wait on it)
+
+settings = sidebar.current()
+registry = state.session_runs()
+
+st.title("Explore")
+st.caption("Pick data, a kernel, λ and a solver in the sidebar, then **Run**: the convergence chart grows "
+           "with every iteration. Every setting is in the URL — copy it to share this exact view.")
+if settings.lesson is not None:
+    title, text = settings.lesson
+    st.info(f"**{title}**\n{text}")
+
+dataset = settings.dataset
+config = settings.config() if settings.data is not None else None
+issues = problems(config, dataset.n_train if dataset is not None else None) if config is not None else []
+if settings.data_error:
+    (st.info if settings.data is None else st.error)(settings.data_error)
+views.show_problems(issues)
+can_run = dataset is not None and config is not None and not issues
+
+run = registry.get(config) if config is not None else None
+previous = st.session_state.get(RUN_KEY)
+
+
+def _stop_active():
+    active = st.session_state.get(RUN_KEY)
+    if active is not None:
+        active.stop()
+
+
+col_run, col_stop, col_auto, col_x = st.columns([1, 1, 2, 3], vertical_alignment="center")
+with col_run:
+    clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
+                        help=None if can_run else "Fix the messages above first.", key="run")
+with col_stop:
+    st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="stop",
+              on_click=_stop_active, help="Stops after the current iteration (direct solvers cannot be "
+              "interrupted).")
+with col_auto:
+    auto_run = st.toggle("Run on every change", key="auto_run", help=explain.HELP["auto_run"],
+                         bind="query-params")
+with col_x:
+    x_axis = st.radio("x axis", ["iteration", "seconds"], key="x_axis", horizontal=True,
+                      help=explain.HELP["x_axis"], label_visibility="collapsed", bind="query-params")
+
+if can_run and (clicked or (auto_run and run is None)):
+    if previous is not None and previous.active and previous.config != config:
+        previous.stop()     # a new run replaces the one in progress, as in TF Playground
+    run = registry.start(config, dataset)
+    st.session_state[RUN_KEY] = run
+
+shown = run
+if shown is None and previous is not None and previous.id in {r.id for r in registry.runs()}:
+    shown = previous
+    if config is not None:
+        st.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
+
+if shown is None:
+    st.markdown("Nothing has run with these settings yet. Press **Run**.")
+    views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
+else:
+    def _render(runs):
+        (current,) = runs
+        if current.active:
+            st.progress(views.progress_fraction(current), text=views.progress_text(current))
+        else:
+            views.status_message(current)
+        if current.records:
+            views.convergence_chart([current], x_axis, key="explore_convergence")
+
+    views.live(lambda: [shown], _render, key="explore_live")
+    if not shown.active:
+        if shown.metrics:
+            views.metric_cards(shown)
+        views.fit_chart(shown, key="explore_fit")
+        col_csv, _ = st.columns([1, 3])
+        with col_csv:
+            views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")
+    views.reproduce(shown.config)
+    views.explanation("residual", "falkon", "askotch", "lambda", "condition")

@@ -1,0 +1,218 @@
+"""The plain configuration of one run: what keys the caches, labels a run and writes the snippet.
+
+Everything here is a hashable value (str, int, float, tuples), never an array or a tensor, so a
+:class:`RunConfig` is the single key for the run registry and ``st.cache_*`` functions, and the
+"reproduce in Python" snippet is generated from the same object that keyed the run.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field, replace
+
+from krrcore.kernels import KERNELS
+from krrcore.registry import SOLVERS, SolverInfo, get_solver
+
+#: Exact KRR factorises an n×n matrix: above this many training points the app offers it no more
+#: (two 8·n² byte matrices and an O(n³) Cholesky stop being "instant feedback" on 2 cores).
+EXACT_MAX_N = 8_000
+
+#: Integer solver knobs the UI knows how to show, with label, minimum, default and help text.
+#: A knob a future solver adds that is not listed here keeps the solver's own default.
+INT_KNOBS: dict[str, tuple[str, int, int, str]] = {
+    "maxiter": ("Max iterations t", 1, 20, "Iterations of the solver. FALKON needs about log(1/ε) of them."),
+    "blocks": ("Blocks B", 1, 10, "ASkotch splits the n points into B blocks and updates one block per step."),
+    "rank": ("Preconditioner rank r", 1, 50, "Rank of the randomized Nyström preconditioner (ASkotch, NyströmPCG)."),
+}
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Which data: a registry name with its knobs, or an uploaded CSV identified by its bytes' hash."""
+
+    name: str                                   # key of krrcore.datasets.DATASETS, or "csv"
+    n: int | None = None
+    seed: int = 0
+    knobs: tuple[tuple[str, object], ...] = ()  # entry-specific load() arguments (noise, tiles, ...)
+    csv_digest: str | None = None               # sha256 of the uploaded file's bytes
+    csv_target: str | None = None
+    csv_filename: str | None = None
+
+    @property
+    def is_csv(self) -> bool:
+        return self.csv_digest is not None
+
+    def load_kwargs(self) -> dict:
+        return {"n": self.n, "seed": self.seed, **dict(self.knobs)}
+
+    def load_call(self) -> str:
+        """The krrcore call that loads this data (for the reproduce snippet)."""
+        if self.is_csv:
+            n = "" if self.n is None else f", n={self.n}"
+            return f"from_csv({self.csv_filename or 'your_file.csv'!r}, target={self.csv_target!r}{n}, seed={self.seed})"
+        args = [repr(self.name)] + [f"{k}={v!r}" for k, v in self.load_kwargs().items() if v is not None]
+        return f"load({', '.join(args)})"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One solver on one problem. Build it with :func:`make_config` so irrelevant knobs are dropped."""
+
+    data: DataSpec
+    kernel: str
+    kernel_params: tuple[tuple[str, object], ...]
+    penalty: float
+    solver: str
+    M: int | None = None
+    maxiter: int | None = None
+    dtype: str = "float64"
+    solver_seed: int = 0
+    memory_budget: int | None = None       # bytes
+    solver_params: tuple[tuple[str, object], ...] = field(default=())
+
+    @property
+    def info(self) -> SolverInfo:
+        return get_solver(self.solver)
+
+    def kernel_kwargs(self) -> dict:
+        return dict(self.kernel_params)
+
+    def estimator_kwargs(self) -> dict:
+        """Constructor parameters besides ``kernel``: only those the solver accepts, no Nones."""
+        candidates = {"penalty": self.penalty, "M": self.M, "maxiter": self.maxiter, "dtype": self.dtype,
+                      "seed": self.solver_seed, "memory_budget": self.memory_budget, **dict(self.solver_params)}
+        accepted = accepted_params(self.solver)
+        return {k: v for k, v in candidates.items() if v is not None and (k == "penalty" or k in accepted)}
+
+    def label(self, vary: tuple[str, ...] = ()) -> str:
+        """Short human label: the solver plus the knobs named in ``vary`` (all main knobs if empty)."""
+        knobs = {"M": self.M, "λ": self.penalty, "σ": self.kernel_kwargs().get("sigma"), "t": self.maxiter,
+                 **dict(self.solver_params)}
+        shown = [f"{k}={format_number(v)}" for k, v in knobs.items() if v is not None and (not vary or k in vary)]
+        return " · ".join([self.info.label, *shown])
+
+    def as_dict(self) -> dict:
+        """Flat plain dict (for tables and CSV downloads)."""
+        out = {"dataset": self.data.csv_filename if self.data.is_csv else self.data.name, "n": self.data.n,
+               "data_seed": self.data.seed, **{f"data_{k}": v for k, v in self.data.knobs},
+               "kernel": self.kernel,
+               **{f"kernel_{k}": v for k, v in self.kernel_params}, "solver": self.solver}
+        out.update(self.estimator_kwargs())
+        return out
+
+
+def format_number(value) -> str:
+    if isinstance(value, float):
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e4):
+            return f"{value:.0e}" if math.isclose(value, float(f"{value:.0e}"), rel_tol=1e-9) else f"{value:.2e}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+_ACCEPTED: dict[str, frozenset[str]] = {}
+
+
+def accepted_params(solver: str) -> frozenset[str]:
+    """Constructor parameter names of a solver; its registry knobs while the class is not built yet
+    (only a successful import is remembered, so a solver that lands later is picked up)."""
+    if solver not in _ACCEPTED:
+        info = get_solver(solver)
+        try:
+            cls = info.load()
+        except ImportError:
+            return frozenset(info.knobs) | {"penalty"}
+        _ACCEPTED[solver] = frozenset(inspect.signature(cls.__init__).parameters) - {"self"}
+    return _ACCEPTED[solver]
+
+
+def kernel_param_names(kernel: str) -> tuple[str, ...]:
+    """The constructor parameters of a kernel in ``KERNELS`` (e.g. ('sigma',) for the Gaussian)."""
+    cls = KERNELS[kernel]
+    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+
+
+def make_config(data: DataSpec, *, kernel: str, kernel_params: dict, penalty: float, solver: str,
+                M: int | None = None, maxiter: int | None = None, dtype: str = "float64", solver_seed: int = 0,
+                memory_budget: int | None = None, solver_params: dict | None = None) -> RunConfig:
+    """A normalised RunConfig: knobs the solver ignores are set to None, so that e.g. moving the M
+    slider does not make exact KRR look like a new, not-yet-run configuration."""
+    info = get_solver(solver)
+    accepted = accepted_params(solver)
+    names = kernel_param_names(kernel)
+    kparams = tuple(sorted((k, v) for k, v in kernel_params.items() if k in names))
+    extra = tuple(sorted((k, v) for k, v in (solver_params or {}).items() if k in accepted and k in info.knobs))
+    return RunConfig(
+        data=data, kernel=kernel, kernel_params=kparams, penalty=float(penalty), solver=solver,
+        M=int(M) if (M is not None and "M" in accepted) else None,
+        maxiter=int(maxiter) if (maxiter is not None and info.iterative and "maxiter" in accepted) else None,
+        dtype=dtype if "dtype" in accepted else "float64",
+        solver_seed=int(solver_seed) if "seed" in accepted else 0,
+        memory_budget=memory_budget if "memory_budget" in accepted else None,
+        solver_params=extra,
+    )
+
+
+def with_value(config: RunConfig, name: str, value) -> RunConfig:
+    """The same configuration with one knob changed (Compare's sweeps): 'M', 'penalty' or a solver knob."""
+    if name in ("M", "penalty", "maxiter"):
+        return replace(config, **{name: value})
+    params = dict(config.solver_params)
+    params[name] = value
+    return replace(config, solver_params=tuple(sorted(params.items())))
+
+
+#: What Compare's sweep can vary, with the values it offers first.
+SWEEP_DEFAULTS = {"M": "20, 50, 100, 200", "penalty": "1e-8, 1e-6, 1e-4, 1e-2", "maxiter": "5, 10, 20, 40",
+                  "blocks": "2, 5, 10", "rank": "10, 50, 100"}
+SWEEP_LABELS = {"M": "M (centres)", "penalty": "λ", "maxiter": "max iterations t", "blocks": "B (blocks)",
+                "rank": "r (preconditioner rank)"}
+
+
+def parse_sweep_values(text: str, name: str) -> tuple[list, str | None]:
+    """Comma-separated sweep values for knob ``name``: (values, None), or ([], a sentence naming
+    the bad value). λ must be > 0; the other knobs are whole numbers ≥ 1. Duplicates are dropped."""
+    values = []
+    for item in [t.strip() for t in text.replace(";", ",").split(",") if t.strip()]:
+        try:
+            value = float(item)
+        except ValueError:
+            return [], f"'{item}' is not a number: write values separated by commas, e.g. {SWEEP_DEFAULTS[name]}"
+        if name == "penalty":
+            if not (value > 0 and math.isfinite(value)):
+                return [], (f"λ = {item} cannot be used: λ must be > 0 (with λ = 0 the system K + λnI is "
+                            "singular in general).")
+            values.append(value)
+        elif not (math.isfinite(value) and value == int(value) and value >= 1):
+            return [], f"{SWEEP_LABELS[name]} must be a whole number ≥ 1, got {item}"
+        else:
+            values.append(int(value))
+    if not values:
+        return [], "Enter at least one value."
+    return list(dict.fromkeys(values)), None
+
+
+def problems(config: RunConfig, n_train: int | None) -> list[str]:
+    """Reasons this configuration cannot run, as sentences for the page (empty when it can)."""
+    out = []
+    info = config.info
+    if not info.available:
+        out.append(f"{info.label} is not built yet: it will appear here as soon as `{info.target}` lands.")
+    if not (config.penalty > 0) or not math.isfinite(config.penalty):
+        out.append(f"λ must be > 0 (got {config.penalty:g}): with λ = 0 the system K + λnI is singular in general.")
+    sigma = config.kernel_kwargs().get("sigma")
+    if sigma is not None and not (sigma > 0):
+        out.append(f"σ must be > 0 (got {sigma:g}).")
+    if n_train is not None:
+        if config.M is not None and config.M > n_train:
+            out.append(f"M = {config.M} centres, but there are only n = {n_train} training points: choose M ≤ n.")
+        if config.solver == "exact" and n_train > EXACT_MAX_N:
+            out.append(f"Exact KRR is offered up to n = {EXACT_MAX_N:,} training points here (n = {n_train:,}): "
+                       "lower n, or use a Nyström solver.")
+    if config.M is not None and config.M < 1:
+        out.append(f"M must be at least 1 (got {config.M}).")
+    return out
+
+
+def solver_keys() -> list[str]:
+    """All registered solvers, built ones first (a solver that lands later appears without UI changes)."""
+    return sorted(SOLVERS, key=lambda k: (not SOLVERS[k].available, list(SOLVERS).index(k)))

@@ -1,0 +1,122 @@
+"""Short explanations shown beside the controls and on each page, with the papers' equations.
+
+Written for a student: what the knob does to the model and to the solver, in two or three lines,
+with the equation it comes from. ``HELP`` holds the one-line tooltips; ``TEXT`` the longer notes;
+``LESSONS`` the guided texts that ``?lesson=<name>`` shows (with advanced controls hidden).
+"""
+from __future__ import annotations
+
+HELP = {
+    "dataset": "The data the model learns from. Synthetic sets have knobs (n, noise, seed); "
+               "features are standardised on the training split.",
+    "n": "Number of points (train + test). KRR's cost grows with n: exact KRR as n³, FALKON as n·M.",
+    "noise": "Noise added by the generator (label flips or Gaussian noise). More noise needs a larger λ.",
+    "seed": "Random seed of the data (sampling and the train/test split).",
+    "csv": "A CSV with a header row and numeric columns; pick which column is the target.",
+    "kernel": "The similarity k(x, x') between two points. Gaussian: exp(−‖x − x'‖² / 2σ²).",
+    "sigma": "Kernel bandwidth σ: how far a point's influence reaches. Small σ → wiggly fits, "
+             "large σ → smooth fits.",
+    "median": "Set σ to the median distance between training points: a robust first guess.",
+    "lambda": "Regularisation λ of (K + λnI)c = y, on a log scale. Large λ → smoother model, faster "
+              "solvers; tiny λ → fits the noise and the system becomes ill-conditioned.",
+    "M": "Nyström centres: the model is a sum of M kernel bumps at sampled points. M ≈ √n is "
+         "often enough (FALKON, Thm. 3).",
+    "solver": "The algorithm that solves the linear system. All solve the same problem; they differ in "
+              "speed, memory and how they converge.",
+    "maxiter": "Iterations of an iterative solver. FALKON needs about log(1/ε) of them.",
+    "dtype": "float64 is safe; float32 is faster and halves memory but can stall at tiny λ.",
+    "solver_seed": "Seed for sampling the centres (and any randomness in the solver).",
+    "budget": "Memory the kernel products may use at once (MB); kernel matrices are built in blocks "
+              "of this size, never whole.",
+    "x_axis": "Plot against iterations (how fast per step) or solver seconds (how fast in time).",
+    "auto_run": "Start a run by itself whenever a setting changes (for small problems).",
+}
+
+TEXT = {
+    "krr": r"""
+**Kernel ridge regression** fits $f(x) = \sum_{i=1}^n c_i\,k(x, x_i)$ by solving
+$(K_{nn} + \lambda n I)\,c = y$ — an $n \times n$ system: $O(n^3)$ time and $O(n^2)$ memory if solved
+exactly. The solvers here trade that for iterations and approximations.
+""",
+    "sigma": r"""
+**σ (bandwidth).** Gaussian kernel $k(x,x') = \exp(-\|x-x'\|^2 / 2\sigma^2)$: two points closer than
+about σ count as similar. Too small → every point is an island (overfit); too large → everything looks
+alike (underfit). The *median heuristic* sets σ to the median pairwise distance.
+""",
+    "lambda": r"""
+**λ (regularisation).** KRR minimises $\frac1n\sum_i (f(x_i)-y_i)^2 + \lambda\|f\|_{\mathcal H}^2$,
+so $c = (K + \lambda n I)^{-1} y$. Larger λ shrinks $f$ (smoother, more bias) and improves the
+condition number $\kappa = (\lambda_{\max}(K) + \lambda n)/(\lambda_{\min}(K) + \lambda n)$ that
+governs how many iterations a solver needs.
+""",
+    "M": r"""
+**M (Nyström centres).** $\tilde f(x) = \sum_{j=1}^M \alpha_j\,k(x, \tilde x_j)$ with
+$M$ centres $\tilde x_j$ sampled from the data; $\alpha$ solves $H\alpha = K_{nM}^\top y$ with
+$H = K_{nM}^\top K_{nM} + \lambda n K_{MM}$ (FALKON paper, Eq. 8). Cost $O(nM)$ per iteration and
+$O(M^2)$ memory; $M \approx \sqrt n$ keeps the statistical accuracy of exact KRR (FALKON, Thm. 3).
+""",
+    "falkon": r"""
+**FALKON** preconditions Eq. 8 with $BB^\top = \big(\tfrac nM K_{MM}^2 + \lambda n K_{MM}\big)^{-1}$
+(Eq. 10), built from two $M\times M$ Cholesky factors ($B = \tfrac1{\sqrt n}T^{-1}A^{-1}$), then runs
+conjugate gradient on $B^\top H B\,\beta = B^\top K_{nM}^\top y$. The preconditioned system is
+well conditioned, so $t \approx \log(1/\varepsilon)$ iterations suffice (Alg. 1).
+""",
+    "askotch": r"""
+**ASkotch** solves the full system $(K + \lambda n I)w = y$ by accelerated block coordinate descent:
+each step samples a block of $n/B$ coordinates, preconditions that block with a rank-$r$ randomized
+Nyström approximation, and takes a step of Nesterov-accelerated descent (ASkotch paper, Alg. 1).
+Memory $O(nr/B)$ per step, no $M\times M$ factorisation.
+""",
+    "d_eff": r"""
+**Effective dimension** $d_{\mathrm{eff}}(\lambda) = \operatorname{Tr}\!\big(K (K + \lambda n I)^{-1}\big)$:
+how many directions of the data the model can actually learn at this λ. It sets how many Nyström
+centres (or how large a preconditioner rank) are needed: $M \gtrsim d_{\mathrm{eff}}\log n$ with
+leverage-score sampling (FALKON, Thm. 4; BLESS).
+""",
+    "condition": r"""
+**Condition number** $\kappa(A) = \lambda_{\max}(A)/\lambda_{\min}(A)$. Conjugate gradient needs
+about $\sqrt{\kappa}\,\log(1/\varepsilon)$ iterations; gradient descent about $\kappa\log(1/\varepsilon)$.
+Preconditioning replaces $A$ by $B^\top A B$ with a much smaller $\kappa$.
+""",
+    "residual": r"""
+**Residual**: each solver's own convergence measure (for CG on Eq. 8, the relative norm of the
+preconditioned residual). It shows how far the solver is from solving its system; the test error
+shows whether that matters for prediction — the two often stop improving at different times.
+""",
+    "compare": r"""
+Runs of this session execute one after another (so their timings do not disturb each other) on the
+same cached data. Overlaying residuals against **iterations** shows how much each step buys; against
+**seconds** it shows what each step costs (ASkotch's papers compare solvers this way).
+""",
+}
+
+LESSONS = {
+    "1": ("Your first kernel model", """
+1. Pick **Two moons** (or any 2-D set) as the dataset and **FALKON** as the solver, then press **Run**.
+2. Watch the convergence chart: the residual drops fast — each iteration is one pass over the data.
+3. Now move **λ** to the left (smaller). The boundary gets wigglier; the solver needs more iterations.
+4. Change **σ**: small σ makes islands around points, large σ washes the boundary out.
+"""),
+    "lambda": ("What λ does", """
+1. Run **FALKON** on a 1-D regression set at λ = 10⁻³: the fit is smooth.
+2. Lower λ to 10⁻⁸ and run again: the curve chases the noise (overfitting) and the test error rises.
+3. Open **Compare**, sweep λ over `1e-8, 1e-6, 1e-4, 1e-2` and look at the test errors side by side.
+"""),
+    "centers": ("How many centres M?", """
+1. Run FALKON with M = 20, then M = 200. Where does the test error stop improving?
+2. The theory says M ≈ √n centres already match exact KRR's accuracy (FALKON, Thm. 3).
+3. In **Compare**, sweep M over `10, 30, 100, 300` and compare error against time.
+"""),
+    "preconditioning": ("Why precondition?", """
+1. In **Compare**, select **FALKON** and **Nyström CG (no preconditioner)** and run both.
+2. Both solve the same system (Eq. 8). Plot against iterations: FALKON's residual falls in a few
+   steps; plain CG crawls — its speed depends on the condition number, FALKON's hardly does.
+"""),
+}
+
+
+def lesson(name: str | None) -> tuple[str, str] | None:
+    """The (title, text) of a lesson; unknown names fall back to the first lesson."""
+    if not name:
+        return None
+    return LESSONS.get(name, LESSONS["1"])

@@ -1,0 +1,316 @@
+"""The shared sidebar: data, kernel, λ, M and solver controls, every one bound to the URL.
+
+``app.py`` renders it once per script run, before the page, so all pages share one set of
+controls and a link reproduces the view (``bind="query-params"``: the widget key is the query
+parameter's name). ``persist_state="session"`` keeps a value while its widget is hidden (e.g.
+``noise`` while a data set without noise is selected). Pages read the result with
+:func:`current`. ``?lesson=<name>`` hides the advanced controls and shows a guided text.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from krrcore.datasets import DATASETS
+from krrcore.kernels import KERNELS
+from krrcore.registry import SOLVERS
+
+from . import explain, state
+from .config import INT_KNOBS, DataSpec, RunConfig, format_number, make_config, solver_keys
+
+CSV_OPTION = "csv"
+DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
+DEFAULT_SOLVER = "falkon"
+DEFAULT_M = 100
+LOG_LAMBDA_RANGE = (-12.0, 1.0)
+SETTINGS_KEY = "_krr_settings"
+LESSON_KEY = "_krr_lesson"
+#: Choices for kernel parameters that only take a few values.
+KERNEL_CHOICES = {"nu": (0.5, 1.5, 2.5), "p": (1, 2)}
+
+_BOUND = {"bind": "query-params", "persist_state": "session"}
+
+
+@dataclass
+class Settings:
+    """Everything the sidebar decided, as plain values plus the loaded dataset (read-only)."""
+
+    lesson: tuple[str, str] | None
+    data: DataSpec | None
+    dataset: object | None
+    data_error: str | None
+    kernel: str
+    kernel_params: dict
+    penalty: float
+    M: int
+    solver: str
+    maxiter: int
+    dtype: str = "float64"
+    solver_seed: int = 0
+    memory_budget: int | None = None
+    solver_params: dict = field(default_factory=dict)
+
+    @property
+    def advanced(self) -> bool:
+        return self.lesson is None
+
+    def config(self, solver: str | None = None) -> RunConfig:
+        """The RunConfig of ``solver`` (default: the sidebar's) on this problem."""
+        return make_config(self.data, kernel=self.kernel, kernel_params=self.kernel_params, penalty=self.penalty,
+                           solver=solver or self.solver, M=self.M, maxiter=self.maxiter, dtype=self.dtype,
+                           solver_seed=self.solver_seed, memory_budget=self.memory_budget,
+                           solver_params=self.solver_params)
+
+
+def current() -> Settings:
+    """The settings the sidebar rendered in this script run (pages call this)."""
+    if SETTINGS_KEY not in st.session_state:
+        raise RuntimeError("the sidebar has not been rendered: run the app through app.py")
+    return st.session_state[SETTINGS_KEY]
+
+
+# -- defaults and callbacks ----------------------------------------------------------------------
+def _kernel_defaults(kernel: str) -> dict:
+    params = inspect.signature(KERNELS[kernel].__init__).parameters
+    return {k: p.default for k, p in params.items() if k != "self" and p.default is not inspect.Parameter.empty}
+
+
+def _log_lambda(penalty: float) -> float:
+    lo, hi = LOG_LAMBDA_RANGE
+    return min(hi, max(lo, round(math.log10(penalty) * 4) / 4))
+
+
+def _apply_dataset_suggestions() -> None:
+    """On a dataset change: its default n and knobs, and its suggested kernel, σ and λ.
+
+    These equal the widgets' defaults for the new dataset, so they stay out of the URL and a link
+    rebuilds them from ``dataset`` alone."""
+    name = st.session_state.get("dataset")
+    info = DATASETS.get(name)
+    if info is None:
+        return
+    st.session_state["n"] = info.default_n
+    for knob, value in info.knob_defaults.items():
+        st.session_state[knob] = value
+    suggested = info.suggested_kernel
+    kernel = suggested.pop("name", "gaussian")
+    st.session_state["kernel"] = kernel
+    for param, value in suggested.items():
+        st.session_state[param] = value
+    st.session_state["log_lambda"] = _log_lambda(info.suggested_penalty)
+
+
+def _set_median_sigma(dataset, data_key: tuple) -> None:
+    value = state.median_sigma(dataset.X_train, data_key)
+    st.session_state["sigma"] = float(f"{value:.4g}")
+
+
+def accept_option_keys_in_url(key: str, options) -> None:
+    """Let a link name select options by key (``?dataset=sine1d``), not only by label.
+
+    A bound select widget writes its *displayed* label to the URL (``?dataset=Noisy+sine+(1-D)``)
+    and reads only labels back. Before such a widget is first drawn, a URL value that is an option
+    key is put in session state instead, so hand-written links with keys work too.
+    """
+    if key in st.session_state or key not in st.query_params:
+        return
+    raw = st.query_params.get_all(key)
+    by_text = {str(option): option for option in options}
+    if all(value in by_text for value in raw):
+        values = [by_text[value] for value in raw]
+        st.session_state[key] = values if len(raw) > 1 or key in _MULTI_KEYS else values[0]
+
+
+#: Bound widgets holding a list (their URL parameter repeats).
+_MULTI_KEYS = {"cmp_solvers"}
+
+
+# -- sections ------------------------------------------------------------------------------------
+def _dataset_label(name: str) -> str:
+    if name == CSV_OPTION:
+        return "Upload a CSV…"
+    info = DATASETS[name]
+    return info.title if info.available else f"{info.title} (needs {', '.join(info.requires)})"
+
+
+def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
+    """A URL-bound number input whose default is ``value``.
+
+    A bound widget leaves its default out of the URL, so every default here is a function of
+    widgets drawn before it (the dataset, the kernel, the solver): a link then rebuilds it.
+    """
+    return st.number_input(label, value=value, key=key, help=help, **kwargs, **_BOUND)
+
+
+def _data_section(lesson: bool) -> tuple[DataSpec | None, object | None, str | None]:
+    st.subheader("Data")
+    options = [*DATASETS, CSV_OPTION]
+    accept_option_keys_in_url("dataset", options)
+    name = st.selectbox("Dataset", options, index=options.index(DEFAULT_DATASET), format_func=_dataset_label,
+                        key="dataset", help=explain.HELP["dataset"], on_change=_apply_dataset_suggestions, **_BOUND)
+    if name == CSV_OPTION:
+        return _csv_section()
+    info = DATASETS[name]
+    st.caption(info.description)
+    n = _number("n (points, train + test)", "n", info.default_n, min_value=4, max_value=info.max_n, step=100,
+                help=explain.HELP["n"])
+    knobs = {}
+    for knob, default in info.knob_defaults.items():
+        is_int = isinstance(default, int) and not isinstance(default, bool)
+        knobs[knob] = _number(knob.replace("_", " ").capitalize(), knob, default, min_value=1 if is_int else 0.0,
+                              step=1 if is_int else 0.01, format=None if is_int else "%.3g",
+                              help=info.noise_help or explain.HELP["noise"])
+    seed = _number("Data seed", "seed", 0, min_value=0, step=1, help=explain.HELP["seed"])
+    spec = DataSpec(name=name, n=int(n), seed=int(seed), knobs=tuple(sorted(knobs.items())))
+    try:
+        return spec, state.load_spec(spec), None
+    except (ValueError, ImportError, OSError) as exc:
+        return spec, None, f"Could not load {info.title}: {exc}"
+
+
+def _csv_section() -> tuple[DataSpec | None, object | None, str | None]:
+    uploaded = st.file_uploader("CSV file", type=["csv"], key="csv_file", help=explain.HELP["csv"])
+    if uploaded is None:
+        return None, None, "Upload a CSV file (header row, numeric columns) to use your own data."
+    raw = uploaded.getvalue()
+    digest = state.file_digest(raw)
+    try:
+        report = state.inspect_csv(raw, digest, None)
+    except ValueError as exc:
+        return None, None, f"This CSV cannot be read: {exc}"
+    if not report.columns:
+        return None, None, "This CSV has no columns."
+    columns = list(report.columns)
+    if st.session_state.get("csv_target") not in columns:   # a new file: its last column by default
+        st.session_state.pop("csv_target", None)
+    target = st.selectbox("Target column", columns, index=len(columns) - 1, key="csv_target",
+                          help="The column to predict; all other columns are features.")
+    report = state.inspect_csv(raw, digest, target)
+    spec = DataSpec(name=CSV_OPTION, seed=0, csv_digest=digest, csv_target=target, csv_filename=uploaded.name)
+    if report.problems:
+        return spec, None, f"This CSV cannot be used yet: {'; '.join(report.problems)}."
+    st.caption(f"{report.n_rows} rows, {len(columns) - 1} features, task: {report.target_task}")
+    try:
+        return spec, state.load_spec(spec, raw), None
+    except ValueError as exc:
+        return spec, None, f"This CSV cannot be used: {exc}"
+
+
+def _suggestions(dataset) -> tuple[dict, float]:
+    """The dataset's suggested kernel (name and parameters) and λ: the model section's defaults."""
+    if dataset is None:
+        return {"name": "gaussian"}, 1e-4
+    return dict(dataset.suggested_kernel), dataset.suggested_penalty
+
+
+def _model_section(spec, dataset, lesson: bool) -> tuple[str, dict, float, int]:
+    st.subheader("Model")
+    suggested, suggested_penalty = _suggestions(dataset)
+    kernels = list(KERNELS)
+    kernel = st.selectbox("Kernel", kernels, index=kernels.index(suggested.get("name", "gaussian")), key="kernel",
+                          help=explain.HELP["kernel"], **_BOUND)
+    params = {}
+    for name, default in _kernel_defaults(kernel).items():
+        if kernel == suggested.get("name") and name in suggested:
+            default = suggested[name]
+        if name == "sigma":
+            col_sigma, col_button = st.columns([3, 2], vertical_alignment="bottom")
+            with col_sigma:
+                params["sigma"] = _number("σ (bandwidth)", "sigma", float(default), min_value=1e-6, step=0.05,
+                                          format="%.4g", help=explain.HELP["sigma"])
+            with col_button:
+                st.button("Median", key="median_sigma", help=explain.HELP["median"], disabled=dataset is None,
+                          on_click=_set_median_sigma, args=(dataset, _data_key(spec)), width="stretch")
+        elif lesson:
+            params[name] = default
+        elif name in KERNEL_CHOICES:
+            choices = KERNEL_CHOICES[name]
+            params[name] = st.selectbox(name, choices, index=choices.index(default), key=name, **_BOUND)
+        else:
+            is_int = isinstance(default, int)
+            params[name] = _number(name, name, default, min_value=1 if is_int else 0.0, step=1 if is_int else 0.1)
+    log_lambda = st.slider("log₁₀ λ (regularisation)", *LOG_LAMBDA_RANGE, value=_log_lambda(suggested_penalty),
+                           step=0.25, key="log_lambda", help=explain.HELP["lambda"], **_BOUND)
+    penalty = 10.0 ** log_lambda
+    st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
+    M = _number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=1_000_000, step=10,
+                help=explain.HELP["M"])
+    return kernel, params, penalty, int(M)
+
+
+def _solver_label(key: str) -> str:
+    info = SOLVERS[key]
+    return info.label if info.available else f"{info.label} — not built yet"
+
+
+def _solver_section(lesson: bool) -> dict:
+    st.subheader("Solver")
+    keys = solver_keys()
+    accept_option_keys_in_url("solver", keys)
+    solver = st.selectbox("Solver", keys, index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
+                          format_func=_solver_label, key="solver", help=explain.HELP["solver"], **_BOUND)
+    info = SOLVERS[solver]
+    st.caption(f"{info.description} *({info.reference})*")
+    defaults = dict(info.defaults)
+    out = {"solver": solver, "solver_params": {}}
+    label, minimum, default, help_text = INT_KNOBS["maxiter"]
+    out["maxiter"] = int(_number(label, "maxiter", defaults.get("maxiter", default), min_value=minimum,
+                                 max_value=100_000, step=10, help=help_text, disabled=not info.iterative))
+    if lesson:
+        return out
+    for knob in info.knobs:
+        if knob in INT_KNOBS and knob != "maxiter":
+            label, minimum, default, help_text = INT_KNOBS[knob]
+            out["solver_params"][knob] = int(_number(label, knob, defaults.get(knob, default), min_value=minimum,
+                                                     step=1, help=help_text))
+    with st.expander("Advanced"):
+        out["dtype"] = st.radio("dtype", ["float64", "float32"], key="dtype", horizontal=True,
+                                help=explain.HELP["dtype"], **_BOUND)
+        out["solver_seed"] = int(_number("Solver seed", "solver_seed", 0, min_value=0, step=1,
+                                         help=explain.HELP["solver_seed"]))
+        budget = _number("Memory budget (MB, 0 = automatic)", "budget_mb", 0, min_value=0, step=64,
+                         help=explain.HELP["budget"])
+        out["memory_budget"] = int(budget) * 2**20 if budget else None
+    return out
+
+
+def _data_key(spec: DataSpec | None) -> tuple:
+    return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target)
+
+
+def _lesson() -> tuple[str, str] | None:
+    """A lesson named in the URL (remembered for the session, so page switches keep it)."""
+    if "lesson" in st.query_params:
+        st.session_state[LESSON_KEY] = st.query_params["lesson"] or "1"
+    return explain.lesson(st.session_state.get(LESSON_KEY))
+
+
+def _leave_lesson() -> None:
+    st.session_state.pop(LESSON_KEY, None)
+    if "lesson" in st.query_params:
+        del st.query_params["lesson"]
+
+
+def render(*, solver_section: bool = True) -> Settings:
+    """Draw the sidebar and return (and remember for the page) the resulting settings."""
+    lesson = _lesson()
+    with st.sidebar:
+        if lesson is not None:
+            st.info(f"**Lesson: {lesson[0]}** — advanced controls are hidden.")
+            st.button("Leave the lesson", on_click=_leave_lesson, key="leave_lesson")
+        spec, dataset, data_error = _data_section(lesson is not None)
+        if data_error:
+            st.warning(data_error)
+        kernel, kernel_params, penalty, M = _model_section(spec, dataset, lesson is not None)
+        solver = (_solver_section(lesson is not None) if solver_section else
+                  {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
+        with st.expander("What do these knobs mean?"):
+            for key in ("krr", "sigma", "lambda", "M"):
+                st.markdown(explain.TEXT[key])
+    settings = Settings(lesson=lesson, data=spec, dataset=dataset, data_error=data_error, kernel=kernel,
+                        kernel_params=kernel_params, penalty=penalty, M=M, **solver)
+    st.session_state[SETTINGS_KEY] = settings
+    return settings

@@ -1,0 +1,146 @@
+"""Page building blocks shared by Explore, Compare and later pages: status, metrics, charts, polling.
+
+All functions here run on the script thread and only read runs (see :mod:`krr_app.runs`).
+"""
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from . import charts, explain
+from .runs import Run
+from .snippet import reproduce_snippet
+
+#: Seconds between two looks at an active run (the fragment's run_every).
+POLL_SECONDS = 0.5
+#: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
+PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+def plot(fig, key: str, filename: str) -> None:
+    """A plotly chart whose toolbar camera button downloads ``filename``.png."""
+    config = {**PLOT_CONFIG, "toImageButtonOptions": {**PLOT_CONFIG["toImageButtonOptions"], "filename": filename}}
+    st.plotly_chart(fig, key=key, config=config)
+
+
+def show_problems(messages: list[str]) -> None:
+    for message in messages:
+        st.error(message)
+
+
+def progress_text(run: Run) -> str:
+    records = run.records
+    if run.status == "queued":
+        return f"{run.label}: waiting for a free solver slot…"
+    if not records:
+        return f"{run.label}: setting up (centres, preconditioner)…"
+    last = records[-1]
+    parts = [f"iteration {last.iteration}"]
+    if run.config.maxiter:
+        parts[0] += f" / {run.config.maxiter}"
+    if math.isfinite(last.residual):
+        parts.append(f"residual {last.residual:.3g}")
+    if math.isfinite(last.val_metric):
+        parts.append(f"test {charts.metric_title(last.metric)} {last.val_metric:.4g}")
+    parts.append(f"{last.seconds:.2f} s")
+    return " · ".join(parts)
+
+
+def progress_fraction(run: Run) -> float:
+    records = run.records
+    if not records or not run.config.maxiter:
+        return 0.0
+    return min(1.0, records[-1].iteration / run.config.maxiter)
+
+
+def status_message(run: Run) -> None:
+    """One line saying how the run ended (or that it is still going)."""
+    records = run.records
+    iterations = records[-1].iteration if records else 0
+    seconds = run.timings.get("solver_seconds", math.nan)
+    summary = f"{iterations} iteration{'s' if iterations != 1 else ''}, {seconds:.3g} s solver time"
+    if run.status == "done":
+        st.success(f"**{run.label}** finished — {run.message}: {summary}.")
+    elif run.status == "stopped":
+        st.warning(f"**{run.label}** stopped — {run.message}: {summary}. The model is the last iterate.")
+    elif run.status == "error":
+        st.error(f"**{run.label}** failed: {run.message}")
+    else:
+        st.info(progress_text(run))
+
+
+def metric_cards(run: Run) -> None:
+    """Final test/train metrics, time and memory as st.metric cards."""
+    task = run.data.task
+    m = run.metrics
+    unit = f" ({run.data.target_unit})" if getattr(run.data, "target_unit", "") else ""
+    if task == "regression":
+        cards = [("Test RMSE" + unit, m.get("test_rmse"), "{:.4g}"), ("Test MAE" + unit, m.get("test_mae"), "{:.4g}"),
+                 ("Train RMSE" + unit, m.get("train_rmse"), "{:.4g}")]
+    else:
+        cards = [("Test error", m.get("test_classification_error"), "{:.2%}"),
+                 ("Train error", m.get("train_classification_error"), "{:.2%}")]
+        if task == "binary":
+            cards.append(("Test AUC", m.get("test_auc"), "{:.4f}"))
+    peak = run.peak_memory_bytes
+    cards += [("Solver time", run.timings.get("solver_seconds"), "{:.3g} s"),
+              ("Wall time", run.timings.get("wall_seconds"), "{:.3g} s"),
+              ("Peak memory growth", None if peak is None else peak / 2**20, "{:.0f} MB")]
+    cols = st.columns(len(cards))
+    for col, (label, value, fmt) in zip(cols, cards):
+        shown = "—" if value is None or not math.isfinite(value) else fmt.format(value)
+        col.metric(label, shown, help="Resident memory growth of the server process during the run "
+                   "(process-wide, so an upper bound)." if label.startswith("Peak") else None)
+
+
+def convergence_chart(runs: list[Run], x: str, key: str) -> None:
+    plot(charts.convergence_figure(runs, x), key=key, filename=f"krr-convergence-vs-{x}")
+
+
+def trace_download(runs: list[Run], key: str, filename: str, label: str = "Download trace (CSV)") -> None:
+    frame = charts.traces_frame(runs)
+    st.download_button(label, frame.to_csv(index=False), file_name=filename, mime="text/csv", key=key,
+                       on_click="ignore", disabled=frame.empty, icon=":material/download:")
+
+
+def fit_chart(run: Run, key: str) -> None:
+    """The fitted function / decision surface of a finished run (1-D and 2-D data only)."""
+    if run.estimator is None or not hasattr(run.estimator, "coef_") or run.data.d not in (1, 2):
+        return
+    if "fit_figure" not in run.cache:     # predictions on the grid are computed once per run
+        run.cache["fit_figure"] = charts.fit_figure(run.data, run.estimator)
+    title = "Fitted function" if run.data.d == 1 else (
+        "Prediction surface" if run.data.task == "regression" else "Decision surface")
+    st.markdown(f"**{title}** over the data")
+    plot(run.cache["fit_figure"], key=key, filename=f"krr-fit-{run.id}")
+
+
+def reproduce(run_config) -> None:
+    with st.expander("Reproduce in Python"):
+        st.caption("The same run with krrcore alone, generated from the configuration that keys this run:")
+        st.code(reproduce_snippet(run_config), language="python")
+
+
+def live(runs_getter, render, *, key: str) -> None:
+    """Render ``render(runs)`` now and, while any run is active, again every POLL_SECONDS.
+
+    A fragment reruns only itself; when the last active run finishes it reruns the whole page
+    once, so the final results (and the disabled Stop button) appear and the polling ends.
+    """
+    active_at_start = any(r.active for r in runs_getter())
+
+    @st.fragment(run_every=POLL_SECONDS if active_at_start else None, key=key)
+    def _view():
+        runs = runs_getter()
+        render(runs)
+        if active_at_start and not any(r.active for r in runs):
+            st.rerun()
+
+    _view()
+
+
+def explanation(*keys: str, title: str = "What am I looking at?") -> None:
+    with st.expander(title):
+        for key in keys:
+            st.markdown(explain.TEXT[key])

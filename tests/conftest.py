@@ -1,0 +1,47 @@
+"""Shared fixtures for the app tests: an AppTest of app.py with clean caches and a run waiter."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Generous: the first script run imports torch and plotly on a loaded 2-core machine.
+APP_TIMEOUT = 120
+
+
+def wait_for_runs(at, timeout: float = 60.0):
+    """Block until every run of the AppTest session finished, then rerun the script.
+
+    AppTest cannot tick ``st.fragment(run_every=...)`` timers, so tests wait on the runs'
+    events (through the session's registry handle) and rerun by hand, as the timer would.
+    """
+    registry = at.session_state["_krr_runs"]
+    for run in registry.runs():
+        assert run.wait(timeout), f"run {run.label} did not finish within {timeout} s"
+    return at.run()
+
+
+@pytest.fixture
+def app():
+    """``app(**query)``: a fresh AppTest of app.py (caches cleared), already run once with ``query``."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    made = []
+
+    def make(**query):
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT)
+        at.query_params.update({k: str(v) for k, v in query.items()})
+        made.append(at)
+        return at.run()
+
+    yield make
+    for at in made:   # no solver thread outlives its test
+        registry = at.session_state["_krr_runs"] if "_krr_runs" in at.session_state else None
+        if registry is not None:
+            registry.close()
+            for run in registry.runs():
+                run.wait(10)

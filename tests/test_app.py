@@ -1,0 +1,343 @@
+"""AppTest tests of the Streamlit app: every page driven through its widgets, runs, charts and errors.
+
+Problems are tiny (two moons, n = 200) so each test takes a second or two after the first import.
+Runs execute in the session's worker thread; AppTest cannot tick the page's polling fragment,
+so tests wait for the runs (``wait_for_runs``) and rerun the script themselves.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from conftest import wait_for_runs
+
+from krr_app import charts
+from krr_app.config import DataSpec, make_config, parse_sweep_values, problems
+from krr_app.runs import Run, RunRegistry
+from krr_app.snippet import reproduce_snippet
+from krrcore.registry import SOLVERS, SolverInfo
+from krrcore.solvers.base import IterativeKRR, Step
+
+SMALL = {"n": 200, "M": 40, "maxiter": 4}
+
+
+# -- solvers that exist only for these tests ---------------------------------------------------
+@dataclass(frozen=True)
+class LocalSolver(SolverInfo):
+    """A registry entry whose class is given directly (instead of by import path)."""
+
+    cls: type | None = None
+
+    def load(self):
+        return self.cls
+
+
+class _ToyKRR(IterativeKRR):
+    def __init__(self, kernel=None, penalty=1e-3, M=10, *, maxiter=5, seed=0):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.M = M
+        self.maxiter = maxiter
+        self.seed = seed
+
+    def _setup(self, X, Y):
+        self.centers_ = X[: self.M]
+        self.coef_ = torch.zeros(self.M, Y.shape[1], dtype=X.dtype)
+
+
+class DivergingKRR(_ToyKRR):
+    """One good step, then a NaN residual: the base class raises SolverDivergedError."""
+
+    def _steps(self, X, Y):
+        yield Step(residual=0.5)
+        yield Step(residual=math.nan)
+
+
+class SlowKRR(_ToyKRR):
+    """An endless solver taking 20 ms per iteration (only maxiter or Stop end it)."""
+
+    def _steps(self, X, Y):
+        residual = 1.0
+        while True:
+            time.sleep(0.02)
+            residual *= 0.9
+            yield Step(residual=residual)
+
+
+def _register(monkeypatch, key, cls, label):
+    monkeypatch.setitem(SOLVERS, key, LocalSolver(key, label, f"tests:{cls.__name__}", "nystrom", True,
+                                                  ("M", "maxiter", "seed"), "a solver for tests", "tests",
+                                                  cls=cls))
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def _chart_points(at, index=0) -> list[int]:
+    spec = json.loads(at.get("plotly_chart")[index].proto.spec)
+    return [len(trace.get("x", [])) for trace in spec["data"]]
+
+
+def _click_run(at, key="run"):
+    return at.button(key=key).click().run()
+
+
+# -- Explore --------------------------------------------------------------------------------------
+def test_explore_runs_falkon_and_shows_chart_metrics_and_snippet(app):
+    at = app(**SMALL)
+    assert not at.exception
+    assert at.selectbox(key="dataset").value == "moons" and at.selectbox(key="solver").value == "falkon"
+    at = wait_for_runs(_click_run(at))
+    run = at.session_state["explore_run"]
+    assert run.status == "done" and [r.iteration for r in run.records] == [0, 1, 2, 3, 4]
+    assert "finished" in _texts(at.success)
+    # The convergence chart: residual and test-error traces with one point per record.
+    assert _chart_points(at, 0) == [5, 5]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Test error"].endswith("%") and float(metrics["Test error"][:-1]) < 20
+    # 2-D data: the decision surface is the second chart.
+    assert len(at.get("plotly_chart")) == 2
+    snippet = at.code[0].value
+    assert "SOLVERS['falkon'].make(kernel=kernel, penalty=0.001, M=40, maxiter=4" in snippet
+    assert "load('moons', n=200, seed=0, noise=0.2)" in snippet
+
+
+def test_reproduce_snippet_gives_the_same_model():
+    spec = DataSpec("moons", n=200, seed=1, knobs=(("noise", 0.2),))
+    config = make_config(spec, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=1e-3, solver="falkon",
+                         M=30, maxiter=3)
+    from krrcore.datasets import load
+
+    run = Run(config, load("moons", n=200, seed=1, noise=0.2))
+    registry = RunRegistry()
+    registry._runs[config] = run
+    registry._queue.append(run)
+    registry._drain()
+    assert run.status == "done", run.message
+    namespace = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(reproduce_snippet(config), namespace)
+    np.testing.assert_allclose(namespace["prediction"], run.estimator.predict(run.data.X_test), rtol=1e-10)
+    assert "reached maxiter=3" in out.getvalue()
+
+
+def test_url_sets_the_view_and_lesson_hides_advanced_controls(app):
+    at = app(dataset="sine1d", M=30, log_lambda=-6, solver="nystrom_direct", lesson="lambda")
+    assert at.selectbox(key="dataset").value == "sine1d"
+    assert at.number_input(key="M").value == 30
+    assert at.slider(key="log_lambda").value == -6.0
+    assert at.selectbox(key="solver").value == "nystrom_direct"
+    assert "What λ does" in _texts(at.info)
+    labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
+    assert "dtype" not in labels and "Solver seed" not in labels and not any("Memory" in x for x in labels)
+    # Without the lesson the advanced controls are there.
+    at = app(dataset="sine1d")
+    labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
+    assert {"dtype", "Solver seed"} <= labels
+
+
+def test_changing_dataset_applies_its_suggestions_and_median_button(app):
+    at = app()
+    at.selectbox(key="dataset").set_value("sine1d").run()
+    from krrcore.datasets import DATASETS, load
+    from krrcore.kernels import median_heuristic
+
+    info = DATASETS["sine1d"]
+    assert at.number_input(key="sigma").value == info.suggested_sigma
+    assert at.slider(key="log_lambda").value == round(math.log10(info.suggested_penalty) * 4) / 4
+    at.button(key="median_sigma").click().run()
+    expected = median_heuristic(load("sine1d", n=info.default_n, seed=0, noise=0.2).X_train)
+    assert at.number_input(key="sigma").value == pytest.approx(expected, rel=1e-3)
+
+
+def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkeypatch):
+    _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
+    at = app(n=200, M=10, maxiter=100000, solver="slow")
+    at = _click_run(at)
+    run = at.session_state["explore_run"]
+    looks = []
+    for _ in range(2):
+        deadline = time.time() + 30
+        target = len(run.records) + 3
+        while len(run.records) < target and time.time() < deadline:
+            time.sleep(0.02)
+        at.run()   # what the polling fragment does every POLL_SECONDS
+        looks.append((sum(_chart_points(at, 0)), at.get("progress")[0].proto.text))
+    assert run.active
+    assert looks[1][0] > looks[0][0], "the convergence chart did not grow between two looks"
+    assert looks[0][1].startswith("iteration ") and "/ 100000" in looks[0][1]
+    at.button(key="stop").click().run()
+    assert run.stop_event.is_set()
+    assert run.wait(1.0), "the run did not stop within a second"
+    at.run()
+    assert run.status == "stopped" and "stopped by the user" in _texts(at.warning)
+
+
+def test_going_back_to_a_configuration_already_run_is_instant(app):
+    at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
+    first = at.session_state["explore_run"]
+    at.slider(key="log_lambda").set_value(-5.0).run()
+    assert "Showing the last run" in _texts(at.caption)
+    at.slider(key="log_lambda").set_value(-3.0).run()
+    assert "Showing the last run" not in _texts(at.caption)
+    assert "finished" in _texts(at.success)
+    assert at.session_state["_krr_runs"].runs() == [first]   # reused, not re-run
+
+
+def test_solver_not_built_yet_is_listed_and_cannot_run(app, monkeypatch):
+    monkeypatch.setitem(SOLVERS, "future", SolverInfo("future", "Future solver", "krrcore.solvers.not_yet:Future",
+                                                      "nystrom", True, ("M", "maxiter"), "lands later", "tests"))
+    at = app(**SMALL)
+    assert "Future solver — not built yet" in at.selectbox(key="solver").options
+    at.selectbox(key="solver").set_value("future").run()
+    assert "Future solver is not built yet" in _texts(at.error)
+    assert at.button(key="run").disabled
+
+
+def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch):
+    _register(monkeypatch, "diverging", DivergingKRR, "Diverging test solver")
+    at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
+    good = at.session_state["explore_run"]
+    at.selectbox(key="solver").set_value("diverging").run()
+    at = wait_for_runs(_click_run(at))
+    bad = at.session_state["explore_run"]
+    assert bad.status == "error" and "diverged" in bad.message
+    assert "The solver diverged" in _texts(at.error)
+    assert _chart_points(at, 0)[0] == 2          # the records before the NaN are kept and drawn
+    assert good.status == "done" and good in at.session_state["_krr_runs"].runs()
+    at.switch_page("app_pages/compare.py").run()
+    table = at.dataframe[0].value
+    assert set(table["status"]) == {"done", "error"}
+
+
+def test_m_larger_than_n_blocks_the_run_with_a_message(app):
+    at = app(n=50, M=100)
+    assert "M = 100 centres, but there are only n = 40 training points" in _texts(at.error)
+    assert at.button(key="run").disabled
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"x,label,y\n1,a,0.5\n2,b,0.1\n3,c,0.2\n4,d,0.9\n5,e,1.0\n", "non-numeric column(s) ['label']"),
+    (b"x1,x2,y\n1,2,0.5\n2,,0.1\n3,4,0.2\n4,5,0.9\n5,1,1.0\n", "missing values in column(s) {'x2': 1}"),
+    (b"x1,x2,y\n1,2,0.5\n", "the CSV has 1 data row(s); at least 4 are needed"),
+], ids=["text", "nan", "one-row"])
+def test_bad_csv_shows_a_clear_message_and_keeps_the_last_run(app, content, message):
+    at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
+    at.selectbox(key="dataset").set_value("csv").run()
+    at.file_uploader(key="csv_file").set_value(("bad.csv", content, "text/csv")).run()
+    assert message in _texts(at.error)
+    assert at.button(key="run").disabled
+    assert "Showing the last run" in _texts(at.caption) and "finished" in _texts(at.success)
+
+
+def test_uploaded_csv_runs(app):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, size=(60, 2))
+    y = np.sin(x[:, 0]) + x[:, 1] ** 2
+    csv = "a,b,target\n" + "\n".join(f"{a:.5f},{b:.5f},{t:.5f}" for (a, b), t in zip(x, y))
+    at = app(solver="nystrom_direct", M=20)
+    at.selectbox(key="dataset").set_value("csv").run()
+    at.file_uploader(key="csv_file").set_value(("mine.csv", csv.encode(), "text/csv")).run()
+    assert at.selectbox(key="csv_target").value == "target"
+    at = wait_for_runs(_click_run(at))
+    run = at.session_state["explore_run"]
+    assert run.status == "done" and run.config.data.csv_filename == "mine.csv"
+    assert "Test RMSE" in {m.label for m in at.metric}
+    assert "from_csv('mine.csv', target='target', seed=0)" in at.code[0].value
+
+
+# -- Compare --------------------------------------------------------------------------------------
+def test_compare_overlays_solvers_with_table_and_removal(app):
+    at = app(**SMALL)
+    at.switch_page("app_pages/compare.py").run()
+    assert at.multiselect(key="cmp_solvers").value == ["falkon", "nystrom_cg"]
+    at.multiselect(key="cmp_solvers").set_value(["falkon", "nystrom_direct"]).run()
+    at = wait_for_runs(_click_run(at, "cmp_run"))
+    runs = at.session_state["_krr_runs"].runs()
+    assert [r.config.solver for r in runs] == ["falkon", "nystrom_direct"]
+    assert all(r.status == "done" for r in runs)
+    # Two figures (iterations, seconds); each overlays both runs in both panels.
+    assert len(at.get("plotly_chart")) == 2 and len(_chart_points(at, 0)) == 4
+    table = at.dataframe[0].value
+    assert list(table["status"]) == ["done", "done"]
+    assert table["test classification error"].between(0, 0.3).all()
+    assert {b.label for b in at.get("download_button")} >= {"Traces of all runs (CSV)", "Table of all runs (CSV)"}
+    at.multiselect(key="cmp_selected").set_value([runs[0].id]).run()
+    at.button(key="cmp_remove").click().run()
+    assert at.session_state["_krr_runs"].runs() == [runs[1]]
+
+
+def test_compare_sweeps_m_and_rejects_lambda_zero(app):
+    at = app(**SMALL)
+    at.switch_page("app_pages/compare.py").run()
+    at.radio(key="cmp_mode").set_value("sweep").run()
+    assert at.selectbox(key="sweep_param").value == "M"
+    at.text_input(key="sweep_values").input("10, 30").run()
+    at = wait_for_runs(_click_run(at, "cmp_run"))
+    assert sorted(r.config.M for r in at.session_state["_krr_runs"].runs()) == [10, 30]
+    at.selectbox(key="sweep_param").set_value("penalty").run()
+    at.text_input(key="sweep_values").input("1e-3, 0").run()
+    assert "λ = 0 cannot be used: λ must be > 0" in _texts(at.error)
+    assert at.button(key="cmp_run").disabled
+
+
+# -- the plain pieces -------------------------------------------------------------------------------
+def test_config_drops_knobs_a_solver_ignores():
+    spec = DataSpec("moons", n=200)
+    exact = [make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0, "nu": 2.5}, penalty=1e-3,
+                         solver="exact", M=m, maxiter=20) for m in (10, 500)]
+    assert exact[0] == exact[1] and exact[0].M is None and exact[0].maxiter is None
+    assert exact[0].kernel_params == (("sigma", 1.0),)
+    falkon = make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=0.0, solver="falkon", M=500)
+    found = problems(falkon, n_train=160)
+    assert any("λ must be > 0" in p for p in found) and any("M = 500 centres" in p for p in found)
+
+
+def test_parse_sweep_values():
+    assert parse_sweep_values("10, 20; 20", "M") == ([10, 20], None)
+    assert parse_sweep_values("1e-6,1e-3", "penalty") == ([1e-6, 1e-3], None)
+    assert "not a number" in parse_sweep_values("10, ten", "M")[1]
+    assert "whole number" in parse_sweep_values("2.5", "M")[1]
+    assert "λ must be > 0" in parse_sweep_values("0", "penalty")[1]
+
+
+def test_registry_evicts_finished_runs_and_close_stops_active_ones():
+    spec = DataSpec("moons", n=200)
+    configs = [make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3, solver="falkon",
+                           M=m) for m in range(1, 5)]
+    registry = RunRegistry(max_runs=2)
+    finished = []
+    for config in configs[:3]:
+        run = Run(config)
+        run._finish("done")
+        registry._runs[config] = run
+        registry._evict()
+        finished.append(run)
+    assert registry.runs() == finished[1:]
+    active = Run(configs[3])
+    registry._runs[configs[3]] = active
+    registry.close()
+    assert active.stop_event.is_set()
+    with pytest.raises(RuntimeError, match="session has ended"):
+        registry.start(configs[0], None)
+
+
+def test_traces_frame_has_one_row_per_record():
+    config = make_config(DataSpec("moons", n=200), kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3,
+                         solver="falkon", M=10)
+    run = Run(config)
+    from krrcore.stream import IterationRecord
+
+    for i in range(3):
+        run._append(IterationRecord(iteration=i, seconds=0.1 * i, residual=10.0 ** -i, metric="mse"))
+    frame = charts.traces_frame([run])
+    assert list(frame["iteration"]) == [0, 1, 2] and set(frame["run_id"]) == {run.id}
+    assert frame["M"].tolist() == [10, 10, 10]
