@@ -1,0 +1,392 @@
+"""ASkotch and Skotch: Nyström-preconditioned (accelerated) block coordinate descent for full KRR.
+
+Rathore, Frangella, Udell (2024), "Have ASkotch". Both minimise the dual of Lemma 3.1,
+d(w) = ½ wᵀ(K + λI)w − yᵀw, i.e. solve (K + λI) w = y over all n training points.
+
+Penalty convention: krrcore's ``penalty`` is λ per sample, (K + λnI) w = y, so **the paper's λ
+is ``penalty * n`` here** (e.g. its HOMO setting λ = 10⁻³ at n = 10⁵ is ``penalty=1e-8``). Every
+λ in the formulas below is the paper's, i.e. λn.
+
+Each iteration touches one block row K_bn, computed on the fly in chunks within
+``memory_budget`` (O(n|b|d) flops, never the n×n matrix), plus a rank-r Nyström approximation of
+K_bb (O(|b|²r)). Defaults and their sources:
+
+* blocks B: the authors' code uses block size n/100 (B = 100), reduced so every block holds at
+  least ``rank`` points; the paper (Sec. 3.2) says to set B by the memory available.
+* rank r = 100: "most consistent performance" (C.8).
+* damping ρ_b = λ + Λ̂_b[r−1] ("damped", Sec. 3.2 and B.4); "regularization" gives ρ_b = λ.
+* β = 0 for ASkotch (Sec. 3.2), hence sampling exponent α = (1 − β)/2 = 1/2; Skotch α = 1/2 (B.4).
+* L_Pb by get_L with 10 power iterations (B.3).
+* The block preconditioner is recomputed at every iteration, as in Alg. 1/4 (O(r|b|) storage);
+  ``cache_preconditioners=True`` keeps the B set-up factorisations instead (O(rn) storage).
+* ASkotch's strong-convexity constant μ: see :meth:`ASkotch._strong_convexity` — Alg. 1 prints
+  μ = λ, which is too large once blocks are preconditioned; the default is a valid lower bound.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._validation import check_int, check_positive
+from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+from .base import IterativeKRR, Step
+from .pcg import DeferredEvaluation, FullKernelSystem, resolve_eval_every
+
+#: The authors' default block size is n/100 (field notes: "block size n/100").
+DEFAULT_BLOCKS = 100
+PRECONDITIONERS = ("nystrom", None)
+VARIANTS = ("alg1", "fresh_blocks")
+
+
+def _check_unit_interval(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def random_partition(n: int, blocks: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """Alg. 1/4 line 1: a random partition of [n] into ``blocks`` parts of sizes ⌊n/B⌋ or ⌈n/B⌉."""
+    perm = torch.randperm(n, generator=generator)
+    sizes = [n // blocks + (1 if i < n % blocks else 0) for i in range(blocks)]
+    return list(torch.split(perm, sizes))
+
+
+class _BlockCoordinateKRR(IterativeKRR):
+    """Shared machinery of Alg. 1 (ASkotch) and Alg. 4 (Skotch): partition, block preconditioners,
+    preconditioned smoothness constants, sampling probabilities, block gradients, evaluation."""
+
+    # -- parameter resolution ----------------------------------------------------------------
+    def _resolve_blocks(self, n: int) -> tuple[int, int]:
+        """(B, r) after checks: B <= n and, with preconditioning, r <= the smallest block size."""
+        rank = check_int(self.rank, "rank") if self._precondition else 0
+        if self.blocks is None:
+            blocks = min(DEFAULT_BLOCKS, n)
+            if self._precondition:
+                blocks = max(1, min(blocks, n // rank))
+        else:
+            blocks = check_int(self.blocks, "blocks")
+        if blocks > n:
+            raise ValueError(f"blocks must be <= n ({n} training points), got {blocks}")
+        if self._precondition and rank > n // blocks:
+            raise ValueError(
+                f"rank must be <= the block size: {blocks} blocks of {n} points hold at least {n // blocks} "
+                f"points each, but rank={rank}; lower rank or use fewer blocks")
+        return blocks, rank
+
+    def _sampling_exponent(self) -> float:
+        raise NotImplementedError
+
+    # -- per-block pieces ----------------------------------------------------------------------
+    def _block_preconditioner(self, idx: torch.Tensor):
+        """(preconditioner or None, apply_H) for block b: P_b = Nyström(K_bb, r) (Alg. 2),
+        ρ_b from ``damping``, and H_b = K_bb + λI."""
+        system, lam_n = self._system, self._system.lam_n
+        apply_Kbb, trace = system.principal_block(idx)
+
+        def apply_H(V):
+            return apply_Kbb(V).add_(V, alpha=lam_n)
+
+        if not self._precondition:
+            return None, apply_H
+        X = system.X
+        approx = randomized_nystrom(apply_Kbb, idx.numel(), self.rank_, trace, generator=self._generator,
+                                    dtype=X.dtype, device=X.device)
+        return NystromPreconditioner(approx, resolve_damping(self.damping, approx, lam_n)), apply_H
+
+    def _smoothness(self, precond, apply_H, size: int) -> float:
+        """L_Pb = get_L(K_bb + λI, P_b, ρ_b) (Alg. 3, 10 power iterations)."""
+        X = self._system.X
+        return get_L(apply_H, size, precond, generator=self._generator, dtype=X.dtype, device=X.device)
+
+    def _block_gradient(self, idx: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """∇_b d(W) = K_bn W + λ W_b − y_b, every term at the same point W."""
+        g = self._system.rows_matvec(idx, W)
+        g.add_(W[idx], alpha=self._system.lam_n)
+        return g.sub_(self._Y[idx])
+
+    def _initial_step(self, X, Y) -> Step:
+        """w = 0: relative residual 1 and dual objective d(0) = 0."""
+        return Step(residual=1.0, objective=0.0)
+
+    def _report_due(self, iteration: int) -> bool:
+        return iteration % self.eval_every_ == 0 or iteration == self.maxiter
+
+    def _evaluation_step(self, W: torch.Tensor, iteration: int) -> Step:
+        evaluation = DeferredEvaluation(lambda: self._system.evaluate(W, self._Y64))
+        return evaluation.step(iteration=iteration, extras={"data_passes": iteration / self.n_blocks_})
+
+    # -- set-up: Alg. 1/4 lines 1–5 ------------------------------------------------------------
+    def _setup(self, X, Y):
+        lam = self._penalty()
+        n = X.shape[0]
+        preconditioner = self.preconditioner
+        if preconditioner not in PRECONDITIONERS:
+            raise ValueError(f"preconditioner must be 'nystrom' or None, got {preconditioner!r}")
+        self._precondition = preconditioner == "nystrom"
+        variant = getattr(self, "variant", "alg1")
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        if variant == "fresh_blocks" and self.cache_preconditioners:
+            raise ValueError("cache_preconditioners applies to variant='alg1' only: "
+                             "'fresh_blocks' draws a new block (and preconditioner) every iteration")
+        self.n_blocks_, self.rank_ = self._resolve_blocks(n)
+        if self._precondition:
+            resolve_damping(self.damping, None, lam * n)   # validate before the expensive set-up
+        self.eval_every_ = resolve_eval_every(self.eval_every, self.n_blocks_)
+        self._generator = torch.Generator().manual_seed(int(self.seed))
+        self._system = FullKernelSystem(self._kernel(), X, lam * n, storage="on_the_fly",
+                                        memory_budget=self.memory_budget)
+        self._Y, self._Y64 = Y, Y.to(torch.float64)
+        self._variant = variant
+        self.centers_ = X
+        self.coef_ = torch.zeros_like(Y)
+        if variant == "alg1":
+            self._setup_partition(n)
+        else:
+            self._setup_fresh_blocks(n)
+
+    def _setup_partition(self, n: int):
+        """Fixed random partition; per block P_b, ρ_b, L_Pb; probabilities p_b ∝ L_Pb^α."""
+        self.block_indices_ = random_partition(n, self.n_blocks_, self._generator)
+        preconds, smoothness, top, rho = [], [], [], []
+        for idx in self.block_indices_:
+            precond, apply_H = self._block_preconditioner(idx)
+            smoothness.append(self._smoothness(precond, apply_H, idx.numel()))
+            preconds.append(precond if self.cache_preconditioners else None)
+            top.append(1.0 if precond is None else precond.largest_eigval)
+            rho.append(1.0 if precond is None else precond.rho)
+        self._cached_preconds = preconds
+        self._precond_top, self._precond_rho = torch.tensor(top), torch.tensor(rho)
+        L = torch.tensor(smoothness, dtype=torch.float64)
+        if not bool((L > 0).all()):
+            raise ValueError("a block's smoothness constant is not positive: check the kernel and penalty")
+        self.block_smoothness_ = L
+        weights = L ** self._sampling_exponent()
+        self._S_alpha = float(weights.sum())
+        self.block_probabilities_ = weights / self._S_alpha
+
+    def _setup_fresh_blocks(self, n: int):
+        raise ValueError("variant='fresh_blocks' is available for ASkotch only")
+
+    def _sample_block(self) -> tuple[int, torch.Tensor]:
+        b = int(torch.multinomial(self.block_probabilities_, 1, generator=self._generator))
+        return b, self.block_indices_[b].to(self._system.X.device)
+
+    def _preconditioned_direction(self, b: int, idx: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """v_b = (P_b + ρ_b I)⁻¹ ∇_b d(W), with P_b recomputed (Alg. 1/4) unless cached."""
+        g = self._block_gradient(idx, W)
+        if not self._precondition:
+            return g
+        precond = self._cached_preconds[b]
+        if precond is None:
+            precond, _ = self._block_preconditioner(idx)
+        return precond.solve(g)
+
+
+class Skotch(_BlockCoordinateKRR):
+    """Skotch (ASkotch paper Alg. 4): Nyström-preconditioned randomized block coordinate descent.
+
+    Per iteration: sample block b with probability ∝ L_Pb^α, v_b = (P_b + ρ_bI)⁻¹(K_bn w + λw_b − y_b),
+    w_b ← w_b − v_b / L_Pb. Parameters as :class:`ASkotch`, with ``alpha`` (sampling exponent,
+    default 1/2, B.4) in place of ``beta``/``mu``; ``preconditioner=None`` gives plain RBCD with
+    L_b = λ₁(K_bb + λI).
+    """
+
+    def __init__(self, kernel=None, penalty=1e-3, *, blocks=None, rank=100, alpha=0.5, damping="damped",
+                 preconditioner="nystrom", cache_preconditioners=False, maxiter=1000, tol=None, eval_every=None,
+                 memory_budget=None, seed=0, dtype="float64", device=None, callback=None, timeout=None,
+                 eval_train=False, metric="auto", stall_patience=50):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.blocks = blocks
+        self.rank = rank
+        self.alpha = alpha
+        self.damping = damping
+        self.preconditioner = preconditioner
+        self.cache_preconditioners = cache_preconditioners
+        self.maxiter = maxiter
+        self.tol = tol
+        self.eval_every = eval_every
+        self.memory_budget = memory_budget
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.callback = callback
+        self.timeout = timeout
+        self.eval_train = eval_train
+        self.metric = metric
+        self.stall_patience = stall_patience
+
+    def _sampling_exponent(self) -> float:
+        return _check_unit_interval(self.alpha, "alpha")
+
+    def _steps(self, X, Y):
+        W, L = self.coef_, self.block_smoothness_
+        iteration = 0
+        while True:
+            iteration += 1
+            b, idx = self._sample_block()
+            v = self._preconditioned_direction(b, idx, W)
+            W[idx] -= v / float(L[b])
+            if self._report_due(iteration):
+                yield self._evaluation_step(W, iteration)
+
+
+class ASkotch(_BlockCoordinateKRR):
+    """ASkotch (ASkotch paper Alg. 1): Nyström-preconditioned, NU_ACDM-accelerated block coordinate
+    descent on (K + λnI) w = y.
+
+    Per iteration, with λ the paper's ridge (= ``penalty * n``), μ the strong-convexity constant
+    (``mu``), S_α = Σ_b L_Pb^α, p_b = L_Pb^α/S_α, τ = 2/(1 + √(4S_α²/μ + 1)), γ = 1/(τS_α²):
+
+    * v_b = (P_b + ρ_bI)⁻¹(K_bn w + λw_b − y_b)                 (gradient at the coupled point w)
+    * x⁺ = w − U_b v_b / L_Pb                                   (NU_ACDM's gradient step from w)
+    * z⁺ = (z + γμw)/(1 + γμ);  z⁺_b −= γ v_b / ((1 + γμ) p_b L_Pb^β)
+    * w⁺ = τ z⁺ + (1 − τ) x⁺;  the model is x (Alg. 1 returns x^T).
+
+    Alg. 1 writes the x-step as "x_b ← x_b − v_b/L_Pb"; as in NU_ACDM (Allen-Zhu et al. 2016) and
+    the authors' code, it starts from the coupled point w.
+
+    Parameters
+    ----------
+    kernel, penalty : the kernel and λ of (K + λnI) (per sample; the paper's λ is ``penalty * n``).
+    blocks : B, number of blocks (default: n/100-sized blocks, at least ``rank`` points each).
+    rank : r, Nyström rank per block (default 100). Must not exceed the block size.
+    beta : acceleration parameter β ∈ [0, 1] (default 0, Sec. 3.2); sampling exponent α = (1−β)/2.
+    mu : strong-convexity constant of the accelerated scheme: "auto" (default, a valid lower bound
+        on the preconditioned constant, see :meth:`_strong_convexity`), "lambda" (Alg. 1 as printed,
+        μ = λn) or a positive number.
+    damping : "damped" (ρ_b = λ + Λ̂_b[r−1], default), "regularization" (ρ_b = λ) or a number.
+    preconditioner : "nystrom" (default) or None — without it ASkotch is NU_ACDM (ablation C.6).
+    variant : "alg1" (default, fixed random partition) or "fresh_blocks": the authors' later code —
+        a fresh uniformly random block of n // blocks points each iteration, its own Nyström
+        preconditioner and L_P, and Nesterov parameters μ = λ, ν = n/|b|, β' = 1 − √(μ/ν),
+        γ' = 1/√(μν), α' = 1/(1 + γ'ν). Unlike that code, the whole block gradient (ridge term
+        included) is evaluated at the same extrapolated point. ``mu`` and ``beta`` do not apply.
+    cache_preconditioners : keep the set-up preconditioners (O(rn) memory) instead of recomputing.
+    maxiter : block iterations. eval_every : report the float64 residual every this many iterations
+        (default: B, i.e. once per pass over the data — one evaluation costs about B iterations).
+    memory_budget : bytes of kernel scratch per product (default: krrcore's default budget).
+    """
+
+    def __init__(self, kernel=None, penalty=1e-3, *, blocks=None, rank=100, beta=0.0, mu="auto",
+                 damping="damped", preconditioner="nystrom", variant="alg1", cache_preconditioners=False,
+                 maxiter=1000, tol=None, eval_every=None, memory_budget=None, seed=0, dtype="float64",
+                 device=None, callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.blocks = blocks
+        self.rank = rank
+        self.beta = beta
+        self.mu = mu
+        self.damping = damping
+        self.preconditioner = preconditioner
+        self.variant = variant
+        self.cache_preconditioners = cache_preconditioners
+        self.maxiter = maxiter
+        self.tol = tol
+        self.eval_every = eval_every
+        self.memory_budget = memory_budget
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.callback = callback
+        self.timeout = timeout
+        self.eval_train = eval_train
+        self.metric = metric
+        self.stall_patience = stall_patience
+
+    def _sampling_exponent(self) -> float:
+        return (1.0 - _check_unit_interval(self.beta, "beta")) / 2.0
+
+    def _strong_convexity(self) -> float:
+        """μ used in τ, γ and the z-update of Alg. 1 (parameter ``mu``).
+
+        "lambda" is Alg. 1 as printed (μ = λ). That is the strong convexity of d only without
+        preconditioning: Lemma D.2 needs μ_Pβ, the strong convexity in the norm
+        ‖v‖²_Pβ = Σ_b L_Pb^β ‖v_b‖²_{P_b+ρ_bI}, and with B ≥ 2 blocks of a fixed partition μ_Pβ is
+        far smaller than λ — vectors whose blocks lie in the top eigenspaces of their K_bb can
+        cancel in K (measured: μ_P = 0.015 for λ = 0.6, Gaussian kernel, n = 600, B = 6) — and
+        μ = λ then stalls. "auto" (default) uses a lower bound that always holds:
+
+        * no preconditioner: μ = λ (vᵀ(K+λI)v ≥ λ‖v‖²; this is NU_ACDM's constant);
+        * B = 1: Nyström gives P ⪯ K, so P + ρI ⪯ max(1, ρ/λ)(K + λI), hence μ_P ≥ min(1, λ/ρ);
+        * B ≥ 2: μ_P ≥ λ / max_b λ₁(P_b + ρ_bI);
+
+        each divided by max_b L_Pb^β for the L^β weighting of the norm.
+        """
+        mu, lam = self.mu, self._system.lam_n
+        if not isinstance(mu, str):
+            return check_positive(mu, "mu")
+        if mu == "lambda":
+            return lam
+        if mu != "auto":
+            raise ValueError(f"mu must be 'auto', 'lambda' or a positive number, got {mu!r}")
+        if not self._precondition:
+            bound = lam
+        elif self.n_blocks_ == 1:
+            bound = min(1.0, lam / float(self._precond_rho[0]))
+        else:
+            bound = lam / float(self._precond_top.max())
+        return bound / float((self.block_smoothness_ ** float(self.beta)).max())
+
+    def _setup_partition(self, n: int):
+        super()._setup_partition(n)
+        self.mu_ = self._strong_convexity()
+        self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
+        self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
+
+    def _setup_fresh_blocks(self, n: int):
+        self.block_size_ = n // self.n_blocks_
+        mu, nu = self._system.lam_n, n / self.block_size_
+        if mu >= nu:
+            raise ValueError(
+                f"variant='fresh_blocks' needs μ = λn < ν = n/|b| (momentum 1 − √(μ/ν) must be positive); "
+                f"here λn = {mu:.3g} and n/|b| = {nu:.3g}: lower penalty or use variant='alg1'")
+        self._momentum = 1.0 - math.sqrt(mu / nu)
+        self._gamma = 1.0 / math.sqrt(mu * nu)
+        self._mix = 1.0 / (1.0 + self._gamma * nu)
+
+    def _steps(self, X, Y):
+        return self._steps_alg1() if self._variant == "alg1" else self._steps_fresh_blocks()
+
+    def _steps_alg1(self):
+        x = self.coef_                           # Alg. 1's output sequence x^i
+        w, z = x.clone(), x.clone()              # coupled point w^i and mirror sequence z^i
+        L, p, beta = self.block_smoothness_, self.block_probabilities_, float(self.beta)
+        mu, tau, gamma = self.mu_, self.tau_, self.gamma_
+        shrink = 1.0 / (1.0 + gamma * mu)
+        iteration = 0
+        while True:
+            iteration += 1
+            b, idx = self._sample_block()
+            v = self._preconditioned_direction(b, idx, w)
+            Lb = float(L[b])
+            x.copy_(w)
+            x[idx] -= v / Lb
+            z.mul_(shrink).add_(w, alpha=gamma * mu * shrink)
+            z[idx] -= (shrink * gamma / (float(p[b]) * Lb ** beta)) * v
+            w.copy_(x).mul_(1.0 - tau).add_(z, alpha=tau)
+            if self._report_due(iteration):
+                yield self._evaluation_step(x, iteration)
+
+    def _steps_fresh_blocks(self):
+        w = self.coef_                           # the model (the later code's "w")
+        y, v = w.clone(), w.clone()              # extrapolated point and momentum sequence
+        n, size = self._system.n, self.block_size_
+        iteration = 0
+        while True:
+            iteration += 1
+            idx = torch.randperm(n, generator=self._generator)[:size].to(w.device)
+            precond, apply_H = self._block_preconditioner(idx)
+            step = 1.0 / self._smoothness(precond, apply_H, size)
+            g = self._block_gradient(idx, y)     # kernel and ridge terms both at y
+            d = precond.solve(g) if precond is not None else g
+            w.copy_(y)
+            w[idx] -= step * d
+            v.mul_(self._momentum).add_(y, alpha=1.0 - self._momentum)
+            v[idx] -= (step * self._gamma) * d
+            y.copy_(v).mul_(self._mix).add_(w, alpha=1.0 - self._mix)
+            if self._report_due(iteration):
+                yield self._evaluation_step(w, iteration)
