@@ -9,8 +9,8 @@ Learning", NeurIPS 2018 (the BLESS paper). Notation follows it: ``penalty`` is �
 
 What is here:
 
-* :func:`exact_scores`, :func:`exact_scores_path` — float64 references (one ``eigh`` for a whole λ
-  grid, or a blocked Cholesky route for larger n), guarded by a memory check.
+* :func:`exact_scores`, :func:`exact_scores_path` — float64 references (a blocked Cholesky route
+  for one λ, one ``eigh`` for a whole λ grid), guarded by a memory check.
 * :func:`bless` (Alg. 1, sampling with replacement), :func:`bless_r` (Alg. 2, Bernoulli sampling),
   and two comparison points, :func:`recursive_rls` (Musco & Musco 2017) and :func:`uniform`; all
   return a :class:`LeverageResult` holding every level of the λ path.
@@ -53,8 +53,6 @@ DEFAULT_Q2 = 4.0
 DEFAULT_Q1 = 4.0
 #: Default λ step q (λ_h = λ_{h−1}/q).
 DEFAULT_Q = 2.0
-#: Eigendecomposition below this n, blocked Cholesky above (exact scores, one λ).
-EIGH_MAX_N = 1000
 #: Share of free memory the exact computations and the dictionaries may claim by default.
 MEMORY_FRACTION = 0.5
 
@@ -102,6 +100,16 @@ def _check_memory(need: int, what: str, advice: str, max_memory=None, device=Non
     limit = int(max_memory) if max_memory is not None else int(MEMORY_FRACTION * available_memory_bytes(device))
     if need > limit:
         raise ValueError(f"{what} needs {need / 2**30:.3g} GiB but only {limit / 2**30:.3g} GiB may be used: {advice}")
+
+
+def _sampler_inputs(X, kernel, penalty, points):
+    """Checks shared by every sampler, done before any work: (kernel, X64, κ², λ, point indices)."""
+    kernel = _check_kernel(kernel)
+    X = _as_float64(X)
+    kappa2 = _kernel_scale(kernel, X)
+    lam = _check_sampling_penalty(penalty, kappa2)
+    point_idx = None if points is None else _index_tensor(points, X.shape[0], X.device)
+    return kernel, X, kappa2, lam, point_idx
 
 
 def _index_tensor(points, n: int, device) -> torch.Tensor:
@@ -185,11 +193,13 @@ def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 
                  max_memory: int | None = None) -> torch.Tensor:
     """Exact ℓ(i, λ) = (K(K + λnI)⁻¹)_ii for all i, in float64 (Eq. 1).
 
-    ``method``: "eigh" (one eigendecomposition, as :func:`exact_scores_path`), "cholesky"
-    (ℓ_i = 1 − λn‖L⁻¹e_i‖² with L Lᵀ = K + λnI; columns of L⁻¹ solved ``block_size`` at a time on
-    the trailing triangle, about n³/3 flops after the factorisation), or "auto" (eigh up to
-    n = 1000). The Cholesky route loses relative accuracy on scores near machine precision
-    (the subtraction cancels). Raises ``ValueError`` with the GiB needed when K does not fit.
+    ``method``: "cholesky" (ℓ_i = 1 − λn‖L⁻¹e_i‖² with L Lᵀ = K + λnI; columns of L⁻¹ solved
+    ``block_size`` at a time on the trailing triangle, about n³/3 flops after the factorisation)
+    or "eigh" (one eigendecomposition, as :func:`exact_scores_path`: ~10× the flops, but no
+    cancellation, so scores near machine precision keep their relative accuracy); "auto" is
+    "cholesky" — for one λ it is always the cheaper route, and on a busy 2-core machine MKL's
+    threaded ``eigh`` was measured 10–100× slower still. Raises ``ValueError`` with the GiB
+    needed when K does not fit.
     """
     kernel = _check_kernel(kernel)
     lam = check_positive(penalty, "penalty")
@@ -197,7 +207,7 @@ def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 
         raise ValueError(f"method must be 'auto', 'eigh' or 'cholesky', got {method!r}")
     X = _as_float64(X)
     n = X.shape[0]
-    if method == "eigh" or (method == "auto" and n <= EIGH_MAX_N):
+    if method == "eigh":
         return exact_scores_path(X, kernel, [lam], max_memory=max_memory).scores[0]
     block_size = check_int(block_size, "block_size")
     _check_memory(2 * n * n * 8, f"exact leverage scores by Cholesky (n={n}, two n×n float64 matrices)",
@@ -386,6 +396,19 @@ def approximate_scores(X, kernel, penalty, result_level, points=None, *,
 # --------------------------------------------------------------------------------------------
 # BLESS and BLESS-R (Alg. 1 and 2)
 # --------------------------------------------------------------------------------------------
+def _path_inputs(q, q1, lambda0, lam: float, kappa2: float) -> tuple[float, float, float]:
+    """Check the λ path's step q, the candidate oversampling q1 and its start lambda0 (default κ²)."""
+    q = check_positive(q, "q")
+    if q <= 1:
+        raise ValueError(f"q must be > 1 (λ shrinks by q per level), got {q:g}")
+    q1 = check_positive(DEFAULT_Q1 if q1 is None else q1, "q1")
+    lambda0 = kappa2 if lambda0 is None else check_positive(lambda0, "lambda0")
+    if lambda0 <= lam:
+        raise ValueError(f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
+                         f"got lambda0={lambda0:g} <= penalty={lam:g}")
+    return q, q1, lambda0
+
+
 def lambda_path(lambda0: float, penalty: float, q: float) -> list[float]:
     """λ_1 > … > λ_H = penalty with H = ⌈log(λ0/λ)/log q⌉ (Alg. 1–2, lines 1 and 3).
 
@@ -418,23 +441,23 @@ class _Context:
             return _Dictionary(self.kernel, self.X, empty, empty.double(), penalty * self.n, self.memory_budget)
         return _Dictionary(self.kernel, self.X, level.indices, level.weights, penalty * self.n, self.memory_budget)
 
+    def uniform_candidates(self, lam: float) -> tuple[int, torch.Tensor]:
+        """Alg. 1 line 5: R_h = q1·min(κ²/λ_h, n) i.i.d. uniform indices — or all n points, once,
+        when R_h reaches n (the same expectation without the sampling noise)."""
+        R_target = self.q1 * min(self.kappa2 / lam, self.n)
+        if R_target >= self.n:
+            return self.n, torch.arange(self.n, device=self.X.device)
+        R = math.ceil(R_target)
+        return R, torch.randint(self.n, (R,), generator=self.generator).to(self.X.device)
+
     def rand(self, size: int) -> torch.Tensor:
         return torch.rand(size, generator=self.generator, dtype=torch.float64).to(self.X.device)
 
 
 def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _state) -> LeverageLevel:
-    """One iteration of Alg. 1 (lines 3–10): R_h uniform candidates, M_h = ⌈q2 d_h⌉ draws.
-
-    When q1·κ²/λ_h reaches n the candidates are all n points (U_h = [n], R_h = n) instead of
-    n·q1 draws with replacement: the same expectation without the sampling noise.
-    """
+    """One iteration of Alg. 1 (lines 3–10): R_h uniform candidates, M_h = ⌈q2 d_h⌉ draws."""
     n = ctx.n
-    R_target = ctx.q1 * min(ctx.kappa2 / lam, n)
-    if R_target >= n:
-        R, U = n, torch.arange(n, device=ctx.X.device)
-    else:
-        R = math.ceil(R_target)
-        U = torch.randint(n, (R,), generator=ctx.generator).to(ctx.X.device)
+    R, U = ctx.uniform_candidates(lam)
     scores = ctx.dictionary(previous, lam).scores(U)
     total = float(scores.sum())
     if not total > 0:
@@ -476,7 +499,8 @@ def _bless_r_level(ctx: _Context, previous: LeverageLevel | None, lam: float,
     n = ctx.n
     beta = min(ctx.q1 * ctx.kappa2 / (lam * n), 1.0)
     U = candidates.below(beta)
-    scores = ctx.dictionary(previous, lam).scores(U) if U.numel() else torch.zeros(0, dtype=torch.float64)
+    scores = (ctx.dictionary(previous, lam).scores(U) if U.numel()
+              else torch.zeros(0, dtype=torch.float64, device=ctx.X.device))
     marginal = (ctx.q2 * scores).clamp_(max=beta)             # min(p, β) ≤ 1
     accept = ctx.rand(U.numel()) < marginal / beta
     order = torch.argsort(U[accept])
@@ -494,20 +518,10 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
     ``target_size`` stops the descent at the first level whose dictionary reaches that many
     points (the centre selectors use it to find the λ a budget of M centres can resolve).
     """
-    kernel = _check_kernel(kernel)
-    X = _as_float64(X)
+    kernel, X, kappa2, lam, point_idx = _sampler_inputs(X, kernel, penalty, points)
     n = X.shape[0]
-    kappa2 = _kernel_scale(kernel, X)
-    lam = _check_sampling_penalty(penalty, kappa2)
-    q = check_positive(q, "q")
-    if q <= 1:
-        raise ValueError(f"q must be > 1 (λ shrinks by q per level), got {q:g}")
-    q1 = check_positive(DEFAULT_Q1 if q1 is None else q1, "q1")
+    q, q1, lambda0 = _path_inputs(q, q1, lambda0, lam, kappa2)
     q2 = check_positive(DEFAULT_Q2 if q2 is None else q2, "q2")
-    lambda0 = kappa2 if lambda0 is None else check_positive(lambda0, "lambda0")
-    if lambda0 <= lam:
-        raise ValueError(f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
-                         f"got lambda0={lambda0:g} <= penalty={lam:g}")
     if target_size is not None:
         target_size = check_int(target_size, "target_size")
         if target_size > n:
@@ -538,15 +552,15 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
     params = {"q": q, "q1": q1, "q2": q2, "lambda0": lambda0, "penalty": lam, "target_size": target_size,
               **(extra_params or {})}
     result = LeverageResult(method, n, kappa2, levels, params, seconds=seconds, note=note)
-    return _with_scores(result, X, kernel, points, memory_budget)
+    return _with_scores(result, X, kernel, point_idx, memory_budget)
 
 
-def _with_scores(result: LeverageResult, X, kernel, points, memory_budget) -> LeverageResult:
-    """Attach Eq. (3) at the final level for the requested points (None: none)."""
-    if points is None:
+def _with_scores(result: LeverageResult, X, kernel, point_idx, memory_budget) -> LeverageResult:
+    """Attach Eq. (3) at the final level for the requested (validated) points; None: none."""
+    if point_idx is None:
         return result
     t = time.perf_counter()
-    result.points = _index_tensor(points, X.shape[0], X.device)
+    result.points = point_idx
     result.scores = _Dictionary(kernel, X, result.indices, result.weights, result.penalty * X.shape[0],
                                 memory_budget).scores(result.points)
     result.score_seconds = time.perf_counter() - t
@@ -567,8 +581,11 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
     ----------
     penalty : λ of (K + λnI); must be below κ² = max K(x, x).
     q : λ step (> 1). q1 : candidate oversampling. q2 : dictionary oversampling
-        (|J_H| ≈ q2·d_eff(λ)). Theorem 1 asks for q1, q2 ∝ log(n/δ)/t²; we default to 8 and 8,
-        which keeps R-ACC within [0.5, 2] on our tests (see tests/test_leverage.py).
+        (|J_H| ≈ q2·d_eff(λ)). Theorem 1 asks for q1, q2 ∝ log(n/δ)/t² (thousands); we default
+        to 4 and 4: on N(0, I) data R-ACC's 5–95% band is then about [0.85, 1.3]. When d_eff is
+        dominated by a few isolated points (clusters + outliers) the band widens to about
+        [0.7, 2.3] — exact-score sampling with the same q2 does no better; q2 = 16 brings it
+        back inside [0.5, 2] (tests/test_leverage.py).
     lambda0 : start of the path; default κ² (Theorem 1: κ²/min(t, 1)).
     seed : int or torch.Generator. points : indices (or "all") whose Eq. (3) scores to return.
     target_size : stop descending once the dictionary has this many points.
@@ -618,11 +635,8 @@ def recursive_rls(X, kernel, penalty, *, q2: float | None = None, base_size: int
     and ``d_eff`` the subset's own effective dimension. Cost O(n·|J|²): the last level scores all
     n points.
     """
-    kernel = _check_kernel(kernel)
-    X = _as_float64(X)
+    kernel, X, kappa2, lam, point_idx = _sampler_inputs(X, kernel, penalty, points)
     n = X.shape[0]
-    kappa2 = _kernel_scale(kernel, X)
-    lam = _check_sampling_penalty(penalty, kappa2)
     q2 = check_positive(DEFAULT_Q2 if q2 is None else q2, "q2")
     base_size = check_int(base_size, "base_size")
     ctx = _Context(X, kernel, kappa2, 1.0, q2, _generator(seed), memory_budget)
@@ -655,7 +669,7 @@ def recursive_rls(X, kernel, penalty, *, q2: float | None = None, base_size: int
         raise ValueError("recursive_rls selected no points at the final level: raise q2")
     result = LeverageResult("recursive_rls", n, kappa2, levels, {"q2": q2, "base_size": base_size, "penalty": lam},
                             seconds=time.perf_counter() - t0)
-    return _with_scores(result, X, kernel, points, memory_budget)
+    return _with_scores(result, X, kernel, point_idx, memory_budget)
 
 
 def uniform(X, kernel, penalty, *, M: int | None = None, q: float = DEFAULT_Q, q1: float | None = None,
@@ -668,18 +682,9 @@ def uniform(X, kernel, penalty, *, M: int | None = None, q: float = DEFAULT_Q, q
     evaluate the *same* dictionary along the BLESS λ path, each d_eff estimated on
     q1·min(κ²/λ_h, n) uniform candidates, so the app can draw d_eff(λ) for it too.
     """
-    kernel = _check_kernel(kernel)
-    X = _as_float64(X)
+    kernel, X, kappa2, lam, point_idx = _sampler_inputs(X, kernel, penalty, points)
     n = X.shape[0]
-    kappa2 = _kernel_scale(kernel, X)
-    lam = _check_sampling_penalty(penalty, kappa2)
-    q = check_positive(q, "q")
-    if q <= 1:
-        raise ValueError(f"q must be > 1 (λ shrinks by q per level), got {q:g}")
-    q1 = check_positive(DEFAULT_Q1 if q1 is None else q1, "q1")
-    lambda0 = kappa2 if lambda0 is None else check_positive(lambda0, "lambda0")
-    if lambda0 <= lam:
-        raise ValueError(f"lambda0 must be larger than penalty, got lambda0={lambda0:g} <= penalty={lam:g}")
+    q, q1, lambda0 = _path_inputs(q, q1, lambda0, lam, kappa2)
     M = min(n, math.ceil(kappa2 / lam)) if M is None else check_int(M, "M")
     if M > n:
         raise ValueError(f"M={M} centres requested but X has only n={n} points")
@@ -690,18 +695,13 @@ def uniform(X, kernel, penalty, *, M: int | None = None, q: float = DEFAULT_Q, q
     levels = []
     for lam_h in lambda_path(lambda0, lam, q):
         t = time.perf_counter()
-        R_target = q1 * min(kappa2 / lam_h, n)
-        if R_target >= n:
-            R, U = n, torch.arange(n, device=X.device)
-        else:
-            R = math.ceil(R_target)
-            U = torch.randint(n, (R,), generator=ctx.generator).to(X.device)
+        R, U = ctx.uniform_candidates(lam_h)
         d_h = n / R * float(_Dictionary(kernel, X, indices, probabilities, lam_h * n, memory_budget).scores(U).sum())
         levels.append(LeverageLevel(lam_h, indices, probabilities, probabilities, torch.ones_like(indices), d_h, R, n,
                                     expected_size=float(M), seconds=time.perf_counter() - t))
     result = LeverageResult("uniform", n, kappa2, levels, {"M": M, "q": q, "q1": q1, "lambda0": lambda0,
                                                            "penalty": lam}, seconds=time.perf_counter() - t0)
-    return _with_scores(result, X, kernel, points, memory_budget)
+    return _with_scores(result, X, kernel, point_idx, memory_budget)
 
 
 #: Samplers by name, for the app and the benchmarks.
@@ -733,6 +733,8 @@ class BlessCenters(CenterSelector):
     """
 
     name = "bless"
+    #: Tells ``select_centers`` to pass the solver's kernel to :meth:`select`.
+    needs_kernel = True
 
     def __init__(self, penalty=None, variant: str = "bless", M=None, *, kernel=None, mode: str = "sample",
                  q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None, lambda0=None,
