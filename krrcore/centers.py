@@ -26,11 +26,14 @@ class CenterSet:
 
 
 class CenterSelector:
-    """Base class: ``select(X, M, generator) -> CenterSet``."""
+    """Base class: ``select(X, M, generator, kernel=None) -> CenterSet``.
+
+    ``kernel`` is the solver's kernel, which data-dependent selectors (leverage scores) need.
+    """
 
     name = "base"
 
-    def select(self, X: torch.Tensor, M: int, generator: torch.Generator) -> CenterSet:
+    def select(self, X: torch.Tensor, M: int, generator: torch.Generator, kernel=None) -> CenterSet:
         raise NotImplementedError
 
 
@@ -39,7 +42,7 @@ class UniformCenters(CenterSelector):
 
     name = "uniform"
 
-    def select(self, X, M, generator):
+    def select(self, X, M, generator, kernel=None):
         n = X.shape[0]
         if M > n:
             raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
@@ -56,7 +59,7 @@ class FixedCenters(CenterSelector):
         self.centers = centers
         self.weights = weights
 
-    def select(self, X, M, generator):
+    def select(self, X, M, generator, kernel=None):
         C = as_tensor(self.centers, "centers", dtype=X.dtype, device=X.device)
         if C.shape[1] != X.shape[1]:
             raise ValueError(f"centers have {C.shape[1]} features but X has {X.shape[1]}")
@@ -70,12 +73,18 @@ class FixedCenters(CenterSelector):
 
 def weighted_sample(probabilities: torch.Tensor, M: int, generator: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """FALKON Alg. 2 selectNystromCenters: M draws with replacement from ``probabilities``,
-    duplicates merged; returns (unique indices, D diagonal = 1/√(n p_i count_i))."""
+    duplicates merged; returns (unique indices, diag(D)).
+
+    D_jj = √(count_j / (n p_j)). The preconditioner needs K_MM D² K_MM / M ≈ K_nMᵀK_nM / n
+    (compare BBᵀ in Def. 3 with Eq. 10); importance weighting gives K_nMᵀK_nM ≈ Σ_draws
+    K_{M,i}K_{i,M}/(M p_i), and a point drawn c times contributes c such terms. Appendix G's
+    listing divides by count instead; both agree when no point is drawn twice (Def. 2).
+    """
     p = probabilities.double().cpu()
     p = p / p.sum()
     draws = torch.multinomial(p, M, replacement=True, generator=generator)
     idx, count = torch.unique(draws, return_counts=True)
-    weights = 1.0 / torch.sqrt(n * p[idx] * count.double())
+    weights = torch.sqrt(count.double() / (n * p[idx]))
     return idx, weights
 
 
@@ -98,9 +107,10 @@ def resolve_selector(spec) -> CenterSelector:
     return FixedCenters(spec)
 
 
-def select_centers(spec, X: torch.Tensor, M: int | None, seed: int) -> CenterSet:
+def select_centers(spec, X: torch.Tensor, M: int | None, seed: int, kernel=None) -> CenterSet:
+    """Centres for a solver: ``spec`` as in :func:`resolve_selector`, ``kernel`` the solver's."""
     selector = resolve_selector(spec)
     if not isinstance(selector, FixedCenters):
         M = check_int(M, "M")
     generator = torch.Generator().manual_seed(int(seed))
-    return selector.select(X, M, generator)
+    return selector.select(X, M, generator, kernel=kernel)

@@ -733,8 +733,6 @@ class BlessCenters(CenterSelector):
     """
 
     name = "bless"
-    #: Tells ``select_centers`` to pass the solver's kernel to :meth:`select`.
-    needs_kernel = True
 
     def __init__(self, penalty=None, variant: str = "bless", M=None, *, kernel=None, mode: str = "sample",
                  q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None, lambda0=None,

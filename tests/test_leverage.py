@@ -1,6 +1,5 @@
 """Leverage scores: exact routes against each other and numpy; BLESS / BLESS-R accuracy (R-ACC),
 marginal weights, the λ path, guards; FALKON-BLESS centre selection."""
-import inspect
 import math
 
 import numpy as np
@@ -306,10 +305,6 @@ def test_unit_weights_on_bless_centres_reduce_to_plain_falkon(regression):
 
 
 def test_falkon_accepts_centers_by_name(regression):
-    from krrcore.centers import select_centers
-
-    if "kernel" not in inspect.signature(select_centers).parameters:
-        pytest.skip("centers.select_centers does not forward the solver's kernel to selectors yet")
     X, y = regression
     model = falkon_module.Falkon(GaussianKernel(0.5), 1e-5, 80, centers="bless", maxiter=10).fit(X, y)
     assert model.center_set_.info["method"] == "bless"

@@ -70,7 +70,7 @@ class NystromKRR(KRRBase):
         lam = self._penalty()
         X, Y = self._prepare_fit(X, y)
         n = X.shape[0]
-        cs = select_centers(self.centers, X, self.M, self.seed)
+        cs = select_centers(self.centers, X, self.M, self.seed, kernel=self._kernel())
         C = cs.centers
         kernel = self._kernel()
         op = KernelOperator(kernel, X.double(), C.double(), memory_budget=self.memory_budget, n_rhs=Y.shape[1])

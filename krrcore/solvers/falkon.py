@@ -49,7 +49,7 @@ class _NystromIterative(IterativeKRR):
     def _setup_operator(self, X, Y):
         self.penalty_ = self._penalty()
         self.n_ = X.shape[0]
-        cs = select_centers(self.centers, X, self.M, self.seed)
+        cs = select_centers(self.centers, X, self.M, self.seed, kernel=self._kernel())
         self.center_set_ = cs
         self.centers_ = cs.centers
         self.center_indices_ = cs.indices
