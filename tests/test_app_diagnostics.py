@@ -1,0 +1,223 @@
+"""AppTest tests of the Conditioning, Leverage scores and Dataset diagnostics pages.
+
+Each test drives a page through app.py (so the shared sidebar is there) on two moons with
+n = 200 (160 training points), and checks the numbers the page shows against an independent
+dense computation, or the error a bad input must produce — with the results computed before the
+bad input still on the page.
+"""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from krr_app import diagnostics_cache as dc
+from krrcore.datasets import load
+from krrcore.kernels import GaussianKernel
+
+SMALL = {"n": 200, "M": 40}
+PAGES = {"conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
+         "dataset": "app_pages/dataset.py"}
+
+
+def open_page(app, page: str, **query):
+    at = app(**{**SMALL, **query})
+    return at.switch_page(PAGES[page]).run()
+
+
+def metrics(at) -> dict[str, str]:
+    """Metric label → shown value (the first one for a repeated label)."""
+    out = {}
+    for m in at.metric:
+        out.setdefault(m.label, m.value)
+    return out
+
+
+def errors(at) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def chart(at, key_part: str) -> dict:
+    """The plotly figure (as JSON) of the chart whose element id contains ``key_part``."""
+    for element in at.get("plotly_chart"):
+        if key_part in element.proto.id:
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key_part!r} among {[e.proto.id for e in at.get('plotly_chart')]}")
+
+
+def values(data) -> np.ndarray:
+    """A trace's x or y as an array: plotly writes numpy arrays as base64 typed arrays."""
+    if isinstance(data, dict) and "bdata" in data:
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data["dtype"]))
+    return np.asarray(data)
+
+
+def moons_train(n: int = 200) -> np.ndarray:
+    return load("moons", n=n, seed=0, noise=0.2).X_train
+
+
+def dense_kappa(A: np.ndarray) -> float:
+    ev = np.linalg.eigvalsh(A)
+    return ev.max() / ev.min()
+
+
+# -- Conditioning --------------------------------------------------------------------------------
+
+def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app):
+    at = open_page(app, "conditioning", log_lambda=-3)
+    assert not at.exception and not errors(at)
+    shown = metrics(at)
+    X = moons_train()
+    n = len(X)
+    K = GaussianKernel(0.5)(X, X).numpy()
+    assert float(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 1e-3 * n * np.eye(n)), rel=2e-3)
+    kappa_H, kappa_W = float(shown["κ(H) — Nyström"]), float(shown["κ(W) — FALKON"])
+    assert kappa_H > 1e5 and kappa_W < 100 and kappa_H / kappa_W > 1e4      # FALKON's preconditioner at work
+    assert "At λ = 0.001, M = 40" in [s.value for s in at.subheader]
+
+    at.slider(key="log_lambda").set_value(-1.0).run()
+    at.number_input(key="M").set_value(20).run()
+    shown = metrics(at)
+    assert "At λ = 0.1, M = 20" in [s.value for s in at.subheader]
+    assert float(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 0.1 * n * np.eye(n)), rel=2e-3)
+    assert float(shown["κ(H) — Nyström"]) < kappa_H          # more regularisation, better conditioned
+    # The λ sweep holds every system at every grid λ, and κ(K + λnI) falls as λ grows.
+    sweep = chart(at, "cond_lambda")
+    full = next(t for t in sweep["data"] if t.get("name") == dc.SYSTEMS["full"])
+    assert len(values(full["x"])) == 11 and np.all(np.diff(values(full["y"])) <= 0)
+    by_M = chart(at, "cond_M")
+    assert {t["name"] for t in by_M["data"] if t.get("showlegend", True)} >= {dc.SYSTEMS["nystrom"], dc.SYSTEMS["falkon"]}
+
+
+def test_conditioning_M_above_n_is_an_error_and_keeps_the_last_result(app):
+    at = open_page(app, "conditioning")
+    before = metrics(at)["κ(W) — FALKON"]
+    at.number_input(key="M").set_value(5000).run()
+    assert any("M = 5,000 centres, but only n = 160 training points" in e for e in errors(at))
+    assert metrics(at)["κ(W) — FALKON"] == before                     # the last valid result stays
+    assert any("last valid" in c.value for c in at.caption)
+
+
+def test_askotch_blocks_are_preconditioned_and_get_L_matches_the_exact_top_eigenvalue(app):
+    at = open_page(app, "conditioning", blocks=4, rank=10)
+    assert not at.exception and not errors(at)
+    table = at.dataframe[0].value
+    assert len(table) == 4 and set(table["size"]) == {40}
+    assert (table["κ preconditioned"] < table["κ(K_bb + λnI)"]).all()
+    # get_L's 10 power steps estimate L_P from below, close to the exact λ_max.
+    ratio = table["L_P (get_L)"] / table["λ_max preconditioned"]
+    assert ((ratio > 0.8) & (ratio <= 1 + 1e-9)).all()
+
+
+def test_askotch_rank_above_block_size_is_clamped_with_a_warning(app):
+    at = open_page(app, "conditioning", blocks=10, rank=50)
+    assert any("exceeds the block size ⌊n/B⌋ = 16" in w.value for w in at.warning)
+    assert set(at.dataframe[0].value["size"]) == {16}
+
+
+# -- Leverage scores -----------------------------------------------------------------------------
+
+def test_leverage_page_scores_agree_with_the_trace_formula(app):
+    at = open_page(app, "leverage", lev_log_lambda=-2)
+    assert not at.exception and not errors(at)
+    X = moons_train()
+    n = len(X)
+    K = GaussianKernel(0.5)(X, X).numpy()
+    exact = np.diag(K @ np.linalg.inv(K + 1e-2 * n * np.eye(n)))
+    shown = metrics(at)
+    assert float(shown["d_eff(λ) exact"]) == pytest.approx(exact.sum(), abs=0.05)
+    assert float(shown["d_∞(λ) exact"]) == pytest.approx(n * exact.max(), abs=0.05)
+    assert 0.5 < float(shown["R-ACC mean"]) < 2.0
+    # Histogram and scatter hold one value per training point; the scatter's x are the exact scores.
+    hist = chart(at, "lev_hist")
+    assert [len(values(t["x"])) for t in hist["data"]] == [n, n]
+    scatter = chart(at, "lev_scatter")
+    points = next(t for t in scatter["data"] if t.get("name") == "points")
+    np.testing.assert_allclose(np.sort(values(points["x"])), np.sort(exact), rtol=1e-6)
+    # The λ path ends at the page's λ, with exact d_eff and d_∞ along it.
+    path = chart(at, "lev_path")
+    exact_deff = next(t for t in path["data"] if t["name"] == "d_eff(λ) exact")
+    assert values(exact_deff["x"])[-1] == pytest.approx(1e-2)
+    assert values(exact_deff["y"])[-1] == pytest.approx(exact.sum(), rel=1e-6)
+    # Uniform and BLESS centres side by side, each with FALKON's κ(W).
+    labels = [m.label for m in at.metric]
+    assert "κ(W) — Uniform" in labels and "κ(W) — BLESS" in labels
+
+
+def test_leverage_penalty_above_the_kernel_scale_is_an_error_and_keeps_the_scores(app):
+    at = open_page(app, "leverage", lev_log_lambda=-2)
+    before = metrics(at)["d_eff(λ) exact"]
+    at.slider(key="lev_log_lambda").set_value(0.0).run()     # λ = 1 = κ² of a Gaussian kernel
+    assert any("is not below the kernel scale" in e for e in errors(at))
+    assert metrics(at)["d_eff(λ) exact"] == before
+
+
+# -- Dataset diagnostics -------------------------------------------------------------------------
+
+def test_dataset_page_reports_shape_distance_and_suggestions(app):
+    at = open_page(app, "dataset")
+    assert not at.exception and not errors(at)
+    shown = metrics(at)
+    data = load("moons", n=200, seed=0, noise=0.2)
+    assert shown["Rows (train / test)"] == "160 / 40" and shown["Features d"] == "2" and shown["Task"] == "binary"
+    from krrcore.kernels import median_heuristic
+    assert float(shown["Median pairwise distance"]) == pytest.approx(median_heuristic(data.X_train), rel=1e-2)
+    # Suggested M follows its stated rule from the d_eff curve of the suggested kernel.
+    curve = dc.effective_dimension_curve(data.X_train, "test", "gaussian", (("sigma", 0.5),), (1e-3, 1e-2))
+    d = dc.interpolate_deff(curve, 1e-3)
+    assert int(shown["M"].replace(",", "")) == min(160, max(13, int(np.ceil(d * np.log(160)))))
+    # The button copies the suggestion into the sidebar's widgets.
+    at.button(key="data_apply").click().run()
+    assert at.number_input(key="M").value == int(shown["M"].replace(",", ""))
+    assert at.slider(key="log_lambda").value == -3.0 and at.number_input(key="sigma").value == 0.5
+
+
+def upload(at, name: str, content: bytes):
+    at.selectbox(key="dataset").set_value("csv").run()
+    return at.file_uploader(key="csv_file").set_value((name, content, "text/csv")).run()
+
+
+def test_uploaded_csv_gets_a_full_report(app):
+    at = open_page(app, "dataset")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=50), "b": 100 * rng.normal(size=50)})
+    frame["target"] = np.sin(frame["a"]) + 0.01 * frame["b"]
+    at = upload(at, "mine.csv", frame.to_csv(index=False).encode())
+    assert not at.exception and not errors(at)
+    assert "Uploaded CSV: 50 rows × 3 columns" in [s.value for s in at.subheader]
+    shown = metrics(at)
+    assert shown["Rows (train / test)"] == "40 / 10" and shown["Task"] == "regression"
+    columns = at.dataframe[0].value
+    assert list(columns["role"]) == ["feature", "feature", "target"] and (columns["missing"] == 0).all()
+    # Feature scales are in original units: b is ~100× wider than a.
+    scales = values(chart(at, "data_scales")["data"][0]["y"])
+    assert 30 < scales[1] / scales[0] < 300
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"a,city,y\n1,Rome,2\n2,Oslo,3\n3,Lima,4\n4,Kyiv,5\n5,Pune,6\n", "non-numeric column(s) ['city']"),
+    (b"a,b,y\n1,2,3\n2,,4\n3,4,5\n4,5,6\n5,6,7\n", "missing values in column(s) {'b': 1}"),
+    (b"a,b,y\n1,2,3\n", "the CSV has 1 data row(s); at least 4 are needed"),
+])
+def test_bad_csv_shows_its_column_report_and_a_clear_error(app, content, message):
+    at = upload(open_page(app, "dataset"), "bad.csv", content)
+    assert not at.exception
+    assert any(message in e for e in errors(at)), errors(at)
+    assert len(at.dataframe) == 1 and "column" in at.dataframe[0].value      # the column report stays
+
+
+# -- pure helpers --------------------------------------------------------------------------------
+
+def test_suggestions_state_their_rule():
+    curve = pd.DataFrame({"penalty": [1e-4, 1e-2], "d_eff": [100.0, 10.0], "method": "exact"})
+    s = dc.suggest_hyperparameters(10_000, 2.0, curve)
+    assert s["kernel"] == "gaussian" and s["sigma"] == 2.0 and s["penalty"] == pytest.approx(1e-2)
+    assert s["M"] == max(100, int(np.ceil(10.0 * np.log(10_000))))
+    assert "1/√n" in s["reasons"]["lambda"] and str(s["M"]) in s["reasons"]["M"]
+    curated = dc.suggest_hyperparameters(10_000, 2.0, curve, catalogue_kernel={"name": "laplacian", "sigma": 3.0},
+                                         catalogue_penalty=1e-4)
+    assert curated["kernel"] == "laplacian" and curated["penalty"] == 1e-4 and curated["M"] == 922
+    assert dc.interpolate_deff(curve, 1e-3) == pytest.approx(np.sqrt(100.0 * 10.0))      # log-log midpoint
