@@ -135,6 +135,15 @@ def test_bad_arguments_name_the_parameter():
         load("circles", factor=1.5)
 
 
+def test_an_entry_whose_package_is_missing_says_which(monkeypatch):
+    import dataclasses
+
+    monkeypatch.setitem(DATASETS, "diabetes", dataclasses.replace(DATASETS["diabetes"], requires=("no_such_pkg",)))
+    assert not DATASETS["diabetes"].available
+    with pytest.raises(ImportError, match="no_such_pkg"):
+        load("diabetes")
+
+
 # --- synthetic generators -----------------------------------------------------------------------
 
 def test_askotch_synthetic_is_sign_of_a_seeded_linear_function():
@@ -261,18 +270,21 @@ def test_qm9_load_small_n_is_in_ev_and_served_from_the_partial_cache(monkeypatch
     np.testing.assert_array_equal(again.y_test, ds.y_test)
 
 
-def test_qm9_full_cache_is_computed_past_the_limit_and_stale_keys_are_ignored(tmp_path, monkeypatch):
-    """The whole-set path on a stand-in of ten molecules (the real one takes ~15 s)."""
+def test_qm9_full_cache_is_computed_once_the_partial_cache_would_pass_the_limit(tmp_path, monkeypatch):
+    """The whole-set path on a stand-in of ten molecules (the real one takes ~20 s)."""
     mols = qm9.molecules()
     fake = qm9.Molecules(mols.Z[:10], mols.R[:10], mols.homo_ev[:10])
     monkeypatch.setattr(qm9, "molecules", lambda: fake)
     monkeypatch.setattr(qm9, "PARTIAL_LIMIT", 5)
     source = qm9.QM9Source(qm9.FeatureCache(tmp_path, key="test-key"))
-    table = source.take([7, 2, 9, 0, 4, 5])                            # 6 > PARTIAL_LIMIT: compute all
-    np.testing.assert_allclose(table.X, qm9.coulomb_matrices(fake.Z[[7, 2, 9, 0, 4, 5]], fake.R[[7, 2, 9, 0, 4, 5]]))
-    np.testing.assert_array_equal(table.target, fake.homo_ev[[7, 2, 9, 0, 4, 5]])
-    assert len(source) == 10 and source.cache.full_paths[0].exists()
-    assert qm9.FeatureCache(tmp_path, key="another-key").load_full() is None
+    source.take([1, 3, 8])
+    assert source.cache.partial_path.exists() and not source.cache.full_paths[0].exists()
+    rows = [7, 2, 9, 0]                                                  # 3 cached + 4 new > PARTIAL_LIMIT
+    table = source.take(rows)
+    assert source.cache.full_paths[0].exists() and len(source) == 10
+    np.testing.assert_allclose(table.X, qm9.coulomb_matrices(fake.Z[rows], fake.R[rows]))
+    np.testing.assert_array_equal(table.target, fake.homo_ev[rows])
+    assert qm9.FeatureCache(tmp_path, key="another-key").load_full() is None     # stale caches are ignored
 
 
 # --- user CSV -----------------------------------------------------------------------------------

@@ -205,6 +205,8 @@ def load(name: str, n: int | None = None, seed: int = 0, *, test_fraction: float
     pairwise distance of the training rows.
     """
     info = get_info(name)
+    if not info.available:
+        raise ImportError(f"{name} needs the package(s) {list(info.requires)}; install them with pip")
     params = _resolve_knobs(info, noise, knobs)
     n = info.default_n if n is None else n
     if info.synthetic:

@@ -31,7 +31,7 @@ def cache_dir() -> Path:
 CONSTANT_RTOL = 1e-12
 
 
-@dataclass
+@dataclass(eq=False)
 class Dataset:
     """A train/test split ready for kernel ridge regression, with its provenance.
 

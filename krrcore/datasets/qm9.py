@@ -148,6 +148,7 @@ def _atomic_save(path: Path, write) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
+        os.chmod(tmp, 0o644)                 # mkstemp makes it private; a cache may be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -234,14 +235,15 @@ class QM9Source:
 
     def _features(self, index: np.ndarray):
         full = self.cache.load_full()
-        if full is None and index.size > PARTIAL_LIMIT:
+        if full is None:
+            partial = None if index.size > PARTIAL_LIMIT else self._from_partial(index)
+            if partial is not None:
+                return partial
             full = self._compute_full()
-        if full is not None:
-            order = np.argsort(index)                 # sorted reads are kind to the memory map
-            rows = np.empty((index.size, N_FEATURES))
-            rows[order] = full[0][index[order]]
-            return rows, full[1][index]
-        return self._from_partial(index)
+        order = np.argsort(index)                     # sorted reads are kind to the memory map
+        rows = np.empty((index.size, N_FEATURES))
+        rows[order] = full[0][index[order]]
+        return rows, full[1][index]
 
     def _compute_full(self):
         mols = molecules()
@@ -251,23 +253,24 @@ class QM9Source:
         return features, mols.homo_ev
 
     def _from_partial(self, index: np.ndarray):
+        """Rows from the partial cache, computing and adding the missing molecules; None when the
+        partial cache would outgrow :data:`PARTIAL_LIMIT` (then the whole set is worth computing)."""
         partial = self.cache.load_partial()
         if partial is None:
-            known = np.empty(0, np.int64), np.empty((0, N_FEATURES)), np.empty(0)
-            n_total = None
+            known_index, known_features, known_homo = np.empty(0, np.int64), np.empty((0, N_FEATURES)), np.empty(0)
         else:
-            n_total, *known = partial
-        known_index, known_features, known_homo = known
+            _, known_index, known_features, known_homo = partial
         missing = np.setdiff1d(index, known_index)
+        if known_index.size + missing.size > PARTIAL_LIMIT:
+            return None
         if missing.size:
             mols = molecules()
-            n_total = len(mols)
             known_index = np.concatenate([known_index, missing])
             known_features = np.vstack([known_features, coulomb_matrices(mols.Z[missing], mols.R[missing])])
             known_homo = np.concatenate([known_homo, mols.homo_ev[missing]])
             order = np.argsort(known_index)
             known_index, known_features, known_homo = known_index[order], known_features[order], known_homo[order]
-            self.cache.save_partial(n_total, known_index, known_features, known_homo)
+            self.cache.save_partial(len(mols), known_index, known_features, known_homo)
         at = np.searchsorted(known_index, index)
         return known_features[at], known_homo[at]
 
