@@ -198,7 +198,7 @@ def from_csv(source, target: str, *, task: str = "auto", seed: int = 0, test_fra
     dataset = assemble(
         X=X, target=column[index] if classes is not None else column[index].astype(np.float64), index=index,
         n_test=n_test, task=task, classes=classes, name="csv",
-        title=title or os.path.basename(label) or "uploaded CSV", feature_names=tuple(features), source=label,
+        title=title or ("user table" if isinstance(source, pd.DataFrame) else os.path.basename(label)), feature_names=tuple(features), source=label,
         description=f"user CSV, target {target!r} ({task})", suggested_kernel={"name": "gaussian", "sigma": 1.0},
         suggested_penalty=CSV_PENALTY, synthetic=False, note="; ".join(notes), target_name=target, seed=seed,
         knobs={"drop_columns": drop_columns, "dropna": dropna},
