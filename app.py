@@ -21,6 +21,10 @@ compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stack
 # Pages that show the solver controls in the sidebar (the others only need the problem).
 SOLVER_PAGES = {explore.url_path, compare.url_path}
 
-page = st.navigation([explore, compare])
+conditioning = st.Page("app_pages/conditioning.py", title="Conditioning", icon=":material/tune:")
+leverage = st.Page("app_pages/leverage.py", title="Leverage scores", icon=":material/bubble_chart:")
+dataset = st.Page("app_pages/dataset.py", title="Dataset", icon=":material/table_chart:")
+
+page = st.navigation([explore, compare, conditioning, leverage, dataset])
 sidebar.render(solver_section=page.url_path in SOLVER_PAGES)
 page.run()
