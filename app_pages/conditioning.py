@@ -19,6 +19,8 @@ PENALTY_GRID = tuple(10.0 ** e for e in range(-10, 1))
 #: M grid of the "κ against M" plot (values above n are dropped; the sidebar's M is added).
 M_GRID = (10, 20, 50, 100, 200, 400, 800)
 DEFAULT_ROWS = 1000
+#: Beyond this κ the smallest eigenvalue is float64 round-off relative to the largest.
+ROUNDOFF_KAPPA = 1e13
 
 settings = sidebar.current()
 st.title("Conditioning")
@@ -95,7 +97,10 @@ if nystrom:
 for col, (label, value, method, help_text) in zip(st.columns(len(cards)), cards):
     col.metric(label, dv.format_kappa(value), help=help_text)
     col.caption(dv.kappa_label(method))
-if nystrom and nystrom["M"] != M:
+if any(value > ROUNDOFF_KAPPA for _, value, _, _ in cards):
+    st.caption(f"κ above ~10¹³ is at the limit of float64: λ_min is then round-off, so read such a κ as "
+               "\"numerically singular\" rather than as an exact number.")
+if nystrom and (nystrom["M"], nystrom["penalty"]) != (M, penalty):
     st.caption(f"(Nyström numbers from the last valid setting: λ = {format_number(nystrom['penalty'])}, "
                f"M = {nystrom['M']}.)")
 
@@ -122,7 +127,7 @@ sweep_M = min(M, dc.SWEEP_MAX_M, n_sweep) if nystrom_problem is None else None
 if sweep_M is not None:
     capped = f" (capped at {dc.SWEEP_MAX_M} for speed)" if sweep_M < min(M, n_sweep) else ""
     st.caption(f"M = {sweep_M} uniform centres{capped}" + (f"; ASkotch: worst of B = {blocks} blocks at rank r = {rank_sweep}"
-               if use_blocks else "") + "." + sweep_note)
+               if use_blocks else "") + ". Open markers are estimates (lower bounds)." + sweep_note)
     penalties = tuple(sorted(set(PENALTY_GRID) | {penalty}))
     try:
         by_penalty = dc.condition_vs_penalty(X_sweep, sweep_key, kernel, kernel_params, sweep_M, seed, penalties,
@@ -140,7 +145,8 @@ st.subheader("How κ moves with M")
 current_M = {M} if nystrom_problem is None else set()
 Ms = tuple(sorted({m for m in M_GRID if m <= n_sweep} | {m for m in current_M if m <= n_sweep}))
 if Ms:
-    st.caption(f"At λ = {format_number(penalty)}; K + λnI does not depend on M (dashed)." + sweep_note)
+    st.caption(f"At λ = {format_number(penalty)}; K + λnI does not depend on M (dashed). Open markers are "
+               "estimates (lower bounds)." + sweep_note)
     try:
         by_M = dc.condition_vs_M(X_sweep, sweep_key, kernel, kernel_params, penalty, seed, Ms)
     except ValueError as exc:

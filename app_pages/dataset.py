@@ -141,11 +141,12 @@ st.subheader("Suggested σ, λ and M")
 if suggestion is None:
     st.error("No σ can be suggested: all training points are identical (the median distance is zero).")
 else:
-    s1, s2, s3, s4 = st.columns(4)
-    s1.metric("Kernel", f"{suggestion['kernel']}" + (f", σ = {suggestion['sigma']:.3g}" if suggestion["sigma"] else ""))
-    s2.metric("λ", format_number(suggestion["penalty"]))
-    s3.metric("M", f"{suggestion['M']:,}")
-    s4.metric("d_eff at that λ", f"{suggestion['d_eff']:.1f}")
+    s1, s2, s3, s4, s5 = st.columns(5)
+    s1.metric("Kernel", suggestion["kernel"].capitalize())
+    s2.metric("σ", "—" if suggestion["sigma"] is None else f"{suggestion['sigma']:.3g}")
+    s3.metric("λ", format_number(suggestion["penalty"]))
+    s4.metric("M", f"{suggestion['M']:,}")
+    s5.metric("d_eff at that λ", f"{suggestion['d_eff']:.1f}")
     for key in ("sigma", "lambda", "M"):
         st.markdown(f"- {suggestion['reasons'][key]}")
     if len(X) < dataset.n_train:
