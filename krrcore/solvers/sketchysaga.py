@@ -1,0 +1,222 @@
+"""SketchySAGA for inducing-points (Nyström) KRR: ASkotch paper Alg. 5 (after Frangella et al. 2023).
+
+Solves the problem FALKON solves — min over α ∈ R^M of ½‖K_nM α − y‖² + (λn/2) αᵀK_MM α, i.e.
+(K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper Eq. 8; the ASkotch paper's Eq. (4)/(5) with its
+λ = ``penalty * n``) — by SAGA with a Nyström preconditioner of a subsampled Hessian. Unlike
+FALKON it never forms or factorises an M×M matrix: its memory is O(M(b_g + r) + n), so M can be
+far larger than a memory budget that would hold K_MM.
+
+Finite-sum form used by Alg. 5: f(α) = (1/n) Σᵢ fᵢ(α) with fᵢ(α) = (n/2)(kᵢᵀα − yᵢ)² + (λ/2)‖α‖²_{K_MM},
+kᵢ the i-th row of K_nM, so ∇fᵢ = kᵢ·n(kᵢᵀα − yᵢ) + λK_MM α and the gradient table stores the
+scalars ψᵢ = n(kᵢᵀα − yᵢ) (one per sample and output).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._validation import check_int, check_positive
+from ..centers import select_centers
+from ..device import default_memory_budget
+from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+from ..ops import KernelOperator, block_rows_for_budget
+from .base import IterativeKRR, Step
+from .pcg import DeferredEvaluation, resolve_eval_every
+
+
+#: b_g of the paper's synthetic runs (C.2.1); B.5 recommends 2⁸–2¹⁶ depending on hardware.
+DEFAULT_BATCH_SIZE = 1024
+
+
+def _row_chunks(kernel, rows: torch.Tensor, C: torch.Tensor, budget: int):
+    """Yield (start, stop, K(rows[start:stop], C)) in chunks whose kernel block fits ``budget``."""
+    step = block_rows_for_budget(rows.shape[0], C.shape[0], itemsize=rows.element_size(), budget_bytes=budget,
+                                 scratch_blocks=kernel.scratch_blocks)
+    PC = kernel.prepare(C)
+    for start in range(0, rows.shape[0], step):
+        stop = min(start + step, rows.shape[0])
+        yield start, stop, kernel.block(kernel.prepare(rows[start:stop]), PC)
+
+
+class NystromObjective:
+    """Float64 evaluation of the Nyström problem (FALKON Eq. 8) without any M×M matrix.
+
+    ``evaluate(α)`` returns the relative residual ‖Hα − K_nMᵀy‖/‖K_nMᵀy‖ with
+    H = K_nMᵀK_nM + λn K_MM, and the objective ½‖K_nMα − y‖² + (λn/2)αᵀK_MMα (= ½αᵀHα − αᵀK_nMᵀy
+    + ½‖y‖²). Each call costs one pass over K_nM and one over K_MM, in blocks within the budget.
+    """
+
+    def __init__(self, kernel, X, C, Y, lam_n: float, memory_budget: int):
+        self.kernel, self.lam_n, self.memory_budget = kernel, lam_n, memory_budget
+        self.X64, self.C64, self.Y64 = X.to(torch.float64), C.to(torch.float64), Y.to(torch.float64)
+        self._rhs = None
+
+    def _operators(self):
+        k = self.Y64.shape[1]
+        return (KernelOperator(self.kernel, self.X64, self.C64, memory_budget=self.memory_budget, n_rhs=k),
+                KernelOperator(self.kernel, self.C64, self.C64, memory_budget=self.memory_budget, n_rhs=k))
+
+    def evaluate(self, alpha: torch.Tensor) -> tuple[float, float]:
+        a = alpha.to(torch.float64)
+        op_nm, op_mm = self._operators()
+        if self._rhs is None:
+            self._rhs = op_nm.rmatvec(self.Y64)
+        H_a = op_nm.fused(a).add_(op_mm.matvec(a), alpha=self.lam_n)
+        residual = float(torch.linalg.norm(H_a - self._rhs) / torch.linalg.norm(self._rhs))
+        objective = float(0.5 * (a * H_a).sum() - (a * self._rhs).sum() + 0.5 * (self.Y64 ** 2).sum())
+        return residual, objective
+
+
+class SketchySAGA(IterativeKRR):
+    """SketchySAGA on inducing-points KRR (ASkotch paper Alg. 5, defaults of B.5 and C.2.1).
+
+    Set-up: sample independent batches H₁ (|H₁| = b_H1) and H₂ (|H₂| = b_H2) of the data;
+    P = Nyström((n/b_H1) K_H₁Mᵀ K_H₁M, r) (Alg. 2, matrix-free); L_P = get_L((n/b_H2) K_H₂Mᵀ K_H₂M
+    + λK_MM, P, ρ) (Alg. 3); η = α/L_P. Iteration: for a batch B (|B| ≈ b_g),
+    ψ = n(K_BM w − y_B), aux = K_BMᵀ(ψ − Ψ_B), g = x + aux/|B| + λK_MM w, x ← x + aux/n, Ψ_B ← ψ,
+    w ← w − η (P + ρI)⁻¹ g. One iteration costs O(b_g M d + M² d): K_MM w is recomputed in blocks
+    (FALKON instead stores and factorises K_MM).
+
+    Parameters
+    ----------
+    kernel, penalty : the kernel and λ per sample (the paper's λ is ``penalty * n``).
+    M : number of centres; ``centers``: "uniform" (default; the paper samples uniformly, C.2),
+        a selector name, a :class:`~krrcore.centers.CenterSelector` or an M×d array. Centre weights
+        (FALKON's D) are not used: the problem is NystromKRR's.
+    rank : r, preconditioner rank (default 100, as for ASkotch). Must be <= M.
+    batch_size : b_g (default 1024 capped at n, C.2.1's synthetic setting; B.5 recommends 2⁸–2¹⁶). The batch is
+        drawn with replacement and duplicates dropped, so it is uniform and each index appears once.
+    precond_batch_size : b_H1 (default ⌊√n⌋, B.5). lr_batch_size : b_H2 (default ⌊n/50⌋, B.5).
+    damping : ρ: "damped" (λn + Λ̂[r−1], default), "regularization" (λn) or a number. B.5 calls ρ
+        "the most difficult parameter to tune" and recommends a grid search.
+    lr_scale : α in η = α/L_P (default 1/2, B.5).
+    maxiter : SAGA iterations. eval_every : report the float64 residual every this many iterations
+        (default ⌈n/b_g⌉, one pass over the data; an evaluation costs about one pass).
+    memory_budget : bytes for each kernel block (batch rows × M, K_MM row blocks, evaluation);
+        default krrcore's default budget. Nothing of size M×M is ever allocated.
+    """
+
+    def __init__(self, kernel=None, penalty=1e-3, M=1000, *, centers="uniform", rank=100, batch_size=None,
+                 precond_batch_size=None, lr_batch_size=None, damping="damped", lr_scale=0.5, maxiter=1000,
+                 tol=None, eval_every=None, memory_budget=None, seed=0, dtype="float64", device=None,
+                 callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.M = M
+        self.centers = centers
+        self.rank = rank
+        self.batch_size = batch_size
+        self.precond_batch_size = precond_batch_size
+        self.lr_batch_size = lr_batch_size
+        self.damping = damping
+        self.lr_scale = lr_scale
+        self.maxiter = maxiter
+        self.tol = tol
+        self.eval_every = eval_every
+        self.memory_budget = memory_budget
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.callback = callback
+        self.timeout = timeout
+        self.eval_train = eval_train
+        self.metric = metric
+        self.stall_patience = stall_patience
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _batch_sizes(self, n: int) -> tuple[int, int, int]:
+        def size(value, default, name):
+            if value is None:
+                return max(1, min(default, n))
+            value = check_int(value, name)
+            if value > n:
+                raise ValueError(f"{name} must be <= n ({n} training points), got {value}")
+            return value
+
+        return (size(self.batch_size, DEFAULT_BATCH_SIZE, "batch_size"),
+                size(self.precond_batch_size, max(1, math.isqrt(n)), "precond_batch_size"),
+                size(self.lr_batch_size, max(1, n // 50), "lr_batch_size"))
+
+    def _setup(self, X, Y):
+        lam = self._penalty()
+        n = X.shape[0]
+        kernel = self._kernel()
+        b_g, b_h1, b_h2 = self._batch_sizes(n)
+        rank = check_int(self.rank, "rank")
+        lr_scale = check_positive(self.lr_scale, "lr_scale")
+        self.eval_every_ = resolve_eval_every(self.eval_every, math.ceil(n / b_g))
+        lam_n = lam * n
+        resolve_damping(self.damping, None, lam_n)          # validate before the expensive set-up
+        generator = torch.Generator().manual_seed(int(self.seed))
+        cs = select_centers(self.centers, X, self.M, self.seed, kernel=kernel)
+        C = cs.centers
+        M = C.shape[0]
+        if rank > M:
+            raise ValueError(f"rank must be <= M ({M} centres), got {rank}")
+        budget = self.memory_budget if self.memory_budget is not None else default_memory_budget(X.device)
+        self._budget, self._generator, self._lam_n = budget, generator, lam_n
+        self._Kmm = KernelOperator(kernel, C, C, memory_budget=budget, n_rhs=Y.shape[1])   # blocks, never M×M
+
+        # P ← Nyström((n/b_H1) K_H₁Mᵀ K_H₁M, r), matrix-free over row chunks of K_H₁M.
+        H1 = X[torch.randperm(n, generator=generator)[:b_h1].to(X.device)]
+        scale = n / b_h1
+        trace = scale * sum(float((Kc * Kc).sum()) for _s, _e, Kc in _row_chunks(kernel, H1, C, budget))
+
+        def apply_hessian_sample(omega):
+            out = torch.zeros_like(omega)
+            for _s, _e, Kc in _row_chunks(kernel, H1, C, budget):
+                out.addmm_(Kc.T, Kc @ omega)
+            return out.mul_(scale)
+
+        approx = randomized_nystrom(apply_hessian_sample, M, rank, trace, generator=generator, dtype=X.dtype,
+                                    device=X.device)
+        self.rho_ = resolve_damping(self.damping, approx, lam_n)
+        self._precond = NystromPreconditioner(approx, self.rho_)
+
+        # L_P ← get_L((n/b_H2) K_H₂Mᵀ K_H₂M + λK_MM, P, ρ); η = α/L_P.
+        H2 = X[torch.randperm(n, generator=generator)[:b_h2].to(X.device)]
+        op_h2 = KernelOperator(kernel, H2, C, memory_budget=budget)
+
+        def apply_lr_hessian(V):
+            return op_h2.fused(V).mul_(n / b_h2).add_(self._Kmm.matvec(V), alpha=lam_n)
+
+        self.smoothness_ = get_L(apply_lr_hessian, M, self._precond, generator=generator, dtype=X.dtype,
+                                 device=X.device)
+        if not self.smoothness_ > 0:
+            raise ValueError("the preconditioned smoothness constant is not positive: check the kernel and penalty")
+        self.lr_ = lr_scale / self.smoothness_
+        self.batch_size_, self.precond_batch_size_, self.lr_batch_size_ = b_g, b_h1, b_h2
+        self._objective = NystromObjective(kernel, X, C, Y, lam_n, budget)
+        self.centers_ = C
+        self.center_indices_ = cs.indices
+        self.coef_ = torch.zeros(M, Y.shape[1], dtype=X.dtype, device=X.device)
+
+    def _initial_step(self, X, Y) -> Step:
+        """α = 0: relative residual 1 and objective ½‖y‖²."""
+        return Step(residual=1.0, objective=0.5 * float((Y.to(torch.float64) ** 2).sum()))
+
+    # -- iterations: Alg. 5 main loop ------------------------------------------------------------
+    def _steps(self, X, Y):
+        kernel, C, n = self._kernel(), self.centers_, X.shape[0]
+        w = self.coef_
+        table = torch.zeros_like(Y)             # Ψ: ψᵢ per sample and output
+        table_mean = torch.zeros_like(w)        # x = (1/n) Σᵢ kᵢ Ψᵢ
+        lam_n, lr, precond = self._lam_n, self.lr_, self._precond
+        iteration = 0
+        while True:
+            iteration += 1
+            batch = torch.unique(torch.randint(n, (self.batch_size_,), generator=self._generator)).to(X.device)
+            aux = torch.zeros_like(w)
+            for start, stop, Kc in _row_chunks(kernel, X[batch], C, self._budget):
+                rows = batch[start:stop]
+                psi = (Kc @ w).sub_(Y[rows]).mul_(n)
+                aux.addmm_(Kc.T, psi - table[rows])
+                table[rows] = psi
+            g = table_mean + aux / batch.numel()
+            g.add_(self._Kmm.matvec(w), alpha=lam_n)
+            table_mean.add_(aux, alpha=1.0 / n)
+            w.sub_(precond.solve(g), alpha=lr)
+            if iteration % self.eval_every_ == 0 or iteration == self.maxiter:
+                evaluation = DeferredEvaluation(lambda: self._objective.evaluate(w))
+                yield evaluation.step(iteration=iteration, extras={"data_passes": iteration * self.batch_size_ / n})
