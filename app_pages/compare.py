@@ -25,24 +25,19 @@ if settings.data_error:
     (st.info if settings.data is None else st.error)(settings.data_error)
 
 
-def _solver_label(key: str) -> str:
-    info = SOLVERS[key]
-    return info.label if info.available else f"{info.label} — not built yet"
-
-
 def _reset_sweep_values():
     st.session_state["sweep_values"] = SWEEP_DEFAULTS[st.session_state["sweep_param"]]
 
 
 configs, input_error = [], None
-sidebar.accept_option_keys_in_url("cmp_mode", ["solvers", "sweep"])
-mode = st.radio("Compare", ["solvers", "sweep"], key="cmp_mode", horizontal=True, bind="query-params",
-                format_func={"solvers": "Several solvers", "sweep": "One solver, several values"}.get)
+MODES = {"solvers": "Several solvers", "sweep": "One solver, several values"}
+sidebar.accept_option_keys_in_url("cmp_mode", list(MODES), MODES.get)
+mode = st.radio("Compare", list(MODES), key="cmp_mode", horizontal=True, bind="query-params", format_func=MODES.get)
 if settings.data is not None:
     if mode == "solvers":
         built = [k for k in solver_keys() if SOLVERS[k].available]
-        sidebar.accept_option_keys_in_url("cmp_solvers", solver_keys())
-        chosen = st.multiselect("Solvers", solver_keys(), key="cmp_solvers", format_func=_solver_label,
+        sidebar.accept_option_keys_in_url("cmp_solvers", solver_keys(), sidebar.solver_label)
+        chosen = st.multiselect("Solvers", solver_keys(), key="cmp_solvers", format_func=sidebar.solver_label,
                                 default=[k for k in ("falkon", "nystrom_cg") if k in built] or built[:2],
                                 bind="query-params", help=explain.HELP["solver"])
         configs = [settings.config(solver=key) for key in chosen]
@@ -53,7 +48,7 @@ if settings.data is not None:
                    or (k == "maxiter" and base.maxiter is not None) or k in dict(base.solver_params)]
         if st.session_state.get("sweep_param", options[0]) not in options:   # the sidebar's solver changed
             st.session_state.pop("sweep_param")
-        sidebar.accept_option_keys_in_url("sweep_param", options)
+        sidebar.accept_option_keys_in_url("sweep_param", options, SWEEP_LABELS.get)
         col_param, col_values = st.columns([1, 2])
         with col_param:
             param = st.selectbox(f"Vary ({base.info.label}, the sidebar's solver)", options,
@@ -76,18 +71,20 @@ for config, found in issues.items():
     st.error(f"**{config.label()}**: {' '.join(found)}")
 runnable = [c for c in configs if c not in issues] if dataset is not None else []
 
-col_run, col_stop, _ = st.columns([1, 1, 4])
+col_run, col_stop, col_load = st.columns([2, 1, 4], vertical_alignment="center")
 with col_run:
     run_all = st.button(f"Run {len(runnable)} configuration{'s' if len(runnable) != 1 else ''}", type="primary",
                         disabled=not runnable, icon=":material/play_arrow:", key="cmp_run")
-with col_stop:
-    st.button("Stop all", key="cmp_stop", disabled=not registry.active(), icon=":material/stop:",
-              on_click=lambda: [r.stop() for r in registry.active()])
 if run_all:
     for config in runnable:
         existing = registry.get(config)
         if existing is None or existing.status != "done":   # a finished run is reused as is
             registry.start(config, dataset)
+with col_stop:   # drawn after the click so it is enabled while the batch runs
+    st.button("Stop all", key="cmp_stop", disabled=not registry.active(), icon=":material/stop:",
+              on_click=lambda: [r.stop() for r in registry.active()])
+with col_load:
+    views.server_load()
 
 st.divider()
 runs = registry.runs()
@@ -108,8 +105,12 @@ def _render(current):
         views.convergence_chart(current, "iteration", key="cmp_iter")
     with tab_time:
         views.convergence_chart(current, "seconds", key="cmp_time")
+    number = st.column_config.NumberColumn
     st.dataframe(charts.summary_frame(current), hide_index=True, key="cmp_table",
-                 column_config={"id": None, "test classification error": st.column_config.NumberColumn(format="percent")})
+                 column_config={"id": None, "test classification error": number(format="percent"),
+                                "test RMSE": number(format="%.4g"), "test MAE": number(format="%.4g"),
+                                "test AUC": number(format="%.4f"), "solver s": number(format="%.2f"),
+                                "wall s": number(format="%.2f"), "peak memory MB": number(format="%.0f")})
 
 
 views.live(registry.runs, _render, key="cmp_live")
@@ -134,7 +135,7 @@ with col_downloads:
     which = "selected" if selected else "all"
     views.trace_download(chosen_runs, key="cmp_csv", filename=f"krr-compare-traces-{which}.csv",
                          label=f"Traces of {which} runs (CSV)")
-    st.download_button(f"Table of {which} runs (CSV)", charts.summary_frame(chosen_runs).to_csv(index=False),
+    st.download_button(f"Table of {which} runs (CSV)", charts.summary_frame(chosen_runs, None).to_csv(index=False),
                        file_name=f"krr-compare-summary-{which}.csv", mime="text/csv", key="cmp_table_csv",
                        on_click="ignore", icon=":material/download:")
 views.explanation("compare", "falkon", "askotch", "condition")

@@ -43,10 +43,6 @@ col_run, col_stop, col_auto, col_x = st.columns([1, 1, 2, 3], vertical_alignment
 with col_run:
     clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
                         help=None if can_run else "Fix the messages above first.", key="run")
-with col_stop:
-    st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="stop",
-              on_click=_stop_active, help="Stops after the current iteration (direct solvers cannot be "
-              "interrupted).")
 with col_auto:
     auto_run = st.toggle("Run on every change", key="auto_run", help=explain.HELP["auto_run"],
                          bind="query-params")
@@ -59,6 +55,14 @@ if can_run and (clicked or (auto_run and run is None)):
         previous.stop()     # a new run replaces the one in progress, as in TF Playground
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = run
+    previous = run
+
+# Drawn after a click started a run, so it is enabled for the whole run (the polling fragment
+# below reruns only itself; the full rerun when the run ends disables it again).
+with col_stop:
+    st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="stop",
+              on_click=_stop_active, help="Stops after the current iteration (direct solvers cannot be "
+              "interrupted).")
 
 shown = run
 if shown is None and previous is not None and previous.id in {r.id for r in registry.runs()}:

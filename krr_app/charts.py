@@ -63,8 +63,8 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
                                                    "<extra></extra>"),
                           row=1, col=col)
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=1)
-    # A test error usually spans less than a decade: plain numbers read better than 10^x there.
-    fig.update_yaxes(type="log", tickformat=".2~g", row=1, col=2)
+    # A test error usually spans a decade or two: plain numbers at 1, 2, 5 × 10^k read best.
+    fig.update_yaxes(type="log", tickformat=".2~g", dtick="D2", row=1, col=2)
     fig.update_xaxes(title_text=X_AXES[x])
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
@@ -86,14 +86,18 @@ def traces_frame(runs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def summary_frame(runs) -> pd.DataFrame:
-    """One row per run: final test metrics, iterations, time and memory (Compare's table)."""
+#: Test metrics Compare's table shows (the CSV download has them all).
+TABLE_METRICS = ("rmse", "mae", "classification_error", "auc")
+
+
+def summary_frame(runs, metrics: tuple[str, ...] | None = TABLE_METRICS) -> pd.DataFrame:
+    """One row per run: final test metrics (``metrics``; None: all), iterations, time and memory."""
     rows = []
     for run in runs:
         records = run.records
         row = {"run": run.label, "status": run.status, "iterations": records[-1].iteration if records else 0}
         for key, value in run.metrics.items():
-            if key.startswith("test_"):
+            if key.startswith("test_") and (metrics is None or key[5:] in metrics):
                 row[f"test {metric_title(key[5:])}"] = value
         row["solver s"] = run.timings.get("solver_seconds", math.nan)
         row["wall s"] = run.timings.get("wall_seconds", math.nan)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 from krrcore.kernels import KERNELS
@@ -102,9 +103,11 @@ class RunConfig:
 
 
 def format_number(value) -> str:
+    """Short and exact enough for labels: 0.5, 1e-6, 3.16e-5, 250."""
     if isinstance(value, float):
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e4):
-            return f"{value:.0e}" if math.isclose(value, float(f"{value:.0e}"), rel_tol=1e-9) else f"{value:.2e}"
+            text = f"{value:.0e}" if math.isclose(value, float(f"{value:.0e}"), rel_tol=1e-9) else f"{value:.2e}"
+            return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m.group(1).replace('+', '')}{m.group(2)}", text)
         return f"{value:.4g}"
     return str(value)
 

@@ -42,12 +42,25 @@ log = logging.getLogger(__name__)
 #: Solvers computing at once on this server (all sessions together). Env: KRR_MAX_CONCURRENT_RUNS.
 MAX_CONCURRENT_RUNS = max(1, int(os.environ.get("KRR_MAX_CONCURRENT_RUNS", "2")))
 _RUN_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
+_computing = 0                      # runs holding a slot right now (all sessions)
+_computing_lock = threading.Lock()
 #: Runs a session keeps (finished ones are evicted oldest first; active ones are never evicted).
 MAX_RUNS_PER_SESSION = 24
 #: How often a queued run re-checks its stop event while waiting for a slot (seconds).
 _SLOT_POLL = 0.2
 
 ACTIVE, FINISHED = ("queued", "running"), ("done", "stopped", "error")
+
+
+def computing_runs() -> int:
+    """How many solvers compute on this server right now (all sessions; at most MAX_CONCURRENT_RUNS)."""
+    return _computing
+
+
+def _count_computing(delta: int) -> None:
+    global _computing
+    with _computing_lock:
+        _computing += delta
 
 
 class Run:
@@ -195,6 +208,7 @@ def execute(run: Run) -> None:
             run._finish("stopped", "stopped while waiting for a free solver slot")
             return
     wall = time.perf_counter()
+    _count_computing(+1)
     try:
         run.status = "running"
         with _PeakMemory() as memory:
@@ -224,6 +238,7 @@ def execute(run: Run) -> None:
         log.exception("run %s (%s) failed", run.id, run.label)
         run._finish("error", f"{type(exc).__name__}: {exc}")
     finally:
+        _count_computing(-1)
         _RUN_SLOTS.release()
 
 

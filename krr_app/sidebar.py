@@ -108,24 +108,28 @@ def _set_median_sigma(dataset, data_key: tuple) -> None:
     st.session_state["sigma"] = float(f"{value:.4g}")
 
 
-def accept_option_keys_in_url(key: str, options) -> None:
-    """Let a link name select options by key (``?dataset=sine1d``), not only by label.
+#: Bound widgets holding a list (their URL parameter repeats).
+_MULTI_KEYS = {"cmp_solvers"}
 
-    A bound select widget writes its *displayed* label to the URL (``?dataset=Noisy+sine+(1-D)``)
-    and reads only labels back. Before such a widget is first drawn, a URL value that is an option
-    key is put in session state instead, so hand-written links with keys work too.
+
+def accept_option_keys_in_url(key: str, options, format_func=str) -> None:
+    """Let a link select options by key (``?dataset=sine1d``), not only by displayed label.
+
+    A bound select widget writes its *label* to the URL (``?dataset=Noisy+sine+(1-D)``) and only
+    reads labels back. Before the widget is first drawn, a URL value that is an option key is
+    rewritten to its label and the script reruns, so the widget seeds from it as usual and the URL
+    keeps the value (a plain session-state assignment would load the view but drop the parameter).
     """
     if key in st.session_state or key not in st.query_params:
         return
     raw = st.query_params.get_all(key)
-    by_text = {str(option): option for option in options}
-    if all(value in by_text for value in raw):
-        values = [by_text[value] for value in raw]
-        st.session_state[key] = values if len(raw) > 1 or key in _MULTI_KEYS else values[0]
-
-
-#: Bound widgets holding a list (their URL parameter repeats).
-_MULTI_KEYS = {"cmp_solvers"}
+    by_key = {str(option): option for option in options}
+    if not all(value in by_key for value in raw):
+        return
+    labels = [str(format_func(by_key[value])) for value in raw]
+    if labels != raw:
+        st.query_params[key] = labels if (len(labels) > 1 or key in _MULTI_KEYS) else labels[0]
+        st.rerun()
 
 
 # -- sections ------------------------------------------------------------------------------------
@@ -148,7 +152,7 @@ def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
 def _data_section(lesson: bool) -> tuple[DataSpec | None, object | None, str | None]:
     st.subheader("Data")
     options = [*DATASETS, CSV_OPTION]
-    accept_option_keys_in_url("dataset", options)
+    accept_option_keys_in_url("dataset", options, _dataset_label)
     name = st.selectbox("Dataset", options, index=options.index(DEFAULT_DATASET), format_func=_dataset_label,
                         key="dataset", help=explain.HELP["dataset"], on_change=_apply_dataset_suggestions, **_BOUND)
     if name == CSV_OPTION:
@@ -241,7 +245,8 @@ def _model_section(spec, dataset, lesson: bool) -> tuple[str, dict, float, int]:
     return kernel, params, penalty, int(M)
 
 
-def _solver_label(key: str) -> str:
+def solver_label(key: str) -> str:
+    """A solver's name in lists, marked when its module has not landed yet."""
     info = SOLVERS[key]
     return info.label if info.available else f"{info.label} — not built yet"
 
@@ -249,9 +254,9 @@ def _solver_label(key: str) -> str:
 def _solver_section(lesson: bool) -> dict:
     st.subheader("Solver")
     keys = solver_keys()
-    accept_option_keys_in_url("solver", keys)
+    accept_option_keys_in_url("solver", keys, solver_label)
     solver = st.selectbox("Solver", keys, index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
-                          format_func=_solver_label, key="solver", help=explain.HELP["solver"], **_BOUND)
+                          format_func=solver_label, key="solver", help=explain.HELP["solver"], **_BOUND)
     info = SOLVERS[solver]
     st.caption(f"{info.description} *({info.reference})*")
     defaults = dict(info.defaults)

@@ -9,7 +9,7 @@ import math
 import streamlit as st
 
 from . import charts, explain
-from .runs import Run
+from .runs import MAX_CONCURRENT_RUNS, Run, computing_runs
 from .snippet import reproduce_snippet
 
 #: Seconds between two looks at an active run (the fragment's run_every).
@@ -32,7 +32,8 @@ def show_problems(messages: list[str]) -> None:
 def progress_text(run: Run) -> str:
     records = run.records
     if run.status == "queued":
-        return f"{run.label}: waiting for a free solver slot…"
+        return (f"{run.label}: queued — {computing_runs()} of {MAX_CONCURRENT_RUNS} solver slots on this "
+                "server are busy, or an earlier run of this session is still going…")
     if not records:
         return f"{run.label}: setting up (centres, preconditioner)…"
     last = records[-1]
@@ -86,12 +87,12 @@ def metric_cards(run: Run) -> None:
     peak = run.peak_memory_bytes
     cards += [("Solver time", run.timings.get("solver_seconds"), "{:.3g} s"),
               ("Wall time", run.timings.get("wall_seconds"), "{:.3g} s"),
-              ("Peak memory growth", None if peak is None else peak / 2**20, "{:.0f} MB")]
+              ("Peak memory", None if peak is None else peak / 2**20, "{:.0f} MB")]
     cols = st.columns(len(cards))
     for col, (label, value, fmt) in zip(cols, cards):
         shown = "—" if value is None or not math.isfinite(value) else fmt.format(value)
-        col.metric(label, shown, help="Resident memory growth of the server process during the run "
-                   "(process-wide, so an upper bound)." if label.startswith("Peak") else None)
+        col.metric(label, shown, help="Growth of the server process's resident memory during the run "
+                   "(process-wide, so an upper bound)." if label == "Peak memory" else None)
 
 
 def convergence_chart(runs: list[Run], x: str, key: str) -> None:
@@ -138,6 +139,12 @@ def live(runs_getter, render, *, key: str) -> None:
             st.rerun()
 
     _view()
+
+
+def server_load() -> None:
+    """How busy the server is (the global cap on computing solvers; see krr_app.runs)."""
+    st.caption(f"Solvers computing on this server right now: {computing_runs()} "
+               f"(at most {MAX_CONCURRENT_RUNS} at once; further runs wait for a free slot).")
 
 
 def explanation(*keys: str, title: str = "What am I looking at?") -> None:

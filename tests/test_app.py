@@ -162,6 +162,7 @@ def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkey
     _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
     at = app(n=200, M=10, maxiter=100000, solver="slow")
     at = _click_run(at)
+    assert not at.button(key="stop").disabled    # enabled from the run that started it
     run = at.session_state["explore_run"]
     looks = []
     for _ in range(2):
@@ -273,6 +274,19 @@ def test_compare_overlays_solvers_with_table_and_removal(app):
     at.multiselect(key="cmp_selected").set_value([runs[0].id]).run()
     at.button(key="cmp_remove").click().run()
     assert at.session_state["_krr_runs"].runs() == [runs[1]]
+
+
+def test_compare_stop_all_stops_queued_and_running_runs(app, monkeypatch):
+    _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
+    at = app(n=200, M=10, maxiter=100000, solver="slow", cmp_mode="sweep", sweep_values="10, 20, 30")
+    at.switch_page("app_pages/compare.py").run()
+    at = _click_run(at, "cmp_run")
+    assert not at.button(key="cmp_stop").disabled     # enabled from the run that started the batch
+    runs = at.session_state["_krr_runs"].runs()
+    assert [r.config.M for r in runs] == [10, 20, 30]
+    at.button(key="cmp_stop").click().run()
+    assert all(r.wait(1.0) for r in runs), "Stop all did not end every run within a second"
+    assert {r.status for r in runs} == {"stopped"}
 
 
 def test_compare_sweeps_m_and_rejects_lambda_zero(app):

@@ -1,0 +1,216 @@
+"""The app in a real browser: `streamlit run app.py` on 127.0.0.1, driven by Debian's chromium.
+
+One scenario, as a student would use it: pick a dataset and a solver, set n, press Run, watch the
+convergence chart grow, stop the run, run again to the end, look at the fit; start a long run in a
+second tab and close it (its run must end); open Compare and run two solvers there. Screenshots go to pytest's tmp dir, and to ``$KRR_SAVE_SCREENSHOTS`` (e.g.
+``docs/``) when set: ``docs/screenshot-explore.png`` in the README comes from here.
+
+Playwright drives the system chromium (``apt-get install chromium``); ``playwright install`` is
+never run. Without chromium the test is skipped, unless ``KRR_REQUIRE_BROWSER=1`` (set by
+``.ci/run``), where a missing browser is a failure. Deselect with ``-m "not browser"``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 1700}
+#: A problem big enough that a run lasts several polls of the page, small enough for CI.
+N_POINTS, MAXITER_LONG, MAXITER = 5000, 400, 10
+
+
+def _require(condition: bool, reason: str) -> None:
+    if condition:
+        return
+    if os.environ.get("KRR_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason} (KRR_REQUIRE_BROWSER=1)")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``streamlit run app.py`` on a free port; yields its URL and log path, stops it afterwards."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"streamlit did not start:\n{log_path.read_text()}")
+            time.sleep(0.3)
+        yield url, log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _wait_idle(page, timeout: float = 60.0) -> None:
+    """Until the app has shown no "running" indicator for half a second."""
+    deadline, quiet_since = time.time() + timeout, None
+    status = page.get_by_test_id("stStatusWidget")
+    while time.time() < deadline:
+        if status.count() and status.first.is_visible():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.time()
+        elif time.time() - quiet_since > 0.5:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the app did not become idle")
+
+
+def _choose(page, widget_label: str, option: str) -> None:
+    page.get_by_test_id("stSelectbox").filter(has_text=widget_label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    _wait_idle(page)
+
+
+def _set_number(page, label: str, value) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    _wait_idle(page)
+
+
+def _iteration(page) -> int:
+    text = page.get_by_test_id("stProgress").first.inner_text()
+    match = re.search(r"iteration (\d+)", text)
+    return int(match.group(1)) if match else -1
+
+
+def _chart_points(page) -> int:
+    """Points drawn in the first trace of the first plotly chart (the residual curve)."""
+    return page.evaluate("() => { const p = document.querySelector('.js-plotly-plot');"
+                         " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
+
+
+def _save(page, name: str, tmp_path: Path) -> Path:
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    target = os.environ.get("KRR_SAVE_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / name)
+    return path
+
+
+def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
+    executable = shutil.which("chromium")
+    _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _require(False, "playwright is not installed (pip install playwright)")
+
+    url, log_path = server
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        try:
+            page.set_default_timeout(60_000)
+            page.goto(f"{url}/?M=300&maxiter={MAXITER_LONG}")
+            main = page.get_by_test_id("stMainBlockContainer")   # not the header's own Stop button
+            run_button = main.get_by_role("button", name="Run", exact=True)
+            run_button.wait_for(timeout=120_000)   # the first page load imports torch on the server
+            _wait_idle(page)
+
+            # Pick a dataset and a solver, set n: as a student would.
+            _choose(page, "Dataset", "Noisy sine (1-D)")
+            _choose(page, "Solver", "FALKON")
+            _set_number(page, "n (points, train + test)", N_POINTS)
+            assert "dataset=" in page.url and f"n={N_POINTS}" in page.url, page.url
+
+            # Run: the progress text and the convergence chart grow while it runs.
+            run_button.click()
+            page.get_by_text(re.compile(r"iteration \d+ / ")).first.wait_for()
+            first = (_iteration(page), _chart_points(page))
+            deadline = time.time() + 30
+            while time.time() < deadline and (_iteration(page) <= first[0] or _chart_points(page) <= first[1]):
+                time.sleep(0.2)
+            second = (_iteration(page), _chart_points(page))
+            assert second[0] > first[0] and second[1] > first[1], (first, second)
+            _save(page, "screenshot-explore-running.png", tmp_path)
+
+            # Stop ends the run (within a second: tests/test_app.py measures it); the page says so
+            # at its next poll and full rerun.
+            main.get_by_role("button", name="Stop", exact=True).click()
+            page.get_by_text("stopped by the user").first.wait_for(timeout=10_000)
+
+            # A shorter run to the end: metrics, and the fitted curve over the data.
+            _set_number(page, "Max iterations t", MAXITER)
+            run_button.click()
+            page.get_by_text(re.compile(r"finished — ")).first.wait_for()
+            _wait_idle(page)
+            page.get_by_text("Test RMSE").first.wait_for()
+            page.get_by_text("Fitted function").first.wait_for()
+            assert page.locator(".js-plotly-plot").count() == 2
+            _save(page, "screenshot-explore.png", tmp_path)
+
+            # Closing a tab ends its run: a second tab (a new session, opened from a link that names
+            # its options by key) starts an endless run and is closed; the server's count of
+            # computing solvers must drop back to 0.
+            other = browser.new_page(viewport=VIEWPORT)
+            other.goto(f"{url}/?dataset=sine1d&solver=falkon&n={N_POINTS}&M=300&maxiter=100000")
+            other.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click()
+            other.get_by_text(re.compile(r"iteration \d+ / 100000")).first.wait_for()
+            other.close()
+
+            # Compare (a reload: a fresh session on the same URL, so the same cached problem).
+            page.get_by_role("link", name="Compare").click()
+            page.get_by_role("heading", name="Compare").wait_for()
+            assert f"n={N_POINTS}" in page.url   # the shared sidebar's settings travel with the page
+            deadline = time.time() + 20
+            while "right now: 0 " not in page.get_by_text("Solvers computing on this server").first.inner_text():
+                assert time.time() < deadline, "the closed tab's run kept computing"
+                time.sleep(1)
+                page.reload()
+            _wait_idle(page)
+            page.get_by_role("button", name=re.compile(r"^Run \d+ configuration")).click()
+            page.get_by_test_id("stDataFrame").first.wait_for()
+            deadline = time.time() + 60
+            while time.time() < deadline and page.get_by_text(re.compile(r"runs finished · now:")).count():
+                time.sleep(0.3)
+            _wait_idle(page)
+            assert page.locator(".js-plotly-plot").count() >= 1
+            _save(page, "screenshot-compare.png", tmp_path)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
+            raise
+        finally:
+            browser.close()
