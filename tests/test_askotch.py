@@ -358,3 +358,22 @@ def test_full_kernel_system_products_match_dense_kernel(problem):
     apply_Kbb, trace = system.principal_block(idx)
     assert torch.allclose(apply_Kbb(W[idx]), K[idx][:, idx] @ W[idx], rtol=1e-10, atol=1e-12)
     assert trace == pytest.approx(5.0)
+
+
+def test_free_residual_estimates_track_the_true_residual(problem):
+    X, y, _ = problem
+    common = dict(blocks=3, rank=20, maxiter=300, eval_every=30, cache_preconditioners=True, seed=1)
+    exact = ASkotch(KERNEL, PENALTY, **common).fit(X, y)
+    estimate = ASkotch(KERNEL, PENALTY, residual="estimate", **common).fit(X, y)
+    assert torch.equal(exact.coef_, estimate.coef_)        # the mode changes the report, not the run
+    true = np.array([r.residual for r in exact.trace_[1:]])
+    est = np.array([r.residual for r in estimate.trace_[1:]])
+    assert estimate.trace_[-1].extras["residual_kind"].startswith("block-gradient estimate")
+    # Same decay over 10 records (2 orders of magnitude), within a factor of 10 at every record.
+    assert np.all(np.abs(np.log10(est / true)) < 1.0)
+    assert est[-1] < 0.05 * est[0]
+    pcg = NystromPCG(KERNEL, PENALTY, rank=20, maxiter=12, residual="estimate").fit(X, y)
+    pcg_exact = NystromPCG(KERNEL, PENALTY, rank=20, maxiter=12).fit(X, y)
+    assert [r.residual for r in pcg.trace_] == pytest.approx([r.residual for r in pcg_exact.trace_], rel=1e-6)
+    with pytest.raises(ValueError, match="residual must be one of"):
+        NystromPCG(KERNEL, PENALTY, residual="cheap").fit(X, y)

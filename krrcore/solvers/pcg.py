@@ -190,6 +190,16 @@ def resolve_eval_every(eval_every, default: int) -> int:
     return default if eval_every is None else check_int(eval_every, "eval_every")
 
 
+RESIDUAL_MODES = ("float64", "estimate")
+
+
+def check_residual_mode(residual) -> str:
+    """``residual``: "float64" (exact, O(n²d) per record, timed as evaluation) or "estimate" (free)."""
+    if residual not in RESIDUAL_MODES:
+        raise ValueError(f"residual must be one of {RESIDUAL_MODES}, got {residual!r}")
+    return residual
+
+
 class _FullSystemCG(IterativeKRR):
     """Shared (preconditioned) conjugate gradient on (K + λnI) W = Y, one column per output.
 
@@ -207,6 +217,7 @@ class _FullSystemCG(IterativeKRR):
         self.kernel_storage_ = resolve_kernel_storage(self.kernel_storage, n, X.element_size(),
                                                       self.memory_budget, X.device)
         self._eval_every = resolve_eval_every(self.eval_every, 1)
+        check_residual_mode(self.residual)
         generator = torch.Generator().manual_seed(int(self.seed))
         self._system = FullKernelSystem(self._kernel(), X, lam * n, storage=self.kernel_storage_,
                                         memory_budget=self.memory_budget)
@@ -238,9 +249,18 @@ class _FullSystemCG(IterativeKRR):
             rz = rz_new
             converged = not bool((rz > 0).any())   # every residual exactly zero: nothing left to do
             if converged or iteration % self._eval_every == 0 or iteration == self.maxiter:
-                yield DeferredEvaluation(lambda: system.evaluate(W, self._Y64)).step(iteration=iteration)
+                yield self._record(W, R, Y, iteration)
             if converged:
                 return
+
+    def _record(self, W, R, Y, iteration: int) -> Step:
+        if self.residual == "float64":
+            return DeferredEvaluation(lambda: self._system.evaluate(W, self._Y64)).step(iteration=iteration)
+        # CG's recursive residual r = y − A w in the solve dtype; d(w) = ½wᵀ(y − r) − yᵀw.
+        residual = float(torch.linalg.norm(R) / torch.linalg.norm(Y))
+        objective = float(-0.5 * (W * (Y + R)).sum())
+        return Step(residual=residual, objective=objective, iteration=iteration,
+                    extras={"residual_kind": "CG recursive residual"})
 
     def _initial_step(self, X, Y) -> Step:
         return Step(residual=1.0, objective=0.0)
@@ -264,12 +284,16 @@ class NystromPCG(_FullSystemCG):
         The choice made is ``kernel_storage_``.
     memory_budget : bytes for K (when stored) and for kernel block scratch; default: half the free
         memory for the storage decision and krrcore's default block budget for scratch.
-    eval_every : report the float64 residual every this many iterations (default 1).
+    eval_every : report the residual every this many iterations (default 1).
+    residual : "float64" (default): the true relative residual recomputed in float64 (an O(n²d) kernel
+        pass on the fly unless a float64 K is stored; timed as evaluation); "estimate": CG's own
+        recursive residual in the solve dtype (free, drifts in float32).
     """
 
     def __init__(self, kernel=None, penalty=1e-3, *, rank=100, damping="damped", maxiter=100, tol=None,
-                 kernel_storage="auto", memory_budget=None, eval_every=None, seed=0, dtype="float64",
-                 device=None, callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
+                 kernel_storage="auto", memory_budget=None, eval_every=None, residual="float64", seed=0,
+                 dtype="float64", device=None, callback=None, timeout=None, eval_train=False, metric="auto",
+                 stall_patience=50):
         self.kernel = kernel
         self.penalty = penalty
         self.rank = rank
@@ -279,6 +303,7 @@ class NystromPCG(_FullSystemCG):
         self.kernel_storage = kernel_storage
         self.memory_budget = memory_budget
         self.eval_every = eval_every
+        self.residual = residual
         self.seed = seed
         self.dtype = dtype
         self.device = device
@@ -306,8 +331,8 @@ class CG(_FullSystemCG):
     :class:`NystromPCG` without ``rank``/``damping``."""
 
     def __init__(self, kernel=None, penalty=1e-3, *, maxiter=100, tol=None, kernel_storage="auto",
-                 memory_budget=None, eval_every=None, seed=0, dtype="float64", device=None, callback=None,
-                 timeout=None, eval_train=False, metric="auto", stall_patience=50):
+                 memory_budget=None, eval_every=None, residual="float64", seed=0, dtype="float64", device=None,
+                 callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
         self.kernel = kernel
         self.penalty = penalty
         self.maxiter = maxiter
@@ -315,6 +340,7 @@ class CG(_FullSystemCG):
         self.kernel_storage = kernel_storage
         self.memory_budget = memory_budget
         self.eval_every = eval_every
+        self.residual = residual
         self.seed = seed
         self.dtype = dtype
         self.device = device
