@@ -47,19 +47,24 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
         raise ValueError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
     metrics = sorted({r.metric for run in runs for r in run.records if r.metric})
     metric = metric_title(metrics[0]) if len(metrics) == 1 else "metric"
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Residual (solver's own measure)", f"Test {metric}"),
+    tracked_train = any(math.isfinite(r.train_metric) for run in runs for r in run.records)
+    title = f"Test {metric}" + (" (train: dotted)" if tracked_train else "")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Residual (solver's own measure)", title),
                         horizontal_spacing=0.1)
     for i, run in enumerate(runs):
         records = run.records
         color = PALETTE[i % len(PALETTE)]
         xs = [getattr(r, x) for r in records]
         mode = "lines+markers" if len(records) <= 60 else "lines"
-        for col, field in ((1, "residual"), (2, "val_metric")):
+        for col, field, dash in ((1, "residual", None), (2, "val_metric", None), (2, "train_metric", "dot")):
             px, py = _finite_positive(xs, [getattr(r, field) for r in records])
-            fig.add_trace(go.Scatter(x=px, y=py, mode=mode if len(px) > 1 else "markers", name=run.label,
-                                     legendgroup=run.id, showlegend=col == 2, line={"color": color},
+            if field == "train_metric" and not px:
+                continue      # only drawn when the run tracked it
+            name = run.label + (" (train)" if field == "train_metric" else "")
+            fig.add_trace(go.Scatter(x=px, y=py, mode=mode if len(px) > 1 else "markers", name=name,
+                                     legendgroup=run.id, showlegend=col == 2, line={"color": color, "dash": dash},
                                      marker={"color": color, "size": 6 if len(px) > 1 else 11},
-                                     hovertemplate=f"{run.label}<br>{X_AXES[x]}=%{{x}}<br>{field}=%{{y:.4g}}"
+                                     hovertemplate=f"{name}<br>{X_AXES[x]}=%{{x}}<br>{field}=%{{y:.4g}}"
                                                    "<extra></extra>"),
                           row=1, col=col)
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=1)

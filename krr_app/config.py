@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 
@@ -17,6 +18,10 @@ from krrcore.registry import SOLVERS, SolverInfo, get_solver
 #: Exact KRR factorises an n×n matrix: above this many training points the app offers it no more
 #: (two 8·n² byte matrices and an O(n³) Cholesky stop being "instant feedback" on 2 cores).
 EXACT_MAX_N = 8_000
+#: Limits that keep a shared server safe to play with (env KRR_APP_MAX_N, KRR_APP_MAX_M): the
+#: largest data set a user may load, and the most centres (FALKON keeps a few M×M float64 matrices).
+APP_MAX_N = int(os.environ.get("KRR_APP_MAX_N", "200000"))
+APP_MAX_M = int(os.environ.get("KRR_APP_MAX_M", "10000"))
 
 #: Integer solver knobs the UI knows how to show, with label, minimum, default and help text.
 #: A knob a future solver adds that is not listed here keeps the solver's own default.
@@ -50,7 +55,8 @@ class DataSpec:
         """The krrcore call that loads this data (for the reproduce snippet)."""
         if self.is_csv:
             n = "" if self.n is None else f", n={self.n}"
-            return f"from_csv({self.csv_filename or 'your_file.csv'!r}, target={self.csv_target!r}{n}, seed={self.seed})"
+            name = self.csv_filename or "your_file.csv"
+            return f"from_csv({name!r}, target={self.csv_target!r}{n}, seed={self.seed})"
         args = [repr(self.name)] + [f"{k}={v!r}" for k, v in self.load_kwargs().items() if v is not None]
         return f"load({', '.join(args)})"
 
@@ -70,6 +76,7 @@ class RunConfig:
     solver_seed: int = 0
     memory_budget: int | None = None       # bytes
     solver_params: tuple[tuple[str, object], ...] = field(default=())
+    eval_train: bool = False               # also record the training error every iteration
 
     @property
     def info(self) -> SolverInfo:
@@ -81,7 +88,8 @@ class RunConfig:
     def estimator_kwargs(self) -> dict:
         """Constructor parameters besides ``kernel``: only those the solver accepts, no Nones."""
         candidates = {"penalty": self.penalty, "M": self.M, "maxiter": self.maxiter, "dtype": self.dtype,
-                      "seed": self.solver_seed, "memory_budget": self.memory_budget, **dict(self.solver_params)}
+                      "seed": self.solver_seed, "memory_budget": self.memory_budget,
+                      "eval_train": True if self.eval_train else None, **dict(self.solver_params)}
         accepted = accepted_params(self.solver)
         return {k: v for k, v in candidates.items() if v is not None and (k == "penalty" or k in accepted)}
 
@@ -136,7 +144,8 @@ def kernel_param_names(kernel: str) -> tuple[str, ...]:
 
 def make_config(data: DataSpec, *, kernel: str, kernel_params: dict, penalty: float, solver: str,
                 M: int | None = None, maxiter: int | None = None, dtype: str = "float64", solver_seed: int = 0,
-                memory_budget: int | None = None, solver_params: dict | None = None) -> RunConfig:
+                memory_budget: int | None = None, solver_params: dict | None = None,
+                eval_train: bool = False) -> RunConfig:
     """A normalised RunConfig: knobs the solver ignores are set to None, so that e.g. moving the M
     slider does not make exact KRR look like a new, not-yet-run configuration."""
     info = get_solver(solver)
@@ -152,6 +161,7 @@ def make_config(data: DataSpec, *, kernel: str, kernel_params: dict, penalty: fl
         solver_seed=int(solver_seed) if "seed" in accepted else 0,
         memory_budget=memory_budget if "memory_budget" in accepted else None,
         solver_params=extra,
+        eval_train=bool(eval_train) and info.iterative and "eval_train" in accepted,
     )
 
 
@@ -213,6 +223,9 @@ def problems(config: RunConfig, n_train: int | None) -> list[str]:
                        "lower n, or use a Nyström solver.")
     if config.M is not None and config.M < 1:
         out.append(f"M must be at least 1 (got {config.M}).")
+    if config.M is not None and config.M > APP_MAX_M:
+        out.append(f"M = {config.M:,} is above this server's limit of {APP_MAX_M:,} centres (an M×M float64 "
+                   f"matrix alone would take {8 * config.M ** 2 / 2**30:.1f} GiB).")
     return out
 
 

@@ -29,6 +29,8 @@ HELP = {
     "budget": "Memory the kernel products may use at once (MB); kernel matrices are built in blocks "
               "of this size, never whole.",
     "x_axis": "Plot against iterations (how fast per step) or solver seconds (how fast in time).",
+    "eval_train": "Also compute the training error after every iteration (one more pass over the data; "
+                  "not counted in solver time). The gap between the two curves is overfitting.",
     "auto_run": "Start a run by itself whenever a setting changes (for small problems).",
 }
 

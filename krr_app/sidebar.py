@@ -19,7 +19,8 @@ from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
 from . import explain, state
-from .config import INT_KNOBS, DataSpec, RunConfig, format_number, make_config, solver_keys
+from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
+                     solver_keys)
 
 CSV_OPTION = "csv"
 DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
@@ -52,6 +53,7 @@ class Settings:
     solver_seed: int = 0
     memory_budget: int | None = None
     solver_params: dict = field(default_factory=dict)
+    eval_train: bool = False
 
     @property
     def advanced(self) -> bool:
@@ -62,7 +64,7 @@ class Settings:
         return make_config(self.data, kernel=self.kernel, kernel_params=self.kernel_params, penalty=self.penalty,
                            solver=solver or self.solver, M=self.M, maxiter=self.maxiter, dtype=self.dtype,
                            solver_seed=self.solver_seed, memory_budget=self.memory_budget,
-                           solver_params=self.solver_params)
+                           solver_params=self.solver_params, eval_train=self.eval_train)
 
 
 def current() -> Settings:
@@ -149,7 +151,7 @@ def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
     return st.number_input(label, value=value, key=key, help=help, **kwargs, **_BOUND)
 
 
-def _data_section(lesson: bool) -> tuple[DataSpec | None, object | None, str | None]:
+def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
     st.subheader("Data")
     options = [*DATASETS, CSV_OPTION]
     accept_option_keys_in_url("dataset", options, _dataset_label)
@@ -159,8 +161,8 @@ def _data_section(lesson: bool) -> tuple[DataSpec | None, object | None, str | N
         return _csv_section()
     info = DATASETS[name]
     st.caption(info.description)
-    n = _number("n (points, train + test)", "n", info.default_n, min_value=4, max_value=info.max_n, step=100,
-                help=explain.HELP["n"])
+    n = _number("n (points, train + test)", "n", info.default_n, min_value=4,
+                max_value=min(info.max_n, APP_MAX_N), step=100, help=explain.HELP["n"])
     knobs = {}
     for knob, default in info.knob_defaults.items():
         is_int = isinstance(default, int) and not isinstance(default, bool)
@@ -240,7 +242,7 @@ def _model_section(spec, dataset, lesson: bool) -> tuple[str, dict, float, int]:
                            step=0.25, key="log_lambda", help=explain.HELP["lambda"], **_BOUND)
     penalty = 10.0 ** log_lambda
     st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
-    M = _number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=1_000_000, step=10,
+    M = _number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10,
                 help=explain.HELP["M"])
     return kernel, params, penalty, int(M)
 
@@ -264,6 +266,8 @@ def _solver_section(lesson: bool) -> dict:
     label, minimum, default, help_text = INT_KNOBS["maxiter"]
     out["maxiter"] = int(_number(label, "maxiter", defaults.get("maxiter", default), min_value=minimum,
                                  max_value=100_000, step=10, help=help_text, disabled=not info.iterative))
+    out["eval_train"] = st.checkbox("Track the training error too", value=False, key="eval_train",
+                                    help=explain.HELP["eval_train"], disabled=not info.iterative, **_BOUND)
     if lesson:
         return out
     for knob in info.knobs:
@@ -306,7 +310,7 @@ def render(*, solver_section: bool = True) -> Settings:
         if lesson is not None:
             st.info(f"**Lesson: {lesson[0]}** — advanced controls are hidden.")
             st.button("Leave the lesson", on_click=_leave_lesson, key="leave_lesson")
-        spec, dataset, data_error = _data_section(lesson is not None)
+        spec, dataset, data_error = _data_section()
         if data_error:
             st.warning(data_error)
         kernel, kernel_params, penalty, M = _model_section(spec, dataset, lesson is not None)

@@ -110,6 +110,14 @@ def test_explore_runs_falkon_and_shows_chart_metrics_and_snippet(app):
     assert "load('moons', n=200, seed=0, noise=0.2)" in snippet
 
 
+def test_training_error_is_tracked_on_request(app):
+    at = wait_for_runs(_click_run(app(**SMALL, eval_train="true")))
+    run = at.session_state["explore_run"]
+    assert all(math.isfinite(r.train_metric) for r in run.records)
+    assert _chart_points(at, 0) == [5, 5, 5]     # residual, test and train curves
+    assert "eval_train=True" in at.code[0].value
+
+
 def test_reproduce_snippet_gives_the_same_model():
     spec = DataSpec("moons", n=200, seed=1, knobs=(("noise", 0.2),))
     config = make_config(spec, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=1e-3, solver="falkon",
@@ -191,6 +199,14 @@ def test_going_back_to_a_configuration_already_run_is_instant(app):
     assert "Showing the last run" not in _texts(at.caption)
     assert "finished" in _texts(at.success)
     assert at.session_state["_krr_runs"].runs() == [first]   # reused, not re-run
+
+
+def test_run_on_every_change_starts_runs_by_itself(app):
+    at = wait_for_runs(app(**SMALL, solver="nystrom_direct", auto_run="true"))
+    assert [r.status for r in at.session_state["_krr_runs"].runs()] == ["done"]
+    at = wait_for_runs(at.slider(key="log_lambda").set_value(-5.0).run())
+    runs = at.session_state["_krr_runs"].runs()
+    assert [r.config.penalty for r in runs] == [1e-3, 1e-5] and "finished" in _texts(at.success)
 
 
 def test_solver_not_built_yet_is_listed_and_cannot_run(app, monkeypatch):

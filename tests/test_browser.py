@@ -2,8 +2,9 @@
 
 One scenario, as a student would use it: pick a dataset and a solver, set n, press Run, watch the
 convergence chart grow, stop the run, run again to the end, look at the fit; start a long run in a
-second tab and close it (its run must end); open Compare and run two solvers there. Screenshots go to pytest's tmp dir, and to ``$KRR_SAVE_SCREENSHOTS`` (e.g.
-``docs/``) when set: ``docs/screenshot-explore.png`` in the README comes from here.
+second tab and close it (its run must end); open Compare and run two solvers there. Screenshots go
+to pytest's tmp dir, and to ``$KRR_SAVE_SCREENSHOTS`` (e.g. ``docs/``) when set:
+``docs/screenshot-explore.png`` in the README comes from here.
 
 Playwright drives the system chromium (``apt-get install chromium``); ``playwright install`` is
 never run. Without chromium the test is skipped, unless ``KRR_REQUIRE_BROWSER=1`` (set by
