@@ -79,7 +79,7 @@ if askotch_missing is None:
     if blocks > n // 2:
         askotch_problem = f"B = {blocks} blocks leave fewer than 2 points per block (n = {n:,}): lower B."
     elif rank > block_size:
-        st.warning(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
+        st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
                    "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
                    "preconditioned). Lower r or B to see a real preconditioner.")
         rank = block_size

@@ -43,6 +43,14 @@ def _guide(fig: go.Figure, *, x: float | None = None, y: float | None = None, la
                              hoverinfo="skip", cliponaxis=False))
 
 
+def _bar_axis(values) -> str:
+    """"log" when bar heights span more than a decade, else "linear": bars on a log axis start at
+    the axis' bottom, which exaggerates small differences."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v) & (v > 0)]
+    return "log" if v.size and v.max() / v.min() > 10 else "linear"
+
+
 def _positive_span(values) -> tuple[float, float]:
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v) & (v > 0)]
@@ -114,7 +122,8 @@ def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
     fig.add_trace(go.Bar(x=blocks, y=frame["kappa_block"], name="κ(K_bb + λnI)", marker_color=PALETTE[0]))
     fig.add_trace(go.Bar(x=blocks, y=frame["kappa_preconditioned"], name="κ((P_b+ρI)^-½ (K_bb+λnI) (P_b+ρI)^-½)",
                          marker_color=PALETTE[2]))
-    fig.update_yaxes(type="log", exponentformat="power", title_text="κ")
+    fig.update_yaxes(type=_bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
+                     exponentformat="power", title_text="κ")
     return _layout(fig, height, barmode="group")
 
 
@@ -238,10 +247,10 @@ def target_frame(dataset) -> pd.DataFrame:
 
 
 def feature_scales_figure(features: pd.DataFrame, *, height: int = 320) -> go.Figure:
-    """Standard deviation of each feature in its original units (log scale): the spread z-scoring removes."""
-    fig = go.Figure(go.Bar(x=features["feature"], y=features["std (original units)"].where(
-        features["std (original units)"] > 0), marker_color=PALETTE[0], name="std"))
-    fig.update_yaxes(type="log", exponentformat="power", title_text="std in original units")
+    """Standard deviation of each feature in its original units: the spread z-scoring removes."""
+    std = features["std (original units)"].where(features["std (original units)"] > 0)
+    fig = go.Figure(go.Bar(x=features["feature"], y=std, marker_color=PALETTE[0], name="std"))
+    fig.update_yaxes(type=_bar_axis(std), exponentformat="power", title_text="std in original units")
     fig.update_xaxes(title_text="feature", type="category")
     return _layout(fig, height)
 

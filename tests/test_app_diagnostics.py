@@ -112,9 +112,9 @@ def test_askotch_blocks_are_preconditioned_and_get_L_matches_the_exact_top_eigen
     assert ((ratio > 0.8) & (ratio <= 1 + 1e-9)).all()
 
 
-def test_askotch_rank_above_block_size_is_clamped_with_a_warning(app):
+def test_askotch_rank_above_block_size_is_clamped_with_a_note(app):
     at = open_page(app, "conditioning", blocks=10, rank=50)
-    assert any("exceeds the block size ⌊n/B⌋ = 16" in w.value for w in at.warning)
+    assert any("exceeds the block size ⌊n/B⌋ = 16" in i.value for i in at.info)
     assert set(at.dataframe[0].value["size"]) == {16}
 
 
