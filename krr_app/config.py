@@ -23,11 +23,13 @@ EXACT_MAX_N = 8_000
 APP_MAX_N = int(os.environ.get("KRR_APP_MAX_N", "200000"))
 APP_MAX_M = int(os.environ.get("KRR_APP_MAX_M", "10000"))
 
-#: Integer solver knobs the UI knows how to show, with label, minimum, default and help text.
-#: A knob a future solver adds that is not listed here keeps the solver's own default.
+#: Integer solver knobs the UI knows how to show: label, minimum, fallback default, help text.
+#: The default actually used is the solver's own (:func:`knob_default`). A knob a future solver
+#: adds that is not listed here keeps the solver's default.
 INT_KNOBS: dict[str, tuple[str, int, int, str]] = {
     "maxiter": ("Max iterations t", 1, 20, "Iterations of the solver. FALKON needs about log(1/ε) of them."),
-    "blocks": ("Blocks B", 1, 10, "ASkotch splits the n points into B blocks and updates one block per step."),
+    "blocks": ("Blocks B (empty: automatic)", 1, 10,
+               "ASkotch splits the n points into B blocks and updates one block per step."),
     "rank": ("Preconditioner rank r", 1, 50, "Rank of the randomized Nyström preconditioner (ASkotch, NyströmPCG)."),
 }
 
@@ -134,6 +136,22 @@ def accepted_params(solver: str) -> frozenset[str]:
             return frozenset(info.knobs) | {"penalty"}
         _ACCEPTED[solver] = frozenset(inspect.signature(cls.__init__).parameters) - {"self"}
     return _ACCEPTED[solver]
+
+
+def knob_default(solver: str, knob: str):
+    """A solver knob's starting value: the registry's default, else the constructor's (None can
+    mean "automatic", e.g. ASkotch's blocks), else :data:`INT_KNOBS`' fallback."""
+    info = get_solver(solver)
+    defaults = dict(info.defaults)
+    if knob in defaults:
+        return defaults[knob]
+    try:
+        parameter = inspect.signature(info.load().__init__).parameters.get(knob)
+    except ImportError:
+        parameter = None
+    if parameter is not None and parameter.default is not inspect.Parameter.empty:
+        return parameter.default
+    return INT_KNOBS[knob][2] if knob in INT_KNOBS else None
 
 
 def kernel_param_names(kernel: str) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from krrcore.registry import SOLVERS
 
 from . import explain, state
 from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
-                     solver_keys)
+                     knob_default, solver_keys)
 
 CSV_OPTION = "csv"
 DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
@@ -103,6 +103,19 @@ def _apply_dataset_suggestions() -> None:
     for param, value in suggested.items():
         st.session_state[param] = value
     st.session_state["log_lambda"] = _log_lambda(info.suggested_penalty)
+
+
+def _apply_solver_defaults() -> None:
+    """On a solver change: its own iteration count and knob defaults (a FALKON t is not an ASkotch t)."""
+    solver = st.session_state.get("solver")
+    if solver not in SOLVERS:
+        return
+    info = SOLVERS[solver]
+    if info.iterative:
+        st.session_state["maxiter"] = min(int(knob_default(solver, "maxiter")), 10_000)
+    for knob in info.knobs:
+        if knob in INT_KNOBS and knob != "maxiter":
+            st.session_state[knob] = knob_default(solver, knob)
 
 
 def _set_median_sigma(dataset, data_key: tuple) -> None:
@@ -258,13 +271,14 @@ def _solver_section(lesson: bool) -> dict:
     keys = solver_keys()
     accept_option_keys_in_url("solver", keys, solver_label)
     solver = st.selectbox("Solver", keys, index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
-                          format_func=solver_label, key="solver", help=explain.HELP["solver"], **_BOUND)
+                          format_func=solver_label, key="solver", help=explain.HELP["solver"],
+                          on_change=_apply_solver_defaults, **_BOUND)
     info = SOLVERS[solver]
     st.caption(f"{info.description} *({info.reference})*")
-    defaults = dict(info.defaults)
     out = {"solver": solver, "solver_params": {}}
-    label, minimum, default, help_text = INT_KNOBS["maxiter"]
-    out["maxiter"] = int(_number(label, "maxiter", defaults.get("maxiter", default), min_value=minimum,
+    label, minimum, _, help_text = INT_KNOBS["maxiter"]
+    maxiter_default = knob_default(solver, "maxiter") if info.iterative else INT_KNOBS["maxiter"][2]
+    out["maxiter"] = int(_number(label, "maxiter", min(int(maxiter_default), 10_000), min_value=minimum,
                                  max_value=100_000, step=10, help=help_text, disabled=not info.iterative))
     out["eval_train"] = st.checkbox("Track the training error too", value=False, key="eval_train",
                                     help=explain.HELP["eval_train"], disabled=not info.iterative, **_BOUND)
@@ -272,9 +286,10 @@ def _solver_section(lesson: bool) -> dict:
         return out
     for knob in info.knobs:
         if knob in INT_KNOBS and knob != "maxiter":
-            label, minimum, default, help_text = INT_KNOBS[knob]
-            out["solver_params"][knob] = int(_number(label, knob, defaults.get(knob, default), min_value=minimum,
-                                                     step=1, help=help_text))
+            label, minimum, _, help_text = INT_KNOBS[knob]
+            value = _number(label, knob, knob_default(solver, knob), min_value=minimum, step=1, help=help_text)
+            if value is not None:      # None: the solver's automatic choice
+                out["solver_params"][knob] = int(value)
     with st.expander("Advanced"):
         out["dtype"] = st.radio("dtype", ["float64", "float32"], key="dtype", horizontal=True,
                                 help=explain.HELP["dtype"], **_BOUND)

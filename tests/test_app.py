@@ -201,6 +201,21 @@ def test_going_back_to_a_configuration_already_run_is_instant(app):
     assert at.session_state["_krr_runs"].runs() == [first]   # reused, not re-run
 
 
+@pytest.mark.parametrize("solver", [k for k, info in SOLVERS.items() if info.available])
+def test_every_built_solver_runs_from_the_sidebar(app, solver):
+    """The solver list is the registry's: each built solver, picked in the sidebar with its own
+    default knobs, runs to a finished state with a finite test error."""
+    at = app(n=300, M=120)     # M ≥ SketchySAGA's default preconditioner rank (100)
+    at.selectbox(key="solver").set_value(solver).run()
+    if SOLVERS[solver].iterative:
+        at.number_input(key="maxiter").set_value(3).run()
+    at = wait_for_runs(_click_run(at), timeout=120)
+    run = at.session_state["explore_run"]
+    assert run.status == "done", run.message
+    assert 0 <= run.metrics["test_classification_error"] < 0.5
+    assert not at.exception
+
+
 def test_run_on_every_change_starts_runs_by_itself(app):
     at = wait_for_runs(app(**SMALL, solver="nystrom_direct", auto_run="true"))
     assert [r.status for r in at.session_state["_krr_runs"].runs()] == ["done"]
