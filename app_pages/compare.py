@@ -45,7 +45,7 @@ if settings.data is not None:
         base = settings.config()
         options = [k for k in SWEEP_DEFAULTS
                    if (k == "penalty") or (k == "M" and base.M is not None)
-                   or (k == "maxiter" and base.maxiter is not None) or k in dict(base.solver_params)]
+                   or (k == "maxiter" and base.maxiter is not None) or (k in base.info.knobs and k != "M")]
         if st.session_state.get("sweep_param", options[0]) not in options:   # the sidebar's solver changed
             st.session_state.pop("sweep_param")
         sidebar.accept_option_keys_in_url("sweep_param", options, SWEEP_LABELS.get)
@@ -138,4 +138,4 @@ with col_downloads:
     st.download_button(f"Table of {which} runs (CSV)", charts.summary_frame(chosen_runs, None).to_csv(index=False),
                        file_name=f"krr-compare-summary-{which}.csv", mime="text/csv", key="cmp_table_csv",
                        on_click="ignore", icon=":material/download:")
-views.explanation("compare", "falkon", "askotch", "condition")
+views.explanation("compare", "falkon", "askotch", "d_eff", "condition")

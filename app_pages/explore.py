@@ -92,4 +92,4 @@ else:
         with col_csv:
             views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")
     views.reproduce(shown.config)
-    views.explanation("residual", "falkon", "askotch", "lambda", "condition")
+    views.explanation("residual", "falkon", "askotch", "lambda", "d_eff", "condition")

@@ -208,10 +208,12 @@ def _csv_section() -> tuple[DataSpec | None, object | None, str | None]:
     target = st.selectbox("Target column", columns, index=len(columns) - 1, key="csv_target",
                           help="The column to predict; all other columns are features.")
     report = state.inspect_csv(raw, digest, target)
-    spec = DataSpec(name=CSV_OPTION, seed=0, csv_digest=digest, csv_target=target, csv_filename=uploaded.name)
+    n = APP_MAX_N if report.n_rows > APP_MAX_N else None     # a seeded subsample of a huge file
+    spec = DataSpec(name=CSV_OPTION, n=n, seed=0, csv_digest=digest, csv_target=target, csv_filename=uploaded.name)
     if report.problems:
         return spec, None, f"This CSV cannot be used yet: {'; '.join(report.problems)}."
-    st.caption(f"{report.n_rows} rows, {len(columns) - 1} features, task: {report.target_task}")
+    st.caption(f"{report.n_rows:,} rows{f' (a random {n:,} of them are used)' if n else ''}, "
+               f"{len(columns) - 1} features, task: {report.target_task}")
     try:
         return spec, state.load_spec(spec, raw), None
     except ValueError as exc:

@@ -146,10 +146,10 @@ def test_url_sets_the_view_and_lesson_hides_advanced_controls(app):
     assert "What λ does" in _texts(at.info)
     labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
     assert "dtype" not in labels and "Solver seed" not in labels and not any("Memory" in x for x in labels)
-    # Without the lesson the advanced controls are there.
-    at = app(dataset="sine1d")
+    # Leaving the lesson brings the advanced controls back.
+    at.button(key="leave_lesson").click().run()
     labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
-    assert {"dtype", "Solver seed"} <= labels
+    assert {"dtype", "Solver seed"} <= labels and "lesson" not in at.query_params
 
 
 def test_changing_dataset_applies_its_suggestions_and_median_button(app):
@@ -325,6 +325,7 @@ def test_compare_sweeps_m_and_rejects_lambda_zero(app):
     at.switch_page("app_pages/compare.py").run()
     at.radio(key="cmp_mode").set_value("sweep").run()
     assert at.selectbox(key="sweep_param").value == "M"
+    assert at.selectbox(key="sweep_param").options == ["M (centres)", "λ", "max iterations t"]
     at.text_input(key="sweep_values").input("10, 30").run()
     at = wait_for_runs(_click_run(at, "cmp_run"))
     assert sorted(r.config.M for r in at.session_state["_krr_runs"].runs()) == [10, 30]
@@ -344,6 +345,8 @@ def test_config_drops_knobs_a_solver_ignores():
     falkon = make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=0.0, solver="falkon", M=500)
     found = problems(falkon, n_train=160)
     assert any("λ must be > 0" in p for p in found) and any("M = 500 centres" in p for p in found)
+    assert any("Exact KRR is offered up to n = 8,000" in p for p in problems(exact[0], n_train=9000))
+    assert problems(exact[0], n_train=8000) == []
 
 
 def test_parse_sweep_values():
