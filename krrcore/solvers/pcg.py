@@ -10,7 +10,6 @@ Penalty convention: krrcore's ``penalty`` λ is per sample, so the ASkotch paper
 """
 from __future__ import annotations
 
-import math
 
 import torch
 
