@@ -21,6 +21,7 @@ import streamlit as st
 import torch
 
 from krrcore.centers import select_centers
+from krrcore.ops import KernelOperator
 from krrcore.diagnostics import (effective_dimension, kernel_eigenvalues, lanczos_ritz_values,
                                  nystrom_kernel_eigenvalues, nystrom_spectra)
 from krrcore.kernels import make_kernel
@@ -100,10 +101,10 @@ def full_system(eigs_K: np.ndarray, n: int, penalty: float) -> dict:
             "lambda_min": float(shifted.min()), "lambda_max": float(shifted.max()), "size": int(shifted.size)}
 
 
-def _nystrom_pair(X: torch.Tensor, kernel, penalty: float, M: int, seed: int, centers=None) -> dict:
+def _nystrom_pair(X: torch.Tensor, kernel, penalty: float, M: int, seed: int, centers=None, gram=None) -> dict:
     centers = select_centers("uniform", X, M, seed) if centers is None else centers
     spectra = nystrom_spectra(kernel, X, centers, penalty, exact_max_M=EXACT_MAX_M, lanczos_steps=LANCZOS_STEPS,
-                              seed=seed)
+                              seed=seed, gram=gram)
     return {key: {**_spectrum_row(s), "eigenvalues": s.eigenvalues.numpy()} for key, s in spectra.items()}
 
 
@@ -195,6 +196,7 @@ def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int
     eigs = kernel_spectrum(_X, data_key, kernel, kernel_params)
     n = X.shape[0]
     centers = select_centers("uniform", X, M, seed)
+    gram = KernelOperator(k, X, centers.centers).gram() if M <= EXACT_MAX_M else None   # shared by every λ
     parts = _block_partition(n, blocks, seed) if blocks else []
     K_blocks = [k(X[idx], X[idx]) for idx in parts]
     rows = []
@@ -202,7 +204,7 @@ def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int
         full = full_system(eigs["eigenvalues"], n, lam)
         rows.append({"penalty": lam, "system": SYSTEMS["full"], "condition_number": full["condition_number"],
                      "method": eigs["method"]})
-        for key, s in _nystrom_pair(X, k, lam, M, seed, centers=centers).items():
+        for key, s in _nystrom_pair(X, k, lam, M, seed, centers=centers, gram=gram).items():
             rows.append({"penalty": lam, "system": SYSTEMS[key], "condition_number": s["condition_number"],
                          "method": s["method"]})
         if K_blocks:

@@ -76,10 +76,12 @@ def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float6
 
 
 def nystrom_spectra(kernel, X, centers, penalty: float, *, weights=None, exact_max_M: int = 1500,
-                    lanczos_steps: int = 40, memory_budget: int | None = None, seed: int = 0) -> dict[str, Spectrum]:
+                    lanczos_steps: int = 40, memory_budget: int | None = None, seed: int = 0,
+                    gram: torch.Tensor | None = None) -> dict[str, Spectrum]:
     """Spectra of H̃ (unpreconditioned Nyström system) and W = PᵀH̃P (FALKON's), float64.
 
-    ``centers`` is an M×d array or a :class:`CenterSet` (its weights give D).
+    ``centers`` is an M×d array or a :class:`CenterSet` (its weights give D). ``gram`` may pass a
+    precomputed K_nMᵀK_nM (it does not depend on λ), so a sweep over λ costs one kernel pass.
     """
     X = as_tensor(X, "X", dtype=torch.float64)
     if isinstance(centers, CenterSet):
@@ -92,7 +94,7 @@ def nystrom_spectra(kernel, X, centers, penalty: float, *, weights=None, exact_m
     K_MM = kernel(C, C)
     pc = FalkonPreconditioner(kernel, C, lam, weights=weights, data_dtype=torch.float64)
     if M <= exact_max_M:
-        H = op.gram() / n + lam * K_MM
+        H = (op.gram() if gram is None else gram.double()) / n + lam * K_MM
         P = pc.apply(torch.eye(M, dtype=torch.float64, device=X.device))
         W = P.T @ H @ P
         W = (W + W.T) / 2
