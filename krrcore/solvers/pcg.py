@@ -203,8 +203,9 @@ class _FullSystemCG(IterativeKRR):
     """Shared (preconditioned) conjugate gradient on (K + λnI) W = Y, one column per output.
 
     Each iteration is one product with K + λnI: O(n²) with K stored, O(n²d) on the fly.
-    ``coef_`` is W; the reported residual is the float64 relative residual every ``eval_every``
-    iterations (CG's own recursive residual is not reported: in float32 it drifts from the truth).
+    ``coef_`` is W; a record every ``eval_every`` iterations reports the float64 relative residual
+    (``residual="float64"``, evaluation time) or CG's recursive one (``"estimate"``, which drifts
+    from the truth in float32).
     """
 
     def _preconditioner(self, system: FullKernelSystem, generator: torch.Generator):
@@ -215,7 +216,7 @@ class _FullSystemCG(IterativeKRR):
         n = X.shape[0]
         self.kernel_storage_ = resolve_kernel_storage(self.kernel_storage, n, X.element_size(),
                                                       self.memory_budget, X.device)
-        self._eval_every = resolve_eval_every(self.eval_every, 1)
+        self.eval_every_ = resolve_eval_every(self.eval_every, 1)
         check_residual_mode(self.residual)
         generator = torch.Generator().manual_seed(int(self.seed))
         self._system = FullKernelSystem(self._kernel(), X, lam * n, storage=self.kernel_storage_,
@@ -247,7 +248,7 @@ class _FullSystemCG(IterativeKRR):
             P = Z + beta * P
             rz = rz_new
             converged = not bool((rz > 0).any())   # every residual exactly zero: nothing left to do
-            if converged or iteration % self._eval_every == 0 or iteration == self.maxiter:
+            if converged or iteration % self.eval_every_ == 0 or iteration == self.maxiter:
                 yield self._record(W, R, Y, iteration)
             if converged:
                 return
