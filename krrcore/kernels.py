@@ -100,6 +100,16 @@ def sq_dist_into(P1: Prepared, P2: Prepared, out: torch.Tensor | None, scale: fl
     return out.clamp_min_(0.0) if scale > 0 else out.clamp_max_(0.0)
 
 
+def dist_into(P1: Prepared, P2: Prepared, out: torch.Tensor | None) -> torch.Tensor:
+    """Euclidean distances from the expanded form, with squared distances below its round-off
+    (8·eps·(max‖a‖² + max‖b‖²)) set to 0 first: otherwise sqrt turns the ~eps residue of equal
+    points into ~√eps (1e-3 in float32) and k(x, x) falls visibly below 1."""
+    sq = sq_dist_into(P1, P2, out)
+    eps = torch.finfo(sq.dtype).eps
+    floor = 8 * eps * (float(P1.sq_norms.max()) + float(P2.sq_norms.max()))
+    return torch.nn.functional.threshold_(sq, floor, 0.0).sqrt_()
+
+
 class _ScaledDistanceKernel(Kernel):
     """Kernels k(x, x') = f(‖(x − x')/σ‖): σ scalar or per feature (ARD)."""
 
@@ -152,7 +162,7 @@ class LaplacianKernel(_ScaledDistanceKernel):
 
     def block(self, P1, P2, out=None):
         if self.p == 2:
-            return sq_dist_into(P1, P2, out).sqrt_().neg_().exp_()
+            return dist_into(P1, P2, out).neg_().exp_()
         # No GEMM form exists for L1 distances: cdist allocates one block of scratch.
         dist = torch.cdist(P1.features, P2.features, p=1.0)
         if out is None:
@@ -175,7 +185,7 @@ class MaternKernel(_ScaledDistanceKernel):
         self.nu = float(nu)
 
     def block(self, P1, P2, out=None):
-        r = sq_dist_into(P1, P2, out).sqrt_()
+        r = dist_into(P1, P2, out)
         if self.nu == 0.5:
             return r.neg_().exp_()
         c = math.sqrt(3.0) if self.nu == 1.5 else math.sqrt(5.0)

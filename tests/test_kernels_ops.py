@@ -137,3 +137,13 @@ def test_mismatched_features_raise():
         GaussianKernel(1.0)(np.zeros((2, 3)), np.zeros((2, 2)))
     with pytest.raises(ValueError, match="per-feature"):
         GaussianKernel([1.0, 2.0])(np.zeros((2, 3)), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("kernel", [LaplacianKernel(0.7, p=2), MaternKernel(0.7, nu=0.5), MaternKernel(0.7, nu=2.5)], ids=repr)
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+def test_square_root_kernels_are_exact_on_equal_points(kernel, dtype, tol):
+    """sqrt of the expanded form's round-off would give k(x, x) ≈ 1 − √eps (1e-3 in float32)."""
+    X, _ = _data(n=300, d=10)
+    X = (X * 3 + 5).to(dtype)            # large norms make the cancellation worst
+    K = kernel(X, X)
+    assert float((torch.diagonal(K) - 1).abs().max()) <= tol
