@@ -68,6 +68,17 @@ def spectra_frame(spectra: dict[str, dict]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+#: One colour per system on every Conditioning chart (matched on the label's start).
+_SYSTEM_COLOR_KEYS = ("K + λnI", "H̃", "W", "ASkotch")
+
+
+def _system_color(name: str, fallback: int) -> str:
+    for i, key in enumerate(_SYSTEM_COLOR_KEYS):
+        if name.startswith(key):
+            return PALETTE[i % len(PALETTE)]
+    return PALETTE[fallback % len(PALETTE)]
+
+
 def spectra_figure(frame: pd.DataFrame, *, height: int = 380) -> go.Figure:
     """Eigenvalues divided by the largest, against their rank as a fraction of the system's size.
 
@@ -82,7 +93,7 @@ def spectra_figure(frame: pd.DataFrame, *, height: int = 380) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=x, y=part["relative"][keep], name=name + _estimate_suffix(method),
             mode="lines+markers" if method != "exact" else "lines",
-            marker={"symbol": "circle-open", "size": 7}, line={"color": PALETTE[i % len(PALETTE)], "width": 2.5},
+            marker={"symbol": "circle-open", "size": 7}, line={"color": _system_color(name, i), "width": 2.5},
             hovertemplate=f"{name}<br>rank/size=%{{x:.3f}}<br>λᵢ/λ_max=%{{y:.3g}}<extra></extra>"))
     fig.update_yaxes(type="log", exponentformat="power", title_text="λᵢ / λ_max")
     fig.update_xaxes(title_text="rank i / system size (largest eigenvalue first)", range=[0, 1.02])
@@ -100,7 +111,7 @@ def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
     for i, (name, part) in enumerate(frame.groupby("system", sort=False)):
         estimated = part["method"] != "exact"
         y = part["condition_number"].where(np.isfinite(part["condition_number"]))
-        color = PALETTE[i % len(PALETTE)]
+        color = _system_color(name, i)
         fig.add_trace(go.Scatter(x=part[x], y=y, name=name, mode="lines+markers", line={"color": color},
                                  marker={"color": color, "size": 8,
                                          "symbol": np.where(estimated, "circle-open", "circle").tolist()},
