@@ -1,4 +1,4 @@
-"""Conjugate gradient as a generator, for several right-hand sides at once.
+"""(Preconditioned) conjugate gradient as a generator, for several right-hand sides at once.
 
 Each column of B is an independent system sharing the operator, so one blocked kernel pass
 serves all outputs (multiclass one-hot targets). The recursive residual drifts in float32:
@@ -14,21 +14,31 @@ import torch
 @dataclass
 class CGState:
     iteration: int
-    x: torch.Tensor          # current iterate (m×k)
-    r: torch.Tensor          # current residual b − A x (m×k)
-    rel_residual: float      # ‖r‖_F / ‖b‖_F
+    x: torch.Tensor          # current iterate (m×k), updated in place from one state to the next
+    r: torch.Tensor          # current (recursive) residual b − A x (m×k)
+    rel_residual: float      # ‖r‖_F / ‖b‖_F, whether or not a preconditioner is used
+    converged: bool = False  # every column's residual is exactly zero: the generator ends here
 
 
-def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = None, refresh_every: int = 0):
+def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = None, refresh_every: int = 0,
+                       preconditioner=None):
     """Yield a :class:`CGState` after every CG iteration on A x = b (A symmetric positive definite).
 
-    Textbook CG (Hestenes–Stiefel; FALKON Alg. 1 ``conjgrad``), column-wise step sizes. Stops by
-    itself only when every column's residual is exactly zero; the caller decides when to stop.
+    Textbook CG (Hestenes–Stiefel; FALKON Alg. 1 ``conjgrad``), column-wise step sizes. With
+    ``preconditioner`` (a callable z = P⁻¹ r, P symmetric positive definite) it is preconditioned CG
+    (Saad, *Iterative Methods*, Alg. 9.1): rᵀz takes the place of rᵀr in the step sizes, and the
+    reported residual is still the unpreconditioned ‖r‖/‖b‖. Stops by itself only when every
+    column's residual is exactly zero (the last state then has ``converged=True``); the caller
+    decides when to stop otherwise.
     """
+    def precondition(r: torch.Tensor) -> torch.Tensor:
+        return r if preconditioner is None else preconditioner(r)
+
     x = torch.zeros_like(b) if x0 is None else x0.clone()
     r = b - matvec(x) if x0 is not None else b.clone()
-    p = r.clone()
-    rs_old = (r * r).sum(0)
+    z = precondition(r)
+    p = z.clone()
+    rz_old = (r * z).sum(0)
     b_norm = float(torch.linalg.norm(b)) or 1.0
     tiny = torch.finfo(b.dtype).tiny
     iteration = 0
@@ -36,17 +46,22 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = Non
         iteration += 1
         Ap = matvec(p)
         pAp = (p * Ap).sum(0)
-        active = rs_old > 0
-        step = torch.where(active, rs_old / pAp.clamp_min(tiny), torch.zeros_like(rs_old))
+        active = rz_old > 0
+        step = torch.where(active, rz_old / pAp.clamp_min(tiny), torch.zeros_like(rz_old))
         x.addcmul_(p, step.unsqueeze(0))
         if refresh_every and iteration % refresh_every == 0:
             r = b - matvec(x)
         else:
             r.addcmul_(Ap, step.unsqueeze(0), value=-1.0)
-        rs_new = (r * r).sum(0)
-        beta = torch.where(active, rs_new / rs_old.clamp_min(tiny), torch.zeros_like(rs_new))
-        p = r + p * beta.unsqueeze(0)
-        rs_old = rs_new
-        yield CGState(iteration, x, r, float(torch.sqrt(rs_new.sum())) / b_norm)
-        if not bool((rs_new > 0).any()):
+        z = precondition(r)
+        rz_new = (r * z).sum(0)
+        beta = torch.where(active, rz_new / rz_old.clamp_min(tiny), torch.zeros_like(rz_new))
+        p = z + p * beta.unsqueeze(0)
+        rz_old = rz_new
+        # Without a preconditioner rᵀz is rᵀr already: no second reduction.
+        r_norm = torch.sqrt(rz_new.sum()) if preconditioner is None else torch.linalg.norm(r)
+        # rᵀz = 0 with P SPD means r = 0: that column has converged exactly.
+        converged = not bool((rz_new > 0).any())
+        yield CGState(iteration, x, r, float(r_norm) / b_norm, converged)
+        if converged:
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import check_int
+from ..cg import CGState, conjugate_gradient
 from ..device import available_memory_bytes, default_memory_budget
 from ..kernels import Kernel
 from ..nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
@@ -227,39 +228,22 @@ class _FullSystemCG(IterativeKRR):
         self.coef_ = torch.zeros_like(Y)
 
     def _steps(self, X, Y):
-        system, precond, W = self._system, self._precond, self.coef_
-        apply_P = precond.solve if precond is not None else (lambda R: R.clone())
-        R = Y.clone()                       # residual of W = 0
-        Z = apply_P(R)
-        P = Z.clone()
-        rz = (R * Z).sum(0)
-        iteration = 0
-        while True:
-            iteration += 1
-            AP = system.matvec(P)
-            pAp = (P * AP).sum(0)
-            # A column whose residual is exactly zero has converged: freeze it instead of 0/0.
-            alpha = torch.where(pAp > 0, rz / pAp, torch.zeros_like(rz))
-            W.addcmul_(P, alpha)
-            R.addcmul_(AP, alpha, value=-1.0)
-            Z = apply_P(R)
-            rz_new = (R * Z).sum(0)
-            beta = torch.where(rz > 0, rz_new / rz, torch.zeros_like(rz))
-            P = Z + beta * P
-            rz = rz_new
-            converged = not bool((rz > 0).any())   # every residual exactly zero: nothing left to do
-            if converged or iteration % self.eval_every_ == 0 or iteration == self.maxiter:
-                yield self._record(W, R, Y, iteration)
-            if converged:
-                return
+        precond = self._precond.solve if self._precond is not None else None
+        for state in conjugate_gradient(self._system.matvec, Y, preconditioner=precond):
+            self.coef_ = state.x                  # one tensor, updated in place by CG
+            if state.converged or self._report_due(state.iteration):
+                yield self._record(state, Y)
 
-    def _record(self, W, R, Y, iteration: int) -> Step:
+    def _report_due(self, iteration: int) -> bool:
+        return iteration % self.eval_every_ == 0 or iteration == self.maxiter
+
+    def _record(self, state: CGState, Y) -> Step:
+        W = state.x
         if self.residual == "float64":
-            return DeferredEvaluation(lambda: self._system.evaluate(W, self._Y64)).step(iteration=iteration)
+            return DeferredEvaluation(lambda: self._system.evaluate(W, self._Y64)).step(iteration=state.iteration)
         # CG's recursive residual r = y − A w in the solve dtype; d(w) = ½wᵀ(y − r) − yᵀw.
-        residual = float(torch.linalg.norm(R) / torch.linalg.norm(Y))
-        objective = float(-0.5 * (W * (Y + R)).sum())
-        return Step(residual=residual, objective=objective, iteration=iteration,
+        objective = float(-0.5 * (W * (Y + state.r)).sum())
+        return Step(residual=state.rel_residual, objective=objective, iteration=state.iteration,
                     extras={"residual_kind": "CG recursive residual"})
 
     def _initial_step(self, X, Y) -> Step:
