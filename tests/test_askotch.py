@@ -14,12 +14,13 @@ import pytest
 import torch
 from sklearn.base import clone
 
+from krrcore.full_system import FullKernelSystem
 from krrcore.kernels import GaussianKernel
 from krrcore.nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from krrcore.registry import SOLVERS
 from krrcore.solvers.askotch import ASkotch, Skotch
 from krrcore.solvers.exact import ExactKRR
-from krrcore.solvers.pcg import CG, FullKernelSystem, NystromPCG
+from krrcore.solvers.pcg import CG, NystromPCG
 
 PENALTY = 1e-3
 # Gaussian rather than Laplacian: the expanded-form distance makes the Laplacian's diagonal off by

@@ -29,9 +29,9 @@ import math
 import torch
 
 from .._validation import check_int, check_positive
+from ..full_system import FullKernelSystem, check_residual_mode
 from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from .base import IterativeKRR, Step
-from .pcg import DeferredEvaluation, FullKernelSystem, check_residual_mode, resolve_eval_every
 
 #: The authors' default block size is n/100 (field notes: "block size n/100").
 DEFAULT_BLOCKS = 100
@@ -116,15 +116,12 @@ class _BlockCoordinateKRR(IterativeKRR):
         """w = 0: relative residual 1 and dual objective d(0) = 0."""
         return Step(residual=1.0, objective=0.0)
 
-    def _report_due(self, iteration: int) -> bool:
-        return iteration % self.eval_every_ == 0 or iteration == self.maxiter
-
     def _evaluation_step(self, W: torch.Tensor, iteration: int) -> Step:
         """The record's residual: exact in float64 (O(n²d), timed as evaluation), or the free
         block-gradient estimate averaged over the iterations since the last record."""
         extras = {"data_passes": iteration / self.n_blocks_}
         if self.residual == "float64":
-            return DeferredEvaluation(lambda: self._system.evaluate(W, self._Y64)).step(iteration, extras)
+            return Step.deferred(lambda: self._system.evaluate(W, self._Y64), iteration=iteration, extras=extras)
         estimate = math.sqrt(self._gradient_sq_sum / max(self._gradient_count, 1)) / self._y_norm
         self._gradient_sq_sum, self._gradient_count = 0.0, 0
         return Step(residual=estimate, iteration=iteration,
@@ -147,7 +144,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         self.n_blocks_, self.rank_ = self._resolve_blocks(n)
         if self._precondition:
             resolve_damping(self.damping, None, lam * n)   # validate before the expensive set-up
-        self.eval_every_ = resolve_eval_every(self.eval_every, self.n_blocks_)
+        self._set_eval_every(self.n_blocks_)
         check_residual_mode(self.residual)
         self._gradient_sq_sum, self._gradient_count = 0.0, 0
         self._generator = torch.Generator().manual_seed(int(self.seed))

@@ -10,11 +10,12 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
@@ -28,12 +29,34 @@ from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
 
 @dataclass
 class Step:
-    """What a solver reports after an (outer) iteration; the base class turns it into a record."""
+    """What a solver reports after an (outer) iteration; the base class turns it into a record.
 
-    residual: float
-    objective: float = math.nan
+    Lazy values: ``residual`` and ``objective`` may each be a number or a zero-argument callable
+    returning one. :meth:`IterativeKRR.iter_fit` calls a callable only after it has paused the
+    solver timer, and counts its run time in the record's ``eval_seconds``; an exact evaluation
+    that costs more than an iteration (the O(n²d) float64 residual of the full-KRR solvers) thus
+    never inflates ``seconds``, which counts solver work only, as ASkotch's plots do. The callable
+    must read the iterate when it is called (the solver's generator is suspended then).
+    :meth:`deferred` builds a step whose residual and objective come from one such evaluation.
+    """
+
+    residual: float | Callable[[], float]
+    objective: float | Callable[[], float] = math.nan
     iteration: int | None = None        # for solvers that report every k inner iterations
     extras: dict = field(default_factory=dict)
+
+    @classmethod
+    def deferred(cls, evaluate: Callable[[], tuple[float, float]], *, iteration: int | None = None,
+                 extras: dict | None = None) -> "Step":
+        """A step whose residual and objective are ``evaluate() -> (residual, objective)``, called once
+        after the timer pauses."""
+        once = functools.cache(evaluate)
+        return cls(residual=lambda: once()[0], objective=lambda: once()[1], iteration=iteration,
+                   extras=extras or {})
+
+    def values(self) -> tuple[float, float]:
+        """(residual, objective) as floats, evaluating lazy values (call it with the timer paused)."""
+        return tuple(float(v() if callable(v) else v) for v in (self.residual, self.objective))
 
 
 class KRRBase(RegressorMixin, BaseEstimator):
@@ -147,8 +170,9 @@ class IterativeKRR(KRRBase):
         def record_for(iteration: int, step: Step) -> IterationRecord:
             seconds = timer.pause()
             t_eval = Timer()
-            rec = IterationRecord(iteration=iteration, seconds=seconds, residual=float(step.residual),
-                                  objective=float(step.objective), metric=metric_name, extras=dict(step.extras))
+            residual, objective = step.values()
+            rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual, objective=objective,
+                                  metric=metric_name, extras=dict(step.extras))
             if eval_train:
                 rec.train_metric = metric_fn(Y, self._predict_tensor(X))
             if X_val is not None:
@@ -196,6 +220,15 @@ class IterativeKRR(KRRBase):
         else:
             self.stop_reason_ = self.stop_reason_ or "solver finished"
         self.n_iter_ = iteration
+
+    def _set_eval_every(self, default: int) -> None:
+        """``eval_every_``: the ``eval_every`` parameter, or the solver's ``default`` when it is None."""
+        eval_every = getattr(self, "eval_every", None)
+        self.eval_every_ = default if eval_every is None else check_int(eval_every, "eval_every")
+
+    def _report_due(self, iteration: int) -> bool:
+        """Whether ``iteration`` gets a record: every ``eval_every_`` iterations and at ``maxiter``."""
+        return iteration % self.eval_every_ == 0 or iteration == self.maxiter
 
     def _initial_step(self, X, Y) -> Step:
         """Residual of the starting point (coef_ = 0): 1.0 for relative residuals."""

@@ -22,7 +22,6 @@ from ..device import default_memory_budget
 from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import KernelOperator, block_rows_for_budget
 from .base import IterativeKRR, Step
-from .pcg import DeferredEvaluation, resolve_eval_every
 
 
 #: b_g of the paper's synthetic runs (C.2.1); B.5 recommends 2⁸–2¹⁶ depending on hardware.
@@ -145,7 +144,7 @@ class SketchySAGA(IterativeKRR):
         b_g, b_h1, b_h2 = self._batch_sizes(n)
         rank = check_int(self.rank, "rank")
         lr_scale = check_positive(self.lr_scale, "lr_scale")
-        self.eval_every_ = resolve_eval_every(self.eval_every, math.ceil(n / b_g))
+        self._set_eval_every(math.ceil(n / b_g))
         lam_n = lam * n
         resolve_damping(self.damping, None, lam_n)          # validate before the expensive set-up
         generator = torch.Generator().manual_seed(int(self.seed))
@@ -217,6 +216,6 @@ class SketchySAGA(IterativeKRR):
             g.add_(self._Kmm.matvec(w), alpha=lam_n)
             table_mean.add_(aux, alpha=1.0 / n)
             w.sub_(precond.solve(g), alpha=lr)
-            if iteration % self.eval_every_ == 0 or iteration == self.maxiter:
-                evaluation = DeferredEvaluation(lambda: self._objective.evaluate(w))
-                yield evaluation.step(iteration=iteration, extras={"data_passes": iteration * self.batch_size_ / n})
+            if self._report_due(iteration):
+                yield Step.deferred(lambda: self._objective.evaluate(w), iteration=iteration,
+                                    extras={"data_passes": iteration * self.batch_size_ / n})
