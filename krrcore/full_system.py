@@ -14,22 +14,9 @@ import torch
 
 from .device import available_memory_bytes, default_memory_budget
 from .kernels import Kernel
-from .ops import KernelOperator, block_rows_for_budget
+from .ops import KernelOperator, dense_kernel
 
 KERNEL_STORAGE = ("auto", "stored", "on_the_fly")
-
-
-def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:
-    """K(A, B) as one dense matrix, filled in row blocks so kernel scratch stays within the budget."""
-    out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
-    budget = memory_budget if memory_budget is not None else default_memory_budget(A.device)
-    rows = block_rows_for_budget(A.shape[0], B.shape[0], itemsize=A.element_size(), budget_bytes=budget,
-                                 scratch_blocks=kernel.scratch_blocks)
-    PA, PB = kernel.prepare(A), kernel.prepare(B)
-    for start in range(0, A.shape[0], rows):
-        stop = min(start + rows, A.shape[0])
-        kernel.block(PA.rows(start, stop), PB, out=out[start:stop])
-    return out
 
 
 def resolve_kernel_storage(kernel_storage: str, n: int, itemsize: int, memory_budget: int | None,
@@ -56,8 +43,8 @@ class FullKernelSystem:
     within ``memory_budget`` bytes of scratch. Products:
 
     * :meth:`matvec` — (K + λnI) W (CG);
-    * :meth:`rows_matvec` — K[b, :] W for an index set b, one block row K_bn at a time in row
-      chunks that reuse one buffer (the block gradient of Alg. 1/4, O(n|b|) flops);
+    * :meth:`rows_matvec` — K[b, :] W for an index set b: the block row K_bn in row chunks of one
+      reused buffer (``KernelOperator.matvec(rows=b)``), the block gradient of Alg. 1/4, O(n|b|d);
     * :meth:`principal_block` — matrix-free access to K_bb and Tr(K_bb) (Nyström of a block);
     * :meth:`evaluate` — relative residual ‖A w − y‖/‖y‖ and dual objective
       d(w) = ½wᵀAw − yᵀw (Lemma 3.1), always in float64.
@@ -72,8 +59,8 @@ class FullKernelSystem:
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(X.device)
         self.storage = storage
         self.K = dense_kernel(kernel, X, X, memory_budget=self.memory_budget) if storage == "stored" else None
-        self._prepared = kernel.prepare(X) if self.K is None else None
-        self._buffer = None
+        # Block rows K_bn on the fly; its buffer is only as tall as the largest block asked for.
+        self._rows = KernelOperator(kernel, X, X, memory_budget=self.memory_budget) if self.K is None else None
         self._X64 = None
 
     # -- products in the solver's dtype ----------------------------------------------------
@@ -88,26 +75,11 @@ class FullKernelSystem:
         """(K + λnI) W for W of shape (n, k)."""
         return self.kernel_matvec(W).add_(W, alpha=self.lam_n)
 
-    def _row_buffer(self, rows: int) -> torch.Tensor:
-        cap = block_rows_for_budget(rows, self.n, itemsize=self.X.element_size(), budget_bytes=self.memory_budget,
-                                    scratch_blocks=self.kernel.scratch_blocks)
-        if self._buffer is None or self._buffer.shape[0] < cap:
-            self._buffer = torch.empty(cap, self.n, dtype=self.X.dtype, device=self.X.device)
-        return self._buffer
-
     def rows_matvec(self, idx: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         """K[idx, :] W (|idx|×k): the block row K_bn times W, never more than one chunk of it held."""
-        out = torch.empty(idx.numel(), W.shape[1], dtype=W.dtype, device=W.device)
         if self.K is not None:
-            return torch.mm(self.K.index_select(0, idx), W, out=out)
-        buffer = self._row_buffer(idx.numel())
-        step = buffer.shape[0]
-        for start in range(0, idx.numel(), step):
-            stop = min(start + step, idx.numel())
-            block = self.kernel.block(self.kernel.prepare(self.X[idx[start:stop]]), self._prepared,
-                                      out=buffer[: stop - start])
-            torch.mm(block, W, out=out[start:stop])
-        return out
+            return self.K.index_select(0, idx) @ W
+        return self._rows.matvec(W, rows=idx)
 
     def principal_block(self, idx: torch.Tensor):
         """(apply, trace): apply(V) = K_bb V for the principal block on ``idx``, and Tr(K_bb).

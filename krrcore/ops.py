@@ -4,10 +4,14 @@
 block buffer of ``block_rows × M`` entries. Each product walks X in row blocks, computes each
 kernel block once into the buffer and accumulates:
 
-* ``matvec(v)``      = K_nM v                 (n×k)
+* ``matvec(v)``      = K_nM v                 (n×k); ``matvec(v, rows=b)`` = K_bM v, rows b only
 * ``rmatvec(u)``     = K_nMᵀ u                (M×k)
 * ``fused(v, w)``    = K_nMᵀ (K_nM v + w)     (M×k) — FALKON's per-iteration product (Alg. 1)
 * ``gram()``         = K_nMᵀ K_nM             (M×M) — for the direct Nyström solve and diagnostics
+* ``blocks(rows=b)`` — the row blocks themselves, for a caller whose per-block arithmetic is its
+  own (SketchySAGA's gradient-table update needs K_BM w and K_BMᵀ(·) from one block).
+
+:func:`dense_kernel` materialises K(A, B) in row blocks when the whole matrix is wanted.
 """
 from __future__ import annotations
 
@@ -69,16 +73,30 @@ class KernelOperator:
         # X is prepared block by block (O(block·d) extra), the centres once.
         self._X = X
         self._C = kernel.prepare(C)
-        self._buffer = torch.empty(self.block_rows, self.M, dtype=self.dtype, device=self.device)
-        #: Bytes of the block buffer (the dominant term of the budget), for reports.
-        self.buffer_bytes = self._buffer.numel() * self._buffer.element_size()
+        #: Bytes of the block buffer at its largest (the dominant term of the budget), for reports.
+        self.buffer_bytes = self.block_rows * self.M * X.element_size()
+        # Allocated on first use and only as tall as the rows walked need: a product over a few
+        # rows (an ASkotch block, a SAGA batch) holds |rows| × M, not block_rows × M.
+        self._buffer = None
 
-    def _blocks(self):
-        """Yield (start, stop, K_block) with K_block a view of the shared buffer."""
-        for start in range(0, self.n, self.block_rows):
-            stop = min(start + self.block_rows, self.n)
-            out = self._buffer[: stop - start]
-            yield start, stop, self.kernel.block(self.kernel.prepare(self._X[start:stop]), self._C, out=out)
+    def _block_buffer(self, rows: int) -> torch.Tensor:
+        rows = min(rows, self.block_rows)
+        if self._buffer is None or self._buffer.shape[0] < rows:
+            self._buffer = torch.empty(rows, self.M, dtype=self.dtype, device=self.device)
+        return self._buffer
+
+    def blocks(self, rows: torch.Tensor | None = None):
+        """Yield (start, stop, K_block) over the rows of X, or over X[rows] for an index tensor ``rows``.
+
+        K_block (at most ``block_rows`` × M) is a view of the shared buffer: it is overwritten at the
+        next step, so use it before advancing. ``start:stop`` index the walked rows (``rows`` if given).
+        """
+        count = self.n if rows is None else rows.numel()
+        buffer = self._block_buffer(max(count, 1))
+        for start in range(0, count, buffer.shape[0]):
+            stop = min(start + buffer.shape[0], count)
+            X = self._X[start:stop] if rows is None else self._X[rows[start:stop]]
+            yield start, stop, self.kernel.block(self.kernel.prepare(X), self._C, out=buffer[: stop - start])
 
     def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
         v = v.to(dtype=self.dtype, device=self.device)
@@ -87,12 +105,13 @@ class KernelOperator:
             raise ValueError(f"{name} has {v.shape[0]} rows, expected {rows}")
         return v
 
-    def matvec(self, v: torch.Tensor) -> torch.Tensor:
-        """K_nM v for v of shape (M,) or (M, k)."""
+    def matvec(self, v: torch.Tensor, *, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """K_nM v for v of shape (M,) or (M, k); with an index tensor ``rows``, K_nM[rows] v only
+        (the block row K_bn of ASkotch's block gradient, O(|rows|·M·d) flops)."""
         squeeze = v.ndim == 1
         v = self._as_rhs(v, self.M, "v")
-        out = torch.empty(self.n, v.shape[1], dtype=self.dtype, device=self.device)
-        for start, stop, K in self._blocks():
+        out = torch.empty(self.n if rows is None else rows.numel(), v.shape[1], dtype=self.dtype, device=self.device)
+        for start, stop, K in self.blocks(rows):
             torch.mm(K, v, out=out[start:stop])
         return out[:, 0] if squeeze else out
 
@@ -101,7 +120,7 @@ class KernelOperator:
         squeeze = u.ndim == 1
         u = self._as_rhs(u, self.n, "u")
         out = torch.zeros(self.M, u.shape[1], dtype=self.dtype, device=self.device)
-        for start, stop, K in self._blocks():
+        for start, stop, K in self.blocks():
             out.addmm_(K.T, u[start:stop])
         return out[:, 0] if squeeze else out
 
@@ -118,7 +137,7 @@ class KernelOperator:
         w = None if w is None else self._as_rhs(w, self.n, "w")
         k = (v if v is not None else w).shape[1]
         out = torch.zeros(self.M, k, dtype=self.dtype, device=self.device)
-        for start, stop, K in self._blocks():
+        for start, stop, K in self.blocks():
             if v is None:
                 tmp = w[start:stop]
             elif w is None:
@@ -131,9 +150,22 @@ class KernelOperator:
     def gram(self) -> torch.Tensor:
         """K_nMᵀ K_nM (M×M), accumulated block by block."""
         out = torch.zeros(self.M, self.M, dtype=self.dtype, device=self.device)
-        for _start, _stop, K in self._blocks():
+        for _start, _stop, K in self.blocks():
             out.addmm_(K.T, K)
         return out
+
+
+def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:
+    """K(A, B) as one dense matrix, filled in row blocks so kernel scratch stays within the budget."""
+    out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
+    budget = memory_budget if memory_budget is not None else default_memory_budget(A.device)
+    rows = block_rows_for_budget(A.shape[0], B.shape[0], itemsize=A.element_size(), budget_bytes=budget,
+                                 scratch_blocks=kernel.scratch_blocks)
+    PA, PB = kernel.prepare(A), kernel.prepare(B)
+    for start in range(0, A.shape[0], rows):
+        stop = min(start + rows, A.shape[0])
+        kernel.block(PA.rows(start, stop), PB, out=out[start:stop])
+    return out
 
 
 def kernel_matvec(kernel: Kernel, X, C, v, *, memory_budget: int | None = None) -> torch.Tensor:

@@ -290,7 +290,7 @@ def test_askotch_touches_one_block_row_at_a_time(problem):
     model = ASkotch(KERNEL, PENALTY, blocks=6, rank=20, maxiter=12, eval_every=6).fit(X, y)
     system = model._system
     assert system.K is None                              # the n×n matrix is never stored
-    assert system._buffer.shape[0] <= max(len(b) for b in model.block_indices_)
+    assert system._rows._buffer.shape[0] <= max(len(b) for b in model.block_indices_)
 
 
 # -- estimator contract and registry -------------------------------------------------------------

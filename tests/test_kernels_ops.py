@@ -87,6 +87,24 @@ def test_blocked_products_equal_dense(kernel, block_rows):
     assert torch.allclose(op.gram(), K.T @ K, **tol)
 
 
+
+@pytest.mark.parametrize("block_rows", [1, 7, 1000])
+def test_row_subset_products_and_blocks_equal_dense_rows(block_rows):
+    """matvec(rows=) and blocks(rows=) walk X[rows] only, in blocks of one buffer no taller than needed."""
+    X, C = _data()
+    kernel = LaplacianKernel(2.0, p=1)
+    K = kernel(X, C)
+    op = KernelOperator(kernel, X, C, block_rows=block_rows)
+    rows = torch.tensor([150, 3, 3, 77, 0, 12, 99, 42, 8, 140, 61])      # unsorted, with a repeat
+    v = torch.randn(C.shape[0], 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    assert torch.allclose(op.matvec(v, rows=rows), K[rows] @ v, rtol=1e-10, atol=1e-10)
+    assert op._buffer.shape[0] == min(block_rows, rows.numel())
+    seen = torch.cat([Kb.clone() for _start, _stop, Kb in op.blocks(rows=rows)])
+    assert torch.allclose(seen, K[rows], rtol=1e-10, atol=1e-10)
+    assert op.matvec(v, rows=rows[:0]).shape == (0, 2)
+    assert torch.allclose(op.matvec(v), K @ v, rtol=1e-10, atol=1e-10)   # the full pass grows the buffer
+    assert op._buffer.shape[0] == op.block_rows
+
 def test_block_size_is_solved_from_budget():
     M, itemsize = 2000, 8
     rows = block_rows_for_budget(10**6, M, itemsize=itemsize, budget_bytes=64 * 2**20, d=10)

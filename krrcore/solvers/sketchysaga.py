@@ -20,22 +20,12 @@ from .._validation import check_int, check_positive
 from ..centers import select_centers
 from ..device import default_memory_budget
 from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
-from ..ops import KernelOperator, block_rows_for_budget
+from ..ops import KernelOperator
 from .base import IterativeKRR, Step
 
 
 #: b_g of the paper's synthetic runs (C.2.1); B.5 recommends 2⁸–2¹⁶ depending on hardware.
 DEFAULT_BATCH_SIZE = 1024
-
-
-def _row_chunks(kernel, rows: torch.Tensor, C: torch.Tensor, budget: int):
-    """Yield (start, stop, K(rows[start:stop], C)) in chunks whose kernel block fits ``budget``."""
-    step = block_rows_for_budget(rows.shape[0], C.shape[0], itemsize=rows.element_size(), budget_bytes=budget,
-                                 scratch_blocks=kernel.scratch_blocks)
-    PC = kernel.prepare(C)
-    for start in range(0, rows.shape[0], step):
-        stop = min(start + step, rows.shape[0])
-        yield start, stop, kernel.block(kernel.prepare(rows[start:stop]), PC)
 
 
 class NystromObjective:
@@ -154,19 +144,18 @@ class SketchySAGA(IterativeKRR):
         if rank > M:
             raise ValueError(f"rank must be <= M ({M} centres), got {rank}")
         budget = self.memory_budget if self.memory_budget is not None else default_memory_budget(X.device)
-        self._budget, self._generator, self._lam_n = budget, generator, lam_n
+        self._generator, self._lam_n = generator, lam_n
         self._Kmm = KernelOperator(kernel, C, C, memory_budget=budget, n_rhs=Y.shape[1])   # blocks, never M×M
+        self._Knm = KernelOperator(kernel, X, C, memory_budget=budget, n_rhs=Y.shape[1])   # batch rows only
 
-        # P ← Nyström((n/b_H1) K_H₁Mᵀ K_H₁M, r), matrix-free over row chunks of K_H₁M.
+        # P ← Nyström((n/b_H1) K_H₁Mᵀ K_H₁M, r), matrix-free over row blocks of K_H₁M.
         H1 = X[torch.randperm(n, generator=generator)[:b_h1].to(X.device)]
         scale = n / b_h1
-        trace = scale * sum(float((Kc * Kc).sum()) for _s, _e, Kc in _row_chunks(kernel, H1, C, budget))
+        op_h1 = KernelOperator(kernel, H1, C, memory_budget=budget, n_rhs=rank)
+        trace = scale * sum(float((Kc * Kc).sum()) for _s, _e, Kc in op_h1.blocks())
 
         def apply_hessian_sample(omega):
-            out = torch.zeros_like(omega)
-            for _s, _e, Kc in _row_chunks(kernel, H1, C, budget):
-                out.addmm_(Kc.T, Kc @ omega)
-            return out.mul_(scale)
+            return op_h1.fused(omega).mul_(scale)
 
         approx = randomized_nystrom(apply_hessian_sample, M, rank, trace, generator=generator, dtype=X.dtype,
                                     device=X.device)
@@ -197,7 +186,7 @@ class SketchySAGA(IterativeKRR):
 
     # -- iterations: Alg. 5 main loop ------------------------------------------------------------
     def _steps(self, X, Y):
-        kernel, C, n = self._kernel(), self.centers_, X.shape[0]
+        n = X.shape[0]
         w = self.coef_
         table = torch.zeros_like(Y)             # Ψ: ψᵢ per sample and output
         table_mean = torch.zeros_like(w)        # x = (1/n) Σᵢ kᵢ Ψᵢ
@@ -207,7 +196,7 @@ class SketchySAGA(IterativeKRR):
             iteration += 1
             batch = torch.unique(torch.randint(n, (self.batch_size_,), generator=self._generator)).to(X.device)
             aux = torch.zeros_like(w)
-            for start, stop, Kc in _row_chunks(kernel, X[batch], C, self._budget):
+            for start, stop, Kc in self._Knm.blocks(rows=batch):
                 rows = batch[start:stop]
                 psi = (Kc @ w).sub_(Y[rows]).mul_(n)
                 aux.addmm_(Kc.T, psi - table[rows])
