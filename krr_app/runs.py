@@ -31,9 +31,9 @@ import uuid
 from collections import OrderedDict, deque
 
 from krrcore.kernels import make_kernel
-from krrcore.metrics import DEFAULT_METRIC, METRICS, evaluate
+from krrcore.metrics import evaluate
 from krrcore.registry import get_solver
-from krrcore.stream import IterationRecord, SolverDivergedError, Timer
+from krrcore.stream import IterationRecord, SolverDivergedError
 
 from .config import RunConfig
 
@@ -167,24 +167,12 @@ def build_estimator(config: RunConfig):
 
 
 def fit_records(estimator, data, stop_event: threading.Event):
-    """IterationRecords of fitting ``estimator`` on ``data`` (test split as validation).
+    """IterationRecords of fitting ``estimator`` on ``data``, the test split as validation data.
 
-    Iterative solvers stream ``iter_fit``. A direct solver (no ``iter_fit``: exact, Nyström
-    direct) is one step: a single record after ``fit`` with its time and test metric, and a NaN
-    residual (it has no iterations to converge over).
+    Every krrcore solver streams ``iter_fit`` (a direct solver yields a single record), so there is
+    no special case here.
     """
-    if hasattr(estimator, "iter_fit"):
-        yield from estimator.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test, stop_event=stop_event)
-        return
-    timer = Timer()
-    estimator.fit(data.X_train, data.y_train)
-    seconds = timer.pause()
-    metric = DEFAULT_METRIC[data.task]
-    t_eval = Timer()
-    value = METRICS[metric](data.y_test, estimator.predict(data.X_test))
-    yield IterationRecord(iteration=1, seconds=seconds, residual=math.nan, metric=metric, val_metric=value,
-                          eval_seconds=t_eval.pause())
-    estimator.stop_reason_ = "direct solve finished"
+    return estimator.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test, stop_event=stop_event)
 
 
 def final_metrics(estimator, data) -> dict[str, float]:

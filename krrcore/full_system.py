@@ -15,6 +15,7 @@ import torch
 from .device import available_memory_bytes, default_memory_budget
 from .kernels import Kernel
 from .ops import KernelOperator, dense_kernel
+from .solvers.base import residual_and_objective
 
 KERNEL_STORAGE = ("auto", "stored", "on_the_fly")
 
@@ -113,10 +114,7 @@ class FullKernelSystem:
                 self._X64 = self.X.to(torch.float64)
             AW = KernelOperator(self.kernel, self._X64, self._X64, memory_budget=self.memory_budget,
                                 n_rhs=W.shape[1]).matvec(W64)
-        AW.add_(W64, alpha=self.lam_n)
-        residual = float(torch.linalg.norm(AW - Y64) / torch.linalg.norm(Y64))
-        objective = float(0.5 * (W64 * AW).sum() - (Y64 * W64).sum())
-        return residual, objective
+        return residual_and_objective(AW.add_(W64, alpha=self.lam_n), W64, Y64)
 
 
 RESIDUAL_MODES = ("float64", "estimate")

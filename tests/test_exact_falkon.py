@@ -46,6 +46,45 @@ def test_exact_krr_refuses_past_memory_limit(diabetes):
         ExactKRR(GaussianKernel(3.0), 1e-2, max_memory=1000).fit(X, y)
 
 
+
+def test_direct_solvers_stream_one_record_with_their_system_residual(diabetes):
+    """ExactKRR and NystromKRR yield exactly one record, like an iterative solver's stream: the solve
+    time, the float64 residual and objective of the solved system, and the validation metric."""
+    X, y = diabetes
+    X_tr, y_tr, X_va, y_va = X[:350], y[:350], X[350:], y[350:]
+    kernel, lam, n = GaussianKernel(3.0), 1e-3, 350
+    X64, y64 = torch.as_tensor(X_tr), torch.as_tensor(y_tr)[:, None]
+
+    exact = ExactKRR(kernel, lam)
+    records = list(exact.iter_fit(X_tr, y_tr, X_va, y_va, stop_event=threading.Event()))
+    assert len(records) == 1 and exact.trace_ == records and exact.n_iter_ == 1
+    rec = records[0]
+    assert rec.iteration == 1 and rec.seconds > 0 and rec.eval_seconds > 0
+    assert exact.stop_reason_ == "direct solve finished"
+    A = kernel(X64, X64) + lam * n * torch.eye(n, dtype=torch.float64)
+    c = exact.coef_
+    assert rec.residual == pytest.approx(float(torch.linalg.norm(A @ c - y64) / torch.linalg.norm(y64)), rel=1e-6)
+    assert rec.residual < 1e-12
+    assert rec.objective == pytest.approx(float(0.5 * c.T @ A @ c - y64.T @ c), rel=1e-10)   # dual d(c)
+    assert rec.metric == "mse" and rec.val_metric == pytest.approx(np.mean((exact.predict(X_va) - y_va) ** 2))
+
+    nystrom = NystromKRR(kernel, lam, M=60, seed=1)
+    rec, = nystrom.iter_fit(X_tr, y_tr, X_va, y_va)
+    Knm = kernel(X64, nystrom.centers_)
+    H = Knm.T @ Knm + lam * n * kernel(nystrom.centers_, nystrom.centers_)
+    alpha = nystrom.coef_
+    rhs = Knm.T @ y64
+    assert rec.residual == pytest.approx(float(torch.linalg.norm(H @ alpha - rhs) / torch.linalg.norm(rhs)),
+                                         rel=1e-3, abs=1e-14)
+    assert rec.residual < 1e-9
+    # ½‖K_nMα − y‖² + (λn/2)αᵀK_MMα: the objective SketchySAGA reports for the same problem.
+    objective = 0.5 * float(((Knm @ alpha - y64) ** 2).sum()) + 0.5 * lam * n * float(
+        alpha.T @ kernel(nystrom.centers_, nystrom.centers_) @ alpha)
+    assert rec.objective == pytest.approx(objective, rel=1e-8)
+    assert rec.val_metric == pytest.approx(np.mean((nystrom.predict(X_va) - y_va) ** 2))
+    # fit drains the same stream (no validation data: no validation metric).
+    assert np.isnan(NystromKRR(kernel, lam, M=60, seed=1).fit(X_tr, y_tr).trace_[0].val_metric)
+
 def test_falkon_with_all_points_as_centres_equals_exact(diabetes):
     X, y = diabetes
     exact = ExactKRR(GaussianKernel(3.0), 1e-3).fit(X, y)

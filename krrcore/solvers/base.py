@@ -4,9 +4,12 @@
   ``fit(X, y, X_val=None, y_val=None)`` takes numpy, pandas or torch; ``predict`` returns the
   same kind of array it was given; works in ``GridSearchCV``.
 * ``penalty`` is always λ of (K + λnI) (per-sample regularisation, the papers' convention).
-* Iterative solvers implement two hooks, ``_setup`` and ``_steps``; :meth:`IterativeKRR.iter_fit`
-  owns the loop that times, evaluates, records, stops, and detects NaN or a stalled residual,
-  so every solver emits the same :class:`~krrcore.stream.IterationRecord` stream.
+* Every solver has ``iter_fit(X, y, X_val=None, y_val=None, stop_event=None)``, a generator of
+  :class:`~krrcore.stream.IterationRecord`, and ``fit`` drains it into ``trace_``.
+  Iterative solvers implement two hooks, ``_setup`` and ``_steps``; :meth:`IterativeKRR.iter_fit`
+  owns the loop that times, evaluates, records, stops, and detects NaN or a stalled residual.
+  Direct solvers implement ``_solve``; :meth:`DirectKRR.iter_fit` yields its single record.
+  Both build records with one :class:`_Recorder`, so every solver's stream is evaluated alike.
 """
 from __future__ import annotations
 
@@ -59,6 +62,58 @@ class Step:
         return tuple(float(v() if callable(v) else v) for v in (self.residual, self.objective))
 
 
+def residual_and_objective(Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor,
+                           constant: float = 0.0) -> tuple[float, float]:
+    """(‖Ax − b‖_F/‖b‖_F, ½⟨x, Ax⟩ − ⟨b, x⟩ + constant) for the quadratic whose minimiser solves A x = b.
+
+    The report of every solver that evaluates its system exactly: the full KRR dual d(w) of the
+    ASkotch paper (Lemma 3.1, A = K + λnI, b = y) and the Nyström objective of the FALKON paper
+    (Eq. 8, A = K_nMᵀK_nM + λnK_MM, b = K_nMᵀy, constant ½‖y‖²), from a product Ax the caller has.
+    """
+    residual = float(torch.linalg.norm(Ax - b) / torch.linalg.norm(b))
+    objective = float(0.5 * (x * Ax).sum() - (b * x).sum()) + constant
+    return residual, objective
+
+
+class _Recorder:
+    """Turns a solver's :class:`Step` into an :class:`IterationRecord`: one fit's validation data,
+    metric and timing rules, shared by :class:`IterativeKRR` and :class:`DirectKRR`.
+
+    ``record`` pauses the solver timer, then evaluates (lazy step values, train/validation
+    metric) on a timer of its own: that time is the record's ``eval_seconds``, never ``seconds``.
+    """
+
+    def __init__(self, estimator: "KRRBase", X: torch.Tensor, Y: torch.Tensor, X_val, y_val):
+        if (X_val is None) != (y_val is None):
+            raise ValueError("X_val and y_val must be given together")
+        if X_val is not None:
+            X_val, Y_val, _ = check_X_y(X_val, y_val, dtype=X.dtype, device=X.device, X_name="X_val", y_name="y_val")
+            check_features(X_val, X.shape[1], "X_val")
+            if Y_val.shape[1] != Y.shape[1]:
+                raise ValueError(f"y_val has {Y_val.shape[1]} outputs but y has {Y.shape[1]}")
+        else:
+            Y_val = None
+        self.estimator = estimator
+        self.X, self.Y, self.X_val, self.Y_val = X, Y, X_val, Y_val
+        self.metric_name = estimator._metric_name(Y)
+        self.metric_fn = METRICS[self.metric_name]
+        self.eval_train = bool(getattr(estimator, "eval_train", False))
+
+    def record(self, iteration: int, step: Step, timer: Timer) -> IterationRecord:
+        seconds = timer.pause()
+        t_eval = Timer()
+        residual, objective = step.values()
+        rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual, objective=objective,
+                              metric=self.metric_name, extras=dict(step.extras))
+        predict = self.estimator._predict_tensor
+        if self.eval_train:
+            rec.train_metric = self.metric_fn(self.Y, predict(self.X))
+        if self.X_val is not None:
+            rec.val_metric = self.metric_fn(self.Y_val, predict(self.X_val))
+        rec.eval_seconds = t_eval.pause()
+        return rec
+
+
 class KRRBase(RegressorMixin, BaseEstimator):
     """Shared parameter handling, input conversion and prediction from (centres_, coef_).
 
@@ -92,6 +147,37 @@ class KRRBase(RegressorMixin, BaseEstimator):
         self._y_was_1d = was_1d
         return X, Y
 
+    # -- the record stream -------------------------------------------------------------------
+    def _metric_name(self, Y: torch.Tensor) -> str:
+        """Metric of the stream's train/validation values: ``metric``, or by the targets for "auto"."""
+        metric = getattr(self, "metric", "auto")
+        if metric != "auto":
+            if metric not in METRICS:
+                raise ValueError(f"metric must be 'auto' or one of {sorted(METRICS)}, got {metric!r}")
+            return metric
+        values = torch.unique(Y)
+        is_pm1 = values.numel() <= 2 and bool(((values == 1) | (values == -1)).all())
+        is_onehot = Y.shape[1] > 1 and bool(((Y == 0) | (Y == 1)).all())
+        task = "multiclass" if is_onehot else ("binary" if is_pm1 else "regression")
+        return DEFAULT_METRIC[task]
+
+    def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        """Fit by draining :meth:`iter_fit` (its records are in ``trace_``); returns self."""
+        for _ in self.iter_fit(X, y, X_val, y_val, stop_event=stop_event):
+            pass
+        return self
+
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        raise NotImplementedError
+
+    def _start_fit(self, X, y, X_val, y_val) -> tuple[torch.Tensor, torch.Tensor, _Recorder]:
+        """Checked training tensors and the recorder of this fit; resets ``trace_`` and ``stop_reason_``."""
+        X, Y = self._prepare_fit(X, y)
+        recorder = _Recorder(self, X, Y, X_val, y_val)
+        self.trace_ = []
+        self.stop_reason_ = ""
+        return X, Y, recorder
+
     # -- prediction ------------------------------------------------------------------------
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
         op = KernelOperator(self._kernel(), X, self.centers_, memory_budget=getattr(self, "memory_budget", None),
@@ -119,24 +205,6 @@ class IterativeKRR(KRRBase):
     ``callback``, ``timeout``, ``eval_train``, ``stall_patience``.
     """
 
-    #: Metric used on train/validation data for the stream ("auto": by the target shape).
-    def _metric_name(self, Y: torch.Tensor) -> str:
-        metric = getattr(self, "metric", "auto")
-        if metric != "auto":
-            if metric not in METRICS:
-                raise ValueError(f"metric must be 'auto' or one of {sorted(METRICS)}, got {metric!r}")
-            return metric
-        values = torch.unique(Y)
-        is_pm1 = values.numel() <= 2 and bool(((values == 1) | (values == -1)).all())
-        is_onehot = Y.shape[1] > 1 and bool(((Y == 0) | (Y == 1)).all())
-        task = "multiclass" if is_onehot else ("binary" if is_pm1 else "regression")
-        return DEFAULT_METRIC[task]
-
-    def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
-        for _ in self.iter_fit(X, y, X_val, y_val, stop_event=stop_event):
-            pass
-        return self
-
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
         """Generator of :class:`IterationRecord`; after it ends the estimator is fitted.
 
@@ -150,37 +218,12 @@ class IterativeKRR(KRRBase):
         tol = getattr(self, "tol", None)
         tol = None if tol is None else check_positive(tol, "tol", allow_zero=True)
         patience = check_int(getattr(self, "stall_patience", 50), "stall_patience")
-        X, Y = self._prepare_fit(X, y)
-        if (X_val is None) != (y_val is None):
-            raise ValueError("X_val and y_val must be given together")
-        if X_val is not None:
-            X_val, Y_val, _ = check_X_y(X_val, y_val, dtype=X.dtype, device=X.device, X_name="X_val", y_name="y_val")
-            check_features(X_val, X.shape[1], "X_val")
-            if Y_val.shape[1] != Y.shape[1]:
-                raise ValueError(f"y_val has {Y_val.shape[1]} outputs but y has {Y.shape[1]}")
-        metric_name = self._metric_name(Y)
-        metric_fn = METRICS[metric_name]
+        X, Y, recorder = self._start_fit(X, y, X_val, y_val)
         stopper = Stopper(stop_event, getattr(self, "callback", None), getattr(self, "timeout", None))
-        eval_train = bool(getattr(self, "eval_train", False))
-        self.trace_ = []
-        self.stop_reason_ = ""
         timer = Timer()
         self._setup(X, Y)
 
-        def record_for(iteration: int, step: Step) -> IterationRecord:
-            seconds = timer.pause()
-            t_eval = Timer()
-            residual, objective = step.values()
-            rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual, objective=objective,
-                                  metric=metric_name, extras=dict(step.extras))
-            if eval_train:
-                rec.train_metric = metric_fn(Y, self._predict_tensor(X))
-            if X_val is not None:
-                rec.val_metric = metric_fn(Y_val, self._predict_tensor(X_val))
-            rec.eval_seconds = t_eval.pause()
-            return rec
-
-        rec = record_for(0, self._initial_step(X, Y))
+        rec = recorder.record(0, self._initial_step(X, Y), timer)
         self.trace_.append(rec)
         yield rec
         if maxiter == 0:
@@ -192,7 +235,7 @@ class IterativeKRR(KRRBase):
         iteration = 0
         for step in self._steps(X, Y):
             iteration = step.iteration if step.iteration is not None else iteration + 1
-            rec = record_for(iteration, step)
+            rec = recorder.record(iteration, step, timer)
             if not math.isfinite(rec.residual) or not bool(torch.isfinite(self.coef_).all()):
                 self.coef_ = last_good
                 self.stop_reason_ = (f"diverged at iteration {iteration}: the residual became {rec.residual}; "
@@ -239,3 +282,43 @@ class IterativeKRR(KRRBase):
 
     def _steps(self, X, Y):
         raise NotImplementedError
+
+
+class DirectKRR(KRRBase):
+    """Base of direct solvers: one factorisation, one record.
+
+    Subclasses implement ``_solve(X, Y) -> Step``: set ``centers_`` and ``coef_`` and return a
+    :class:`Step` whose residual is the relative residual of the linear system just solved, as a
+    lazy value (so its cost is evaluation time). :meth:`iter_fit` gives the same stream as an
+    iterative solver's, with a single record: the app, the tests and the benchmarks need no
+    special case for direct solvers.
+    """
+
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        """Generator of exactly one :class:`IterationRecord` (iteration 1): ``seconds`` is the solve
+        time, ``residual`` the solved system's relative residual, ``val_metric`` filled when
+        validation data is given. ``stop_event`` is accepted for a uniform signature; a direct
+        solve cannot be interrupted. Sets ``trace_``, ``stop_reason_`` and ``n_iter_`` = 1.
+        """
+        X, Y, recorder = self._start_fit(X, y, X_val, y_val)
+        timer = Timer()
+        step = self._solve(X, Y)
+        rec = recorder.record(1, step, timer)
+        del step                         # it may hold the system matrix for its residual
+        self.trace_.append(rec)
+        self.n_iter_ = 1
+        self.stop_reason_ = "direct solve finished"
+        yield rec
+
+    def _solve(self, X, Y) -> Step:
+        raise NotImplementedError
+
+    def _solved_system_step(self, A: torch.Tensor, b: torch.Tensor, constant: float = 0.0) -> Step:
+        """The step after solving A coef_ = b: residual and objective of the model's coefficients in
+        float64 against A as given (without the jitter the factorisation may have added), one
+        product with A, evaluated lazily."""
+        def evaluate():
+            c = self.coef_.double()
+            return residual_and_objective(A @ c, c, b, constant)
+
+        return Step.deferred(evaluate, extras={"residual_kind": "direct solve (float64, system without jitter)"})

@@ -1,4 +1,10 @@
-"""Direct solvers: exact KRR (Cholesky of K + λnI) and Nyström KRR (FALKON paper Eq. 8)."""
+"""Direct solvers: exact KRR (Cholesky of K + λnI) and Nyström KRR (FALKON paper Eq. 8).
+
+Both are :class:`~krrcore.solvers.base.DirectKRR`: ``iter_fit`` yields one record whose residual is
+the float64 relative residual of the system solved (one product with the matrix already formed,
+timed as evaluation) and whose objective is that system's quadratic (the same measures as the
+iterative solvers of the same problem: ASkotch/NystromPCG for ExactKRR, SketchySAGA for NystromKRR).
+"""
 from __future__ import annotations
 
 import torch
@@ -7,10 +13,10 @@ from ..centers import select_centers
 from ..device import available_memory_bytes
 from ..linalg import jitter_cholesky
 from ..ops import KernelOperator
-from .base import KRRBase
+from .base import DirectKRR, Step
 
 
-class ExactKRR(KRRBase):
+class ExactKRR(DirectKRR):
     """Exact kernel ridge regression: solve (K_nn + λnI) c = y by Cholesky, in float64.
 
     ``max_memory`` bounds the n×n matrix (default: half of the free memory); above it a
@@ -26,9 +32,8 @@ class ExactKRR(KRRBase):
         self.max_memory = max_memory
         self.memory_budget = memory_budget
 
-    def fit(self, X, y, X_val=None, y_val=None, **_ignored):
+    def _solve(self, X, Y) -> Step:
         lam = self._penalty()
-        X, Y = self._prepare_fit(X, y)
         n = X.shape[0]
         need = 2 * n * n * 8  # K and its Cholesky factor, float64
         limit = self.max_memory if self.max_memory is not None else available_memory_bytes(X.device) // 2
@@ -37,18 +42,18 @@ class ExactKRR(KRRBase):
                 f"ExactKRR needs {need / 2**30:.1f} GiB for n={n} (two n×n float64 matrices) but only "
                 f"{limit / 2**30:.1f} GiB may be used: subsample, or use Falkon / NystromPCG"
             )
-        X64 = X.double()
-        K = self._kernel()(X64, X64)
-        K.diagonal().add_(lam * n)
-        L, self.jitter_ = jitter_cholesky(K, 0.0, name="K + λnI")
-        del K
-        coef = torch.cholesky_solve(Y.double(), L)
+        X64, Y64 = X.double(), Y.double()
+        A = self._kernel()(X64, X64)
+        A.diagonal().add_(lam * n)
+        L, self.jitter_ = jitter_cholesky(A, 0.0, name="K + λnI")
+        coef = torch.cholesky_solve(Y64, L)
+        del L
         self.centers_ = X
         self.coef_ = coef.to(X.dtype)
-        return self
+        return self._solved_system_step(A, Y64)     # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
 
 
-class NystromKRR(KRRBase):
+class NystromKRR(DirectKRR):
     """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8).
 
     O(nM² + M³) time, one M×M float64 system; K_nMᵀK_nM is accumulated in blocks. When the
@@ -66,21 +71,22 @@ class NystromKRR(KRRBase):
         self.device = device
         self.memory_budget = memory_budget
 
-    def fit(self, X, y, X_val=None, y_val=None, **_ignored):
+    def _solve(self, X, Y) -> Step:
         lam = self._penalty()
-        X, Y = self._prepare_fit(X, y)
         n = X.shape[0]
         cs = select_centers(self.centers, X, self.M, self.seed, kernel=self._kernel())
         C = cs.centers
         kernel = self._kernel()
+        Y64 = Y.double()
         op = KernelOperator(kernel, X.double(), C.double(), memory_budget=self.memory_budget, n_rhs=Y.shape[1])
         H = op.gram()
         H.add_(kernel(C.double(), C.double()), alpha=lam * n)
-        rhs = op.rmatvec(Y.double())
+        rhs = op.rmatvec(Y64)
         scale = float(H.diagonal().mean())
         L, jitter = jitter_cholesky(H, 1e-14 * scale, name="K_nMᵀK_nM + λnK_MM")
         self.jitter_ = jitter
         self.centers_ = C
         self.center_indices_ = cs.indices
         self.coef_ = torch.cholesky_solve(rhs, L).to(X.dtype)
-        return self
+        # Objective ½αᵀHα − αᵀK_nMᵀy + ½‖y‖² = ½‖K_nMα − y‖² + (λn/2)αᵀK_MMα, as SketchySAGA reports it.
+        return self._solved_system_step(H, rhs, constant=0.5 * float((Y64 ** 2).sum()))

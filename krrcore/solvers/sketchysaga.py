@@ -21,7 +21,7 @@ from ..centers import select_centers
 from ..device import default_memory_budget
 from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import KernelOperator
-from .base import IterativeKRR, Step
+from .base import IterativeKRR, Step, residual_and_objective
 
 
 #: b_g of the paper's synthetic runs (C.2.1); B.5 recommends 2⁸–2¹⁶ depending on hardware.
@@ -52,9 +52,7 @@ class NystromObjective:
         if self._rhs is None:
             self._rhs = op_nm.rmatvec(self.Y64)
         H_a = op_nm.fused(a).add_(op_mm.matvec(a), alpha=self.lam_n)
-        residual = float(torch.linalg.norm(H_a - self._rhs) / torch.linalg.norm(self._rhs))
-        objective = float(0.5 * (a * H_a).sum() - (a * self._rhs).sum() + 0.5 * (self.Y64 ** 2).sum())
-        return residual, objective
+        return residual_and_objective(H_a, a, self._rhs, 0.5 * float((self.Y64 ** 2).sum()))
 
 
 class SketchySAGA(IterativeKRR):
