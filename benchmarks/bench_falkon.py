@@ -37,7 +37,7 @@ def measure(cfg: dict) -> dict:
     secs = [b.seconds - a.seconds for a, b in zip(model.trace_[1:], model.trace_[2:])] or [float("nan")]
     per_iter = statistics.median(secs)
     op = model.operator_
-    pass_s, _ = timed(lambda: [None for _ in op._blocks()], repeats=1)
+    pass_s, _ = timed(lambda: [None for _ in op.blocks()], repeats=1)
     err = float((torch.sign(torch.as_tensor(model.predict(data.X_test))) != torch.as_tensor(data.y_test)).double().mean())
     return {"n": cfg["n"], "M": cfg["M"], "block_rows": op.block_rows, "setup_s": model.trace_[0].seconds,
             "s_per_iter": per_iter, "kernel_pass_s": pass_s, "iter/pass": per_iter / pass_s,

@@ -38,7 +38,7 @@ def measure(cfg: dict) -> dict:
     with PeakMemory() as mem:
         op = KernelOperator(GaussianKernel(5.0), X, C, memory_budget=budget)
         seconds, _ = timed(lambda: op.fused(v), repeats=2)
-    blocks_only, _ = timed(lambda: [None for _ in op._blocks()], repeats=2)
+    blocks_only, _ = timed(lambda: [None for _ in op.blocks()], repeats=2)
     return {**cfg, "block_rows": op.block_rows, "peak_extra_MiB": mem.extra_bytes / 2**20,
             "within_budget": mem.extra_bytes <= budget, "fused_s": seconds, "kernel_blocks_s": blocks_only,
             "GFLOP/s": pass_flops(n, M, d) / seconds / 1e9, "GEMM_roof": gemm_gflops(dtype)}

@@ -1,8 +1,7 @@
 """Shared benchmark plumbing: peak-memory measurement, the GEMM roof, table printing.
 
-Peak memory is the process's resident-set high-water mark (VmHWM) after resetting it
-(`/proc/self/clear_refs` ← 5, Linux), minus the resident size just before the measured call:
-it counts every allocation torch, BLAS and Python make, not only the ones we intend.
+Peak memory: :class:`krrcore.memory.PeakMemory` (resident high-water mark after a reset, minus the
+resident size at the start), re-exported here.
 """
 from __future__ import annotations
 
@@ -14,39 +13,14 @@ from pathlib import Path
 
 import torch
 
+from krrcore.memory import PeakMemory  # noqa: F401  (re-exported for the scripts)
+
 
 def set_threads() -> int:
     """Use every core (2 here); benchmarks compare ratios measured in one run."""
     n = os.cpu_count() or 1
     torch.set_num_threads(n)
     return n
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-class PeakMemory:
-    """Context manager: ``extra_bytes`` = peak RSS during the block − RSS at its start."""
-
-    def __enter__(self):
-        try:
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")
-            self.supported = True
-        except OSError:
-            self.supported = False
-        self.start = _status_kib("VmRSS") * 1024
-        return self
-
-    def __exit__(self, *exc):
-        self.peak = _status_kib("VmHWM") * 1024
-        self.extra_bytes = max(0, self.peak - self.start) if self.supported else float("nan")
-        return False
 
 
 def run_isolated(script: str, config: dict, timeout: float = 3600) -> dict:
