@@ -244,6 +244,7 @@ def test_float32_runs_reach_a_float64_residual_threshold(problem, make):
     X, y, ref = problem
     model = make().fit(X, y)
     assert model.coef_.dtype == torch.float32
+    assert model.residual_floor_ == 10 * torch.finfo(torch.float64).eps    # its residuals are float64 ones
     assert model.stop_reason_.startswith("converged")
     true_residual = float64_residual(X, y, model.coef_)
     assert true_residual <= 1e-4

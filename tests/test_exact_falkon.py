@@ -104,6 +104,19 @@ def test_falkon_reaches_direct_nystrom_solution(diabetes):
     assert falkon.trace_[-1].objective == pytest.approx(obj, rel=1e-8)
 
 
+
+def test_falkon_stops_at_working_precision_on_an_easy_problem():
+    """1-D, 60 centres: CG's recursive residual keeps falling (to ~1e-100 by iteration 200) so the
+    stall rule never fires, and the run used to iterate to maxiter doing nothing useful."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (500, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(500)
+    model = Falkon(GaussianKernel(1.0), 1e-3, M=60, maxiter=200).fit(X, y)
+    assert model.n_iter_ < 30 and model.stop_reason_.startswith("converged to working precision")
+    assert model.trace_[-1].residual < 10 * np.finfo(np.float64).eps <= model.trace_[-2].residual
+    direct = NystromKRR(GaussianKernel(1.0), 1e-3, centers=model.centers_).fit(X, y)
+    np.testing.assert_allclose(model.predict(X), direct.predict(X), atol=1e-6)
+
 def test_preconditioning_beats_plain_cg_and_gd(diabetes):
     X, y = diabetes
     kw = dict(kernel=GaussianKernel(3.0), penalty=1e-4, M=150, seed=0, maxiter=15)

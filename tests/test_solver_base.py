@@ -57,3 +57,27 @@ def test_lazy_step_values_are_evaluated_once_after_the_timer_pauses():
     # A plain zero-argument callable is the same contract.
     model = _ScriptedSolver([Step(residual=lambda: 0.25, objective=lambda: 3.0)]).fit(X, y)
     assert (model.trace_[-1].residual, model.trace_[-1].objective) == (0.25, 3.0)
+
+
+@pytest.mark.parametrize("dtype, stops_at", [("float64", 3), ("float32", 2)])
+def test_run_stops_once_the_residual_is_below_working_precision(dtype, stops_at):
+    """10·eps of the residual's dtype: 2.2e-15 in float64, 1.2e-6 in float32."""
+    residuals = [1e-3, 1e-10, 1e-16, 1e-30, 1e-60]
+    X, y = _data()
+    model = _ScriptedSolver([Step(residual=r) for r in residuals], maxiter=10, dtype=dtype).fit(X, y)
+    assert model.residual_floor_ == 10 * torch.finfo(getattr(torch, dtype)).eps
+    assert model.n_iter_ == stops_at and model.trace_[-1].residual == residuals[stops_at - 1]
+    assert model.stop_reason_.startswith(f"converged to working precision: residual {residuals[stops_at - 1]:.3g}")
+    # tol takes precedence and names itself.
+    model = _ScriptedSolver([Step(residual=r) for r in residuals], maxiter=10, tol=1e-5).fit(X, y)
+    assert model.n_iter_ == 2 and model.stop_reason_.startswith("converged: residual 1e-10 <= tol")
+
+
+def test_float32_solver_reporting_float64_residuals_keeps_the_float64_floor():
+    class Float64Residuals(_ScriptedSolver):
+        residual = "float64"          # as ASkotch/NystromPCG's default residual mode
+
+    X, y = _data()
+    model = Float64Residuals([Step(residual=r) for r in (1e-3, 1e-8, 1e-12)], dtype="float32").fit(X, y)
+    assert model.residual_floor_ == 10 * torch.finfo(torch.float64).eps
+    assert model.n_iter_ == 3 and model.stop_reason_ == "solver finished"

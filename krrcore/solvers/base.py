@@ -209,8 +209,11 @@ class IterativeKRR(KRRBase):
         """Generator of :class:`IterationRecord`; after it ends the estimator is fitted.
 
         Iteration 0 is the state after set-up (its ``seconds`` include the set-up time).
-        Ends on: ``maxiter``; residual ≤ ``tol``; ``stop_event`` set; ``callback(record)``
-        returning True; ``timeout``; a stalled residual. ``stop_reason_`` says which. A NaN or
+        Ends on: ``maxiter``; residual ≤ ``tol``; a residual below the working-precision floor
+        ``residual_floor_`` (10·eps of the dtype the residual is evaluated in, see
+        :meth:`_residual_dtype`: beyond it further iterations only move round-off); ``stop_event``
+        set; ``callback(record)`` returning True; ``timeout``; a stalled residual.
+        ``stop_reason_`` says which. A NaN or
         infinite residual raises :class:`SolverDivergedError`, leaving the last finite
         coefficients in ``coef_`` and the records so far in ``trace_``.
         """
@@ -222,6 +225,8 @@ class IterativeKRR(KRRBase):
         stopper = Stopper(stop_event, getattr(self, "callback", None), getattr(self, "timeout", None))
         timer = Timer()
         self._setup(X, Y)
+        floor_dtype = self._residual_dtype(X)
+        self.residual_floor_ = 10 * torch.finfo(floor_dtype).eps
 
         rec = recorder.record(0, self._initial_step(X, Y), timer)
         self.trace_.append(rec)
@@ -250,6 +255,10 @@ class IterativeKRR(KRRBase):
                 since_best += 1
             if tol is not None and rec.residual <= tol:
                 self.stop_reason_ = f"converged: residual {rec.residual:.3g} <= tol {tol:g}"
+            elif rec.residual < self.residual_floor_:
+                self.stop_reason_ = (f"converged to working precision: residual {rec.residual:.3g} is below "
+                                     f"10·eps of {str(floor_dtype).removeprefix('torch.')} "
+                                     f"({self.residual_floor_:.2g}); more iterations would only move round-off")
             elif iteration >= maxiter:
                 self.stop_reason_ = f"reached maxiter={maxiter}"
             elif stopper.should_stop(rec):
@@ -272,6 +281,13 @@ class IterativeKRR(KRRBase):
     def _report_due(self, iteration: int) -> bool:
         """Whether ``iteration`` gets a record: every ``eval_every_`` iterations and at ``maxiter``."""
         return iteration % self.eval_every_ == 0 or iteration == self.maxiter
+
+    def _residual_dtype(self, X) -> torch.dtype:
+        """The dtype the reported residual is computed in, which sets the working-precision floor:
+        float64 for the solvers whose ``residual`` option is "float64" (ASkotch, Skotch, NystromPCG,
+        CG: recomputed in float64 even for float32 solves), else the solve's dtype (FALKON's CG
+        residual, the "estimate" modes). A solver evaluating otherwise overrides this."""
+        return torch.float64 if getattr(self, "residual", None) == "float64" else X.dtype
 
     def _initial_step(self, X, Y) -> Step:
         """Residual of the starting point (coef_ = 0): 1.0 for relative residuals."""

@@ -178,6 +178,10 @@ class SketchySAGA(IterativeKRR):
         self.center_indices_ = cs.indices
         self.coef_ = torch.zeros(M, Y.shape[1], dtype=X.dtype, device=X.device)
 
+    def _residual_dtype(self, X) -> torch.dtype:
+        """The residual is always :class:`NystromObjective`'s float64 evaluation."""
+        return torch.float64
+
     def _initial_step(self, X, Y) -> Step:
         """α = 0: relative residual 1 and objective ½‖y‖²."""
         return Step(residual=1.0, objective=0.5 * float((Y.to(torch.float64) ** 2).sum()))
