@@ -160,8 +160,19 @@ def test_registry_entry_builds_and_fits(problem):
     assert model.predict(X[:4]).shape == (4,)
 
 
+def test_default_rank_is_capped_at_the_number_of_centres(problem):
+    """rank=None means min(100, M): a small M works without naming a rank; an explicit one is kept."""
+    X, y, _ = problem
+    small = SketchySAGA(KERNEL, PENALTY, M=40, maxiter=3).fit(X, y)
+    assert small.get_params()["rank"] is None and small.rank_ == 40
+    assert small.trace_[-1].residual < 1.0
+    assert SketchySAGA(KERNEL, PENALTY, M=150, maxiter=1).fit(X, y).rank_ == 100
+    assert SketchySAGA(KERNEL, PENALTY, M=40, rank=7, maxiter=1).fit(X, y).rank_ == 7
+
+
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(M=50, rank=60), "rank must be <= M"),
+    (dict(M=50, rank=60), r"rank must be <= M \(50 centres\), got 60"),
+    (dict(rank=0), "rank must be >= 1"),
     (dict(M=2000), "M=2000 centres requested"),
     (dict(batch_size=5000), "batch_size must be <= n"),
     (dict(precond_batch_size=0), "precond_batch_size must be >= 1"),

@@ -24,6 +24,8 @@ from ..ops import KernelOperator
 from .base import IterativeKRR, Step, residual_and_objective
 
 
+#: r of the ASkotch paper's experiments ("most consistent performance", C.8); capped at M.
+DEFAULT_RANK = 100
 #: b_g of the paper's synthetic runs (C.2.1); B.5 recommends 2⁸–2¹⁶ depending on hardware.
 DEFAULT_BATCH_SIZE = 1024
 
@@ -71,7 +73,8 @@ class SketchySAGA(IterativeKRR):
     M : number of centres; ``centers``: "uniform" (default; the paper samples uniformly, C.2),
         a selector name, a :class:`~krrcore.centers.CenterSelector` or an M×d array. Centre weights
         (FALKON's D) are not used: the problem is NystromKRR's.
-    rank : r, preconditioner rank (default 100, as for ASkotch). Must be <= M.
+    rank : r, preconditioner rank. None (default): min(100, M) — 100 as for ASkotch (C.8), capped at
+        the number of centres so small M works; an explicit rank must be <= M. The rank used is ``rank_``.
     batch_size : b_g (default 1024 capped at n, C.2.1's synthetic setting; B.5 recommends 2⁸–2¹⁶). The batch is
         drawn with replacement and duplicates dropped, so it is uniform and each index appears once.
     precond_batch_size : b_H1 (default ⌊√n⌋, B.5). lr_batch_size : b_H2 (default ⌊n/50⌋, B.5).
@@ -84,7 +87,7 @@ class SketchySAGA(IterativeKRR):
         default krrcore's default budget. Nothing of size M×M is ever allocated.
     """
 
-    def __init__(self, kernel=None, penalty=1e-3, M=1000, *, centers="uniform", rank=100, batch_size=None,
+    def __init__(self, kernel=None, penalty=1e-3, M=1000, *, centers="uniform", rank=None, batch_size=None,
                  precond_batch_size=None, lr_batch_size=None, damping="damped", lr_scale=0.5, maxiter=1000,
                  tol=None, eval_every=None, memory_budget=None, seed=0, dtype="float64", device=None,
                  callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
@@ -130,7 +133,7 @@ class SketchySAGA(IterativeKRR):
         n = X.shape[0]
         kernel = self._kernel()
         b_g, b_h1, b_h2 = self._batch_sizes(n)
-        rank = check_int(self.rank, "rank")
+        rank = None if self.rank is None else check_int(self.rank, "rank")   # checked before any work
         lr_scale = check_positive(self.lr_scale, "lr_scale")
         self._set_eval_every(math.ceil(n / b_g))
         lam_n = lam * n
@@ -139,6 +142,7 @@ class SketchySAGA(IterativeKRR):
         cs = select_centers(self.centers, X, self.M, self.seed, kernel=kernel)
         C = cs.centers
         M = C.shape[0]
+        self.rank_ = rank = min(DEFAULT_RANK, M) if rank is None else rank
         if rank > M:
             raise ValueError(f"rank must be <= M ({M} centres), got {rank}")
         budget = self.memory_budget if self.memory_budget is not None else default_memory_budget(X.device)
