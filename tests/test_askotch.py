@@ -21,6 +21,7 @@ from krrcore.registry import SOLVERS
 from krrcore.solvers.askotch import ASkotch, Skotch
 from krrcore.solvers.exact import ExactKRR
 from krrcore.solvers.pcg import CG, NystromPCG
+from solver_problems import make_problem, one_thread  # noqa: F401 (one_thread: a fixture)
 
 PENALTY = 1e-3
 # Gaussian rather than Laplacian: the expanded-form distance makes the Laplacian's diagonal off by
@@ -28,25 +29,12 @@ PENALTY = 1e-3
 KERNEL = GaussianKernel(3.0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small products on a shared 2-core machine run faster and steadier on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def make_problem(n=300, d=10, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.sin(X @ rng.standard_normal(d) / np.sqrt(d)) + 0.1 * rng.standard_normal(n)
-    return X, y
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def problem():
-    X, y = make_problem()
+    X, y = make_problem(n=300, d=10)
     exact = ExactKRR(KERNEL, PENALTY).fit(X, y)
     return X, y, exact.coef_[:, 0]
 
@@ -205,7 +193,7 @@ def test_relative_suboptimality_falls_linearly(problem, make):
 def _iterations_to(make, threshold, seeds=(0, 1, 2)):
     its = []
     for seed in seeds:
-        X, y = make_problem(seed=seed)
+        X, y = make_problem(n=300, d=10, seed=seed)
         its.append(first_iteration_below(make(seed).fit(X, y), threshold))
     return float(np.mean(its))
 
@@ -316,7 +304,7 @@ def test_registry_entries_build_and_fit(problem, key):
 
 
 def test_default_block_count_keeps_rank_within_blocks():
-    X, y = make_problem(n=250)
+    X, y = make_problem(n=250, d=10)
     model = ASkotch(KERNEL, PENALTY, maxiter=2).fit(X, y)      # rank 100: 2 blocks of 125
     assert model.n_blocks_ == 2 and model.rank_ == 100
 

@@ -21,6 +21,7 @@ from krrcore.registry import SOLVERS
 from krrcore.solvers.exact import NystromKRR
 from krrcore.solvers.falkon import Falkon
 from krrcore.solvers.sketchysaga import NystromObjective, SketchySAGA
+from solver_problems import make_problem, one_thread  # noqa: F401 (one_thread: a fixture)
 
 # A Laplacian kernel keeps K_MM well conditioned: SketchySAGA's Nyström preconditioner captures
 # K_nMᵀK_nM but not λK_MM, so with a Gaussian kernel its κ_P here is 10⁵ (measured) and SAGA
@@ -30,24 +31,12 @@ PENALTY = 1e-2
 M = 100
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def make_problem(n=1500, d=5, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.sin(X @ rng.standard_normal(d) / np.sqrt(d)) + 0.1 * rng.standard_normal(n)
-    return X, y
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def problem():
-    X, y = make_problem()
+    X, y = make_problem(n=1500, d=5)
     direct = NystromKRR(KERNEL, PENALTY, M=M, seed=0).fit(X, y)
     return X, y, direct
 
@@ -81,7 +70,7 @@ def test_reaches_falkons_solution(problem):
     assert torch.equal(falkon.centers_, direct.centers_)
     saga = SketchySAGA(KERNEL, PENALTY, M=M, rank=50, batch_size=256, maxiter=600, seed=0).fit(X, y)
     assert rel_error(saga.coef_, falkon.coef_) < 1e-4
-    X_new = make_problem(n=50, seed=7)[0]
+    X_new = make_problem(n=50, d=5, seed=7)[0]
     assert np.allclose(saga.predict(X_new), falkon.predict(X_new), rtol=1e-4, atol=1e-6)
 
 

@@ -26,6 +26,26 @@ class _FullSystemCG(IterativeKRR):
     from the truth in float32).
     """
 
+    def __init__(self, kernel=None, penalty=1e-3, *, maxiter=100, tol=None, kernel_storage="auto",
+                 memory_budget=None, eval_every=None, residual="float64", seed=0, dtype="float64", device=None,
+                 callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
+        self.kernel = kernel
+        self.penalty = penalty
+        self.maxiter = maxiter
+        self.tol = tol
+        self.kernel_storage = kernel_storage
+        self.memory_budget = memory_budget
+        self.eval_every = eval_every
+        self.residual = residual
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.callback = callback
+        self.timeout = timeout
+        self.eval_train = eval_train
+        self.metric = metric
+        self.stall_patience = stall_patience
+
     def _preconditioner(self, system: FullKernelSystem, generator: torch.Generator):
         return None
 
@@ -92,24 +112,12 @@ class NystromPCG(_FullSystemCG):
                  kernel_storage="auto", memory_budget=None, eval_every=None, residual="float64", seed=0,
                  dtype="float64", device=None, callback=None, timeout=None, eval_train=False, metric="auto",
                  stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
+        super().__init__(kernel, penalty, maxiter=maxiter, tol=tol, kernel_storage=kernel_storage,
+                         memory_budget=memory_budget, eval_every=eval_every, residual=residual, seed=seed,
+                         dtype=dtype, device=device, callback=callback, timeout=timeout, eval_train=eval_train,
+                         metric=metric, stall_patience=stall_patience)
         self.rank = rank
         self.damping = damping
-        self.maxiter = maxiter
-        self.tol = tol
-        self.kernel_storage = kernel_storage
-        self.memory_budget = memory_budget
-        self.eval_every = eval_every
-        self.residual = residual
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
 
     def _preconditioner(self, system, generator):
         rank = check_int(self.rank, "rank")
@@ -127,23 +135,3 @@ class NystromPCG(_FullSystemCG):
 class CG(_FullSystemCG):
     """Plain conjugate gradient on (K + λnI) w = y (no preconditioner); same parameters as
     :class:`NystromPCG` without ``rank``/``damping``."""
-
-    def __init__(self, kernel=None, penalty=1e-3, *, maxiter=100, tol=None, kernel_storage="auto",
-                 memory_budget=None, eval_every=None, residual="float64", seed=0, dtype="float64", device=None,
-                 callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.maxiter = maxiter
-        self.tol = tol
-        self.kernel_storage = kernel_storage
-        self.memory_budget = memory_budget
-        self.eval_every = eval_every
-        self.residual = residual
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
