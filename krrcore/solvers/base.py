@@ -32,11 +32,12 @@ from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
 
 @dataclass
 class Step:
-    """What a solver reports after an (outer) iteration; the base class turns it into a record.
+    """What a solver reports after an (outer) iteration or a direct solve; the base class turns it
+    into a record.
 
     Lazy values: ``residual`` and ``objective`` may each be a number or a zero-argument callable
-    returning one. :meth:`IterativeKRR.iter_fit` calls a callable only after it has paused the
-    solver timer, and counts its run time in the record's ``eval_seconds``; an exact evaluation
+    returning one. ``iter_fit`` (through :class:`_Recorder`) calls a callable only after it has
+    paused the solver timer, and counts its run time in the record's ``eval_seconds``; an exact evaluation
     that costs more than an iteration (the O(n²d) float64 residual of the full-KRR solvers) thus
     never inflates ``seconds``, which counts solver work only, as ASkotch's plots do. The callable
     must read the iterate when it is called (the solver's generator is suspended then).
