@@ -1,8 +1,8 @@
 """krrcore: large-scale kernel ridge regression in torch (FALKON, BLESS, ASkotch and baselines).
 
-Public estimators share one contract: ``penalty`` is λ of (K + λnI); ``fit``/``predict``; iterative
-solvers stream :class:`~krrcore.stream.IterationRecord` from ``iter_fit`` and keep them in
-``trace_``. Optional solvers are imported lazily so ``import krrcore`` stays light.
+Public estimators share one contract: ``penalty`` is λ of (K + λnI); ``fit``/``predict``; every
+solver streams :class:`~krrcore.stream.IterationRecord` from ``iter_fit`` (a direct solver yields
+one) and keeps them in ``trace_``. Optional solvers are imported lazily so ``import krrcore`` stays light.
 """
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ from .centers import CENTER_SELECTORS, CenterSelector, CenterSet, weighted_sampl
 from .device import available_memory_bytes, default_memory_budget
 from .kernels import Kernel
 from .linalg import jitter_cholesky
-from .ops import block_rows_for_budget
+from .ops import block_rows_for_budget, dense_kernel
 
 log = logging.getLogger(__name__)
 
@@ -146,20 +146,6 @@ class ExactLeveragePath:
     eigenvalues: torch.Tensor    # (n,) of K, clamped at 0, ascending
 
 
-def kernel_matrix(kernel: Kernel, X: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:
-    """K(X, X) (n×n, X's dtype) filled row block by row block into one allocation."""
-    n = X.shape[0]
-    K = torch.empty(n, n, dtype=X.dtype, device=X.device)
-    P = kernel.prepare(X)
-    budget = memory_budget if memory_budget is not None else default_memory_budget(X.device)
-    rows = block_rows_for_budget(n, n, itemsize=X.element_size(), budget_bytes=budget,
-                                 scratch_blocks=kernel.scratch_blocks)
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        kernel.block(P.rows(start, stop), P, out=K[start:stop])
-    return K
-
-
 def exact_scores_path(X, kernel, penalties, *, max_memory: int | None = None) -> ExactLeveragePath:
     """Exact leverage scores for every λ in ``penalties`` from one ``eigh`` of K (float64).
 
@@ -177,7 +163,7 @@ def exact_scores_path(X, kernel, penalties, *, max_memory: int | None = None) ->
     _check_memory(3 * n * n * 8, f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
                   "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
                   max_memory, X.device)
-    K = kernel_matrix(kernel, X)
+    K = dense_kernel(kernel, X, X)
     s, U = torch.linalg.eigh(K)
     del K
     s.clamp_min_(0.0)
@@ -212,7 +198,7 @@ def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 
     block_size = check_int(block_size, "block_size")
     _check_memory(2 * n * n * 8, f"exact leverage scores by Cholesky (n={n}, two n×n float64 matrices)",
                   "use bless/bless_r for approximate scores, or subsample X", max_memory, X.device)
-    K = kernel_matrix(kernel, X)
+    K = dense_kernel(kernel, X, X)
     ridge = lam * n
     K.diagonal().add_(ridge)
     info = torch.empty((), dtype=torch.int32, device=X.device)

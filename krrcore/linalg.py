@@ -8,16 +8,24 @@ def jitter_cholesky(A: torch.Tensor, eps: float, *, max_tries: int = 8, factor: 
                     name: str = "matrix") -> tuple[torch.Tensor, float]:
     """Lower Cholesky factor of A + eps·I, raising eps by ``factor`` until it succeeds.
 
+    The jitter is added to A's diagonal in place and removed before returning, so the only new
+    n×n allocation is the factor itself.
+
     Returns ``(L, eps_used)`` so callers can report the jitter actually needed (FALKON's
     εM·I on diag(K_MM), Alg. 1). Raises ``ValueError`` naming ``name`` if every try fails.
     """
-    eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
-    current = float(eps)
-    for _ in range(max_tries):
-        L, info = torch.linalg.cholesky_ex(A + current * eye)
-        if int(info) == 0 and bool(torch.isfinite(L).all()):
-            return L, current
-        current = current * factor if current > 0 else 1e-12
+    current, added = float(eps), 0.0
+    diagonal = A.diagonal()
+    try:
+        for _ in range(max_tries):
+            diagonal.add_(current - added)          # in place: no second n×n matrix
+            added = current
+            L, info = torch.linalg.cholesky_ex(A)
+            if int(info) == 0 and bool(torch.isfinite(L).all()):
+                return L, current
+            current = current * factor if current > 0 else 1e-12
+    finally:
+        diagonal.sub_(added)                        # A is left as it was given
     raise ValueError(
         f"{name} is not positive definite even with jitter {current / factor:.3g} on its diagonal "
         f"(check for NaN inputs or an extremely small kernel bandwidth)"

@@ -96,10 +96,11 @@ def test_defaults_follow_the_paper(problem):
 
 
 _MEMORY_SCRIPT = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     import numpy as np, torch
     torch.set_num_threads(1)
     from krrcore.kernels import LaplacianKernel
+    from krrcore.memory import PeakMemory
     from krrcore.solvers.exact import NystromKRR
     from krrcore.solvers.sketchysaga import SketchySAGA
     n, M, budget = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -116,10 +117,9 @@ _MEMORY_SCRIPT = textwrap.dedent("""
         make(50).fit(X[:300], y[:300])
     report = {}
     for name, make in solvers.items():  # peak RSS only grows: measure the lean solver first
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        model = make(M).fit(X, y)
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        report[name] = {"peak_increase_bytes": (after - before) * 1024,
+        with PeakMemory() as mem:       # resets the high-water mark: earlier peaks cannot hide this one
+            model = make(M).fit(X, y)
+        report[name] = {"peak_increase_bytes": mem.extra_bytes,
                         "finite": bool(torch.isfinite(model.coef_).all())}
     print(json.dumps(report))
 """)
