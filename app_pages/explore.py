@@ -8,6 +8,7 @@ import streamlit as st
 
 from krr_app import explain, sidebar, state, views
 from krr_app.config import problems
+from krrcore.full_system import storage_advice
 
 RUN_KEY = "explore_run"     # session_state handle of the last run started here (tests wait on it)
 
@@ -27,6 +28,8 @@ issues = problems(config, dataset.n_train if dataset is not None else None) if c
 if settings.data_error:
     (st.info if settings.data is None else st.error)(settings.data_error)
 views.show_problems(issues)
+if config is not None and dataset is not None and config.info.problem == "full":
+    st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))
 can_run = dataset is not None and config is not None and not issues
 
 run = registry.get(config) if config is not None else None

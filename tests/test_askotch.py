@@ -367,3 +367,10 @@ def test_free_residual_estimates_track_the_true_residual(problem):
     assert [r.residual for r in pcg.trace_] == pytest.approx([r.residual for r in pcg_exact.trace_], rel=1e-6)
     with pytest.raises(ValueError, match="residual must be one of"):
         NystromPCG(KERNEL, PENALTY, residual="cheap").fit(X, y)
+
+
+def test_storage_advice_says_whether_K_fits():
+    from krrcore.full_system import storage_advice
+
+    assert "fits in memory" in storage_advice(1000, 8, memory_budget=8 * 1000 * 1000)
+    assert "does not fit" in storage_advice(1000, 8, memory_budget=8 * 1000 * 1000 - 1)
