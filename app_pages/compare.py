@@ -18,11 +18,7 @@ dataset = settings.dataset
 st.title("Compare")
 st.caption("Run several solvers — or one solver at several values of a knob — on the same data, and "
            "overlay their convergence. Runs stay in this session until you remove them.")
-if settings.lesson is not None:
-    title, text = settings.lesson
-    st.info(f"**{title}**\n{text}")
-if settings.data_error:
-    (st.info if settings.data is None else st.error)(settings.data_error)
+views.lesson_and_data_messages(settings)
 
 
 def _reset_sweep_values():

@@ -18,15 +18,11 @@ registry = state.session_runs()
 st.title("Explore")
 st.caption("Pick data, a kernel, λ and a solver in the sidebar, then **Run**: the convergence chart grows "
            "with every iteration. Every setting is in the URL — copy it to share this exact view.")
-if settings.lesson is not None:
-    title, text = settings.lesson
-    st.info(f"**{title}**\n{text}")
+views.lesson_and_data_messages(settings)
 
 dataset = settings.dataset
 config = settings.config() if settings.data is not None else None
 issues = problems(config, dataset.n_train if dataset is not None else None) if config is not None else []
-if settings.data_error:
-    (st.info if settings.data is None else st.error)(settings.data_error)
 views.show_problems(issues)
 if config is not None and dataset is not None and config.info.problem == "full":
     st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))

@@ -24,6 +24,16 @@ def plot(fig, key: str, filename: str) -> None:
     st.plotly_chart(fig, key=key, config=config)
 
 
+def lesson_and_data_messages(settings) -> None:
+    """The lesson's guided text (``?lesson=``) and the sidebar's data message, as the solver pages
+    show them: an info while no data is chosen, an error when the chosen data failed."""
+    if settings.lesson is not None:
+        title, text = settings.lesson
+        st.info(f"**{title}**\n{text}")
+    if settings.data_error:
+        (st.info if settings.data is None else st.error)(settings.data_error)
+
+
 def show_problems(messages: list[str]) -> None:
     for message in messages:
         st.error(message)
