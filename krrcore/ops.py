@@ -147,12 +147,18 @@ class KernelOperator:
             out.addmm_(K.T, tmp)
         return out[:, 0] if squeeze else out
 
-    def gram(self) -> torch.Tensor:
-        """K_nMᵀ K_nM (M×M), accumulated block by block."""
+    def gram(self, u: torch.Tensor | None = None):
+        """K_nMᵀ K_nM (M×M), accumulated block by block; with ``u`` (n×k) also K_nMᵀ u from the
+        same kernel blocks, returned as a pair — the direct Nyström solve needs both, and the
+        kernel evaluation, not the products, dominates a pass."""
         out = torch.zeros(self.M, self.M, dtype=self.dtype, device=self.device)
-        for _start, _stop, K in self.blocks():
+        rhs = None if u is None else self._as_rhs(u, self.n, "u")
+        proj = None if rhs is None else torch.zeros(self.M, rhs.shape[1], dtype=self.dtype, device=self.device)
+        for start, stop, K in self.blocks():
             out.addmm_(K.T, K)
-        return out
+            if proj is not None:
+                proj.addmm_(K.T, rhs[start:stop])
+        return out if proj is None else (out, proj)
 
 
 def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:

@@ -85,6 +85,8 @@ def test_blocked_products_equal_dense(kernel, block_rows):
     assert torch.allclose(op.fused(v), K.T @ (K @ v), **tol)
     assert torch.allclose(op.fused(None, w), K.T @ w, **tol)
     assert torch.allclose(op.gram(), K.T @ K, **tol)
+    G, P = op.gram(w)
+    assert torch.allclose(G, K.T @ K, **tol) and torch.allclose(P, K.T @ w, **tol)
 
 
 

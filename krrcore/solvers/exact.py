@@ -79,9 +79,8 @@ class NystromKRR(DirectKRR):
         kernel = self._kernel()
         Y64 = Y.double()
         op = KernelOperator(kernel, X.double(), C.double(), memory_budget=self.memory_budget, n_rhs=Y.shape[1])
-        H = op.gram()
+        H, rhs = op.gram(Y64)                 # one kernel pass for K_nMᵀK_nM and K_nMᵀy
         H.add_(kernel(C.double(), C.double()), alpha=lam * n)
-        rhs = op.rmatvec(Y64)
         scale = float(H.diagonal().mean())
         L, jitter = jitter_cholesky(H, 1e-14 * scale, name="K_nMᵀK_nM + λnK_MM")
         self.jitter_ = jitter
