@@ -17,6 +17,7 @@ import torch
 
 from ._validation import as_tensor, check_int, check_positive
 from .centers import CenterSet
+from .linalg import lanczos_ritz_values  # noqa: F401 (public here: the diagnostics API)
 from .ops import KernelOperator
 from .preconditioner import FalkonPreconditioner
 
@@ -40,39 +41,6 @@ class Spectrum:
     def as_dict(self) -> dict:
         return {"name": self.name, "method": self.method, "condition_number": self.condition_number,
                 "lambda_min": float(self.eigenvalues.min()), "lambda_max": float(self.eigenvalues.max())}
-
-
-def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float64, device=None,
-                        seed: int = 0) -> torch.Tensor:
-    """Ritz values of a symmetric operator after ``steps`` Lanczos steps with full reorthogonalisation.
-
-    The extreme Ritz values converge first: λ_max from below quickly; λ_min from above more
-    slowly when the spectrum has a long tail, so a Lanczos condition number is a lower bound.
-    """
-    steps = min(check_int(steps, "steps"), dim)
-    g = torch.Generator().manual_seed(int(seed))
-    q = torch.randn(dim, generator=g, dtype=torch.float64).to(dtype=dtype, device=device)
-    q /= torch.linalg.norm(q)
-    Q = torch.zeros(dim, steps, dtype=dtype, device=device)
-    alphas, betas = [], []
-    for j in range(steps):
-        Q[:, j] = q
-        w = matvec(q[:, None])[:, 0]
-        alpha = float(q @ w)
-        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)      # full reorthogonalisation (twice is enough)
-        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)
-        alphas.append(alpha)
-        beta = float(torch.linalg.norm(w))
-        if beta < 1e-12 * max(abs(alpha), 1.0) or j == steps - 1:
-            break
-        betas.append(beta)
-        q = w / beta
-    k = len(alphas)
-    Tk = torch.diag(torch.tensor(alphas, dtype=torch.float64))
-    if k > 1:
-        off = torch.tensor(betas[: k - 1], dtype=torch.float64)
-        Tk += torch.diag(off, 1) + torch.diag(off, -1)
-    return torch.linalg.eigvalsh(Tk)
 
 
 def nystrom_spectra(kernel, X, centers, penalty: float, *, weights=None, exact_max_M: int = 1500,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._validation import check_int
+
 
 def jitter_cholesky(A: torch.Tensor, eps: float, *, max_tries: int = 8, factor: float = 100.0,
                     name: str = "matrix") -> tuple[torch.Tensor, float]:
@@ -41,3 +43,36 @@ def solve_lower(L: torch.Tensor, B: torch.Tensor, *, transpose: bool = False) ->
     else:
         X = torch.linalg.solve_triangular(L, B2, upper=False)
     return X[:, 0] if squeeze else X
+
+
+def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float64, device=None,
+                        seed: int = 0) -> torch.Tensor:
+    """Ritz values of a symmetric operator after ``steps`` Lanczos steps with full reorthogonalisation.
+
+    The extreme Ritz values converge first: λ_max from below quickly; λ_min from above more
+    slowly when the spectrum has a long tail, so a Lanczos condition number is a lower bound.
+    """
+    steps = min(check_int(steps, "steps"), dim)
+    g = torch.Generator().manual_seed(int(seed))
+    q = torch.randn(dim, generator=g, dtype=torch.float64).to(dtype=dtype, device=device)
+    q /= torch.linalg.norm(q)
+    Q = torch.zeros(dim, steps, dtype=dtype, device=device)
+    alphas, betas = [], []
+    for j in range(steps):
+        Q[:, j] = q
+        w = matvec(q[:, None])[:, 0]
+        alpha = float(q @ w)
+        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)      # full reorthogonalisation (twice is enough)
+        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)
+        alphas.append(alpha)
+        beta = float(torch.linalg.norm(w))
+        if beta < 1e-12 * max(abs(alpha), 1.0) or j == steps - 1:
+            break
+        betas.append(beta)
+        q = w / beta
+    k = len(alphas)
+    Tk = torch.diag(torch.tensor(alphas, dtype=torch.float64))
+    if k > 1:
+        off = torch.tensor(betas[: k - 1], dtype=torch.float64)
+        Tk += torch.diag(off, 1) + torch.diag(off, -1)
+    return torch.linalg.eigvalsh(Tk)
