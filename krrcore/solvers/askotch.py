@@ -20,7 +20,14 @@ K_bb (O(|b|²r)). Defaults and their sources:
 * The block preconditioner is recomputed at every iteration, as in Alg. 1/4 (O(r|b|) storage);
   ``cache_preconditioners=True`` keeps the B set-up factorisations instead (O(rn) storage).
 * ASkotch's strong-convexity constant μ: see :meth:`ASkotch._strong_convexity` — Alg. 1 prints
-  μ = λ, which is too large once blocks are preconditioned; the default is a valid lower bound.
+  μ = λ, which is too large once blocks are preconditioned (Lemma D.2 needs μ_P); the default
+  estimates μ_P by Lanczos when K fits the memory budget and uses a valid lower bound otherwise.
+* Preconditioning a *fixed* partition (Alg. 1, B ≥ 2) does not improve the worst-case rate
+  Σ_b √L_Pb / √μ_P over NU_ACDM's Σ_b √L_b / √λ_min(K + λI): the cross-block cancellation that
+  makes μ_P small costs exactly what the preconditioner gains in L_Pb (measured: equal to within
+  ±15% in iterations when both use their own exact μ). The gain of C.6 shows with one block, with
+  the paper's μ = λ for both (the plain run is then held back by λ ≪ λ_min(K + λI)) and with the
+  fresh-block variant, where it is 3–10× (README, "ASkotch: what preconditioning buys").
 """
 from __future__ import annotations
 
@@ -29,14 +36,15 @@ import math
 import torch
 
 from .._validation import check_int, check_positive
-from ..full_system import FullKernelSystem, check_residual_mode
-from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
+from ..nystrom import NystromPreconditioner, get_L, get_mu, randomized_nystrom, resolve_damping
 from .base import IterativeKRR, Step
 
 #: The authors' default block size is n/100 (field notes: "block size n/100").
 DEFAULT_BLOCKS = 100
 PRECONDITIONERS = ("nystrom", None)
 VARIANTS = ("alg1", "fresh_blocks")
+MU_RULES = ("auto", "estimate", "bound", "lambda")
 
 
 def _check_unit_interval(value, name: str) -> float:
@@ -163,14 +171,15 @@ class _BlockCoordinateKRR(IterativeKRR):
     def _setup_partition(self, n: int):
         """Fixed random partition; per block P_b, ρ_b, L_Pb; probabilities p_b ∝ L_Pb^α."""
         self.block_indices_ = random_partition(n, self.n_blocks_, self._generator)
+        keep = self.cache_preconditioners or self._needs_all_preconditioners(n)
         preconds, smoothness, top, rho = [], [], [], []
         for idx in self.block_indices_:
             precond, apply_H = self._block_preconditioner(idx)
             smoothness.append(self._smoothness(precond, apply_H, idx.numel()))
-            preconds.append(precond if self.cache_preconditioners else None)
+            preconds.append(precond if keep else None)
             top.append(1.0 if precond is None else precond.largest_eigval)
             rho.append(1.0 if precond is None else precond.rho)
-        self._cached_preconds = preconds
+        self._cached_preconds = preconds if self.cache_preconditioners else [None] * len(preconds)
         self._precond_top, self._precond_rho = torch.tensor(top), torch.tensor(rho)
         L = torch.tensor(smoothness, dtype=torch.float64)
         if not bool((L > 0).all()):
@@ -179,6 +188,12 @@ class _BlockCoordinateKRR(IterativeKRR):
         weights = L ** self._sampling_exponent()
         self._S_alpha = float(weights.sum())
         self.block_probabilities_ = weights / self._S_alpha
+        return preconds
+
+    def _needs_all_preconditioners(self, n: int) -> bool:
+        """Whether set-up must hold every block's preconditioner at once (O(rn) memory) for a
+        whole-system computation after the loop."""
+        return False
 
     def _setup_fresh_blocks(self, n: int):
         raise ValueError("variant='fresh_blocks' is available for ASkotch only")
@@ -269,9 +284,11 @@ class ASkotch(_BlockCoordinateKRR):
     blocks : B, number of blocks (default: n/100-sized blocks, at least ``rank`` points each).
     rank : r, Nyström rank per block (default 100). Must not exceed the block size.
     beta : acceleration parameter β ∈ [0, 1] (default 0, Sec. 3.2); sampling exponent α = (1−β)/2.
-    mu : strong-convexity constant of the accelerated scheme: "auto" (default, a valid lower bound
-        on the preconditioned constant, see :meth:`_strong_convexity`), "lambda" (Alg. 1 as printed,
-        μ = λn) or a positive number.
+    mu : strong-convexity constant of the accelerated scheme (see :meth:`_strong_convexity`):
+        "auto" (default: "estimate" when K fits ``memory_budget``, else "bound"), "estimate"
+        (Lanczos on the block-preconditioned system, 20 products with K at set-up), "bound" (a
+        free lower bound, often 10–30× too small), "lambda" (Alg. 1 as printed, μ = λn; stalls when
+        μ_P ≪ λ) or a positive number. The value used is ``mu_``.
     damping : "damped" (ρ_b = λ + Λ̂_b[r−1], default), "regularization" (ρ_b = λ) or a number.
     preconditioner : "nystrom" (default) or None — without it ASkotch is NU_ACDM (ablation C.6).
     variant : "alg1" (default, fixed random partition) or "fresh_blocks": the authors' later code —
@@ -321,40 +338,77 @@ class ASkotch(_BlockCoordinateKRR):
     def _sampling_exponent(self) -> float:
         return (1.0 - _check_unit_interval(self.beta, "beta")) / 2.0
 
-    def _strong_convexity(self) -> float:
+    def _mu_rule(self, n: int) -> str:
+        """How μ is obtained: "value", "lambda", "bound" or "estimate" ("auto" resolved for n)."""
+        mu = self.mu
+        if not isinstance(mu, str):
+            check_positive(mu, "mu")
+            return "value"
+        if mu not in MU_RULES:
+            raise ValueError(f"mu must be one of {MU_RULES} or a positive number, got {mu!r}")
+        if mu != "auto":
+            return mu
+        fits = resolve_kernel_storage("auto", n, self._system.X.element_size(), self._system.memory_budget,
+                                      self._system.X.device) == "stored"
+        return "estimate" if fits else "bound"
+
+    def _needs_all_preconditioners(self, n: int) -> bool:
+        return self._mu_rule(n) == "estimate"
+
+    def _strong_convexity(self, preconds) -> float:
         """μ used in τ, γ and the z-update of Alg. 1 (parameter ``mu``).
 
-        "lambda" is Alg. 1 as printed (μ = λ). That is the strong convexity of d only without
-        preconditioning: Lemma D.2 needs μ_Pβ, the strong convexity in the norm
-        ‖v‖²_Pβ = Σ_b L_Pb^β ‖v_b‖²_{P_b+ρ_bI}, and with B ≥ 2 blocks of a fixed partition μ_Pβ is
-        far smaller than λ — vectors whose blocks lie in the top eigenspaces of their K_bb can
-        cancel in K (measured: μ_P = 0.015 for λ = 0.6, Gaussian kernel, n = 600, B = 6) — and
-        μ = λ then stalls. "auto" (default) uses a lower bound that always holds:
+        Lemma D.2 sets τ from μ_Pβ, the strong convexity of d in the norm
+        ‖v‖²_Pβ = Σ_b L_Pb^β ‖v_b‖²_{P_b+ρ_bI} (App. D.1); Alg. 1 prints μ = λ, which is μ_Pβ only
+        without preconditioning and for β = 0, and even then only a lower bound (λ_min(K + λI) ≥ λ).
+        With a fixed partition into B ≥ 2 preconditioned blocks, μ_Pβ is usually far below λ: blocks'
+        top eigenvectors (restrictions of the same smooth functions) cancel in K, so
+        μ_P ≈ λ_min(K + λI)/λ₁(K_bb) (measured: μ_P = 0.017 for λ = 0.6, Gaussian kernel, n = 600,
+        B = 6), and μ = λ stalls. Rules:
 
-        * no preconditioner: μ = λ (vᵀ(K+λI)v ≥ λ‖v‖²; this is NU_ACDM's constant);
-        * B = 1: Nyström gives P ⪯ K, so P + ρI ⪯ max(1, ρ/λ)(K + λI), hence μ_P ≥ min(1, λ/ρ);
-        * B ≥ 2: μ_P ≥ λ / max_b λ₁(P_b + ρ_bI);
-
-        each divided by max_b L_Pb^β for the L^β weighting of the norm.
+        * "estimate": :func:`~krrcore.nystrom.get_mu`, 20 Lanczos steps on the block-preconditioned
+          H (each one product with K: one data pass, or one n×n product when K fits the memory
+          budget, in which case it is stored for the set-up only). 1.06–1.4× μ_P where measured
+          (n = 300–600); there μ = 3μ_P cost ≤ 2.1× the iterations of μ = μ_P, and 0.3μ_P ≤ 1.5×;
+        * "bound": a lower bound that always holds and costs nothing — no preconditioner: λ;
+          B = 1: min(1, λ/ρ) (Nyström gives P ⪯ K, so P + ρI ⪯ max(1, ρ/λ)(K + λI)); B ≥ 2:
+          λ / max_b λ₁(P_b + ρ_bI); each divided by max_b L_Pb^β. Often 10–30× below μ_P, which
+          costs up to ~5× the iterations;
+        * "auto" (default): "estimate" when K fits the memory budget, else "bound";
+        * "lambda": Alg. 1 as printed; a positive number is used as given.
         """
-        mu, lam = self.mu, self._system.lam_n
-        if not isinstance(mu, str):
-            return check_positive(mu, "mu")
-        if mu == "lambda":
+        lam, rule = self._system.lam_n, self._mu_rule(self._system.n)
+        if rule == "value":
+            return float(self.mu)
+        if rule == "lambda":
             return lam
-        if mu != "auto":
-            raise ValueError(f"mu must be 'auto', 'lambda' or a positive number, got {mu!r}")
+        beta_weights = self.block_smoothness_ ** float(self.beta)
+        if rule == "estimate":
+            estimate = self._estimate_strong_convexity(preconds, beta_weights)
+            if estimate > 0:
+                return estimate
         if not self._precondition:
             bound = lam
         elif self.n_blocks_ == 1:
             bound = min(1.0, lam / float(self._precond_rho[0]))
         else:
             bound = lam / float(self._precond_top.max())
-        return bound / float((self.block_smoothness_ ** float(self.beta)).max())
+        return bound / float(beta_weights.max())
+
+    def _estimate_strong_convexity(self, preconds, beta_weights) -> float:
+        """μ_Pβ by Lanczos on the whole system; K is stored for it only if it fits the budget."""
+        system = self._system
+        storage = resolve_kernel_storage("auto", system.n, system.X.element_size(), system.memory_budget,
+                                         system.X.device)
+        if storage == "stored":
+            system = FullKernelSystem(system.kernel, system.X, system.lam_n, storage="stored",
+                                      memory_budget=system.memory_budget)
+        return get_mu(system.matvec, system.n, self.block_indices_, preconds, beta_weights.tolist(),
+                      dtype=system.X.dtype, device=system.X.device, seed=int(self.seed))
 
     def _setup_partition(self, n: int):
-        super()._setup_partition(n)
-        self.mu_ = self._strong_convexity()
+        preconds = super()._setup_partition(n)
+        self.mu_ = self._strong_convexity(preconds)
         self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
         self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
 
