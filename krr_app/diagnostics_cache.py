@@ -121,6 +121,18 @@ def _block_partition(n: int, blocks: int, seed: int) -> list[torch.Tensor]:
     return random_partition(n, blocks, torch.Generator().manual_seed(int(seed)))
 
 
+def _block_preconditioner(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int):
+    """(P_b + ρI as a NystromPreconditioner, the generator after the sketch): rank-r randomized
+    Nyström of K_bb (Alg. 2) with ρ = λn + Λ̂_r ("damped", Sec. 3.2), seeded."""
+    from krrcore.nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
+
+    p = K_bb.shape[0]
+    gen = torch.Generator().manual_seed(int(seed))
+    approx = randomized_nystrom(lambda V: K_bb @ V, p, min(rank, p), float(K_bb.diagonal().sum()),
+                                generator=gen, dtype=torch.float64, device=K_bb.device)
+    return NystromPreconditioner(approx, resolve_damping("damped", approx, lam_n)), gen
+
+
 def _block_spectra(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int) -> dict:
     """κ of K_bb + λnI and of its Nyström-preconditioned form, and L_P by get_L (ASkotch Alg. 2–3).
 
@@ -128,13 +140,10 @@ def _block_spectra(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int) -> di
     and ρ = λn + Λ̂_r ("damped", Sec. 3.2); the preconditioned system is
     (P_b + ρI)^{-1/2}(K_bb + λnI)(P_b + ρI)^{-1/2}, whose top eigenvalue is L_P (Eq. 11).
     """
-    from krrcore.nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+    from krrcore.nystrom import get_L
 
     p = K_bb.shape[0]
-    gen = torch.Generator().manual_seed(int(seed))
-    approx = randomized_nystrom(lambda V: K_bb @ V, p, min(rank, p), float(K_bb.diagonal().sum()),
-                                generator=gen, dtype=torch.float64, device=K_bb.device)
-    pc = NystromPreconditioner(approx, resolve_damping("damped", approx, lam_n))
+    pc, gen = _block_preconditioner(K_bb, lam_n, rank, seed)
 
     def H_mv(V):
         return K_bb @ V + lam_n * V
@@ -181,6 +190,45 @@ def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: flo
         Xb = X[idx]
         rows.append({"block": b + 1, **_block_spectra(k(Xb, Xb), lam_n, rank, seed + b)})
     return pd.DataFrame(rows)
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="ASkotch's whole-partition constants…")
+def askotch_partition(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
+                      seed: int) -> dict:
+    """What the blocks add up to: μ_P and Theorem 5.1's iteration factor, with and without Nyström.
+
+    μ_P = λ_min(P^{-1/2}(K + λnI)P^{-1/2}) over P = blkdiag(P_b + ρ_bI) (App. D; ``get_mu``, the
+    estimate ASkotch's μ "estimate" uses), and the accelerated iteration factor Σ_b √L_Pb / √μ_P
+    (Thm. 5.1) against NU_ACDM's Σ_b √L_b / √λ_min(K + λnI) for the same partition.
+    """
+    from krrcore.nystrom import get_L, get_mu
+
+    X = _tensor(_X)
+    k = kernel_from(kernel, kernel_params)
+    n = X.shape[0]
+    lam_n = penalty * n
+    parts = _block_partition(n, blocks, seed)
+    H = k(X, X)
+    H.diagonal().add_(lam_n)
+    preconds, L_P, L_plain = [], [], []
+    for b, idx in enumerate(parts):
+        K_bb = H[idx][:, idx]
+        K_bb.diagonal().sub_(lam_n)
+        pc, gen = _block_preconditioner(K_bb, lam_n, rank, seed + b)
+
+        def H_mv(V, K_bb=K_bb):
+            return K_bb @ V + lam_n * V
+
+        preconds.append(pc)
+        L_P.append(get_L(H_mv, idx.numel(), pc, generator=gen, dtype=torch.float64, device=X.device))
+        L_plain.append(get_L(H_mv, idx.numel(), None, generator=gen, dtype=torch.float64, device=X.device))
+    ones = [1.0] * len(parts)
+    mu_P = get_mu(lambda V: H @ V, n, parts, preconds, ones, dtype=torch.float64, device=X.device, seed=seed)
+    mu = get_mu(lambda V: H @ V, n, parts, [None] * len(parts), ones, dtype=torch.float64, device=X.device,
+                seed=seed)
+    return {"mu_P": mu_P, "lambda_min": mu, "lam_n": lam_n,
+            "factor_preconditioned": sum(math.sqrt(v) for v in L_P) / math.sqrt(mu_P),
+            "factor_plain": sum(math.sqrt(v) for v in L_plain) / math.sqrt(mu)}
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Condition numbers along λ…")

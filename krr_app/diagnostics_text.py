@@ -24,6 +24,16 @@ The learning rate comes from the preconditioned smoothness constant
 $L_{P_b} = \lambda_1\big((P_b+\rho I)^{-1/2}(K_{bb}+\lambda n I)(P_b+\rho I)^{-1/2}\big)$ (Eq. 11), estimated by
 10 steps of randomized powering (`get_L`, Alg. 3) — compared here with the exact value. The
 unpreconditioned constant is $L_b = \lambda_1(K_{bb} + \lambda n I)$.
+
+**Why a well-conditioned block is not the whole story.** Accelerated block descent needs about
+$\sum_b \sqrt{L_{P_b}}/\sqrt{\mu_P}$ iterations per factor $e$ (Theorem 5.1), where $\mu_P$ is the strong
+convexity of the *whole* system in the blocks' preconditioned norm. The blocks' top eigenvectors are
+restrictions of the same smooth functions, so vectors built from them can cancel in $K$: then
+$\mu_P \approx \lambda_{\min}(K+\lambda nI)/\lambda_1(K_{bb})$, and what the preconditioner gains in $L_{P_b}$ it
+loses in $\mu_P$. With a *fixed* partition the two factors above are then close, and so are the
+iteration counts (`benchmarks/bench_askotch_ablation.py`). Preconditioning pays off with one block,
+and with the authors' later variant, which draws a fresh random block every iteration
+("ASkotch (fresh blocks)" in Explore).
 """,
     "estimates": r"""
 **Exact or estimated.** Small systems are diagonalised exactly (`eigh`). Larger ones get 60 Lanczos

@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from krr_app import diagnostics_cache as dc
 from krrcore.datasets import load
@@ -110,6 +111,27 @@ def test_askotch_blocks_are_preconditioned_and_get_L_matches_the_exact_top_eigen
     # get_L's 10 power steps estimate L_P from below, close to the exact λ_max.
     ratio = table["L_P (get_L)"] / table["λ_max preconditioned"]
     assert ((ratio > 0.8) & (ratio <= 1 + 1e-9)).all()
+
+
+def test_askotch_whole_partition_constants_match_dense_algebra(app):
+    """μ_P and λ_min(K + λnI) of the whole partition (Lanczos, from above) against dense eigensolves,
+    and Theorem 5.1's factors computed from them."""
+    at = open_page(app, "conditioning", blocks=4, rank=10, log_lambda=-3)
+    assert not at.exception and not errors(at)
+    shown = metrics(at)
+    X = torch.as_tensor(moons_train(), dtype=torch.float64)
+    n = X.shape[0]
+    H = GaussianKernel(0.5)(X, X) + 1e-3 * n * torch.eye(n, dtype=torch.float64)
+    lam_min = float(torch.linalg.eigvalsh(H)[0])
+    S = torch.zeros(n, n, dtype=torch.float64)
+    for b, idx in enumerate(dc._block_partition(n, 4, 0)):
+        pc, _ = dc._block_preconditioner(H[idx][:, idx] - 1e-3 * n * torch.eye(idx.numel(), dtype=torch.float64),
+                                         1e-3 * n, 10, b)
+        S[idx[:, None], idx[None, :]] = pc.inv_sqrt(torch.eye(idx.numel(), dtype=torch.float64))
+    mu_P = float(torch.linalg.eigvalsh(S @ H @ S)[0])
+    assert 0.995 * lam_min <= float(shown["λ_min(K + λnI)"]) <= 1.5 * lam_min
+    assert 0.995 * mu_P <= float(shown["μ_P, preconditioned"]) <= 1.5 * mu_P
+    assert float(shown["Σ√L_Pb / √μ_P, ASkotch"]) > 0 and float(shown["Σ√L_b / √λ_min, plain"]) > 0
 
 
 def test_askotch_rank_above_block_size_is_clamped_with_a_note(app):
