@@ -157,7 +157,8 @@ def test_get_mu_estimates_the_block_preconditioned_strong_convexity(problem):
     # No preconditioners and unit weights: λ_min(K + λnI), NU_ACDM's constant.
     plain = get_mu(lambda V: H @ V, H.shape[0], blocks, [None] * 3, [1.0] * 3, dtype=torch.float64, device="cpu")
     assert plain == pytest.approx(float(torch.linalg.eigvalsh(H)[0]), rel=0.3)
-    assert model.mu_ == pytest.approx(est, rel=0.3)       # the default rule ("auto") used the estimate
+    # The default rule ("auto") uses a lower bound on μ_Pβ, within an order of magnitude of it here.
+    assert 0.1 * true_mu <= model.mu_ <= true_mu
 
 
 def test_mu_rules_trade_safety_against_speed():

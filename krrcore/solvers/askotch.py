@@ -20,8 +20,8 @@ K_bb (O(|b|²r)). Defaults and their sources:
 * The block preconditioner is recomputed at every iteration, as in Alg. 1/4 (O(r|b|) storage);
   ``cache_preconditioners=True`` keeps the B set-up factorisations instead (O(rn) storage).
 * ASkotch's strong-convexity constant μ: see :meth:`ASkotch._strong_convexity` — Alg. 1 prints
-  μ = λ, which is too large once blocks are preconditioned (Lemma D.2 needs μ_P); the default
-  estimates μ_P by Lanczos when K fits the memory budget and uses a valid lower bound otherwise.
+  μ = λ, which is too large once blocks are preconditioned (Lemma D.2 needs μ_P); the default is
+  a lower bound on μ_P from λ_min(K + λI), estimated by Lanczos when K fits the memory budget.
 * Preconditioning a *fixed* partition (Alg. 1, B ≥ 2) speeds the early and middle phase but not
   the asymptotic rate: Theorem 5.1's Σ_b √L_Pb / √μ_P is no better than NU_ACDM's
   Σ_b √L_b / √λ_min(K + λI), because the cross-block cancellation that makes μ_P small costs what
@@ -37,7 +37,8 @@ import torch
 
 from .._validation import check_int, check_positive
 from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
-from ..nystrom import NystromPreconditioner, get_L, get_mu, randomized_nystrom, resolve_damping
+from ..linalg import lanczos_ritz_values
+from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from .base import IterativeKRR, Step
 
 #: The authors' default block size is n/100 (field notes: "block size n/100").
@@ -45,6 +46,8 @@ DEFAULT_BLOCKS = 100
 PRECONDITIONERS = ("nystrom", None)
 VARIANTS = ("alg1", "fresh_blocks")
 MU_RULES = ("auto", "estimate", "bound", "lambda")
+#: Lanczos steps for λ_min(K + λI) in μ "estimate" (20 steps overshot 2.8× on an ill-conditioned problem).
+MU_LANCZOS_STEPS = 40
 
 
 def _check_unit_interval(value, name: str) -> float:
@@ -171,15 +174,14 @@ class _BlockCoordinateKRR(IterativeKRR):
     def _setup_partition(self, n: int):
         """Fixed random partition; per block P_b, ρ_b, L_Pb; probabilities p_b ∝ L_Pb^α."""
         self.block_indices_ = random_partition(n, self.n_blocks_, self._generator)
-        keep = self.cache_preconditioners or self._needs_all_preconditioners(n)
         preconds, smoothness, top, rho = [], [], [], []
         for idx in self.block_indices_:
             precond, apply_H = self._block_preconditioner(idx)
             smoothness.append(self._smoothness(precond, apply_H, idx.numel()))
-            preconds.append(precond if keep else None)
+            preconds.append(precond if self.cache_preconditioners else None)
             top.append(1.0 if precond is None else precond.largest_eigval)
             rho.append(1.0 if precond is None else precond.rho)
-        self._cached_preconds = preconds if self.cache_preconditioners else [None] * len(preconds)
+        self._cached_preconds = preconds
         self._precond_top, self._precond_rho = torch.tensor(top), torch.tensor(rho)
         L = torch.tensor(smoothness, dtype=torch.float64)
         if not bool((L > 0).all()):
@@ -188,12 +190,6 @@ class _BlockCoordinateKRR(IterativeKRR):
         weights = L ** self._sampling_exponent()
         self._S_alpha = float(weights.sum())
         self.block_probabilities_ = weights / self._S_alpha
-        return preconds
-
-    def _needs_all_preconditioners(self, n: int) -> bool:
-        """Whether set-up must hold every block's preconditioner at once (O(rn) memory) for a
-        whole-system computation after the loop."""
-        return False
 
     def _setup_fresh_blocks(self, n: int):
         raise ValueError("variant='fresh_blocks' is available for ASkotch only")
@@ -286,9 +282,9 @@ class ASkotch(_BlockCoordinateKRR):
     beta : acceleration parameter β ∈ [0, 1] (default 0, Sec. 3.2); sampling exponent α = (1−β)/2.
     mu : strong-convexity constant of the accelerated scheme (see :meth:`_strong_convexity`):
         "auto" (default: "estimate" when K fits ``memory_budget``, else "bound"), "estimate"
-        (Lanczos on the block-preconditioned system, 20 products with K at set-up), "bound" (a
-        free lower bound, often 10–30× too small), "lambda" (Alg. 1 as printed, μ = λn; stalls when
-        μ_P ≪ λ) or a positive number. The value used is ``mu_``.
+        (a lower bound on μ_P from a Lanczos estimate of λ_min(K + λnI), 40 products with K at
+        set-up), "bound" (the same bound from λn ≤ λ_min, free, often 3–70× too small), "lambda"
+        (Alg. 1 as printed, μ = λn; stalls when μ_P ≪ λn) or a positive number. Used value: ``mu_``.
     damping : "damped" (ρ_b = λ + Λ̂_b[r−1], default), "regularization" (ρ_b = λ) or a number.
     preconditioner : "nystrom" (default) or None — without it ASkotch is NU_ACDM (ablation C.6).
     variant : "alg1" (default, fixed random partition) or "fresh_blocks": the authors' later code —
@@ -352,28 +348,30 @@ class ASkotch(_BlockCoordinateKRR):
                                       self._system.X.device) == "stored"
         return "estimate" if fits else "bound"
 
-    def _needs_all_preconditioners(self, n: int) -> bool:
-        return self._mu_rule(n) == "estimate"
-
-    def _strong_convexity(self, preconds) -> float:
+    def _strong_convexity(self) -> float:
         """μ used in τ, γ and the z-update of Alg. 1 (parameter ``mu``).
 
         Lemma D.2 sets τ from μ_Pβ, the strong convexity of d in the norm
-        ‖v‖²_Pβ = Σ_b L_Pb^β ‖v_b‖²_{P_b+ρ_bI} (App. D.1); Alg. 1 prints μ = λ, which is μ_Pβ only
-        without preconditioning and for β = 0, and even then only a lower bound (λ_min(K + λI) ≥ λ).
-        With a fixed partition into B ≥ 2 preconditioned blocks, μ_Pβ is usually far below λ: blocks'
-        top eigenvectors (restrictions of the same smooth functions) cancel in K, so
-        μ_P ≈ λ_min(K + λI)/λ₁(K_bb) (measured: μ_P = 0.017 for λ = 0.6, Gaussian kernel, n = 600,
-        B = 6), and μ = λ stalls. Rules:
+        ‖v‖²_Pβ = Σ_b L_Pb^β ‖v_b‖²_{P_b+ρ_bI} (App. D.1). Alg. 1 prints μ = λ: that is a lower bound
+        on μ_Pβ only without preconditioning and for β = 0. With a fixed partition into B ≥ 2
+        preconditioned blocks μ_Pβ usually sits far below λ — the blocks' top eigenvectors
+        (restrictions of the same smooth functions) cancel in K, giving B − 1 eigenvalues near
+        λ_min(K + λI)/λ₁(K_bb) (measured: μ_P = 4.4e-4 for λ = 6e-3, Gaussian kernel, n = 600, B = 6)
+        — and μ = λ then stalls. Every rule but "lambda" and a number is the lower bound
 
-        * "estimate": :func:`~krrcore.nystrom.get_mu`, 20 Lanczos steps on the block-preconditioned
-          H (each one product with K: one data pass, or one n×n product when K fits the memory
-          budget, in which case it is stored for the set-up only). 1.06–1.4× μ_P where measured
-          (n = 300–600); there μ = 3μ_P cost ≤ 2.1× the iterations of μ = μ_P, and 0.3μ_P ≤ 1.5×;
-        * "bound": a lower bound that always holds and costs nothing — no preconditioner: λ;
-          B = 1: min(1, λ/ρ) (Nyström gives P ⪯ K, so P + ρI ⪯ max(1, ρ/λ)(K + λI)); B ≥ 2:
-          λ / max_b λ₁(P_b + ρ_bI); each divided by max_b L_Pb^β. Often 10–30× below μ_P, which
-          costs up to ~5× the iterations;
+            μ_Pβ ≥ f / max_b λ₁(P_b + ρ_bI) / max_b L_Pb^β    for any f ≤ λ_min(K + λI),
+
+        (from vᵀ(K + λI)v ≥ f‖v‖² and vᵀP_βv ≤ max_b L_Pb^β λ₁(P_b + ρ_bI)‖v‖²), with two sharper
+        cases: no preconditioner, μ = f; one block, μ = f/(f + max(ρ − λ, 0)) (Nyström gives P ⪯ K,
+        so P + ρI ⪯ K + ρI ⪯ (1 + (ρ − λ)/f)(K + λI)). The rules differ in f:
+
+        * "bound": f = λ, free. Measured 3–70× below μ_P (n = 600), costing up to 5× the iterations
+          at small λ with a rough kernel, where λ_min(K + λI) ≫ λ;
+        * "estimate": f = the smallest Ritz value after 40 Lanczos steps on K + λI (at least λ), one
+          product with K each — K is stored for the set-up if it fits the memory budget, else each
+          step is a data pass. Ritz values approach λ_min from above, so f can exceed it (1.0–1.4×
+          at 40 steps where measured); the bound's slack absorbed that in every case measured
+          (0.5–0.9× μ_P), where μ = 3μ_P cost ≤ 2.1× the iterations of μ = μ_P, 0.3μ_P ≤ 1.5×;
         * "auto" (default): "estimate" when K fits the memory budget, else "bound";
         * "lambda": Alg. 1 as printed; a positive number is used as given.
         """
@@ -382,33 +380,30 @@ class ASkotch(_BlockCoordinateKRR):
             return float(self.mu)
         if rule == "lambda":
             return lam
-        beta_weights = self.block_smoothness_ ** float(self.beta)
-        if rule == "estimate":
-            estimate = self._estimate_strong_convexity(preconds, beta_weights)
-            if estimate > 0:
-                return estimate
+        floor = max(lam, self._smallest_eigenvalue()) if rule == "estimate" else lam
         if not self._precondition:
-            bound = lam
+            mu = floor
         elif self.n_blocks_ == 1:
-            bound = min(1.0, lam / float(self._precond_rho[0]))
+            mu = floor / (floor + max(float(self._precond_rho[0]) - lam, 0.0))
         else:
-            bound = lam / float(self._precond_top.max())
-        return bound / float(beta_weights.max())
+            mu = floor / float(self._precond_top.max())
+        return mu / float((self.block_smoothness_ ** float(self.beta)).max())
 
-    def _estimate_strong_convexity(self, preconds, beta_weights) -> float:
-        """μ_Pβ by Lanczos on the whole system; K is stored for it only if it fits the budget."""
+    def _smallest_eigenvalue(self) -> float:
+        """λ_min(K + λI) estimated by Lanczos (from above); K stored for it only if it fits the budget."""
         system = self._system
         storage = resolve_kernel_storage("auto", system.n, system.X.element_size(), system.memory_budget,
                                          system.X.device)
         if storage == "stored":
             system = FullKernelSystem(system.kernel, system.X, system.lam_n, storage="stored",
                                       memory_budget=system.memory_budget)
-        return get_mu(system.matvec, system.n, self.block_indices_, preconds, beta_weights.tolist(),
-                      dtype=system.X.dtype, device=system.X.device, seed=int(self.seed))
+        ritz = lanczos_ritz_values(system.matvec, system.n, steps=MU_LANCZOS_STEPS, dtype=system.X.dtype,
+                                   device=system.X.device, seed=int(self.seed))
+        return float(ritz[0])
 
     def _setup_partition(self, n: int):
-        preconds = super()._setup_partition(n)
-        self.mu_ = self._strong_convexity(preconds)
+        super()._setup_partition(n)
+        self.mu_ = self._strong_convexity()
         self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
         self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
 
