@@ -200,8 +200,9 @@ else:
                       help="NU_ACDM's iteration factor (ASkotch without preconditioning).")
             w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
                       help="ASkotch's iteration factor, Theorem 5.1.")
-            st.caption("Both constants are 20-step Lanczos estimates (from above), as ASkotch's μ \"estimate\" "
-                       "computes them. A ratio near 1 between the two factors means this fixed partition gains "
-                       "little from its preconditioners; see the note below.")
+            method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
+            st.caption(f"μ_P and λ_min: {method}. A ratio near 1 between the two "
+                       "factors means this fixed partition gains little asymptotically from its preconditioners; "
+                       "see the note below.")
 
 dv.explanation("condition", "systems", "askotch_blocks", "estimates", "lambda", "M")

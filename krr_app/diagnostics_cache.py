@@ -197,11 +197,12 @@ def askotch_partition(_X, data_key, kernel: str, kernel_params: tuple, penalty: 
                       seed: int) -> dict:
     """What the blocks add up to: μ_P and Theorem 5.1's iteration factor, with and without Nyström.
 
-    μ_P = λ_min(P^{-1/2}(K + λnI)P^{-1/2}) over P = blkdiag(P_b + ρ_bI) (App. D; ``get_mu``, the
-    estimate ASkotch's μ "estimate" uses), and the accelerated iteration factor Σ_b √L_Pb / √μ_P
-    (Thm. 5.1) against NU_ACDM's Σ_b √L_b / √λ_min(K + λnI) for the same partition.
+    μ_P = λ_min(P^{-1/2}(K + λnI)P^{-1/2}) over P = blkdiag(P_b + ρ_bI) (App. D) and λ_min(K + λnI),
+    exact up to EXACT_MAX_N points, else by Lanczos (``get_mu``, from above — on ill-conditioned
+    problems μ_P can be far below the estimate), and the accelerated iteration factor
+    Σ_b √L_Pb / √μ_P (Thm. 5.1) against NU_ACDM's Σ_b √L_b / √λ_min(K + λnI) for the same partition.
     """
-    from krrcore.nystrom import get_L, get_mu
+    from krrcore.nystrom import GET_MU_STEPS, get_L, get_mu
 
     X = _tensor(_X)
     k = kernel_from(kernel, kernel_params)
@@ -223,10 +224,20 @@ def askotch_partition(_X, data_key, kernel: str, kernel_params: tuple, penalty: 
         L_P.append(get_L(H_mv, idx.numel(), pc, generator=gen, dtype=torch.float64, device=X.device))
         L_plain.append(get_L(H_mv, idx.numel(), None, generator=gen, dtype=torch.float64, device=X.device))
     ones = [1.0] * len(parts)
-    mu_P = get_mu(lambda V: H @ V, n, parts, preconds, ones, dtype=torch.float64, device=X.device, seed=seed)
-    mu = get_mu(lambda V: H @ V, n, parts, [None] * len(parts), ones, dtype=torch.float64, device=X.device,
-                seed=seed)
-    return {"mu_P": mu_P, "lambda_min": mu, "lam_n": lam_n,
+    if n <= EXACT_MAX_N:
+        method = "exact"
+        S = torch.zeros(n, n, dtype=torch.float64)
+        for idx, pc in zip(parts, preconds):
+            S[idx[:, None], idx[None, :]] = pc.inv_sqrt(torch.eye(idx.numel(), dtype=torch.float64))
+        A = S @ H @ S
+        mu_P = float(torch.linalg.eigvalsh((A + A.T) / 2)[0])
+        mu = float(torch.linalg.eigvalsh(H)[0])
+    else:
+        method = f"lanczos ({GET_MU_STEPS} steps)"
+        mu_P = get_mu(lambda V: H @ V, n, parts, preconds, ones, dtype=torch.float64, device=X.device, seed=seed)
+        mu = get_mu(lambda V: H @ V, n, parts, [None] * len(parts), ones, dtype=torch.float64, device=X.device,
+                    seed=seed)
+    return {"mu_P": mu_P, "lambda_min": mu, "lam_n": lam_n, "method": method,
             "factor_preconditioned": sum(math.sqrt(v) for v in L_P) / math.sqrt(mu_P),
             "factor_plain": sum(math.sqrt(v) for v in L_plain) / math.sqrt(mu)}
 

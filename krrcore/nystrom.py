@@ -10,7 +10,8 @@ K_bb) and SketchySAGA (of a subsampled Hessian (n/b_H)K_HMᵀK_HM):
 * :func:`get_L` — Alg. 3: preconditioned smoothness constant λ₁((P+ρI)^{-1/2} H (P+ρI)^{-1/2})
   by 10 steps of randomized powering.
 * :func:`get_mu` — its counterpart at the other end of the spectrum: the strong-convexity constant
-  μ_Pβ of App. D over a block-diagonal preconditioner, by Lanczos (ASkotch's τ and γ need it).
+  μ_Pβ of App. D over a block-diagonal preconditioner, by Lanczos (a diagnostic: what Theorem 5.1's
+  rate depends on).
 * :func:`resolve_damping` — ρ from the paper's damping rules (Sec. 3.2 defaults).
 """
 from __future__ import annotations
@@ -29,8 +30,9 @@ MatMul = Callable[[torch.Tensor], torch.Tensor]
 
 #: Power iterations in get_L; B.3: "10 iterations of randomized powering are enough".
 GET_L_ITERATIONS = 10
-#: Lanczos steps of :func:`get_mu`; measured within 1.06–1.4× of the exact μ_P on n = 300–600 problems
-#: (10 steps: 1.5–25× too high).
+#: Lanczos steps of :func:`get_mu`. At n = 600 (B = 6): 1.06–1.4× the exact μ_P on well-conditioned
+#: problems, but 60× on an ill-conditioned one (Gaussian, λn = 6e-3), whose B − 1 smallest
+#: eigenvalues need ~160 steps.
 GET_MU_STEPS = 20
 
 
@@ -203,8 +205,9 @@ def get_mu(apply_H: MatMul, n: int, blocks, preconditioners, weights, *, dtype: 
     stands for P_b + ρ_bI = I, so with no preconditioners this is λ_min(H), NU_ACDM's μ.
 
     ``steps`` Lanczos steps from a random start, one product with H each. The smallest Ritz value
-    approaches λ_min from above, so this is an estimate, not a bound: a few times too large is
-    harmless to ASkotch (measured: μ = 3μ_P costs ≤ 2× the iterations), a 30× overestimate stalls it.
+    approaches λ_min from above, so this is an estimate, not a bound, and a poor one when the
+    bottom of the spectrum is a tight cluster (see :data:`GET_MU_STEPS`); ASkotch therefore takes
+    its μ from λ_min(H) instead (:meth:`krrcore.ASkotch._strong_convexity`).
     """
     scales = [1.0 / math.sqrt(float(w)) for w in weights]
 

@@ -114,8 +114,8 @@ def test_askotch_blocks_are_preconditioned_and_get_L_matches_the_exact_top_eigen
 
 
 def test_askotch_whole_partition_constants_match_dense_algebra(app):
-    """μ_P and λ_min(K + λnI) of the whole partition (Lanczos, from above) against dense eigensolves,
-    and Theorem 5.1's factors computed from them."""
+    """μ_P and λ_min(K + λnI) of the whole partition (exact at this size) against dense eigensolves
+    built here, and Theorem 5.1's factors."""
     at = open_page(app, "conditioning", blocks=4, rank=10, log_lambda=-3)
     assert not at.exception and not errors(at)
     shown = metrics(at)
@@ -129,8 +129,9 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
                                          1e-3 * n, 10, b)
         S[idx[:, None], idx[None, :]] = pc.inv_sqrt(torch.eye(idx.numel(), dtype=torch.float64))
     mu_P = float(torch.linalg.eigvalsh(S @ H @ S)[0])
-    assert 0.995 * lam_min <= float(shown["λ_min(K + λnI)"]) <= 1.5 * lam_min
-    assert 0.995 * mu_P <= float(shown["μ_P, preconditioned"]) <= 1.5 * mu_P
+    assert float(shown["λ_min(K + λnI)"]) == pytest.approx(lam_min, rel=5e-3)
+    assert float(shown["μ_P, preconditioned"]) == pytest.approx(mu_P, rel=5e-3)
+    assert mu_P < 0.5 * lam_min                # the blocks' norm shrinks μ: cross-block cancellation
     assert float(shown["Σ√L_Pb / √μ_P, ASkotch"]) > 0 and float(shown["Σ√L_b / √λ_min, plain"]) > 0
 
 
