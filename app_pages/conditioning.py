@@ -201,8 +201,12 @@ else:
             w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
                       help="ASkotch's iteration factor, Theorem 5.1.")
             method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
-            st.caption(f"μ_P and λ_min: {method}. A ratio near 1 between the two "
-                       "factors means this fixed partition gains little asymptotically from its preconditioners; "
-                       "see the note below.")
+            gain = whole["factor_plain"] / whole["factor_preconditioned"]
+            verdict = (f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
+                       f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
+                       "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
+                       if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "
+                       "asymptotically from its preconditioners (they can still speed the early iterations)")
+            st.caption(f"μ_P and λ_min: {method}. Here {verdict}; see the note below.")
 
 dv.explanation("condition", "systems", "askotch_blocks", "estimates", "lambda", "M")
