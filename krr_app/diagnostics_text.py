@@ -31,9 +31,10 @@ convexity of the *whole* system in the blocks' preconditioned norm. The blocks' 
 restrictions of the same smooth functions, so vectors built from them can cancel in $K$: then
 $\mu_P \approx \lambda_{\min}(K+\lambda nI)/\lambda_1(K_{bb})$, and what the preconditioner gains in $L_{P_b}$ it
 loses in $\mu_P$. With a *fixed* partition the two factors above are then close, and so are the
-iteration counts (`benchmarks/bench_askotch_ablation.py`). Preconditioning pays off with one block,
+iteration counts to a tight residual; preconditioning still speeds the first iterations, about 2× to
+a residual of 0.1 (`benchmarks/bench_askotch_ablation.py`). It pays off all the way with one block,
 and with the authors' later variant, which draws a fresh random block every iteration
-("ASkotch (fresh blocks)" in Explore).
+("ASkotch (fresh blocks)" in Explore: 6–22× fewer iterations to 1e-6 there).
 """,
     "estimates": r"""
 **Exact or estimated.** Small systems are diagonalised exactly (`eigh`). Larger ones get 60 Lanczos

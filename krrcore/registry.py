@@ -73,7 +73,8 @@ SOLVERS: dict[str, SolverInfo] = {s.key: s for s in [
     SolverInfo("askotch_fresh", "ASkotch (fresh blocks)", "krrcore.solvers.askotch:ASkotch", "full", True,
                ("blocks", "rank", "maxiter", "dtype", "seed"),
                "The authors' later ASkotch: a fresh random block each iteration, μ = λ, ν = n/|b|. "
-               "Where the Nyström preconditioner pays off most (2.5–11× fewer iterations here).",
+               "Where the Nyström preconditioner pays off most (5.9–22× fewer iterations to a 1e-6 "
+               "residual in benchmarks/bench_askotch_ablation.py).",
                "Rathore, Frangella, Udell 2024, later variant (see krrcore.solvers.askotch)",
                defaults=(("variant", "fresh_blocks"),)),
     SolverInfo("skotch", "Skotch", "krrcore.solvers.askotch:Skotch", "full", True,

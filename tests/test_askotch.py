@@ -258,7 +258,7 @@ def test_askotch_needs_fewer_iterations_than_skotch():
 def test_preconditioning_reduces_askotch_iterations():
     """C.6. Alg. 1 with its default μ on a fixed partition (B = 6): preconditioning halves the
     iterations to moderate residuals (the bulk of the spectrum), though the asymptotic rate is the
-    same — μ_P falls as far as L_Pb does (benchmarks/bench_askotch_ablation.py: 1.03× at 1e-6).
+    same — μ_P falls as far as L_Pb does (benchmarks/bench_askotch_ablation.py: 1.2× at 1e-6).
     Also with one block, with the later fresh-random-block variant, and for a fixed partition run as
     the paper compares it (μ = λ for both) at a small λ with a rough kernel."""
     n600 = [make_problem(n=600, d=10, seed=s) for s in (0, 1, 2)]

@@ -26,7 +26,7 @@ K_bb (O(|b|²r)). Defaults and their sources:
   the asymptotic rate: Theorem 5.1's Σ_b √L_Pb / √μ_P is no better than NU_ACDM's
   Σ_b √L_b / √λ_min(K + λI), because the cross-block cancellation that makes μ_P small costs what
   the preconditioner gains in L_Pb. Measured (benchmarks/bench_askotch_ablation.py, Gaussian,
-  n = 600, B = 6): 2.3× fewer iterations to residual 1e-1, 2× to 1e-2, 1.03× to 1e-6. The
+  n = 600, B = 6): 2.3× fewer iterations to residual 1e-1, 1.9× to 1e-2, 1.2× to 1e-6. The
   fresh-block variant keeps the gain all the way (22× to 1e-6 there).
 """
 from __future__ import annotations
@@ -371,7 +371,7 @@ class ASkotch(_BlockCoordinateKRR):
           product with K each — K is stored for the set-up if it fits the memory budget, else each
           step is a data pass. Ritz values approach λ_min from above, so f can exceed it (1.0–1.4×
           at 40 steps where measured); the bound's slack absorbed that in every case measured
-          (0.5–0.9× μ_P), where μ = 3μ_P cost ≤ 2.1× the iterations of μ = μ_P, 0.3μ_P ≤ 1.5×;
+          (0.48–0.86× μ_P), where μ = 3μ_P cost ≤ 2.1× the iterations of μ = μ_P, 0.3μ_P ≤ 1.5×;
         * "auto" (default): "estimate" when K fits the memory budget, else "bound";
         * "lambda": Alg. 1 as printed; a positive number is used as given.
         """
@@ -402,6 +402,7 @@ class ASkotch(_BlockCoordinateKRR):
         return float(ritz[0])
 
     def _setup_partition(self, n: int):
+        self._mu_rule(n)                # validate ``mu`` before the per-block set-up
         super()._setup_partition(n)
         self.mu_ = self._strong_convexity()
         self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
