@@ -6,6 +6,8 @@ preconditioned blocks with their smoothness constants L_P (ASkotch Eq. 11, Alg. 
 kernel, λ and M come from the sidebar; everything is computed on a bounded, seeded subsample and
 cached on plain parameters (:mod:`krr_app.diagnostics_cache`).
 """
+import math
+
 import streamlit as st
 
 from krr_app import diagnostics_cache as dc
@@ -202,7 +204,9 @@ else:
                       help="ASkotch's iteration factor, Theorem 5.1.")
             method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
             gain = whole["factor_plain"] / whole["factor_preconditioned"]
-            verdict = (f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
+            verdict = ("a constant is not positive in floating point: the system is numerically singular at this λ"
+                       if not math.isfinite(gain) else
+                       f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
                        f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
                        "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
                        if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "

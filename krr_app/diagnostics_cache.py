@@ -237,9 +237,11 @@ def askotch_partition(_X, data_key, kernel: str, kernel_params: tuple, penalty: 
         mu_P = get_mu(lambda V: H @ V, n, parts, preconds, ones, dtype=torch.float64, device=X.device, seed=seed)
         mu = get_mu(lambda V: H @ V, n, parts, [None] * len(parts), ones, dtype=torch.float64, device=X.device,
                     seed=seed)
+    def factor(L, m):          # round-off can leave a numerically singular system at a tiny λ
+        return sum(math.sqrt(v) for v in L) / math.sqrt(m) if m > 0 else math.inf
+
     return {"mu_P": mu_P, "lambda_min": mu, "lam_n": lam_n, "method": method,
-            "factor_preconditioned": sum(math.sqrt(v) for v in L_P) / math.sqrt(mu_P),
-            "factor_plain": sum(math.sqrt(v) for v in L_plain) / math.sqrt(mu)}
+            "factor_preconditioned": factor(L_P, mu_P), "factor_plain": factor(L_plain, mu)}
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Condition numbers along λ…")
