@@ -166,16 +166,17 @@ if askotch_missing is not None:
     st.info(f"ASkotch (`krrcore.solvers.askotch`, `krrcore.nystrom`) is not built yet: this section appears "
             f"once it lands. ({askotch_missing})")
 else:
-    table = None
+    result = None
     if askotch_problem is None:
         try:
-            table = dv.remember("askotch", dc.askotch_blocks(X, data_key, kernel, kernel_params, penalty, blocks,
-                                                             rank, seed))
+            result = dv.remember("askotch", dc.askotch_blocks(X, data_key, kernel, kernel_params, penalty, blocks,
+                                                              rank, seed))
         except ValueError as exc:
-            table = dv.last_valid("askotch", f"ASkotch's block preconditioners cannot be built: {exc}")
+            result = dv.last_valid("askotch", f"ASkotch's block preconditioners cannot be built: {exc}")
     else:
-        table = dv.last_valid("askotch", askotch_problem)
-    if table is not None:
+        result = dv.last_valid("askotch", askotch_problem)
+    if result is not None:
+        table, whole = result
         worst = table.loc[table["kappa_preconditioned"].idxmax()]
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("Block size |b|", f"{int(table['size'].min())}–{int(table['size'].max())}")
@@ -190,27 +191,25 @@ else:
                                       "rho": "ρ (damping)"})
         st.dataframe(shown, hide_index=True, width="stretch")
         dv.download_csv(table, key="cond_askotch_csv", filename="krr-askotch-blocks.csv")
-        if askotch_problem is None:
-            whole = dc.askotch_partition(X, data_key, kernel, kernel_params, penalty, blocks, rank, seed)
-            st.markdown("**The whole partition.** What limits accelerated block descent is the system's strong "
-                        "convexity in the blocks' norm, not one block's κ (Theorem 5.1):")
-            w1, w2, w3, w4 = st.columns(4)
-            w1.metric("λ_min(K + λnI)", f"{whole['lambda_min']:.3g}", help=f"λn = {whole['lam_n']:.3g}")
-            w2.metric("μ_P, preconditioned", f"{whole['mu_P']:.3g}",
-                      help="λ_min of blkdiag(P_b + ρ_bI)^{-1/2}(K + λnI)blkdiag(P_b + ρ_bI)^{-1/2}: ASkotch's μ.")
-            w3.metric("Σ√L_b / √λ_min, plain", f"{whole['factor_plain']:.3g}",
-                      help="NU_ACDM's iteration factor (ASkotch without preconditioning).")
-            w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
-                      help="ASkotch's iteration factor, Theorem 5.1.")
-            method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
-            gain = whole["factor_plain"] / whole["factor_preconditioned"]
-            verdict = ("a constant is not positive in floating point: the system is numerically singular at this λ"
-                       if not math.isfinite(gain) else
-                       f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
-                       f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
-                       "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
-                       if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "
-                       "asymptotically from its preconditioners (they can still speed the early iterations)")
-            st.caption(f"μ_P and λ_min: {method}. Here {verdict}; see the note below.")
+        st.markdown("**The whole partition.** What limits accelerated block descent is the system's strong "
+                    "convexity in the blocks' norm, not one block's κ (Theorem 5.1):")
+        w1, w2, w3, w4 = st.columns(4)
+        w1.metric("λ_min(K + λnI)", f"{whole['lambda_min']:.3g}", help=f"λn = {whole['lam_n']:.3g}")
+        w2.metric("μ_P, preconditioned", f"{whole['mu_P']:.3g}",
+                  help="λ_min of blkdiag(P_b + ρ_bI)^{-1/2}(K + λnI)blkdiag(P_b + ρ_bI)^{-1/2}: ASkotch's μ.")
+        w3.metric("Σ√L_b / √λ_min, plain", f"{whole['factor_plain']:.3g}",
+                  help="NU_ACDM's iteration factor (ASkotch without preconditioning).")
+        w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
+                  help="ASkotch's iteration factor, Theorem 5.1.")
+        method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
+        gain = whole["factor_plain"] / whole["factor_preconditioned"]
+        verdict = ("a constant is not positive in floating point: the system is numerically singular at this λ"
+                   if not math.isfinite(gain) else
+                   f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
+                   f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
+                   "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
+                   if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "
+                   "asymptotically from its preconditioners (they can still speed the early iterations)")
+        st.caption(f"μ_P and λ_min: {method}. Here {verdict}; see the note below.")
 
 dv.explanation("condition", "systems", "askotch_blocks", "estimates", "lambda", "M")

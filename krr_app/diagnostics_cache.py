@@ -133,8 +133,9 @@ def _block_preconditioner(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int
     return NystromPreconditioner(approx, resolve_damping("damped", approx, lam_n)), gen
 
 
-def _block_spectra(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int) -> dict:
-    """κ of K_bb + λnI and of its Nyström-preconditioned form, and L_P by get_L (ASkotch Alg. 2–3).
+def _block_spectra(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int):
+    """(row, preconditioner): κ of K_bb + λnI and of its Nyström-preconditioned form, and L_P by
+    get_L (ASkotch Alg. 2–3); the preconditioner is returned for whole-partition quantities.
 
     The preconditioner is P_b + ρI with P_b the rank-r randomized Nyström approximation of K_bb
     and ρ = λn + Λ̂_r ("damped", Sec. 3.2); the preconditioned system is
@@ -165,7 +166,7 @@ def _block_spectra(K_bb: torch.Tensor, lam_n: float, rank: int, seed: int) -> di
     kappa = (lambda ev: float(ev.max() / ev.min()) if float(ev.min()) > 0 else math.inf)
     return {"size": p, "method": method, "kappa_block": kappa(eig_H), "kappa_preconditioned": kappa(eig_A),
             "L_b": float(eig_H.max()), "L_P (get_L)": L_P, "lambda_max_preconditioned": float(eig_A.max()),
-            "rho": pc.rho}
+            "rho": pc.rho}, pc
 
 
 def askotch_available() -> str | None:
@@ -180,50 +181,39 @@ def askotch_available() -> str | None:
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="ASkotch's block preconditioners…")
 def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
-                   seed: int) -> pd.DataFrame:
-    """One row per block b: κ(K_bb + λnI), κ of the preconditioned block, L_b, L_P (get_L) and exact λ_max."""
-    X = _tensor(_X)
-    k = kernel_from(kernel, kernel_params)
-    lam_n = penalty * X.shape[0]
-    rows = []
-    for b, idx in enumerate(_block_partition(X.shape[0], blocks, seed)):
-        Xb = X[idx]
-        rows.append({"block": b + 1, **_block_spectra(k(Xb, Xb), lam_n, rank, seed + b)})
-    return pd.DataFrame(rows)
-
-
-@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="ASkotch's whole-partition constants…")
-def askotch_partition(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
-                      seed: int) -> dict:
-    """What the blocks add up to: μ_P and Theorem 5.1's iteration factor, with and without Nyström.
-
-    μ_P = λ_min(P^{-1/2}(K + λnI)P^{-1/2}) over P = blkdiag(P_b + ρ_bI) (App. D) and λ_min(K + λnI),
-    exact up to EXACT_MAX_N points, else by Lanczos (``get_mu``, from above — on ill-conditioned
-    problems μ_P can be far below the estimate), and the accelerated iteration factor
-    Σ_b √L_Pb / √μ_P (Thm. 5.1) against NU_ACDM's Σ_b √L_b / √λ_min(K + λnI) for the same partition.
-    """
-    from krrcore.nystrom import GET_MU_STEPS, get_L, get_mu
-
+                   seed: int) -> tuple[pd.DataFrame, dict]:
+    """(table, whole): one row per block b — κ(K_bb + λnI), κ of the preconditioned block, L_b, L_P
+    (get_L) and exact λ_max — and what the blocks add up to (:func:`_partition_constants`)."""
     X = _tensor(_X)
     k = kernel_from(kernel, kernel_params)
     n = X.shape[0]
     lam_n = penalty * n
     parts = _block_partition(n, blocks, seed)
-    H = k(X, X)
+    H = k(X, X)                       # the whole system: μ_P needs it, and the blocks are its principal parts
     H.diagonal().add_(lam_n)
-    preconds, L_P, L_plain = [], [], []
+    rows, preconds = [], []
     for b, idx in enumerate(parts):
         K_bb = H[idx][:, idx]
         K_bb.diagonal().sub_(lam_n)
-        pc, gen = _block_preconditioner(K_bb, lam_n, rank, seed + b)
-
-        def H_mv(V, K_bb=K_bb):
-            return K_bb @ V + lam_n * V
-
+        row, pc = _block_spectra(K_bb, lam_n, rank, seed + b)
+        rows.append({"block": b + 1, **row})
         preconds.append(pc)
-        L_P.append(get_L(H_mv, idx.numel(), pc, generator=gen, dtype=torch.float64, device=X.device))
-        L_plain.append(get_L(H_mv, idx.numel(), None, generator=gen, dtype=torch.float64, device=X.device))
-    ones = [1.0] * len(parts)
+    table = pd.DataFrame(rows)
+    return table, _partition_constants(H, parts, preconds, table, lam_n, seed)
+
+
+def _partition_constants(H: torch.Tensor, parts, preconds, table: pd.DataFrame, lam_n: float, seed: int) -> dict:
+    """μ_P and Theorem 5.1's iteration factor, with and without Nyström, for one partition.
+
+    μ_P = λ_min(P^{-1/2}(K + λnI)P^{-1/2}) over P = blkdiag(P_b + ρ_bI) (App. D) and λ_min(K + λnI),
+    exact up to EXACT_MAX_N points, else by Lanczos (``get_mu``, from above — on ill-conditioned
+    problems μ_P can be far below the estimate), and the accelerated iteration factor
+    Σ_b √L_Pb / √μ_P (Thm. 5.1) against NU_ACDM's Σ_b √L_b / √λ_min(K + λnI), with L_Pb and L_b
+    from the block table.
+    """
+    from krrcore.nystrom import GET_MU_STEPS, get_mu
+
+    n = H.shape[0]
     if n <= EXACT_MAX_N:
         method = "exact"
         S = torch.zeros(n, n, dtype=torch.float64)
@@ -234,14 +224,16 @@ def askotch_partition(_X, data_key, kernel: str, kernel_params: tuple, penalty: 
         mu = float(torch.linalg.eigvalsh(H)[0])
     else:
         method = f"lanczos ({GET_MU_STEPS} steps)"
-        mu_P = get_mu(lambda V: H @ V, n, parts, preconds, ones, dtype=torch.float64, device=X.device, seed=seed)
-        mu = get_mu(lambda V: H @ V, n, parts, [None] * len(parts), ones, dtype=torch.float64, device=X.device,
+        ones = [1.0] * len(parts)
+        mu_P = get_mu(lambda V: H @ V, n, parts, preconds, ones, dtype=torch.float64, device=H.device, seed=seed)
+        mu = get_mu(lambda V: H @ V, n, parts, [None] * len(parts), ones, dtype=torch.float64, device=H.device,
                     seed=seed)
+
     def factor(L, m):          # round-off can leave a numerically singular system at a tiny λ
         return sum(math.sqrt(v) for v in L) / math.sqrt(m) if m > 0 else math.inf
 
     return {"mu_P": mu_P, "lambda_min": mu, "lam_n": lam_n, "method": method,
-            "factor_preconditioned": factor(L_P, mu_P), "factor_plain": factor(L_plain, mu)}
+            "factor_preconditioned": factor(table["L_P (get_L)"], mu_P), "factor_plain": factor(table["L_b"], mu)}
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Condition numbers along λ…")
@@ -269,7 +261,7 @@ def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int
             rows.append({"penalty": lam, "system": SYSTEMS[key], "condition_number": s["condition_number"],
                          "method": s["method"]})
         if K_blocks:
-            per_block = [_block_spectra(K_bb, lam * n, rank, seed + b) for b, K_bb in enumerate(K_blocks)]
+            per_block = [_block_spectra(K_bb, lam * n, rank, seed + b)[0] for b, K_bb in enumerate(K_blocks)]
             rows.append({"penalty": lam, "system": SYSTEMS["askotch"],
                          "condition_number": max(r["kappa_preconditioned"] for r in per_block),
                          "method": per_block[0]["method"]})
