@@ -334,8 +334,8 @@ class ASkotch(_BlockCoordinateKRR):
     def _sampling_exponent(self) -> float:
         return (1.0 - _check_unit_interval(self.beta, "beta")) / 2.0
 
-    def _mu_rule(self, n: int) -> str:
-        """How μ is obtained: "value", "lambda", "bound" or "estimate" ("auto" resolved for n)."""
+    def _mu_rule(self) -> str:
+        """How μ is obtained: "value", "lambda", "bound" or "estimate" ("auto" resolved for this n)."""
         mu = self.mu
         if not isinstance(mu, str):
             check_positive(mu, "mu")
@@ -344,12 +344,16 @@ class ASkotch(_BlockCoordinateKRR):
             raise ValueError(f"mu must be one of {MU_RULES} or a positive number, got {mu!r}")
         if mu != "auto":
             return mu
-        fits = resolve_kernel_storage("auto", n, self._system.X.element_size(), self._system.memory_budget,
-                                      self._system.X.device) == "stored"
-        return "estimate" if fits else "bound"
+        return "estimate" if self._kernel_fits_budget() else "bound"
 
-    def _strong_convexity(self) -> float:
-        """μ used in τ, γ and the z-update of Alg. 1 (parameter ``mu``).
+    def _kernel_fits_budget(self) -> bool:
+        """Whether the n×n kernel matrix fits ``memory_budget`` (it is then stored for μ's set-up)."""
+        system = self._system
+        return resolve_kernel_storage("auto", system.n, system.X.element_size(), system.memory_budget,
+                                      system.X.device) == "stored"
+
+    def _strong_convexity(self, rule: str) -> float:
+        """μ used in τ, γ and the z-update of Alg. 1 (parameter ``mu``, resolved to ``rule``).
 
         Lemma D.2 sets τ from μ_Pβ, the strong convexity of d in the norm
         ‖v‖²_Pβ = Σ_b L_Pb^β ‖v_b‖²_{P_b+ρ_bI} (App. D.1). Alg. 1 prints μ = λ: that is a lower bound
@@ -375,7 +379,7 @@ class ASkotch(_BlockCoordinateKRR):
         * "auto" (default): "estimate" when K fits the memory budget, else "bound";
         * "lambda": Alg. 1 as printed; a positive number is used as given.
         """
-        lam, rule = self._system.lam_n, self._mu_rule(self._system.n)
+        lam = self._system.lam_n
         if rule == "value":
             return float(self.mu)
         if rule == "lambda":
@@ -392,9 +396,7 @@ class ASkotch(_BlockCoordinateKRR):
     def _smallest_eigenvalue(self) -> float:
         """λ_min(K + λI) estimated by Lanczos (from above); K stored for it only if it fits the budget."""
         system = self._system
-        storage = resolve_kernel_storage("auto", system.n, system.X.element_size(), system.memory_budget,
-                                         system.X.device)
-        if storage == "stored":
+        if self._kernel_fits_budget():
             system = FullKernelSystem(system.kernel, system.X, system.lam_n, storage="stored",
                                       memory_budget=system.memory_budget)
         ritz = lanczos_ritz_values(system.matvec, system.n, steps=MU_LANCZOS_STEPS, dtype=system.X.dtype,
@@ -402,9 +404,9 @@ class ASkotch(_BlockCoordinateKRR):
         return float(ritz[0])
 
     def _setup_partition(self, n: int):
-        self._mu_rule(n)                # validate ``mu`` before the per-block set-up
+        rule = self._mu_rule()          # validates ``mu`` before the per-block set-up
         super()._setup_partition(n)
-        self.mu_ = self._strong_convexity()
+        self.mu_ = self._strong_convexity(rule)
         self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
         self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
 
