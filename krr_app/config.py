@@ -8,20 +8,14 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 import re
 from dataclasses import dataclass, field, replace
 
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 
-#: Exact KRR factorises an n×n matrix: above this many training points the app offers it no more
-#: (two 8·n² byte matrices and an O(n³) Cholesky stop being "instant feedback" on 2 cores).
-EXACT_MAX_N = 8_000
-#: Limits that keep a shared server safe to play with (env KRR_APP_MAX_N, KRR_APP_MAX_M): the
-#: largest data set a user may load, and the most centres (FALKON keeps a few M×M float64 matrices).
-APP_MAX_N = int(os.environ.get("KRR_APP_MAX_N", "200000"))
-APP_MAX_M = int(os.environ.get("KRR_APP_MAX_M", "10000"))
+from .settings import APP_MAX_M, APP_MAX_N, EXACT_MAX_N  # noqa: F401  (re-exported for the pages)
+
 
 #: Integer solver knobs the UI knows how to show: label, minimum, fallback default, help text.
 #: The default actually used is the solver's own (:func:`knob_default`). A knob a future solver

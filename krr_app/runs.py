@@ -36,6 +36,7 @@ from krrcore.registry import get_solver
 from krrcore.stream import IterationRecord, SolverDivergedError
 
 from .config import RunConfig
+from .settings import MAX_RUNS_PER_SESSION
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ MAX_CONCURRENT_RUNS = max(1, int(os.environ.get("KRR_MAX_CONCURRENT_RUNS", "2"))
 _RUN_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 _computing = 0                      # runs holding a slot right now (all sessions)
 _computing_lock = threading.Lock()
-#: Runs a session keeps (finished ones are evicted oldest first; active ones are never evicted).
-MAX_RUNS_PER_SESSION = 24
 #: How often a queued run re-checks its stop event while waiting for a slot (seconds).
 _SLOT_POLL = 0.2
 

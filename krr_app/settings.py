@@ -1,0 +1,32 @@
+"""Every limit and environment variable of the app, in one place (the README's table lists them).
+
+Each setting is read once, when the server imports this module. A bad value stops the server
+with a message naming the variable, the value and what it expects, instead of being replaced.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _env_int(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number (default {default})") from None
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be at least {minimum} (default {default})")
+    return value
+
+
+#: The largest data set a user may load (training + test rows). Env: KRR_APP_MAX_N.
+APP_MAX_N = _env_int("KRR_APP_MAX_N", 200_000)
+#: The most Nyström centres (FALKON keeps a few M×M float64 matrices). Env: KRR_APP_MAX_M.
+APP_MAX_M = _env_int("KRR_APP_MAX_M", 10_000)
+#: Exact KRR factorises an n×n matrix: above this many training points the app offers it no more
+#: (two 8·n² byte matrices and an O(n³) Cholesky stop being "instant feedback" on 2 cores).
+EXACT_MAX_N = 8_000
+#: Runs a session keeps (finished ones are dropped oldest first, with a note; active ones never).
+MAX_RUNS_PER_SESSION = _env_int("KRR_MAX_RUNS_PER_SESSION", 24)
