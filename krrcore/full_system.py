@@ -12,28 +12,27 @@ from __future__ import annotations
 
 import torch
 
-from .device import available_memory_bytes, default_memory_budget
+from .memory import check_fits, fits, gib, scratch_budget
 from .kernels import Kernel
+from .linalg import residual_and_objective
 from .ops import KernelOperator, dense_kernel
-from .solvers.base import residual_and_objective
 
 KERNEL_STORAGE = ("auto", "stored", "on_the_fly")
 
 
 def resolve_kernel_storage(kernel_storage: str, n: int, itemsize: int, memory_budget: int | None,
                            device) -> str:
-    """"stored" or "on_the_fly": "auto" stores K when its n² entries fit the memory budget
-    (``memory_budget`` if given, else half the free memory, as ExactKRR does)."""
+    """"stored" or "on_the_fly": "auto" stores K when its n² entries fit the storage budget
+    (:func:`krrcore.memory.storage_budget`: ``memory_budget`` if given, else krrcore's default)."""
     if kernel_storage not in KERNEL_STORAGE:
         raise ValueError(f"kernel_storage must be one of {KERNEL_STORAGE}, got {kernel_storage!r}")
     need = n * n * itemsize
-    limit = memory_budget if memory_budget is not None else available_memory_bytes(device) // 2
-    if kernel_storage == "stored" and need > limit:
-        raise ValueError(
-            f"kernel_storage='stored' needs {need / 2**30:.2f} GiB for the {n}×{n} kernel matrix but the "
-            f"memory budget allows {limit / 2**30:.2f} GiB: use kernel_storage='on_the_fly' or 'auto'")
+    if kernel_storage == "stored":
+        check_fits(need, "kernel_storage='stored'",
+                   f"the {n}×{n} kernel matrix does not fit; use kernel_storage='on_the_fly' or 'auto'",
+                   memory_budget, device)
     if kernel_storage == "auto":
-        return "stored" if need <= limit else "on_the_fly"
+        return "stored" if fits(need, memory_budget, device) else "on_the_fly"
     return kernel_storage
 
 
@@ -44,11 +43,11 @@ def storage_advice(n: int, itemsize: int, memory_budget: int | None = None, devi
     ASkotch, which pays off only when K cannot be stored.
     """
     storage = resolve_kernel_storage("auto", n, itemsize, memory_budget, device)
-    size = n * n * itemsize / 2**30
+    size = gib(n * n * itemsize)
     if storage == "stored":
-        return (f"K ({n:,}×{n:,}, {size:.2f} GiB) fits in memory: NyströmPCG stores it and is usually far "
+        return (f"K ({n:,}×{n:,}, {size}) fits in memory: NyströmPCG stores it and is usually far "
                 f"faster than ASkotch here; ASkotch pays off when K cannot be stored.")
-    return (f"K ({n:,}×{n:,}, {size:.1f} GiB) does not fit the memory allowed: NyströmPCG recomputes it every "
+    return (f"K ({n:,}×{n:,}, {size}) does not fit the memory allowed: NyströmPCG recomputes it every "
             f"iteration (one full kernel pass each), so ASkotch, which touches one block row per step, is the fair choice.")
 
 
@@ -56,7 +55,9 @@ class FullKernelSystem:
     """A = K + λnI on the training points (ASkotch paper Eq. 3 with its λ = λn).
 
     ``storage="stored"`` keeps K (n×n); ``"on_the_fly"`` recomputes kernel blocks at each product
-    within ``memory_budget`` bytes of scratch. Products:
+    within the scratch budget. ``memory_budget`` is the user's (None for krrcore's defaults,
+    :mod:`krrcore.memory`): the storage decisions read it as given, ``scratch_bytes`` is what
+    kernel blocks may use. Products:
 
     * :meth:`matvec` — (K + λnI) W (CG);
     * :meth:`rows_matvec` — K[b, :] W for an index set b: the block row K_bn in row chunks of one
@@ -72,11 +73,12 @@ class FullKernelSystem:
         self.X = X
         self.n = X.shape[0]
         self.lam_n = float(lam_n)
-        self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(X.device)
+        self.memory_budget = memory_budget
+        self.scratch_bytes = scratch_budget(memory_budget, X.device)
         self.storage = storage
-        self.K = dense_kernel(kernel, X, X, memory_budget=self.memory_budget) if storage == "stored" else None
+        self.K = dense_kernel(kernel, X, X, memory_budget=self.scratch_bytes) if storage == "stored" else None
         # Block rows K_bn on the fly; its buffer is only as tall as the largest block asked for.
-        self._rows = KernelOperator(kernel, X, X, memory_budget=self.memory_budget) if self.K is None else None
+        self._rows = KernelOperator(kernel, X, X, memory_budget=self.scratch_bytes) if self.K is None else None
         self._X64 = None
 
     # -- products in the solver's dtype ----------------------------------------------------
@@ -84,7 +86,7 @@ class FullKernelSystem:
         """K W for W of shape (n, k)."""
         if self.K is not None:
             return self.K @ W
-        return KernelOperator(self.kernel, self.X, self.X, memory_budget=self.memory_budget,
+        return KernelOperator(self.kernel, self.X, self.X, memory_budget=self.scratch_bytes,
                               n_rhs=W.shape[1]).matvec(W)
 
     def matvec(self, W: torch.Tensor) -> torch.Tensor:
@@ -107,10 +109,10 @@ class FullKernelSystem:
         b = idx.numel()
         if self.K is not None:
             Kbb = self.K[idx][:, idx]
-        elif b * b * self.X.element_size() * (1 + self.kernel.scratch_blocks) <= self.memory_budget:
+        elif b * b * self.X.element_size() * (1 + self.kernel.scratch_blocks) <= self.scratch_bytes:
             Kbb = self.kernel(Xb, Xb)
         else:
-            op = KernelOperator(self.kernel, Xb, Xb, memory_budget=self.memory_budget)
+            op = KernelOperator(self.kernel, Xb, Xb, memory_budget=self.scratch_bytes)
             return op.matvec, trace
         return (lambda V: Kbb @ V), trace
 
@@ -127,7 +129,7 @@ class FullKernelSystem:
         else:
             if self._X64 is None:
                 self._X64 = self.X.to(torch.float64)
-            AW = KernelOperator(self.kernel, self._X64, self._X64, memory_budget=self.memory_budget,
+            AW = KernelOperator(self.kernel, self._X64, self._X64, memory_budget=self.scratch_bytes,
                                 n_rhs=W.shape[1]).matvec(W64)
         return residual_and_objective(AW.add_(W64, alpha=self.lam_n), W64, Y64)
 

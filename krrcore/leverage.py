@@ -40,9 +40,9 @@ import torch
 
 from ._validation import as_tensor, check_int, check_positive
 from .centers import CENTER_SELECTORS, CenterSelector, CenterSet, weighted_sample
-from .device import available_memory_bytes, default_memory_budget
 from .kernels import Kernel
 from .linalg import jitter_cholesky
+from .memory import check_fits, scratch_budget
 from .ops import block_rows_for_budget, dense_kernel
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,6 @@ DEFAULT_Q2 = 4.0
 DEFAULT_Q1 = 4.0
 #: Default λ step q (λ_h = λ_{h−1}/q).
 DEFAULT_Q = 2.0
-#: Share of free memory the exact computations and the dictionaries may claim by default.
-MEMORY_FRACTION = 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,12 +92,6 @@ def _check_sampling_penalty(penalty, kappa2: float) -> float:
             f"leverage score is at most κ²/(λn) ≤ 1/n and d_eff(λ) ≤ κ²/λ ≤ 1, so there is nothing to "
             f"sample; choose penalty < {kappa2:g}")
     return lam
-
-
-def _check_memory(need: int, what: str, advice: str, max_memory=None, device=None) -> None:
-    limit = int(max_memory) if max_memory is not None else int(MEMORY_FRACTION * available_memory_bytes(device))
-    if need > limit:
-        raise ValueError(f"{what} needs {need / 2**30:.3g} GiB but only {limit / 2**30:.3g} GiB may be used: {advice}")
 
 
 def _sampler_inputs(X, kernel, penalty, points):
@@ -146,7 +138,7 @@ class ExactLeveragePath:
     eigenvalues: torch.Tensor    # (n,) of K, clamped at 0, ascending
 
 
-def exact_scores_path(X, kernel, penalties, *, max_memory: int | None = None) -> ExactLeveragePath:
+def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None) -> ExactLeveragePath:
     """Exact leverage scores for every λ in ``penalties`` from one ``eigh`` of K (float64).
 
     With K = U diag(s) Uᵀ: ℓ(·, λ) = (U∘U) s/(s + λn) and d_eff(λ) = Σ s/(s + λn) (Eq. 1).
@@ -160,9 +152,9 @@ def exact_scores_path(X, kernel, penalties, *, max_memory: int | None = None) ->
         raise ValueError("penalties must be a non-empty 1-D sequence of positive numbers")
     for j, lam in enumerate(lams):
         check_positive(float(lam), f"penalties[{j}]")
-    _check_memory(3 * n * n * 8, f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
-                  "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
-                  max_memory, X.device)
+    check_fits(3 * n * n * 8, f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
+               "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
+               memory_budget, X.device)
     K = dense_kernel(kernel, X, X)
     s, U = torch.linalg.eigh(K)
     del K
@@ -176,7 +168,7 @@ def exact_scores_path(X, kernel, penalties, *, max_memory: int | None = None) ->
 
 
 def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 1024,
-                 max_memory: int | None = None) -> torch.Tensor:
+                 memory_budget: int | None = None) -> torch.Tensor:
     """Exact ℓ(i, λ) = (K(K + λnI)⁻¹)_ii for all i, in float64 (Eq. 1).
 
     ``method``: "cholesky" (ℓ_i = 1 − λn‖L⁻¹e_i‖² with L Lᵀ = K + λnI; columns of L⁻¹ solved
@@ -194,10 +186,10 @@ def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 
     X = _as_float64(X)
     n = X.shape[0]
     if method == "eigh":
-        return exact_scores_path(X, kernel, [lam], max_memory=max_memory).scores[0]
+        return exact_scores_path(X, kernel, [lam], memory_budget=memory_budget).scores[0]
     block_size = check_int(block_size, "block_size")
-    _check_memory(2 * n * n * 8, f"exact leverage scores by Cholesky (n={n}, two n×n float64 matrices)",
-                  "use bless/bless_r for approximate scores, or subsample X", max_memory, X.device)
+    check_fits(2 * n * n * 8, f"exact leverage scores by Cholesky (n={n}, two n×n float64 matrices)",
+               "use bless/bless_r for approximate scores, or subsample X", memory_budget, X.device)
     K = dense_kernel(kernel, X, X)
     ridge = lam * n
     K.diagonal().add_(ridge)
@@ -231,11 +223,11 @@ class _Dictionary:
                  ridge: float, memory_budget: int | None = None):
         self.kernel, self.X, self.ridge = kernel, X, float(ridge)
         self.size = int(indices.numel())
-        self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(X.device)
+        self.memory_budget = scratch_budget(memory_budget, X.device)
         if self.size == 0:
             return
-        _check_memory(3 * self.size ** 2 * 8, f"a leverage dictionary of {self.size} points",
-                      "raise penalty (fewer points have large scores) or lower q2", device=X.device)
+        check_fits(3 * self.size ** 2 * 8, f"a leverage dictionary of {self.size} points",
+                   "raise penalty (fewer points have large scores) or lower q2", memory_budget, X.device)
         self._PJ = kernel.prepare(X[indices])
         self._s = weights.to(dtype=torch.float64, device=X.device).rsqrt()
         B = kernel.block(self._PJ, self._PJ)

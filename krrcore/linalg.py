@@ -76,3 +76,16 @@ def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float6
         off = torch.tensor(betas[: k - 1], dtype=torch.float64)
         Tk += torch.diag(off, 1) + torch.diag(off, -1)
     return torch.linalg.eigvalsh(Tk)
+
+
+def residual_and_objective(Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor,
+                           constant: float = 0.0) -> tuple[float, float]:
+    """(‖Ax − b‖_F/‖b‖_F, ½⟨x, Ax⟩ − ⟨b, x⟩ + constant) for the quadratic whose minimiser solves A x = b.
+
+    The report of every solver that evaluates its system exactly: the full KRR dual d(w) of the
+    ASkotch paper (Lemma 3.1, A = K + λnI, b = y) and the Nyström objective of the FALKON paper
+    (Eq. 8, A = K_nMᵀK_nM + λnK_MM, b = K_nMᵀy, constant ½‖y‖²), from a product Ax the caller has.
+    """
+    residual = float(torch.linalg.norm(Ax - b) / torch.linalg.norm(b))
+    objective = float(0.5 * (x * Ax).sum() - (b * x).sum()) + constant
+    return residual, objective

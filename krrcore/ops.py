@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ._validation import as_tensor, check_int
-from .device import default_memory_budget
+from .memory import scratch_budget
 from .kernels import Kernel
 
 #: Part of the budget left to BLAS packing buffers and allocator slack: 10%, at least 4 MiB
@@ -64,7 +64,7 @@ class KernelOperator:
         self.kernel = kernel
         self.n, self.M = X.shape[0], C.shape[0]
         self.dtype, self.device = X.dtype, X.device
-        self.memory_budget = int(memory_budget) if memory_budget is not None else default_memory_budget(X.device)
+        self.memory_budget = scratch_budget(memory_budget, X.device)
         if block_rows is None:
             block_rows = block_rows_for_budget(
                 self.n, self.M, itemsize=X.element_size(), budget_bytes=self.memory_budget,
@@ -164,7 +164,7 @@ class KernelOperator:
 def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:
     """K(A, B) as one dense matrix, filled in row blocks so kernel scratch stays within the budget."""
     out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
-    budget = memory_budget if memory_budget is not None else default_memory_budget(A.device)
+    budget = scratch_budget(memory_budget, A.device)
     rows = block_rows_for_budget(A.shape[0], B.shape[0], itemsize=A.element_size(), budget_bytes=budget,
                                  scratch_blocks=kernel.scratch_blocks)
     PA, PB = kernel.prepare(A), kernel.prepare(B)

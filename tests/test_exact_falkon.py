@@ -11,6 +11,7 @@ from sklearn.model_selection import GridSearchCV
 from krrcore import ExactKRR, NystromKRR
 from krrcore.centers import FixedCenters
 from krrcore.kernels import GaussianKernel, LaplacianKernel
+from krrcore.memory import MemoryBudgetError
 from krrcore.solvers.falkon import Falkon, NystromCG, NystromGD
 from krrcore.stream import SolverDivergedError
 
@@ -42,8 +43,8 @@ def test_exact_krr_matches_sklearn(data, sigma, lam, request):
 
 def test_exact_krr_refuses_past_memory_limit(diabetes):
     X, y = diabetes
-    with pytest.raises(ValueError, match=r"ExactKRR needs .* GiB for n=442"):
-        ExactKRR(GaussianKernel(3.0), 1e-2, max_memory=1000).fit(X, y)
+    with pytest.raises(MemoryBudgetError, match=r"ExactKRR \(n=442.* needs .* GiB but only .* GiB may be used \(memory_budget\)"):
+        ExactKRR(GaussianKernel(3.0), 1e-2, memory_budget=1000).fit(X, y)
 
 
 

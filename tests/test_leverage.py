@@ -62,9 +62,9 @@ def test_exact_path_matches_single_lambda_and_d_eff_is_monotone():
 def test_exact_refuses_past_memory_limit_with_the_gib_needed():
     X = _gaussian_data(200, d=2)
     with pytest.raises(ValueError, match=r"n=200.* needs [0-9.e-]+ GiB but only"):
-        lv.exact_scores(X, GaussianKernel(1.0), 1e-3, method="cholesky", max_memory=1000)
+        lv.exact_scores(X, GaussianKernel(1.0), 1e-3, method="cholesky", memory_budget=1000)
     with pytest.raises(ValueError, match=r"needs .* GiB"):
-        lv.exact_scores_path(X, GaussianKernel(1.0), [1e-3], max_memory=1000)
+        lv.exact_scores_path(X, GaussianKernel(1.0), [1e-3], memory_budget=1000)
 
 
 def test_eq3_with_every_point_and_unit_weights_is_exact():

@@ -22,6 +22,17 @@ def test_every_registered_solver_loads_and_takes_its_knobs(key):
     assert model.get_params()["penalty"] == 1e-3
 
 
+def test_every_registered_solver_is_exported_from_krrcore_and_krrcore_solvers():
+    import krrcore
+    import krrcore.solvers
+
+    classes = {info.load() for info in SOLVERS.values()}
+    for cls in classes:
+        assert getattr(krrcore, cls.__name__) is cls
+        assert getattr(krrcore.solvers, cls.__name__) is cls
+    assert {c.__name__ for c in classes} <= set(krrcore.__all__) & set(krrcore.solvers.__all__)
+
+
 def test_unknown_solver_is_a_clear_error():
     with pytest.raises(ValueError, match="solver must be one of"):
         get_solver("lbfgs")

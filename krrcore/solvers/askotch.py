@@ -299,7 +299,8 @@ class ASkotch(_BlockCoordinateKRR):
         as evaluation; "estimate": free, √(mean of ‖∇_b d‖²/p_b)/‖y‖ over the iterations since the last
         record — unbiased for the squared residual at the points where block gradients were taken
         (the coupled/extrapolated points, not the output x); no objective is reported then.
-    memory_budget : bytes of kernel scratch per product (default: krrcore's default budget).
+    memory_budget : bytes for kernel scratch per product and for K when μ's set-up stores it;
+        default: krrcore's scratch and storage budgets (:mod:`krrcore.memory`).
     """
 
     def __init__(self, kernel=None, penalty=1e-3, *, blocks=None, rank=100, beta=0.0, mu="auto",

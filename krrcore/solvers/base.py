@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from .._validation import as_tensor, check_features, check_int, check_positive, check_X_y
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
+from ..linalg import residual_and_objective
 from ..metrics import DEFAULT_METRIC, METRICS
 from ..ops import KernelOperator
 from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
@@ -61,19 +62,6 @@ class Step:
     def values(self) -> tuple[float, float]:
         """(residual, objective) as floats, evaluating lazy values (call it with the timer paused)."""
         return tuple(float(v() if callable(v) else v) for v in (self.residual, self.objective))
-
-
-def residual_and_objective(Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor,
-                           constant: float = 0.0) -> tuple[float, float]:
-    """(‖Ax − b‖_F/‖b‖_F, ½⟨x, Ax⟩ − ⟨b, x⟩ + constant) for the quadratic whose minimiser solves A x = b.
-
-    The report of every solver that evaluates its system exactly: the full KRR dual d(w) of the
-    ASkotch paper (Lemma 3.1, A = K + λnI, b = y) and the Nyström objective of the FALKON paper
-    (Eq. 8, A = K_nMᵀK_nM + λnK_MM, b = K_nMᵀy, constant ½‖y‖²), from a product Ax the caller has.
-    """
-    residual = float(torch.linalg.norm(Ax - b) / torch.linalg.norm(b))
-    objective = float(0.5 * (x * Ax).sum() - (b * x).sum()) + constant
-    return residual, objective
 
 
 class _Recorder:

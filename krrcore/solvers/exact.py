@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from ..centers import select_centers
-from ..device import available_memory_bytes
 from ..linalg import jitter_cholesky
+from ..memory import check_fits
 from ..ops import KernelOperator
 from .base import DirectKRR, Step
 
@@ -19,29 +19,24 @@ from .base import DirectKRR, Step
 class ExactKRR(DirectKRR):
     """Exact kernel ridge regression: solve (K_nn + λnI) c = y by Cholesky, in float64.
 
-    ``max_memory`` bounds the n×n matrix (default: half of the free memory); above it a
-    ``ValueError`` says how much is needed and suggests an approximate solver.
+    ``memory_budget`` (bytes; :mod:`krrcore.memory`) bounds the two n×n float64 matrices it holds
+    (K + λnI and its Cholesky factor) and prediction's kernel blocks; default: krrcore's storage and
+    scratch budgets. Above it a :class:`~krrcore.memory.MemoryBudgetError` says how much is needed
+    and suggests an approximate solver.
     """
 
-    def __init__(self, kernel=None, penalty=1e-3, *, dtype="float64", device=None, max_memory=None,
-                 memory_budget=None):
+    def __init__(self, kernel=None, penalty=1e-3, *, dtype="float64", device=None, memory_budget=None):
         self.kernel = kernel
         self.penalty = penalty
         self.dtype = dtype
         self.device = device
-        self.max_memory = max_memory
         self.memory_budget = memory_budget
 
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()
         n = X.shape[0]
-        need = 2 * n * n * 8  # K and its Cholesky factor, float64
-        limit = self.max_memory if self.max_memory is not None else available_memory_bytes(X.device) // 2
-        if need > limit:
-            raise ValueError(
-                f"ExactKRR needs {need / 2**30:.1f} GiB for n={n} (two n×n float64 matrices) but only "
-                f"{limit / 2**30:.1f} GiB may be used: subsample, or use Falkon / NystromPCG"
-            )
+        check_fits(2 * n * n * 8, f"ExactKRR (n={n}: K + λnI and its Cholesky factor, two n×n float64 matrices)",
+                   "subsample, or use Falkon / NystromPCG", self.memory_budget, X.device)
         X64, Y64 = X.double(), Y.double()
         A = self._kernel()(X64, X64)
         A.diagonal().add_(lam * n)

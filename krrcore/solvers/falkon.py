@@ -84,7 +84,8 @@ class Falkon(_NystromIterative):
     maxiter, tol : CG iterations; stop when the relative CG residual ‖Pᵀ(b̃ − H̃α)‖/‖Pᵀb̃‖ ≤ tol.
     dtype : "float64" | "float32"
         Data and kernel blocks; K_MM and the preconditioner are always float64.
-    memory_budget : bytes for the blocked kernel product (default: 10% of free memory, ≤ 1 GiB).
+    memory_budget : bytes for the blocked kernel product (default: krrcore's scratch budget,
+        :mod:`krrcore.memory`).
     jitter : εM added to diag(D K_MM D); default 1e-13·M (float64) or 1e-5·M (float32),
         raised automatically if needed (``jitter_``).
     refresh_every : recompute the exact CG residual every k iterations; "auto": 10 in float32.

@@ -100,8 +100,8 @@ class NystromPCG(_FullSystemCG):
     kernel_storage : "auto" (store K if its n² entries fit the memory budget), "stored", or
         "on_the_fly" (K recomputed blockwise at every product; O(n²d) per iteration, O(n·budget) memory).
         The choice made is ``kernel_storage_``.
-    memory_budget : bytes for K (when stored) and for kernel block scratch; default: half the free
-        memory for the storage decision and krrcore's default block budget for scratch.
+    memory_budget : bytes for K (when stored) and for kernel block scratch; default: krrcore's
+        storage and scratch budgets (:mod:`krrcore.memory`).
     eval_every : report the residual every this many iterations (default 1).
     residual : "float64" (default): the true relative residual recomputed in float64 (an O(n²d) kernel
         pass on the fly unless a float64 K is stored; timed as evaluation); "estimate": CG's own

@@ -18,10 +18,11 @@ import torch
 
 from .._validation import check_int, check_positive
 from ..centers import select_centers
-from ..device import default_memory_budget
+from ..linalg import residual_and_objective
+from ..memory import scratch_budget
 from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import KernelOperator
-from .base import IterativeKRR, Step, residual_and_objective
+from .base import IterativeKRR, Step
 
 
 #: r of the ASkotch paper's experiments ("most consistent performance", C.8); capped at M.
@@ -145,7 +146,7 @@ class SketchySAGA(IterativeKRR):
         self.rank_ = rank = min(DEFAULT_RANK, M) if rank is None else rank
         if rank > M:
             raise ValueError(f"rank must be <= M ({M} centres), got {rank}")
-        budget = self.memory_budget if self.memory_budget is not None else default_memory_budget(X.device)
+        budget = scratch_budget(self.memory_budget, X.device)
         self._generator, self._lam_n = generator, lam_n
         self._Kmm = KernelOperator(kernel, C, C, memory_budget=budget, n_rhs=Y.shape[1])   # blocks, never M×M
         self._Knm = KernelOperator(kernel, X, C, memory_budget=budget, n_rhs=Y.shape[1])   # batch rows only
