@@ -107,6 +107,17 @@ def resolve_selector(spec) -> CenterSelector:
     return FixedCenters(spec)
 
 
+def center_count(spec, M, n: int) -> int:
+    """How many centres ``centers=spec`` with ``M`` will give on n points, without selecting them
+    (for estimates before a fit): an array's rows, else M (a selector's own ``M`` first), checked <= n."""
+    if not isinstance(spec, (str, CenterSelector)):
+        return int(len(spec))
+    M = check_int(getattr(spec, "M", None) or M, "M")
+    if M > n:
+        raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
+    return M
+
+
 def select_centers(spec, X: torch.Tensor, M: int | None, seed: int, kernel=None) -> CenterSet:
     """Centres for a solver: ``spec`` as in :func:`resolve_selector`, ``kernel`` the solver's."""
     selector = resolve_selector(spec)

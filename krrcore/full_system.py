@@ -15,7 +15,8 @@ import torch
 from .memory import check_fits, fits, gib, scratch_budget
 from .kernels import Kernel
 from .linalg import residual_and_objective
-from .ops import KernelOperator, dense_kernel
+from .memory import CostModel
+from .ops import KernelOperator, dense_kernel, operator_bytes
 
 KERNEL_STORAGE = ("auto", "stored", "on_the_fly")
 
@@ -80,6 +81,31 @@ class FullKernelSystem:
         # Block rows K_bn on the fly; its buffer is only as tall as the largest block asked for.
         self._rows = KernelOperator(kernel, X, X, memory_budget=self.scratch_bytes) if self.K is None else None
         self._X64 = None
+
+    @staticmethod
+    def estimate(model: CostModel, n: int, k: int, *, storage: str, budget: int, float64_eval: bool
+                 ) -> tuple[float, float]:
+        """Add the system's parts to ``model``; return (seconds of one product K W, of one float64
+        evaluation). Stored K: n² entries, a product streams them; on the fly: a kernel pass each."""
+        s, d, scratch = model.itemsize, model.d, model.scratch_blocks
+        if storage == "stored":
+            model.hold(f"kernel matrix K ({n:,}×{n:,})", n * n * s)
+            product = model.stream_seconds(n * n * s) + model.flop_seconds(2 * n * n * k)
+            model.setup += model.entry_seconds(n * n)
+        else:
+            model.hold("kernel block buffer", operator_bytes(n, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k,
+                                                             scratch_blocks=scratch))
+            product = model.entry_seconds(n * n)
+        evaluation = 0.0
+        if float64_eval:
+            if storage == "stored" and s == 8:
+                evaluation = product
+            else:
+                model.hold("float64 evaluation (X in float64, blocks)",
+                           n * d * 8 + operator_bytes(n, n, itemsize=8, budget_bytes=budget, d=d, n_rhs=k,
+                                                      scratch_blocks=scratch))
+                evaluation = model.entry_seconds(n * n, torch.float64)
+        return product, evaluation
 
     # -- products in the solver's dtype ----------------------------------------------------
     def kernel_matvec(self, W: torch.Tensor) -> torch.Tensor:

@@ -18,11 +18,19 @@ policy gives each its own default; a number given by the user bounds both:
 Free memory (:func:`available_bytes`) is read at the time of the call: the GPU's free memory for a
 CUDA device, the operating system's ``MemAvailable`` for the CPU. :class:`PeakMemory` measures
 what a block of code really allocated (benchmarks, tests, the app's run report).
+
+Before a fit allocates anything, its estimator's ``memory_estimate(n, d, n_outputs)`` gives a
+:class:`MemoryEstimate`: the parts alive at its peak (stored matrices, scratch, data), the limit it
+is checked against (:func:`fit_memory_limit`: the storage and scratch budgets together) and, on a
+CPU, the set-up and per-iteration seconds. ``fit`` checks it first: :class:`MemoryLimitError`
+(with the numbers and what to change), :class:`TimeLimitError` past the solver's ``timeout``.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import os
+from dataclasses import dataclass, field
 
 import torch
 
@@ -109,6 +117,188 @@ def check_fits(need_bytes: int, what: str, advice: str, memory_budget: int | Non
         source = "memory_budget" if memory_budget is not None else f"{STORAGE_FRACTION:.0%} of free memory"
         raise MemoryBudgetError(f"{what} needs {gib(need_bytes)} but only {gib(limit)} may be used "
                                 f"({source}): {advice}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Resource estimates: what a fit will hold and how long it will take, before anything is allocated
+# ---------------------------------------------------------------------------------------------
+#: Fits whose estimated set-up plus first iteration exceed this many seconds warn before starting.
+SLOW_FIT_SECONDS = 60.0
+
+#: CPU cost model of one kernel entry in a blocked pass (distances by GEMM, the kernel function,
+#: the two mat-vecs of a fused product): base + per-feature seconds, by dtype. Measured with
+#: ``benchmarks/bench_estimates.py`` on the development machine (2 cores, AVX2, MKL); order of
+#: magnitude, for admission control and warnings, never for a test's assertion.
+_ENTRY_SECONDS = {torch.float32: (1.8e-9, 0.014e-9), torch.float64: (3.4e-9, 0.024e-9)}
+#: Kernels without a GEMM form (L1 distances, ``scratch_blocks`` > 0) pay per feature instead.
+_SCRATCH_FEATURE_SECONDS = 0.5e-9
+#: Dense GEMM rate (field notes: 37 / 13 GFLOP/s on 2 cores).
+_GEMM_FLOPS = {torch.float32: 37e9, torch.float64: 13e9}
+#: Memory bandwidth for streaming a stored matrix through a mat-vec (bytes per second).
+_STREAM_BYTES_PER_SECOND = 8e9
+
+
+class MemoryLimitError(MemoryBudgetError, MemoryError):
+    """A fit refused before allocating: its estimated peak exceeds :func:`fit_memory_limit`.
+
+    A :class:`MemoryBudgetError` (so a ``ValueError``: a choice of parameters that cannot work) and
+    a ``MemoryError`` (what it is about): any of the three ``except`` clauses catches it. The message
+    carries the numbers and what to change; ``estimate`` is the full :class:`MemoryEstimate`.
+    """
+
+    def __init__(self, message: str, estimate: "MemoryEstimate"):
+        super().__init__(message)
+        self.estimate = estimate
+
+
+class TimeLimitError(ValueError):
+    """A fit refused before starting: its estimated set-up and first iteration exceed ``timeout``."""
+
+    def __init__(self, message: str, estimate: "MemoryEstimate"):
+        super().__init__(message)
+        self.estimate = estimate
+
+
+class SlowFitWarning(UserWarning):
+    """The estimated set-up plus first iteration of a fit exceeds :data:`SLOW_FIT_SECONDS`."""
+
+
+def fit_memory_limit(memory_budget: int | None = None, device=None) -> int:
+    """The peak bytes one fit may hold: its stored matrices (:func:`storage_budget`) and its kernel
+    scratch (:func:`scratch_budget`) at once — both from ``memory_budget`` when given."""
+    return storage_budget(memory_budget, device) + scratch_budget(memory_budget, device)
+
+
+def _size(n_bytes: float) -> str:
+    return gib(n_bytes) if n_bytes >= 2**30 else f"{n_bytes / 2**20:.3g} MiB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What a fit of one estimator on n points will hold at its peak, and how long it will take.
+
+    ``parts`` names the allocations alive at the peak, largest first (bytes); ``peak_bytes`` is
+    their sum; ``limit_bytes`` is what it was checked against (:func:`fit_memory_limit`).
+    ``setup_seconds`` and ``seconds_per_iteration`` (solver work plus the amortised evaluation of
+    each record) come from a CPU cost model and are None on other devices. ``suggestion`` says
+    what to change when the fit does not fit.
+    """
+
+    solver: str
+    n: int
+    d: int
+    n_outputs: int
+    dtype: str
+    parts: tuple[tuple[str, int], ...]
+    limit_bytes: int
+    setup_seconds: float | None = None
+    seconds_per_iteration: float | None = None
+    suggestion: str = ""
+    details: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def peak_bytes(self) -> int:
+        return int(sum(b for _, b in self.parts))
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.limit_bytes
+
+    def dominant_parts(self, count: int = 3) -> tuple[tuple[str, int], ...]:
+        return self.parts[:count]
+
+    def seconds_for(self, iterations: int) -> float | None:
+        """Estimated seconds of set-up plus ``iterations`` iterations (None off the CPU)."""
+        if self.setup_seconds is None or self.seconds_per_iteration is None:
+            return None
+        return self.setup_seconds + iterations * self.seconds_per_iteration
+
+    def describe(self) -> str:
+        """One paragraph: peak, its dominant parts, the limit and (when known) the time."""
+        parts = ", ".join(f"{name} {_size(b)}" for name, b in self.dominant_parts())
+        text = (f"{self.solver} on n={self.n:,} points (d={self.d}, {self.dtype}) needs about "
+                f"{_size(self.peak_bytes)} at its peak ({parts}); the limit is {_size(self.limit_bytes)}")
+        if self.setup_seconds is not None and self.seconds_per_iteration:
+            text += (f"; estimated set-up {_duration(self.setup_seconds)} and "
+                     f"{_duration(self.seconds_per_iteration)} per iteration on this CPU")
+        elif self.setup_seconds is not None:
+            text += f"; estimated {_duration(self.setup_seconds)} on this CPU"
+        return text + "."
+
+    def check(self, *, timeout: float | None = None) -> "MemoryEstimate":
+        """Raise :class:`MemoryLimitError` if the peak exceeds the limit, :class:`TimeLimitError` if
+        the estimated set-up plus one iteration exceeds ``timeout`` seconds; return self otherwise."""
+        if not self.fits:
+            raise MemoryLimitError(f"{self.describe()} Refused before allocating: {self.suggestion}", self)
+        first = self.seconds_for(1)
+        if timeout is not None and first is not None and first > timeout:
+            raise TimeLimitError(
+                f"{self.describe()} Refused before starting: set-up and one iteration would take about "
+                f"{_duration(first)}, beyond timeout={timeout:g} s. {self.suggestion}", self)
+        return self
+
+
+class CostModel:
+    """Builds a :class:`MemoryEstimate`: parts alive at the peak, set-up and per-iteration seconds.
+
+    Time is counted in kernel entries (each costs a distance, the kernel function and its share
+    of the products), dense flops and streamed bytes, converted with the CPU rates above.
+    """
+
+    def __init__(self, *, d: int, dtype: torch.dtype, device, limit_bytes: int, scratch_blocks: int = 0):
+        self.d, self.dtype, self.itemsize = d, dtype, torch.finfo(dtype).bits // 8
+        self.limit_bytes = int(limit_bytes)
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.scratch_blocks = scratch_blocks
+        self.parts: dict[str, int] = {}
+        self.setup = 0.0
+        self.iteration = 0.0
+
+    def hold(self, name: str, nbytes: float) -> None:
+        """An allocation alive at the peak (repeated names add up)."""
+        if nbytes > 0:
+            self.parts[name] = self.parts.get(name, 0) + int(nbytes)
+
+    def entry_seconds(self, entries: float, dtype: torch.dtype | None = None) -> float:
+        dtype = dtype or self.dtype
+        base, per_feature = _ENTRY_SECONDS[dtype]
+        if self.scratch_blocks:
+            per_feature = _SCRATCH_FEATURE_SECONDS
+        return entries * (base + per_feature * self.d)
+
+    def flop_seconds(self, flops: float, dtype: torch.dtype | None = None) -> float:
+        return flops / _GEMM_FLOPS[dtype or self.dtype]
+
+    def stream_seconds(self, nbytes: float) -> float:
+        return nbytes / _STREAM_BYTES_PER_SECOND
+
+    @property
+    def held_bytes(self) -> int:
+        return int(sum(self.parts.values()))
+
+    def build(self, solver: str, n: int, n_outputs: int, suggestion: str, **details) -> MemoryEstimate:
+        parts = tuple(sorted(self.parts.items(), key=lambda item: -item[1]))
+        timed = self.device.type == "cpu"
+        return MemoryEstimate(solver=solver, n=int(n), d=int(self.d), n_outputs=int(n_outputs),
+                              dtype=str(self.dtype).removeprefix("torch."), parts=parts,
+                              limit_bytes=self.limit_bytes,
+                              setup_seconds=self.setup if timed else None,
+                              seconds_per_iteration=self.iteration if timed else None,
+                              suggestion=suggestion, details=details)
+
+
+def largest_fitting(limit_bytes: float, fixed_bytes: float, bytes_per_unit_sq: float) -> int:
+    """Largest m with fixed + m²·bytes_per_unit_sq <= limit (the M or n a suggestion names)."""
+    room = max(limit_bytes - fixed_bytes, 0.0)
+    return int(math.isqrt(int(room // bytes_per_unit_sq))) if bytes_per_unit_sq > 0 else 0
 
 
 # ------------------------------------------------------------------------------------------------

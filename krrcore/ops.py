@@ -48,6 +48,16 @@ def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int, d
     return max(min_rows, min(rows, n, MAX_BLOCK_ROWS))
 
 
+def operator_bytes(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0, n_rhs: int = 1,
+                   scratch_blocks: int = 0) -> int:
+    """Peak extra bytes of one blocked product over n rows against M columns (its block buffer
+    and per-block intermediates), as :class:`KernelOperator` will size it: for estimates made
+    before anything is allocated."""
+    rows = block_rows_for_budget(n, M, itemsize=itemsize, budget_bytes=budget_bytes, d=d, n_rhs=n_rhs,
+                                 scratch_blocks=scratch_blocks)
+    return rows * itemsize * ((1 + scratch_blocks) * M + 2 * d + 1 + 2 * n_rhs)
+
+
 class KernelOperator:
     """Blocked products with K_nM = kernel(X, C) under ``memory_budget`` bytes of extra memory.
 

@@ -38,7 +38,9 @@ import torch
 from .._validation import check_int, check_positive
 from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
 from ..linalg import lanczos_ritz_values
-from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+from ..memory import CostModel
+from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+from ..ops import operator_bytes
 from .base import IterativeKRR, Step
 
 #: The authors' default block size is n/100 (field notes: "block size n/100").
@@ -70,16 +72,17 @@ class _BlockCoordinateKRR(IterativeKRR):
     # -- parameter resolution ----------------------------------------------------------------
     def _resolve_blocks(self, n: int) -> tuple[int, int]:
         """(B, r) after checks: B <= n and, with preconditioning, r <= the smallest block size."""
-        rank = check_int(self.rank, "rank") if self._precondition else 0
+        precondition = self.preconditioner == "nystrom"
+        rank = check_int(self.rank, "rank") if precondition else 0
         if self.blocks is None:
             blocks = min(DEFAULT_BLOCKS, n)
-            if self._precondition:
+            if precondition:
                 blocks = max(1, min(blocks, n // rank))
         else:
             blocks = check_int(self.blocks, "blocks")
         if blocks > n:
             raise ValueError(f"blocks must be <= n ({n} training points), got {blocks}")
-        if self._precondition and rank > n // blocks:
+        if precondition and rank > n // blocks:
             raise ValueError(
                 f"rank must be <= the block size: {blocks} blocks of {n} points hold at least {n // blocks} "
                 f"points each, but rank={rank}; lower rank or use fewer blocks")
@@ -87,6 +90,54 @@ class _BlockCoordinateKRR(IterativeKRR):
 
     def _sampling_exponent(self) -> float:
         raise NotImplementedError
+
+    # -- resources -----------------------------------------------------------------------------
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """Iterates (O(nk)), one block row of K in chunks, K_bb (dense when it fits the budget, as
+        :meth:`FullKernelSystem.principal_block` decides) and its rank-r Nyström factors; per iteration
+        a block row (|b|·n kernel entries), the block's preconditioner (a sketch of K_bb) unless
+        cached, and 1/B of a float64 evaluation; the set-up makes every block's preconditioner and L_P."""
+        if self.preconditioner not in PRECONDITIONERS:
+            raise ValueError(f"preconditioner must be 'nystrom' or None, got {self.preconditioner!r}")
+        blocks, rank = self._resolve_blocks(n)
+        s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, self._block_budget()
+        size = -(-n // blocks)
+        variant = getattr(self, "variant", "alg1")
+        model.hold("iterates and targets (n×k each)", 4 * n * k * s + n * k * 8)
+        model.hold("block-row kernel chunks", operator_bytes(size, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k,
+                                                             scratch_blocks=scratch))
+        dense_block = size * size * s * (1 + scratch) <= budget
+        if dense_block:
+            model.hold(f"K_bb ({size:,}×{size:,})", size * size * s * (1 + scratch))
+            block_product = model.flop_seconds(2 * size * size)
+        else:
+            model.hold("K_bb blocks", operator_bytes(size, size, itemsize=s, budget_bytes=budget, d=d, n_rhs=max(rank, 1),
+                                                     scratch_blocks=scratch))
+            block_product = model.entry_seconds(size * size)
+        block_entries = model.entry_seconds(size * size) if dense_block else 0.0
+        sketch = 0.0
+        if self.preconditioner == "nystrom":
+            model.hold(f"block Nyström factors (4 × |b|×r, r={rank})", 4 * size * rank * s)
+            sketch = block_entries + block_product + model.flop_seconds(2 * size * size * rank + 4 * size * rank * rank)
+            if self.cache_preconditioners:
+                model.hold("cached block preconditioners (n×r)", n * rank * s)
+        smoothness = GET_L_ITERATIONS * block_product
+        model.hold("float64 evaluation (X in float64, blocks)",
+                   n * d * 8 + operator_bytes(n, n, itemsize=8, budget_bytes=budget, d=d, n_rhs=k, scratch_blocks=scratch))
+        evaluation = model.entry_seconds(n * n, torch.float64) if self.residual == "float64" else 0.0
+        eval_every = blocks if self.eval_every is None else check_int(self.eval_every, "eval_every")
+        model.iteration += model.entry_seconds(size * n) + evaluation / eval_every
+        if variant == "fresh_blocks":
+            model.iteration += sketch + smoothness
+        else:
+            model.setup += blocks * (sketch + smoothness)
+            if not self.cache_preconditioners:
+                model.iteration += sketch
+            self._estimate_mu(model, n)
+        return f"use more blocks (now {blocks}), a smaller rank (now {rank}), or dtype='float32'"
+
+    def _estimate_mu(self, model: CostModel, n: int) -> None:
+        pass
 
     # -- per-block pieces ----------------------------------------------------------------------
     def _block_preconditioner(self, idx: torch.Tensor):
@@ -335,7 +386,7 @@ class ASkotch(_BlockCoordinateKRR):
     def _sampling_exponent(self) -> float:
         return (1.0 - _check_unit_interval(self.beta, "beta")) / 2.0
 
-    def _mu_rule(self) -> str:
+    def _mu_rule(self, n: int, itemsize: int) -> str:
         """How μ is obtained: "value", "lambda", "bound" or "estimate" ("auto" resolved for this n)."""
         mu = self.mu
         if not isinstance(mu, str):
@@ -345,13 +396,21 @@ class ASkotch(_BlockCoordinateKRR):
             raise ValueError(f"mu must be one of {MU_RULES} or a positive number, got {mu!r}")
         if mu != "auto":
             return mu
-        return "estimate" if self._kernel_fits_budget() else "bound"
+        return "estimate" if self._kernel_fits_budget(n, itemsize) else "bound"
 
-    def _kernel_fits_budget(self) -> bool:
+    def _kernel_fits_budget(self, n: int, itemsize: int) -> bool:
         """Whether the n×n kernel matrix fits ``memory_budget`` (it is then stored for μ's set-up)."""
-        system = self._system
-        return resolve_kernel_storage("auto", system.n, system.X.element_size(), system.memory_budget,
-                                      system.X.device) == "stored"
+        return resolve_kernel_storage("auto", n, itemsize, self.memory_budget, self._device()) == "stored"
+
+    def _estimate_mu(self, model: CostModel, n: int) -> None:
+        """μ "estimate": 40 Lanczos products with K, stored for them when it fits the budget."""
+        if self._mu_rule(n, model.itemsize) != "estimate":
+            return
+        if self._kernel_fits_budget(n, model.itemsize):
+            model.hold(f"kernel matrix K for μ ({n:,}×{n:,})", n * n * model.itemsize)
+            model.setup += model.entry_seconds(n * n) + MU_LANCZOS_STEPS * model.stream_seconds(n * n * model.itemsize)
+        else:
+            model.setup += MU_LANCZOS_STEPS * model.entry_seconds(n * n)
 
     def _strong_convexity(self, rule: str) -> float:
         """μ used in τ, γ and the z-update of Alg. 1 (parameter ``mu``, resolved to ``rule``).
@@ -397,7 +456,7 @@ class ASkotch(_BlockCoordinateKRR):
     def _smallest_eigenvalue(self) -> float:
         """λ_min(K + λI) estimated by Lanczos (from above); K stored for it only if it fits the budget."""
         system = self._system
-        if self._kernel_fits_budget():
+        if self._kernel_fits_budget(system.n, system.X.element_size()):
             system = FullKernelSystem(system.kernel, system.X, system.lam_n, storage="stored",
                                       memory_budget=system.memory_budget)
         ritz = lanczos_ritz_values(system.matvec, system.n, steps=MU_LANCZOS_STEPS, dtype=system.X.dtype,
@@ -405,7 +464,7 @@ class ASkotch(_BlockCoordinateKRR):
         return float(ritz[0])
 
     def _setup_partition(self, n: int):
-        rule = self._mu_rule()          # validates ``mu`` before the per-block set-up
+        rule = self._mu_rule(n, self._system.X.element_size())          # validates ``mu`` before the per-block set-up
         super()._setup_partition(n)
         self.mu_ = self._strong_convexity(rule)
         self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from .._validation import as_tensor, check_features, check_int, check_positive, 
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
+from ..memory import SLOW_FIT_SECONDS, CostModel, MemoryEstimate, SlowFitWarning, fit_memory_limit, scratch_budget
 from ..metrics import DEFAULT_METRIC, METRICS
 from ..ops import KernelOperator
 from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
@@ -160,12 +162,56 @@ class KRRBase(RegressorMixin, BaseEstimator):
         raise NotImplementedError
 
     def _start_fit(self, X, y, X_val, y_val) -> tuple[torch.Tensor, torch.Tensor, _Recorder]:
-        """Checked training tensors and the recorder of this fit; resets ``trace_`` and ``stop_reason_``."""
+        """Checked training tensors and the recorder of this fit; resets ``trace_`` and ``stop_reason_``.
+
+        Before the solver allocates anything, its :meth:`memory_estimate` is checked
+        (``memory_estimate_``): :class:`~krrcore.memory.MemoryLimitError` past the memory limit,
+        :class:`~krrcore.memory.TimeLimitError` when set-up plus one iteration would exceed
+        ``timeout``, and a :class:`~krrcore.memory.SlowFitWarning` past a minute.
+        """
         X, Y = self._prepare_fit(X, y)
+        estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1])
+        self.memory_estimate_ = estimate.check(timeout=getattr(self, "timeout", None))
+        first = estimate.seconds_for(1)
+        if first is not None and first > SLOW_FIT_SECONDS:
+            warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while.",
+                          SlowFitWarning, stacklevel=3)
         recorder = _Recorder(self, X, Y, X_val, y_val)
         self.trace_ = []
         self.stop_reason_ = ""
         return X, Y, recorder
+
+    # -- resources ---------------------------------------------------------------------------
+    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, limit_bytes: int | None = None
+                        ) -> MemoryEstimate:
+        """Peak memory (and, on a CPU, time) of fitting this estimator, as configured, on ``n`` points
+        with ``d`` features and ``n_outputs`` targets — from the parameters alone, allocating nothing.
+
+        Checked against ``limit_bytes`` (default: :func:`krrcore.memory.fit_memory_limit`, the
+        storage and scratch budgets of ``memory_budget`` together). ``fit`` runs the same estimate
+        first and refuses what does not fit (:meth:`~krrcore.memory.MemoryEstimate.check`).
+        """
+        n, d = check_int(n, "n"), check_int(d, "d")
+        k = check_int(n_outputs, "n_outputs")
+        device, dtype = self._device(), self._dtype()
+        budget = getattr(self, "memory_budget", None)
+        limit = limit_bytes if limit_bytes is not None else fit_memory_limit(budget, device)
+        model = CostModel(d=d, dtype=dtype, device=device, limit_bytes=limit,
+                          scratch_blocks=self._kernel().scratch_blocks)
+        model.hold("training data X, y", n * (d + k) * model.itemsize)
+        suggestion = self._estimate_resources(model, n, k)
+        return model.build(type(self).__name__, n, k, suggestion)
+
+    def _block_budget(self) -> int:
+        """Bytes one blocked kernel product may use (:func:`krrcore.memory.scratch_budget`)."""
+        return scratch_budget(getattr(self, "memory_budget", None), self._device())
+
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """Add this solver's parts and seconds to ``model``; return the suggestion if it does not fit.
+
+        Every krrcore solver overrides this; the default (for a user's subclass) counts the data only.
+        """
+        return ""
 
     # -- prediction ------------------------------------------------------------------------
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:

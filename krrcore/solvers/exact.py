@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from ..centers import select_centers
+from ..centers import center_count, select_centers
 from ..linalg import jitter_cholesky
-from ..memory import check_fits
-from ..ops import KernelOperator
+from ..memory import CostModel, largest_fitting
+from ..ops import KernelOperator, operator_bytes
 from .base import DirectKRR, Step
 
 
@@ -21,8 +21,9 @@ class ExactKRR(DirectKRR):
 
     ``memory_budget`` (bytes; :mod:`krrcore.memory`) bounds the two n×n float64 matrices it holds
     (K + λnI and its Cholesky factor) and prediction's kernel blocks; default: krrcore's storage and
-    scratch budgets. Above it a :class:`~krrcore.memory.MemoryBudgetError` says how much is needed
-    and suggests an approximate solver.
+    scratch budgets. A fit that would not fit is refused before anything is allocated with a
+    :class:`~krrcore.memory.MemoryLimitError` (a :class:`~krrcore.memory.MemoryBudgetError`) saying
+    how much is needed and suggesting an approximate solver.
     """
 
     def __init__(self, kernel=None, penalty=1e-3, *, dtype="float64", device=None, memory_budget=None):
@@ -32,11 +33,19 @@ class ExactKRR(DirectKRR):
         self.device = device
         self.memory_budget = memory_budget
 
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """K + λnI and its Cholesky factor, both n×n float64; O(n²d) kernel and n³/3 flops."""
+        model.hold(f"K + λnI ({n:,}×{n:,}, float64)", n * n * 8)
+        model.hold("its Cholesky factor (float64)", n * n * 8)
+        model.hold("float64 copies of X, y", n * (model.d + k) * 8)
+        model.setup += model.entry_seconds(n * n, torch.float64) + model.flop_seconds(n ** 3 / 3, torch.float64)
+        n_fit = largest_fitting(model.limit_bytes, model.held_bytes - 2 * n * n * 8, 16)
+        return (f"subsample to at most n={n_fit:,}, or use Falkon, NystromPCG or ASkotch, which never hold "
+                f"an n×n matrix")
+
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()
         n = X.shape[0]
-        check_fits(2 * n * n * 8, f"ExactKRR (n={n}: K + λnI and its Cholesky factor, two n×n float64 matrices)",
-                   "subsample, or use Falkon / NystromPCG", self.memory_budget, X.device)
         X64, Y64 = X.double(), Y.double()
         A = self._kernel()(X64, X64)
         A.diagonal().add_(lam * n)
@@ -65,6 +74,20 @@ class NystromKRR(DirectKRR):
         self.dtype = dtype
         self.device = device
         self.memory_budget = memory_budget
+
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """K_nMᵀK_nM + λnK_MM and its Cholesky factor (M×M float64); one kernel pass, 2nM² + M³/3 flops."""
+        M, d = center_count(self.centers, self.M, n), model.d
+        model.hold(f"K_nMᵀK_nM + λnK_MM ({M:,}×{M:,}, float64)", M * M * 8)
+        model.hold("its Cholesky factor (float64)", M * M * 8)
+        model.hold("kernel block buffer (float64)", operator_bytes(n, M, itemsize=8, budget_bytes=self._block_budget(),
+                                                                   d=d, n_rhs=k, scratch_blocks=model.scratch_blocks))
+        model.hold("float64 copies of X, y, centres", (n * (d + k) + M * d) * 8)
+        model.setup += (model.entry_seconds(n * M, torch.float64)
+                        + model.flop_seconds(2 * n * M * M + M ** 3 / 3, torch.float64))
+        M_fit = largest_fitting(model.limit_bytes, model.held_bytes - 2 * M * M * 8, 16)
+        return (f"lower M to at most {M_fit:,}, or use Falkon (one M×M buffer, half the memory) or SketchySAGA "
+                f"(no M×M matrix)")
 
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()

@@ -17,9 +17,10 @@ import math
 import torch
 
 from .._validation import check_int
-from ..centers import select_centers
+from ..centers import center_count, select_centers
 from ..cg import conjugate_gradient
-from ..ops import KernelOperator
+from ..memory import CostModel, largest_fitting
+from ..ops import KernelOperator, operator_bytes
 from ..preconditioner import FalkonPreconditioner
 from .base import IterativeKRR, Step
 
@@ -58,6 +59,29 @@ class _NystromIterative(IterativeKRR):
                                         n_rhs=Y.shape[1])
         self._y_sq = float((Y.double() ** 2).sum()) / self.n_
         return self.operator_.rmatvec(Y) / self.n_        # b̃
+
+    #: Name of the M×M matrix the solver holds, its itemsize (None: the data dtype's) and the
+    #: number of fused kernel passes its set-up makes beyond b̃ (NystromGD's power iteration).
+    _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE, _SETUP_PASSES = "K_MM", None, 0
+
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """Centres, one M×M matrix, the kernel block buffer, O(M) CG vectors; a fused pass over K_nM
+        per iteration (FALKON Alg. 1) and the M×M set-up (K_MM, FALKON's two Cholesky factors)."""
+        M, d, s = center_count(self.centers, self.M, n), model.d, model.itemsize
+        system_itemsize = self._SYSTEM_ITEMSIZE or s
+        model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * system_itemsize)
+        model.hold("kernel block buffer", operator_bytes(n, M, itemsize=s, budget_bytes=self._block_budget(), d=d,
+                                                         n_rhs=k, scratch_blocks=model.scratch_blocks))
+        model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
+        if isinstance(self.centers, str) and self.centers.startswith("bless"):
+            model.hold("BLESS scoring (float64 X, blocks)", n * d * 8 + self._block_budget())
+            model.setup += model.entry_seconds(n * M, torch.float64)
+        model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
+                        + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
+        model.iteration += model.entry_seconds(n * M) + model.stream_seconds(4 * M * M * system_itemsize)
+        M_fit = largest_fitting(model.limit_bytes, model.held_bytes - M * M * system_itemsize, system_itemsize)
+        return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
+                f"which holds no M×M matrix")
 
     def _H(self, alpha: torch.Tensor) -> torch.Tensor:
         """H̃ α = K_nMᵀK_nM α / n + λ K_MM α."""
@@ -103,6 +127,8 @@ class Falkon(_NystromIterative):
                          eval_train=eval_train, metric=metric, stall_patience=stall_patience)
         self.jitter = jitter
         self.refresh_every = refresh_every
+
+    _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE = "preconditioner (one float64 M×M buffer)", 8
 
     def _setup(self, X, Y):
         b = self._setup_operator(X, Y)
@@ -150,6 +176,8 @@ class NystromCG(_NystromIterative):
 
 class NystromGD(_NystromIterative):
     """Gradient descent on the Nyström objective, step 1/L with L = λ_max(H̃) (FALKON Fig. 1)."""
+
+    _SETUP_PASSES = 30        # power_iteration's default iterations
 
     def _setup(self, X, Y):
         self._b = self._setup_operator(X, Y)

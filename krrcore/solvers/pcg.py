@@ -14,6 +14,7 @@ from .._validation import check_int
 from ..cg import CGState, conjugate_gradient
 from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
 from ..nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
+from ..memory import CostModel
 from .base import IterativeKRR, Step
 
 
@@ -48,6 +49,21 @@ class _FullSystemCG(IterativeKRR):
 
     def _preconditioner(self, system: FullKernelSystem, generator: torch.Generator):
         return None
+
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """K stored or its blocks, 5 CG vectors of n×k, the float64 evaluation every ``eval_every``."""
+        storage = resolve_kernel_storage(self.kernel_storage, n, model.itemsize, self.memory_budget, self._device())
+        eval_every = 1 if self.eval_every is None else check_int(self.eval_every, "eval_every")
+        product, evaluation = FullKernelSystem.estimate(model, n, k, storage=storage, budget=self._block_budget(),
+                                                        float64_eval=self.residual == "float64")
+        model.hold("CG vectors (n×k each)", 5 * n * k * model.itemsize)
+        model.iteration += product + evaluation / eval_every
+        self._estimate_preconditioner(model, n, product)
+        return ("subsample, use dtype='float32', or use ASkotch, which touches one block row of K per step"
+                if storage == "stored" else "subsample, or use Falkon (Nyström) or ASkotch")
+
+    def _estimate_preconditioner(self, model: CostModel, n: int, product_seconds: float) -> None:
+        pass
 
     def _setup(self, X, Y):
         lam = self._penalty()
@@ -118,6 +134,12 @@ class NystromPCG(_FullSystemCG):
                          metric=metric, stall_patience=stall_patience)
         self.rank = rank
         self.damping = damping
+
+    def _estimate_preconditioner(self, model: CostModel, n: int, product_seconds: float) -> None:
+        """Alg. 2 on K: the sketch KΩ (one product with r columns) and four n×r factors."""
+        r = min(check_int(self.rank, "rank"), n)
+        model.hold(f"Nyström sketch (4 × n×r, r={r})", 4 * n * r * model.itemsize)
+        model.setup += product_seconds + model.flop_seconds(2 * n * n * r + 4 * n * r * r)
 
     def _preconditioner(self, system, generator):
         rank = check_int(self.rank, "rank")

@@ -17,11 +17,11 @@ import math
 import torch
 
 from .._validation import check_int, check_positive
-from ..centers import select_centers
+from ..centers import center_count, select_centers
 from ..linalg import residual_and_objective
-from ..memory import scratch_budget
-from ..nystrom import NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
-from ..ops import KernelOperator
+from ..memory import CostModel
+from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
+from ..ops import KernelOperator, operator_bytes
 from .base import IterativeKRR, Step
 
 
@@ -129,6 +129,30 @@ class SketchySAGA(IterativeKRR):
                 size(self.precond_batch_size, max(1, math.isqrt(n)), "precond_batch_size"),
                 size(self.lr_batch_size, max(1, n // 50), "lr_batch_size"))
 
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """The gradient table (n×k), batch rows of K_nM, K_MM in row blocks, the M×r preconditioner; per
+        iteration b_g·M + M² kernel entries (K_MM w is recomputed), 1/pass of a float64 evaluation."""
+        M, d, s, scratch = center_count(self.centers, self.M, n), model.d, model.itemsize, model.scratch_blocks
+        b_g, b_h1, b_h2 = self._batch_sizes(n)
+        rank = min(DEFAULT_RANK, M) if self.rank is None else check_int(self.rank, "rank")
+        budget = self._block_budget()
+
+        def blocks(rows, n_rhs, itemsize=s):
+            return operator_bytes(rows, M, itemsize=itemsize, budget_bytes=budget, d=d, n_rhs=n_rhs,
+                                  scratch_blocks=scratch)
+
+        model.hold("gradient table and centres", n * k * s + M * d * s)
+        model.hold("kernel blocks (batch rows, K_MM rows)", blocks(b_g, k) + blocks(M, k))
+        model.hold(f"Nyström preconditioner (4 × M×r, r={rank})", 4 * M * rank * s)
+        model.hold("float64 evaluation (X, centres in float64, blocks)",
+                   (n + M) * d * 8 + blocks(n, k, 8) + blocks(M, k, 8))
+        eval_every = math.ceil(n / b_g) if self.eval_every is None else check_int(self.eval_every, "eval_every")
+        model.setup += (model.entry_seconds(b_h1 * M) + model.flop_seconds(4 * b_h1 * M * rank)
+                        + GET_L_ITERATIONS * model.entry_seconds(b_h2 * M + M * M))
+        model.iteration += (model.entry_seconds(b_g * M + M * M) + model.flop_seconds(4 * M * rank)
+                            + model.entry_seconds(n * M + M * M, torch.float64) / eval_every)
+        return "lower M (each iteration recomputes K_MM w: M² kernel entries), or use dtype='float32'"
+
     def _setup(self, X, Y):
         lam = self._penalty()
         n = X.shape[0]
@@ -146,7 +170,7 @@ class SketchySAGA(IterativeKRR):
         self.rank_ = rank = min(DEFAULT_RANK, M) if rank is None else rank
         if rank > M:
             raise ValueError(f"rank must be <= M ({M} centres), got {rank}")
-        budget = scratch_budget(self.memory_budget, X.device)
+        budget = self._block_budget()
         self._generator, self._lam_n = generator, lam_n
         self._Kmm = KernelOperator(kernel, C, C, memory_budget=budget, n_rhs=Y.shape[1])   # blocks, never M×M
         self._Knm = KernelOperator(kernel, X, C, memory_budget=budget, n_rhs=Y.shape[1])   # batch rows only
