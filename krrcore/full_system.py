@@ -52,6 +52,15 @@ def storage_advice(n: int, itemsize: int, memory_budget: int | None = None, devi
             f"iteration (one full kernel pass each), so ASkotch, which touches one block row per step, is the fair choice.")
 
 
+def evaluation_blocks(model: CostModel, n: int, M: int, k: int, budget: int) -> None:
+    """Parts of a float64 evaluation over n rows against M columns: X in float64 (unless it is
+    already) and its kernel blocks."""
+    if model.itemsize != 8:
+        model.hold("float64 copy of X (evaluation)", n * model.d * 8)
+    model.hold("float64 evaluation blocks", operator_bytes(n, M, itemsize=8, budget_bytes=budget, d=model.d, n_rhs=k,
+                                                          scratch_blocks=model.scratch_blocks), "scratch")
+
+
 class FullKernelSystem:
     """A = K + λnI on the training points (ASkotch paper Eq. 3 with its λ = λn).
 
@@ -83,27 +92,24 @@ class FullKernelSystem:
         self._X64 = None
 
     @staticmethod
-    def estimate(model: CostModel, n: int, k: int, *, storage: str, budget: int, float64_eval: bool
-                 ) -> tuple[float, float]:
+    def estimate(model: CostModel, n: int, k: int, *, storage: str, float64_eval: bool) -> tuple[float, float]:
         """Add the system's parts to ``model``; return (seconds of one product K W, of one float64
         evaluation). Stored K: n² entries, a product streams them; on the fly: a kernel pass each."""
-        s, d, scratch = model.itemsize, model.d, model.scratch_blocks
+        s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, model.scratch_bytes
         if storage == "stored":
             model.hold(f"kernel matrix K ({n:,}×{n:,})", n * n * s)
             product = model.stream_seconds(n * n * s) + model.flop_seconds(2 * n * n * k)
             model.setup += model.entry_seconds(n * n)
         else:
             model.hold("kernel block buffer", operator_bytes(n, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k,
-                                                             scratch_blocks=scratch))
+                                                             scratch_blocks=scratch), "scratch")
             product = model.entry_seconds(n * n)
         evaluation = 0.0
         if float64_eval:
             if storage == "stored" and s == 8:
                 evaluation = product
             else:
-                model.hold("float64 evaluation (X in float64, blocks)",
-                           n * d * 8 + operator_bytes(n, n, itemsize=8, budget_bytes=budget, d=d, n_rhs=k,
-                                                      scratch_blocks=scratch))
+                evaluation_blocks(model, n, n, k, budget)
                 evaluation = model.entry_seconds(n * n, torch.float64)
         return product, evaluation
 

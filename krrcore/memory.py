@@ -20,9 +20,9 @@ CUDA device, the operating system's ``MemAvailable`` for the CPU. :class:`PeakMe
 what a block of code really allocated (benchmarks, tests, the app's run report).
 
 Before a fit allocates anything, its estimator's ``memory_estimate(n, d, n_outputs)`` gives a
-:class:`MemoryEstimate`: the parts alive at its peak (stored matrices, scratch, data), the limit it
-is checked against (:func:`fit_memory_limit`: the storage and scratch budgets together) and, on a
-CPU, the set-up and per-iteration seconds. ``fit`` checks it first: :class:`MemoryLimitError`
+:class:`MemoryEstimate`: the parts alive at its peak (stored matrices, scratch, data), checked
+against the storage budget (what it stores) and the free memory (its whole peak), and, on a CPU,
+the set-up and per-iteration seconds. ``fit`` checks it first: :class:`MemoryLimitError`
 (with the numbers and what to change), :class:`TimeLimitError` past the solver's ``timeout``.
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -139,7 +140,8 @@ _STREAM_BYTES_PER_SECOND = 8e9
 
 
 class MemoryLimitError(MemoryBudgetError, MemoryError):
-    """A fit refused before allocating: its estimated peak exceeds :func:`fit_memory_limit`.
+    """A fit refused before allocating: what it would store exceeds the storage budget, or its
+    whole peak exceeds the free memory.
 
     A :class:`MemoryBudgetError` (so a ``ValueError``: a choice of parameters that cannot work) and
     a ``MemoryError`` (what it is about): any of the three ``except`` clauses catches it. The message
@@ -163,12 +165,6 @@ class SlowFitWarning(UserWarning):
     """The estimated set-up plus first iteration of a fit exceeds :data:`SLOW_FIT_SECONDS`."""
 
 
-def fit_memory_limit(memory_budget: int | None = None, device=None) -> int:
-    """The peak bytes one fit may hold: its stored matrices (:func:`storage_budget`) and its kernel
-    scratch (:func:`scratch_budget`) at once — both from ``memory_budget`` when given."""
-    return storage_budget(memory_budget, device) + scratch_budget(memory_budget, device)
-
-
 def _size(n_bytes: float) -> str:
     return gib(n_bytes) if n_bytes >= 2**30 else f"{n_bytes / 2**20:.3g} MiB"
 
@@ -181,15 +177,28 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
+#: What a part of an estimate is: "stored" (held through the computation: matrices, factors,
+#: iterates, float64 copies; checked against the storage budget), "scratch" (kernel block buffers,
+#: sized from the scratch budget) or "data" (the training data as the solver holds it).
+PART_KINDS = ("stored", "scratch", "data")
+
+
+class MemoryPart(NamedTuple):
+    name: str
+    bytes: int
+    kind: str
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """What a fit of one estimator on n points will hold at its peak, and how long it will take.
 
-    ``parts`` names the allocations alive at the peak, largest first (bytes); ``peak_bytes`` is
-    their sum; ``limit_bytes`` is what it was checked against (:func:`fit_memory_limit`).
-    ``setup_seconds`` and ``seconds_per_iteration`` (solver work plus the amortised evaluation of
-    each record) come from a CPU cost model and are None on other devices. ``suggestion`` says
-    what to change when the fit does not fit.
+    ``parts`` are the allocations alive at the peak, largest first (:class:`MemoryPart`);
+    ``peak_bytes`` is their sum and ``stored_bytes`` the sum of the stored ones, which
+    ``limit_bytes`` (the storage budget, :func:`storage_budget`) bounds; the whole peak must also fit
+    ``available_bytes``, the free memory when the estimate was made. ``setup_seconds`` and
+    ``seconds_per_iteration`` (solver work plus the amortised evaluation of the records) come from
+    a CPU cost model and are None on other devices. ``suggestion`` says what to change.
     """
 
     solver: str
@@ -197,22 +206,26 @@ class MemoryEstimate:
     d: int
     n_outputs: int
     dtype: str
-    parts: tuple[tuple[str, int], ...]
+    parts: tuple[MemoryPart, ...]
     limit_bytes: int
+    available_bytes: int
     setup_seconds: float | None = None
     seconds_per_iteration: float | None = None
     suggestion: str = ""
-    details: dict = field(default_factory=dict, compare=False)
 
     @property
     def peak_bytes(self) -> int:
-        return int(sum(b for _, b in self.parts))
+        return int(sum(p.bytes for p in self.parts))
+
+    @property
+    def stored_bytes(self) -> int:
+        return int(sum(p.bytes for p in self.parts if p.kind == "stored"))
 
     @property
     def fits(self) -> bool:
-        return self.peak_bytes <= self.limit_bytes
+        return self.stored_bytes <= self.limit_bytes and self.peak_bytes <= self.available_bytes
 
-    def dominant_parts(self, count: int = 3) -> tuple[tuple[str, int], ...]:
+    def dominant_parts(self, count: int = 3) -> tuple[MemoryPart, ...]:
         return self.parts[:count]
 
     def seconds_for(self, iterations: int) -> float | None:
@@ -222,10 +235,13 @@ class MemoryEstimate:
         return self.setup_seconds + iterations * self.seconds_per_iteration
 
     def describe(self) -> str:
-        """One paragraph: peak, its dominant parts, the limit and (when known) the time."""
-        parts = ", ".join(f"{name} {_size(b)}" for name, b in self.dominant_parts())
+        """One paragraph: the peak, its dominant parts, what is stored against which budget, the time."""
+        parts = ", ".join(f"{p.name} {_size(p.bytes)}" for p in self.dominant_parts())
         text = (f"{self.solver} on n={self.n:,} points (d={self.d}, {self.dtype}) needs about "
-                f"{_size(self.peak_bytes)} at its peak ({parts}); the limit is {_size(self.limit_bytes)}")
+                f"{_size(self.peak_bytes)} at its peak ({parts}), of which it stores {_size(self.stored_bytes)} "
+                f"against a storage budget of {_size(self.limit_bytes)}")
+        if self.peak_bytes > self.available_bytes:
+            text += f"; only {_size(self.available_bytes)} is free"
         if self.setup_seconds is not None and self.seconds_per_iteration:
             text += (f"; estimated set-up {_duration(self.setup_seconds)} and "
                      f"{_duration(self.seconds_per_iteration)} per iteration on this CPU")
@@ -234,15 +250,15 @@ class MemoryEstimate:
         return text + "."
 
     def check(self, *, timeout: float | None = None) -> "MemoryEstimate":
-        """Raise :class:`MemoryLimitError` if the peak exceeds the limit, :class:`TimeLimitError` if
-        the estimated set-up plus one iteration exceeds ``timeout`` seconds; return self otherwise."""
+        """Raise :class:`MemoryLimitError` if the fit does not fit, :class:`TimeLimitError` if the
+        estimated set-up plus one iteration exceeds ``timeout`` seconds; return self otherwise."""
         if not self.fits:
-            raise MemoryLimitError(f"{self.describe()} Refused before allocating: {self.suggestion}", self)
+            raise MemoryLimitError(f"{self.describe()} Refused before allocating: {self.suggestion}.", self)
         first = self.seconds_for(1)
         if timeout is not None and first is not None and first > timeout:
             raise TimeLimitError(
                 f"{self.describe()} Refused before starting: set-up and one iteration would take about "
-                f"{_duration(first)}, beyond timeout={timeout:g} s. {self.suggestion}", self)
+                f"{_duration(first)}, beyond timeout={timeout:g} s; {self.suggestion}.", self)
         return self
 
 
@@ -253,19 +269,28 @@ class CostModel:
     of the products), dense flops and streamed bytes, converted with the CPU rates above.
     """
 
-    def __init__(self, *, d: int, dtype: torch.dtype, device, limit_bytes: int, scratch_blocks: int = 0):
+    def __init__(self, *, d: int, dtype: torch.dtype, device, memory_budget: int | None = None,
+                 scratch_blocks: int = 0):
         self.d, self.dtype, self.itemsize = d, dtype, torch.finfo(dtype).bits // 8
-        self.limit_bytes = int(limit_bytes)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.limit_bytes = storage_budget(memory_budget, self.device)
+        self.scratch_bytes = scratch_budget(memory_budget, self.device)
         self.scratch_blocks = scratch_blocks
-        self.parts: dict[str, int] = {}
+        self.parts: dict[str, MemoryPart] = {}
         self.setup = 0.0
         self.iteration = 0.0
 
-    def hold(self, name: str, nbytes: float) -> None:
+    def hold(self, name: str, n_bytes: float, kind: str = "stored") -> None:
         """An allocation alive at the peak (repeated names add up)."""
-        if nbytes > 0:
-            self.parts[name] = self.parts.get(name, 0) + int(nbytes)
+        if kind not in PART_KINDS:
+            raise ValueError(f"kind must be one of {PART_KINDS}, got {kind!r}")
+        if n_bytes > 0:
+            previous = self.parts.get(name, MemoryPart(name, 0, kind)).bytes
+            self.parts[name] = MemoryPart(name, previous + int(n_bytes), kind)
+
+    @property
+    def stored_bytes(self) -> int:
+        return int(sum(p.bytes for p in self.parts.values() if p.kind == "stored"))
 
     def entry_seconds(self, entries: float, dtype: torch.dtype | None = None) -> float:
         dtype = dtype or self.dtype
@@ -277,28 +302,24 @@ class CostModel:
     def flop_seconds(self, flops: float, dtype: torch.dtype | None = None) -> float:
         return flops / _GEMM_FLOPS[dtype or self.dtype]
 
-    def stream_seconds(self, nbytes: float) -> float:
-        return nbytes / _STREAM_BYTES_PER_SECOND
+    def stream_seconds(self, n_bytes: float) -> float:
+        return n_bytes / _STREAM_BYTES_PER_SECOND
 
-    @property
-    def held_bytes(self) -> int:
-        return int(sum(self.parts.values()))
+    def largest_fitting(self, part_bytes: float, bytes_per_unit_sq: float) -> int:
+        """Largest m whose m²·bytes_per_unit_sq, in place of ``part_bytes``, keeps the stored parts
+        within the storage budget (the M or n a suggestion names)."""
+        room = max(self.limit_bytes - (self.stored_bytes - part_bytes), 0.0)
+        return int(math.isqrt(int(room // bytes_per_unit_sq)))
 
-    def build(self, solver: str, n: int, n_outputs: int, suggestion: str, **details) -> MemoryEstimate:
-        parts = tuple(sorted(self.parts.items(), key=lambda item: -item[1]))
+    def build(self, solver: str, n: int, n_outputs: int, suggestion: str) -> MemoryEstimate:
+        parts = tuple(sorted(self.parts.values(), key=lambda p: -p.bytes))
         timed = self.device.type == "cpu"
         return MemoryEstimate(solver=solver, n=int(n), d=int(self.d), n_outputs=int(n_outputs),
                               dtype=str(self.dtype).removeprefix("torch."), parts=parts,
-                              limit_bytes=self.limit_bytes,
+                              limit_bytes=self.limit_bytes, available_bytes=available_bytes(self.device),
                               setup_seconds=self.setup if timed else None,
                               seconds_per_iteration=self.iteration if timed else None,
-                              suggestion=suggestion, details=details)
-
-
-def largest_fitting(limit_bytes: float, fixed_bytes: float, bytes_per_unit_sq: float) -> int:
-    """Largest m with fixed + m²·bytes_per_unit_sq <= limit (the M or n a suggestion names)."""
-    room = max(limit_bytes - fixed_bytes, 0.0)
-    return int(math.isqrt(int(room // bytes_per_unit_sq))) if bytes_per_unit_sq > 0 else 0
+                              suggestion=suggestion)
 
 
 # ------------------------------------------------------------------------------------------------

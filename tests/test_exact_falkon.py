@@ -43,7 +43,7 @@ def test_exact_krr_matches_sklearn(data, sigma, lam, request):
 
 def test_exact_krr_refuses_past_memory_limit(diabetes):
     X, y = diabetes
-    with pytest.raises(MemoryBudgetError, match=r"ExactKRR on n=442 points .* needs about .* the limit is .* "
+    with pytest.raises(MemoryBudgetError, match=r"ExactKRR on n=442 points .* needs about .* storage budget of .* "
                                                  r"Refused before allocating: subsample to at most n="):
         ExactKRR(GaussianKernel(3.0), 1e-2, memory_budget=1000).fit(X, y)
 

@@ -50,9 +50,9 @@ def test_memory_refusals_come_before_any_allocation(make, n, expected):
     with PeakMemory() as mem, pytest.raises(MemoryLimitError, match=expected) as info:
         est.fit(X, y)
     message = str(info.value)
-    assert "needs about" in message and "the limit is" in message and "Refused before allocating" in message
+    assert "needs about" in message and "storage budget of" in message and "Refused before allocating" in message
     estimate = info.value.estimate
-    assert estimate.peak_bytes > estimate.limit_bytes
+    assert estimate.stored_bytes > estimate.limit_bytes
     assert isinstance(info.value, MemoryError) and isinstance(info.value, ValueError)
     if mem.supported:
         assert mem.extra_bytes < 64 * 2**20, f"{mem.extra_bytes / 2**20:.0f} MiB allocated before refusing"
@@ -97,8 +97,9 @@ def test_every_registered_solver_estimates_and_records_its_estimate(key):
     assert type(est)._estimate_resources is not KRRBase._estimate_resources
     estimate = est.memory_estimate(n, d)
     assert isinstance(estimate, MemoryEstimate) and estimate.fits
-    assert estimate.peak_bytes == sum(b for _, b in estimate.parts) > n * d * 8
-    assert [b for _, b in estimate.parts] == sorted((b for _, b in estimate.parts), reverse=True)
+    sizes = [p.bytes for p in estimate.parts]
+    assert estimate.peak_bytes == sum(sizes) > n * d * 8 and sizes == sorted(sizes, reverse=True)
+    assert {p.kind for p in estimate.parts} >= {"data", "stored"}
     assert estimate.setup_seconds >= 0 and estimate.seconds_per_iteration >= 0
     assert estimate.describe().startswith(type(est).__name__)
     X, y = _data(n, d)
@@ -108,27 +109,27 @@ def test_every_registered_solver_estimates_and_records_its_estimate(key):
     assert est.memory_estimate_.parts == estimate.parts          # the limit follows the free memory
 
 
-def test_estimate_follows_dtype_and_limit():
-    """float32 halves the M×M-free parts, FALKON's preconditioner stays float64; an explicit limit is
-    the one checked and reported."""
+def test_estimate_follows_dtype_and_budget():
+    """float32 halves the data, FALKON's preconditioner stays float64; a ``memory_budget`` is the
+    storage limit checked and reported."""
     f64 = Falkon(GaussianKernel(3.0), 1e-6, M=20_000).memory_estimate(100_000, 20)
     f32 = Falkon(GaussianKernel(3.0), 1e-6, M=20_000, dtype="float32").memory_estimate(100_000, 20)
-    parts64, parts32 = dict(f64.parts), dict(f32.parts)
+    parts64, parts32 = {p.name: p for p in f64.parts}, {p.name: p for p in f32.parts}
     name = next(p for p in parts64 if p.startswith("preconditioner"))
-    assert parts64[name] == parts32[name] == 20_000 ** 2 * 8
-    assert parts32["training data X, y"] * 2 == parts64["training data X, y"]
-    small = NystromKRR(GaussianKernel(3.0), 1e-6, M=2_000).memory_estimate(10_000, 5, limit_bytes=2**20)
+    assert parts64[name].bytes == parts32[name].bytes == 20_000 ** 2 * 8 and parts64[name].kind == "stored"
+    assert parts32["training data X, y"].bytes * 2 == parts64["training data X, y"].bytes
+    small = NystromKRR(GaussianKernel(3.0), 1e-6, M=2_000, memory_budget=2**20).memory_estimate(10_000, 5)
     assert small.limit_bytes == 2**20 and not small.fits
-    with pytest.raises(MemoryLimitError, match=r"the limit is 1 MiB"):
+    with pytest.raises(MemoryLimitError, match=r"against a storage budget of 1 MiB"):
         small.check()
 
 
 def test_memory_budget_sets_the_limit_checked():
-    """A user's ``memory_budget`` bounds storage and scratch: the fit's limit is both together."""
-    X, y = _data(300, 3)
+    """A user's ``memory_budget`` bounds what a fit stores: ExactKRR's two n×n matrices."""
+    X, y = _data(500, 3)          # K and its factor: 4 MB
     est = ExactKRR(GaussianKernel(3.0), 1e-3, memory_budget=2**20)
     with pytest.raises(MemoryLimitError, match=r"subsample to at most n="):
         est.fit(X, y)
-    assert est.memory_estimate(300, 3).limit_bytes == 2 * 2**20
+    assert est.memory_estimate(500, 3).limit_bytes == 2**20
     est.set_params(memory_budget=None).fit(X, y)
     assert torch.isfinite(est.coef_).all()

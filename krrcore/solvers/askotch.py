@@ -36,7 +36,7 @@ import math
 import torch
 
 from .._validation import check_int, check_positive
-from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
+from ..full_system import FullKernelSystem, check_residual_mode, evaluation_blocks, resolve_kernel_storage
 from ..linalg import lanczos_ritz_values
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
@@ -93,41 +93,40 @@ class _BlockCoordinateKRR(IterativeKRR):
 
     # -- resources -----------------------------------------------------------------------------
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
-        """Iterates (O(nk)), one block row of K in chunks, K_bb (dense when it fits the budget, as
-        :meth:`FullKernelSystem.principal_block` decides) and its rank-r Nyström factors; per iteration
-        a block row (|b|·n kernel entries), the block's preconditioner (a sketch of K_bb) unless
-        cached, and 1/B of a float64 evaluation; the set-up makes every block's preconditioner and L_P."""
+        """Iterates (O(nk)), one block row of K in chunks, K_bb (dense when it fits the scratch budget,
+        as :meth:`FullKernelSystem.principal_block` decides) and its rank-r Nyström factors; per
+        iteration a block row (|b|·n kernel entries), the block's preconditioner (a sketch of K_bb)
+        unless cached, and 1/B of a float64 evaluation; the set-up makes every block's
+        preconditioner and L_P."""
         if self.preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner must be 'nystrom' or None, got {self.preconditioner!r}")
         blocks, rank = self._resolve_blocks(n)
-        s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, self._block_budget()
+        s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, model.scratch_bytes
         size = -(-n // blocks)
-        variant = getattr(self, "variant", "alg1")
         model.hold("iterates and targets (n×k each)", 4 * n * k * s + n * k * 8)
         model.hold("block-row kernel chunks", operator_bytes(size, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k,
-                                                             scratch_blocks=scratch))
+                                                             scratch_blocks=scratch), "scratch")
         dense_block = size * size * s * (1 + scratch) <= budget
         if dense_block:
-            model.hold(f"K_bb ({size:,}×{size:,})", size * size * s * (1 + scratch))
+            model.hold(f"K_bb ({size:,}×{size:,})", size * size * s * (1 + scratch), "scratch")
             block_product = model.flop_seconds(2 * size * size)
         else:
-            model.hold("K_bb blocks", operator_bytes(size, size, itemsize=s, budget_bytes=budget, d=d, n_rhs=max(rank, 1),
-                                                     scratch_blocks=scratch))
+            model.hold("K_bb blocks", operator_bytes(size, size, itemsize=s, budget_bytes=budget, d=d,
+                                                     n_rhs=max(rank, 1), scratch_blocks=scratch), "scratch")
             block_product = model.entry_seconds(size * size)
-        block_entries = model.entry_seconds(size * size) if dense_block else 0.0
         sketch = 0.0
-        if self.preconditioner == "nystrom":
+        if rank:
             model.hold(f"block Nyström factors (4 × |b|×r, r={rank})", 4 * size * rank * s)
-            sketch = block_entries + block_product + model.flop_seconds(2 * size * size * rank + 4 * size * rank * rank)
+            sketch = ((model.entry_seconds(size * size) if dense_block else 0.0) + block_product
+                      + model.flop_seconds(2 * size * size * rank + 4 * size * rank * rank))
             if self.cache_preconditioners:
                 model.hold("cached block preconditioners (n×r)", n * rank * s)
         smoothness = GET_L_ITERATIONS * block_product
-        model.hold("float64 evaluation (X in float64, blocks)",
-                   n * d * 8 + operator_bytes(n, n, itemsize=8, budget_bytes=budget, d=d, n_rhs=k, scratch_blocks=scratch))
+        evaluation_blocks(model, n, n, k, budget)
         evaluation = model.entry_seconds(n * n, torch.float64) if self.residual == "float64" else 0.0
         eval_every = blocks if self.eval_every is None else check_int(self.eval_every, "eval_every")
         model.iteration += model.entry_seconds(size * n) + evaluation / eval_every
-        if variant == "fresh_blocks":
+        if getattr(self, "variant", "alg1") == "fresh_blocks":
             model.iteration += sketch + smoothness
         else:
             model.setup += blocks * (sketch + smoothness)

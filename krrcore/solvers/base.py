@@ -27,7 +27,7 @@ from .._validation import as_tensor, check_features, check_int, check_positive, 
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
-from ..memory import SLOW_FIT_SECONDS, CostModel, MemoryEstimate, SlowFitWarning, fit_memory_limit, scratch_budget
+from ..memory import SLOW_FIT_SECONDS, CostModel, MemoryEstimate, SlowFitWarning, scratch_budget
 from ..metrics import DEFAULT_METRIC, METRICS
 from ..ops import KernelOperator
 from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
@@ -182,23 +182,21 @@ class KRRBase(RegressorMixin, BaseEstimator):
         return X, Y, recorder
 
     # -- resources ---------------------------------------------------------------------------
-    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, limit_bytes: int | None = None
-                        ) -> MemoryEstimate:
+    def memory_estimate(self, n: int, d: int, n_outputs: int = 1) -> MemoryEstimate:
         """Peak memory (and, on a CPU, time) of fitting this estimator, as configured, on ``n`` points
         with ``d`` features and ``n_outputs`` targets — from the parameters alone, allocating nothing.
 
-        Checked against ``limit_bytes`` (default: :func:`krrcore.memory.fit_memory_limit`, the
-        storage and scratch budgets of ``memory_budget`` together). ``fit`` runs the same estimate
-        first and refuses what does not fit (:meth:`~krrcore.memory.MemoryEstimate.check`).
+        What it stores is checked against the storage budget of ``memory_budget`` (krrcore's one
+        policy, :mod:`krrcore.memory`), its whole peak against the free memory; a front end with a
+        limit of its own compares ``peak_bytes`` with it. ``fit`` runs the same estimate first and
+        refuses what does not fit (:meth:`~krrcore.memory.MemoryEstimate.check`).
         """
         n, d = check_int(n, "n"), check_int(d, "d")
         k = check_int(n_outputs, "n_outputs")
         device, dtype = self._device(), self._dtype()
-        budget = getattr(self, "memory_budget", None)
-        limit = limit_bytes if limit_bytes is not None else fit_memory_limit(budget, device)
-        model = CostModel(d=d, dtype=dtype, device=device, limit_bytes=limit,
+        model = CostModel(d=d, dtype=dtype, device=device, memory_budget=getattr(self, "memory_budget", None),
                           scratch_blocks=self._kernel().scratch_blocks)
-        model.hold("training data X, y", n * (d + k) * model.itemsize)
+        model.hold("training data X, y", n * (d + k) * model.itemsize, "data")
         suggestion = self._estimate_resources(model, n, k)
         return model.build(type(self).__name__, n, k, suggestion)
 

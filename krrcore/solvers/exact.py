@@ -11,7 +11,7 @@ import torch
 
 from ..centers import center_count, select_centers
 from ..linalg import jitter_cholesky
-from ..memory import CostModel, largest_fitting
+from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
 from .base import DirectKRR, Step
 
@@ -37,9 +37,10 @@ class ExactKRR(DirectKRR):
         """K + λnI and its Cholesky factor, both n×n float64; O(n²d) kernel and n³/3 flops."""
         model.hold(f"K + λnI ({n:,}×{n:,}, float64)", n * n * 8)
         model.hold("its Cholesky factor (float64)", n * n * 8)
-        model.hold("float64 copies of X, y", n * (model.d + k) * 8)
+        if model.itemsize != 8:
+            model.hold("float64 copies of X, y", n * (model.d + k) * 8)
         model.setup += model.entry_seconds(n * n, torch.float64) + model.flop_seconds(n ** 3 / 3, torch.float64)
-        n_fit = largest_fitting(model.limit_bytes, model.held_bytes - 2 * n * n * 8, 16)
+        n_fit = model.largest_fitting(2 * n * n * 8, 16)
         return (f"subsample to at most n={n_fit:,}, or use Falkon, NystromPCG or ASkotch, which never hold "
                 f"an n×n matrix")
 
@@ -80,12 +81,14 @@ class NystromKRR(DirectKRR):
         M, d = center_count(self.centers, self.M, n), model.d
         model.hold(f"K_nMᵀK_nM + λnK_MM ({M:,}×{M:,}, float64)", M * M * 8)
         model.hold("its Cholesky factor (float64)", M * M * 8)
-        model.hold("kernel block buffer (float64)", operator_bytes(n, M, itemsize=8, budget_bytes=self._block_budget(),
-                                                                   d=d, n_rhs=k, scratch_blocks=model.scratch_blocks))
-        model.hold("float64 copies of X, y, centres", (n * (d + k) + M * d) * 8)
+        model.hold("kernel block buffer (float64)", operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes,
+                                                                   d=d, n_rhs=k, scratch_blocks=model.scratch_blocks),
+                   "scratch")
+        model.hold("float64 centres" if model.itemsize == 8 else "float64 copies of X, y, centres",
+                   (M * d + (0 if model.itemsize == 8 else n * (d + k))) * 8)
         model.setup += (model.entry_seconds(n * M, torch.float64)
                         + model.flop_seconds(2 * n * M * M + M ** 3 / 3, torch.float64))
-        M_fit = largest_fitting(model.limit_bytes, model.held_bytes - 2 * M * M * 8, 16)
+        M_fit = model.largest_fitting(2 * M * M * 8, 16)
         return (f"lower M to at most {M_fit:,}, or use Falkon (one M×M buffer, half the memory) or SketchySAGA "
                 f"(no M×M matrix)")
 

@@ -19,7 +19,7 @@ import torch
 from .._validation import check_int
 from ..centers import center_count, select_centers
 from ..cg import conjugate_gradient
-from ..memory import CostModel, largest_fitting
+from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
 from ..preconditioner import FalkonPreconditioner
 from .base import IterativeKRR, Step
@@ -70,16 +70,18 @@ class _NystromIterative(IterativeKRR):
         M, d, s = center_count(self.centers, self.M, n), model.d, model.itemsize
         system_itemsize = self._SYSTEM_ITEMSIZE or s
         model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * system_itemsize)
-        model.hold("kernel block buffer", operator_bytes(n, M, itemsize=s, budget_bytes=self._block_budget(), d=d,
-                                                         n_rhs=k, scratch_blocks=model.scratch_blocks))
+        model.hold("kernel block buffer", operator_bytes(n, M, itemsize=s, budget_bytes=model.scratch_bytes, d=d,
+                                                         n_rhs=k, scratch_blocks=model.scratch_blocks), "scratch")
         model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
         if isinstance(self.centers, str) and self.centers.startswith("bless"):
-            model.hold("BLESS scoring (float64 X, blocks)", n * d * 8 + self._block_budget())
+            model.hold("BLESS scoring blocks", model.scratch_bytes, "scratch")
+            if s != 8:
+                model.hold("float64 copy of X (BLESS)", n * d * 8)
             model.setup += model.entry_seconds(n * M, torch.float64)
         model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
                         + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
         model.iteration += model.entry_seconds(n * M) + model.stream_seconds(4 * M * M * system_itemsize)
-        M_fit = largest_fitting(model.limit_bytes, model.held_bytes - M * M * system_itemsize, system_itemsize)
+        M_fit = model.largest_fitting(M * M * system_itemsize, system_itemsize)
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
 

@@ -54,7 +54,7 @@ class _FullSystemCG(IterativeKRR):
         """K stored or its blocks, 5 CG vectors of n×k, the float64 evaluation every ``eval_every``."""
         storage = resolve_kernel_storage(self.kernel_storage, n, model.itemsize, self.memory_budget, self._device())
         eval_every = 1 if self.eval_every is None else check_int(self.eval_every, "eval_every")
-        product, evaluation = FullKernelSystem.estimate(model, n, k, storage=storage, budget=self._block_budget(),
+        product, evaluation = FullKernelSystem.estimate(model, n, k, storage=storage,
                                                         float64_eval=self.residual == "float64")
         model.hold("CG vectors (n×k each)", 5 * n * k * model.itemsize)
         model.iteration += product + evaluation / eval_every

@@ -18,6 +18,7 @@ import torch
 
 from .._validation import check_int, check_positive
 from ..centers import center_count, select_centers
+from ..full_system import evaluation_blocks
 from ..linalg import residual_and_objective
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
@@ -135,17 +136,16 @@ class SketchySAGA(IterativeKRR):
         M, d, s, scratch = center_count(self.centers, self.M, n), model.d, model.itemsize, model.scratch_blocks
         b_g, b_h1, b_h2 = self._batch_sizes(n)
         rank = min(DEFAULT_RANK, M) if self.rank is None else check_int(self.rank, "rank")
-        budget = self._block_budget()
+        budget = model.scratch_bytes
 
-        def blocks(rows, n_rhs, itemsize=s):
-            return operator_bytes(rows, M, itemsize=itemsize, budget_bytes=budget, d=d, n_rhs=n_rhs,
-                                  scratch_blocks=scratch)
+        def blocks(rows, n_rhs):
+            return operator_bytes(rows, M, itemsize=s, budget_bytes=budget, d=d, n_rhs=n_rhs, scratch_blocks=scratch)
 
         model.hold("gradient table and centres", n * k * s + M * d * s)
-        model.hold("kernel blocks (batch rows, K_MM rows)", blocks(b_g, k) + blocks(M, k))
+        model.hold("kernel blocks (batch rows, K_MM rows)", blocks(b_g, k) + blocks(M, k), "scratch")
         model.hold(f"Nyström preconditioner (4 × M×r, r={rank})", 4 * M * rank * s)
-        model.hold("float64 evaluation (X, centres in float64, blocks)",
-                   (n + M) * d * 8 + blocks(n, k, 8) + blocks(M, k, 8))
+        model.hold("float64 copies of centres, targets", M * d * 8 + n * k * 8)
+        evaluation_blocks(model, n, M, k, budget)
         eval_every = math.ceil(n / b_g) if self.eval_every is None else check_int(self.eval_every, "eval_every")
         model.setup += (model.entry_seconds(b_h1 * M) + model.flop_seconds(4 * b_h1 * M * rank)
                         + GET_L_ITERATIONS * model.entry_seconds(b_h2 * M + M * M))
