@@ -12,9 +12,10 @@ resets that mode before every run, would run pages without the router on every r
 """
 import streamlit as st
 
-from krr_app import sidebar
+from krr_app import executor, sidebar
 
 st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide")
+executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
 
 explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
 compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")

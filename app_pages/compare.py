@@ -19,6 +19,7 @@ st.title("Compare")
 st.caption("Run several solvers — or one solver at several values of a knob — on the same data, and "
            "overlay their convergence. Runs stay in this session until you remove them.")
 views.lesson_and_data_messages(settings)
+views.dropped_runs_note(registry)
 
 
 def _reset_sweep_values():

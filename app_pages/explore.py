@@ -1,8 +1,9 @@
 """Explore: one solver on one problem, live — the page a student starts on.
 
-Run starts the sidebar's configuration in the session's worker (never on this thread); while it
-runs, a fragment redraws the progress bar and the convergence chart every POLL_SECONDS; Stop
-sets the run's event. A configuration already run is shown at once from the session's registry.
+Run hands the sidebar's configuration to the session's registry, which runs it on a Dask worker
+(never in this process); while it runs, a fragment redraws the progress bar and the convergence
+chart every POLL_SECONDS; Stop cancels it on the worker. A configuration already run is shown at
+once from the session's registry.
 """
 import streamlit as st
 
@@ -19,6 +20,7 @@ st.title("Explore")
 st.caption("Pick data, a kernel, λ and a solver in the sidebar, then **Run**: the convergence chart grows "
            "with every iteration. Every setting is in the URL — copy it to share this exact view.")
 views.lesson_and_data_messages(settings)
+views.dropped_runs_note(registry)
 
 dataset = settings.dataset
 config = settings.config() if settings.data is not None else None

@@ -22,8 +22,6 @@ PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
 METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "relative error", "smape": "SMAPE",
                 "classification_error": "classification error", "auc": "AUC"}
-#: Grid points per axis for the 2-D prediction surface.
-GRID = 80
 #: Points drawn over a fit plot (more only slows the browser down).
 MAX_SCATTER = 2000
 
@@ -118,24 +116,19 @@ def _subsample(n: int, limit: int, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
 
 
-def fit_figure(data, estimator, *, height: int = 420) -> go.Figure | None:
-    """The fitted function (1-D data) or prediction surface (2-D data) over the points; None otherwise.
+def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
+    """The fitted function (1-D data) or prediction surface (2-D data) over the points, from the
+    grid predictions a worker computed (:class:`krrcore.surface.FitSurface`); None otherwise.
 
     Axes are the z-scored features the model sees; regression targets are in their own units.
     """
-    if data.d == 1:
-        return _fit_1d(data, estimator, height)
-    if data.d == 2:
-        return _fit_2d(data, estimator, height)
-    return None
+    if surface is None or data.d not in (1, 2):
+        return None
+    return (_fit_1d if data.d == 1 else _fit_2d)(data, surface, height)
 
 
-def _fit_1d(data, estimator, height):
-    X = np.concatenate([data.X_train, data.X_test])[:, 0]
-    lo, hi = float(X.min()), float(X.max())
-    pad = 0.05 * (hi - lo or 1.0)
-    grid = np.linspace(lo - pad, hi + pad, 400)[:, None]
-    pred = np.asarray(estimator.predict(grid))
+def _fit_1d(data, surface, height):
+    grid, pred = surface.axes[0], surface.values
     fig = go.Figure()
     for name, Xs, ys, color in (("train", data.X_train, data.y_train, "#7f7f7f"),
                                 ("test", data.X_test, data.y_test, "#ff7f0e")):
@@ -143,29 +136,24 @@ def _fit_1d(data, estimator, height):
         yv = data.to_original_units(ys[idx]) if data.task == "regression" else ys[idx].reshape(len(idx), -1)[:, 0]
         fig.add_trace(go.Scatter(x=Xs[idx, 0], y=yv, mode="markers", name=f"{name} points",
                                  marker={"size": 5, "color": color, "opacity": 0.55}))
-    curve = data.to_original_units(pred) if data.task == "regression" else pred.reshape(len(grid), -1)[:, 0]
-    fig.add_trace(go.Scatter(x=grid[:, 0], y=curve, mode="lines", name="fitted f(x)",
+    curve = data.to_original_units(pred[:, 0]) if data.task == "regression" else pred[:, 0]
+    fig.add_trace(go.Scatter(x=grid, y=curve, mode="lines", name="fitted f(x)",
                              line={"color": "#1f77b4", "width": 3}))
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10},
                       xaxis_title=f"{data.feature_names[0]} (standardised)", yaxis_title=data.target_name)
     return fig
 
 
-def _fit_2d(data, estimator, height):
-    X = np.concatenate([data.X_train, data.X_test])
-    lo, hi = X.min(0), X.max(0)
-    pad = 0.05 * np.where(hi > lo, hi - lo, 1.0)
-    gx = np.linspace(lo[0] - pad[0], hi[0] + pad[0], GRID)
-    gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], GRID)
-    G = np.stack(np.meshgrid(gx, gy), -1).reshape(-1, 2)
-    pred = np.asarray(estimator.predict(G))
+def _fit_2d(data, surface, height):
+    (gx, gy), pred = surface.axes, surface.values
+    shape = (len(gy), len(gx))
     fig = go.Figure()
     if data.task == "regression":
-        z = data.to_original_units(pred).reshape(GRID, GRID)
+        z = data.to_original_units(pred[:, 0]).reshape(shape)
         fig.add_trace(go.Contour(x=gx, y=gy, z=z, colorscale="Viridis", opacity=0.75, name="f(x)",
                                  colorbar={"title": data.target_name}))
     elif data.task == "binary":
-        z = pred.reshape(GRID, GRID)
+        z = pred[:, 0].reshape(shape)
         bound = float(np.nanmax(np.abs(z))) or 1.0
         fig.add_trace(go.Contour(x=gx, y=gy, z=z, colorscale="RdBu", zmin=-bound, zmax=bound, opacity=0.7,
                                  name="f(x)", colorbar={"title": "f(x)"}, contours={"coloring": "heatmap"}))
@@ -173,7 +161,7 @@ def _fit_2d(data, estimator, height):
                                  contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
                                  line={"width": 3, "color": "black"}))
     else:
-        z = predicted_labels(pred).reshape(GRID, GRID).astype(float)
+        z = predicted_labels(pred).reshape(shape).astype(float)
         fig.add_trace(go.Heatmap(x=gx, y=gy, z=z, colorscale="Turbo", opacity=0.45, showscale=False,
                                  name="predicted class"))
     idx = _subsample(data.n_train, MAX_SCATTER)

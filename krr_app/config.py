@@ -9,10 +9,11 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
+from krrcore.remote import DataRef, FitSpec
 
 from .settings import APP_MAX_M, APP_MAX_N, EXACT_MAX_N  # noqa: F401  (re-exported for the pages)
 
@@ -29,16 +30,13 @@ INT_KNOBS: dict[str, tuple[str, int, int, str]] = {
 
 
 @dataclass(frozen=True)
-class DataSpec:
-    """Which data: a registry name with its knobs, or an uploaded CSV identified by its bytes' hash."""
+class DataSpec(DataRef):
+    """Which data (a registry name with its knobs, or an uploaded CSV identified by its bytes'
+    sha256), with what the pages need besides: the fields are :class:`krrcore.remote.DataRef`'s."""
 
-    name: str                                   # key of krrcore.datasets.DATASETS, or "csv"
-    n: int | None = None
-    seed: int = 0
-    knobs: tuple[tuple[str, object], ...] = ()  # entry-specific load() arguments (noise, tiles, ...)
-    csv_digest: str | None = None               # sha256 of the uploaded file's bytes
-    csv_target: str | None = None
-    csv_filename: str | None = None
+    def ref(self) -> DataRef:
+        """The plain krrcore reference a worker builds the data from."""
+        return DataRef(**{f.name: getattr(self, f.name) for f in fields(DataRef)})
 
     @property
     def is_csv(self) -> bool:
@@ -77,6 +75,11 @@ class RunConfig:
     @property
     def info(self) -> SolverInfo:
         return get_solver(self.solver)
+
+    def fit_spec(self, run_id: str) -> FitSpec:
+        """This configuration as the plain spec a worker runs (:func:`krrcore.remote.run_fit`)."""
+        return FitSpec(run_id=run_id, data=self.data.ref(), solver=self.solver, kernel=self.kernel,
+                       kernel_params=self.kernel_params, params=tuple(sorted(self.estimator_kwargs().items())))
 
     def kernel_kwargs(self) -> dict:
         return dict(self.kernel_params)

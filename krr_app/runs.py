@@ -1,92 +1,69 @@
-"""Solver runs off the script thread: the run object, the per-session registry and the global cap.
+"""A session's runs: the run object the pages read, and the per-session registry.
 
 How a run flows
 ---------------
 1. The page builds a :class:`~krr_app.config.RunConfig` and calls ``registry.start(config, data)``.
-2. The session's worker thread (one per browser session, see :class:`RunRegistry`) takes runs in
-   order, waits for one of the server-wide solver slots (:data:`MAX_CONCURRENT_RUNS`), then
-   drains ``estimator.iter_fit(...)`` and appends each :class:`~krrcore.stream.IterationRecord`
-   to the :class:`Run`. It never calls ``st.*``: everything it produces is plain data on the run.
-3. The page polls the run from an ``@st.fragment(run_every=...)`` while it is active, and shows
-   the finished run (records, metrics, fitted model) afterwards. A finished run stays in the
-   registry under its config, so going back to a configuration already run is instant.
-4. Stop sets the run's ``threading.Event``; iterative solvers check it after every iteration.
-   Closing the tab releases the session's registry (``st.cache_resource(scope="session",
-   on_release=...)``), which stops all of the session's runs.
-
-Why one worker per session, not one thread per run: a session's runs (Compare's batch, say)
-execute one after another, so their "seconds" axes are not distorted by each other on 2 cores.
-The server-wide semaphore is the seam for multi-user deployments: at most
-``MAX_CONCURRENT_RUNS`` solvers compute at once, whatever the number of open tabs; others queue
-(and can still be stopped while queued).
+2. The registry hands the run to the server's executor (:mod:`krr_app.executor`: Dask workers by
+   default) as soon as the session has fewer than ``SESSION_MAX_ACTIVE`` runs there; later runs
+   of the session wait their turn in the session, in order.
+3. The executor streams each :class:`~krrcore.stream.IterationRecord` into the run and finally
+   completes it with a :class:`~krrcore.remote.FitOutcome`: trace, metrics, timings, the worker's
+   peak memory, the compact model and the fit chart's grid. Nothing O(n²) or O(nM) comes back.
+4. The page polls the run from an ``@st.fragment(run_every=...)`` while it is active. Stop, a new
+   Run on Explore, and closing the tab (``st.cache_resource(scope="session", on_release=...)``)
+   cancel it: a queued run is dropped, a running one stops after its current iteration.
 """
 from __future__ import annotations
 
-import logging
-import math
-import os
 import threading
 import time
 import uuid
 from collections import OrderedDict, deque
 
-from krrcore.kernels import make_kernel
-from krrcore.metrics import evaluate
-from krrcore.registry import get_solver
-from krrcore.stream import IterationRecord, SolverDivergedError
+from krrcore.stream import IterationRecord
 
 from .config import RunConfig
-from .settings import MAX_RUNS_PER_SESSION
-
-log = logging.getLogger(__name__)
-
-#: Solvers computing at once on this server (all sessions together). Env: KRR_MAX_CONCURRENT_RUNS.
-MAX_CONCURRENT_RUNS = max(1, int(os.environ.get("KRR_MAX_CONCURRENT_RUNS", "2")))
-_RUN_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
-_computing = 0                      # runs holding a slot right now (all sessions)
-_computing_lock = threading.Lock()
-#: How often a queued run re-checks its stop event while waiting for a slot (seconds).
-_SLOT_POLL = 0.2
+from .executor import get_executor
+from .settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
 
 ACTIVE, FINISHED = ("queued", "running"), ("done", "stopped", "error")
 
 
-def computing_runs() -> int:
-    """How many solvers compute on this server right now (all sessions; at most MAX_CONCURRENT_RUNS)."""
-    return _computing
-
-
-def _count_computing(delta: int) -> None:
-    global _computing
-    with _computing_lock:
-        _computing += delta
-
-
 class Run:
-    """One solver run: plain, thread-safe state written by the worker and read by the page.
+    """One solver run: plain, thread-safe state written by the executor and read by the page.
 
     ``records`` is a list of IterationRecord; ``status`` one of queued, running, done, stopped,
     error; ``message`` the solver's stop reason or the error text; ``metrics`` the final train and
-    test metrics; ``timings`` wall/solver/evaluation seconds; ``peak_memory_bytes`` the peak growth
-    of the process's resident memory during the run (process-wide: a rough, honest upper bound).
+    test metrics; ``timings`` wall/solver/evaluation seconds; ``peak_memory_bytes`` the growth of
+    the worker's resident memory during the run (a worker runs one run at a time); ``estimator``
+    the compact fitted model; ``surface`` the fit chart's predictions (1-D/2-D data).
     """
 
     def __init__(self, config: RunConfig, data=None):
         self.config = config
-        self.data = data            # the Dataset it runs on (shared, read-only)
-        self.id = uuid.uuid4().hex[:8]
+        self.data = data                # the page's Dataset (task, units, points for the charts)
+        self.id = uuid.uuid4().hex[:12]
         self.created = time.time()
+        self.started = self.ended = None
+        self.worker = ""
+        self.waiting_in_session = False     # behind this session's earlier run (see RunRegistry)
         self.stop_event = threading.Event()
         self.finished_event = threading.Event()
         self._lock = threading.Lock()
         self._records: list[IterationRecord] = []
+        self._on_finish: list = []
+        self._stopper = None            # the registry's cancel (set when the run is registered)
         self.status = "queued"
         self.message = ""
         self.estimator = None
+        self.surface = None
         self.metrics: dict[str, float] = {}
         self.timings: dict[str, float] = {}
-        self.peak_memory_bytes: int | None = None
-        self.cache: dict = {}       # page-side derived data (e.g. the decision-surface grid)
+        self.peak_memory_bytes: float | None = None
+        self.cache: dict = {}           # page-side derived data (e.g. the fit figure)
+
+    def spec(self):
+        return self.config.fit_spec(self.id)
 
     # -- read side (page) ------------------------------------------------------------------
     @property
@@ -102,146 +79,71 @@ class Run:
     def label(self) -> str:
         return self.config.label()
 
+    @property
+    def queue_seconds(self) -> float | None:
+        """Seconds between Run and a worker starting it (None while queued or if it never started)."""
+        return None if self.started is None else self.started - self.created
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run finished (for tests and scripts; the page polls instead)."""
         return self.finished_event.wait(timeout)
 
     def stop(self) -> None:
         self.stop_event.set()
+        if self.active and self._stopper is not None:
+            self._stopper(self)
 
-    # -- write side (worker) ---------------------------------------------------------------
+    # -- write side (executor) -------------------------------------------------------------
+    def _started(self, worker: str) -> None:
+        with self._lock:
+            if self.status == "queued":
+                self.status, self.started, self.worker = "running", time.time(), worker
+
     def _append(self, record: IterationRecord) -> None:
         with self._lock:
-            self._records.append(record)
+            if self.status in ACTIVE:
+                self._records.append(record)
+
+    def _complete(self, outcome) -> None:
+        """The worker's outcome: its trace is authoritative (a streamed record may still be in flight)."""
+        with self._lock:
+            self._records = list(outcome.trace)
+            self.metrics, self.timings = outcome.metrics, outcome.timings
+            self.peak_memory_bytes = outcome.peak_memory_bytes
+            self.estimator, self.surface = outcome.model, outcome.surface
+            self.worker = outcome.worker or self.worker
+        self._finish(outcome.status, outcome.message)
+
+    def _fail(self, message: str, status: str = "error") -> None:
+        self._finish(status, message)
 
     def _finish(self, status: str, message: str = "") -> None:
         with self._lock:
-            self.status = status
-            self.message = message
+            if self.finished_event.is_set():
+                return
+            self.status, self.message, self.ended = status, message, time.time()
+            callbacks = list(self._on_finish)
         self.finished_event.set()
-
-
-def _rss_bytes() -> int:
-    """Resident memory of this process (Linux /proc; 0 where unavailable)."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-class _PeakMemory:
-    """Samples the process's resident memory every 20 ms while a run computes; reports the peak
-    growth over the start. Process-wide, so concurrent runs inflate it: shown as an upper bound."""
-
-    def __init__(self, interval: float = 0.02):
-        self.interval = interval
-        self.start = self.peak = 0
-        self._done = threading.Event()
-
-    def __enter__(self):
-        self.start = self.peak = _rss_bytes()
-        self._thread = threading.Thread(target=self._sample, daemon=True, name="krr-memory-sampler")
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._done.wait(self.interval):
-            self.peak = max(self.peak, _rss_bytes())
-
-    def __exit__(self, *exc):
-        self._done.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
-
-    @property
-    def growth(self) -> int:
-        return max(0, self.peak - self.start)
-
-
-def build_estimator(config: RunConfig):
-    """The krrcore estimator for a configuration (the same call the reproduce snippet shows)."""
-    kernel = make_kernel(config.kernel, **config.kernel_kwargs())
-    return get_solver(config.solver).make(kernel=kernel, **config.estimator_kwargs())
-
-
-def fit_records(estimator, data, stop_event: threading.Event):
-    """IterationRecords of fitting ``estimator`` on ``data``, the test split as validation data.
-
-    Every krrcore solver streams ``iter_fit`` (a direct solver yields a single record), so there is
-    no special case here.
-    """
-    return estimator.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test, stop_event=stop_event)
-
-
-def final_metrics(estimator, data) -> dict[str, float]:
-    """Train and test metrics of the fitted model; regression errors in the target's own units."""
-    out = {}
-    for split, X, y in (("test", data.X_test, data.y_test), ("train", data.X_train, data.y_train)):
-        pred = estimator.predict(X)
-        scores = evaluate(data.task, data.to_original_units(y), data.to_original_units(pred))
-        out.update({f"{split}_{k}": v for k, v in scores.items()})
-    return out
-
-
-def execute(run: Run) -> None:
-    """Run ``run`` to completion on this thread. Never raises, never calls Streamlit."""
-    data = run.data
-    if run.stop_event.is_set():
-        run._finish("stopped", "stopped before it started")
-        return
-    while not _RUN_SLOTS.acquire(timeout=_SLOT_POLL):
-        if run.stop_event.is_set():
-            run._finish("stopped", "stopped while waiting for a free solver slot")
-            return
-    wall = time.perf_counter()
-    _count_computing(+1)
-    try:
-        run.status = "running"
-        with _PeakMemory() as memory:
-            try:
-                run.estimator = build_estimator(run.config)
-                for record in fit_records(run.estimator, data, run.stop_event):
-                    run._append(record)
-                run.metrics = final_metrics(run.estimator, data)
-            finally:
-                run.peak_memory_bytes = memory.growth if memory.peak else None
-                records = run.records
-                run.timings = {
-                    "wall_seconds": time.perf_counter() - wall,
-                    "solver_seconds": records[-1].seconds if records else math.nan,
-                    "eval_seconds": sum(r.eval_seconds for r in records),
-                }
-        reason = getattr(run.estimator, "stop_reason_", "") or "finished"
-        stopped = run.stop_event.is_set() and run.config.info.iterative
-        run._finish("stopped" if stopped else "done", reason)
-    except SolverDivergedError as exc:
-        run._finish("error", f"The solver diverged: {exc}. Try a larger λ, float64, or fewer iterations.")
-    except (ValueError, ImportError) as exc:
-        run._finish("error", str(exc))
-    except MemoryError:
-        run._finish("error", "Out of memory: lower n or M, or set a smaller memory budget.")
-    except Exception as exc:  # a worker must never die silently: the page shows what happened
-        log.exception("run %s (%s) failed", run.id, run.label)
-        run._finish("error", f"{type(exc).__name__}: {exc}")
-    finally:
-        _count_computing(-1)
-        _RUN_SLOTS.release()
+        for callback in callbacks:
+            callback(self)
 
 
 class RunRegistry:
-    """The runs of one browser session: keyed by config, bounded, executed one at a time in order.
+    """The runs of one browser session: keyed by config, bounded, at most ``max_active`` on the
+    cluster at once, the rest waiting here in order.
 
     The page gets it from :func:`krr_app.state.session_runs` (a session-scoped
     ``st.cache_resource`` whose ``on_release`` calls :meth:`close` when the tab closes).
     """
 
-    def __init__(self, max_runs: int = MAX_RUNS_PER_SESSION):
+    def __init__(self, max_runs: int = MAX_RUNS_PER_SESSION, max_active: int = SESSION_MAX_ACTIVE):
         self.max_runs = max_runs
+        self.max_active = max_active
         self._runs: OrderedDict[RunConfig, Run] = OrderedDict()
-        self._queue: deque[Run] = deque()
+        self._waiting: deque[Run] = deque()
+        self._dispatched: set[str] = set()
         self._lock = threading.Lock()
-        self._worker: threading.Thread | None = None
+        self.dropped: list[str] = []        # labels of finished runs dropped to stay within max_runs
         self.closed = False
 
     def get(self, config: RunConfig) -> Run | None:
@@ -253,9 +155,6 @@ class RunRegistry:
         with self._lock:
             return list(self._runs.values())
 
-    def by_id(self, run_id: str) -> Run | None:
-        return next((r for r in self.runs() if r.id == run_id), None)
-
     def start(self, config: RunConfig, data) -> Run:
         """Queue a fresh run of ``config`` (an active run of the same config is returned as is)."""
         with self._lock:
@@ -265,23 +164,31 @@ class RunRegistry:
             if current is not None and current.active:
                 return current
             run = Run(config, data)
+            run._on_finish.append(self._on_finish)
+            run._stopper = self._cancel
             self._runs.pop(config, None)
             self._runs[config] = run
             self._evict()
-            self._queue.append(run)
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._drain, daemon=True, name="krr-session-runs")
-                self._worker.start()
-            return run
+            run.waiting_in_session = True
+            self._waiting.append(run)
+        self._dispatch()
+        return run
+
+    def position(self, run: Run) -> int:
+        """1-based place of ``run`` among this session's runs waiting for their turn (0: not waiting)."""
+        with self._lock:
+            ids = [r.id for r in self._waiting]
+        return ids.index(run.id) + 1 if run.id in ids else 0
 
     def remove(self, run_ids) -> None:
         """Forget runs (stopping those still active)."""
         ids = set(run_ids)
         with self._lock:
-            for config, run in list(self._runs.items()):
-                if run.id in ids:
-                    run.stop()
-                    del self._runs[config]
+            doomed = [(c, r) for c, r in self._runs.items() if r.id in ids]
+            for config, _ in doomed:
+                del self._runs[config]
+        for _, run in doomed:
+            self._cancel(run)
 
     def active(self) -> list[Run]:
         return [r for r in self.runs() if r.active]
@@ -290,20 +197,42 @@ class RunRegistry:
         """Stop every run of this session (the tab closed)."""
         with self._lock:
             self.closed = True
-            runs = list(self._runs.values()) + list(self._queue)
+            runs = list(self._runs.values())
         for run in runs:
-            run.stop()
+            self._cancel(run)
+
+    def _cancel(self, run: Run) -> None:
+        with self._lock:
+            waiting = run in self._waiting
+            if waiting:
+                self._waiting.remove(run)
+        run.stop_event.set()
+        if waiting:
+            run._fail("stopped before it started", status="stopped")
+        elif run.active:
+            get_executor().cancel(run)
 
     def _evict(self) -> None:
         finished = [c for c, r in self._runs.items() if not r.active]
         for config in finished[: max(0, len(self._runs) - self.max_runs)]:
-            del self._runs[config]
+            self.dropped.append(self._runs.pop(config).label)
 
-    def _drain(self) -> None:
+    def _on_finish(self, run: Run) -> None:
+        with self._lock:
+            self._dispatched.discard(run.id)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand waiting runs to the executor while this session is under its cap."""
         while True:
             with self._lock:
-                if not self._queue:
-                    self._worker = None
+                if self.closed or not self._waiting or len(self._dispatched) >= self.max_active:
                     return
-                run = self._queue.popleft()
-            execute(run)
+                run = self._waiting.popleft()
+                run.waiting_in_session = False
+                self._dispatched.add(run.id)
+            try:
+                get_executor().submit(run)
+            except Exception as exc:     # the cluster could not be started or reached
+                run._fail(f"Runs cannot start: no Dask cluster ({type(exc).__name__}: {exc}). "
+                          "Check KRR_DASK_SCHEDULER, or unset it to use the embedded cluster.")

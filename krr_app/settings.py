@@ -30,3 +30,14 @@ APP_MAX_M = _env_int("KRR_APP_MAX_M", 10_000)
 EXACT_MAX_N = 8_000
 #: Runs a session keeps (finished ones are dropped oldest first, with a note; active ones never).
 MAX_RUNS_PER_SESSION = _env_int("KRR_MAX_RUNS_PER_SESSION", 24)
+
+#: Where runs execute: a Dask scheduler address (``tcp://host:8786``); empty starts the embedded
+#: local cluster. Env: KRR_DASK_SCHEDULER (read by :func:`krrcore.cluster.connect` too).
+DASK_SCHEDULER = os.environ.get("KRR_DASK_SCHEDULER", "").strip() or None
+#: Torch threads of each embedded worker (env KRR_WORKER_THREADS) and how many workers (env
+#: KRR_DASK_WORKERS; default: cores ÷ threads, so the workers never oversubscribe the cores).
+WORKER_THREADS = _env_int("KRR_WORKER_THREADS", 1)
+DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
+#: Runs one session has on the cluster at once; its further runs wait their turn in the session
+#: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
+SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)

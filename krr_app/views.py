@@ -9,7 +9,8 @@ import math
 import streamlit as st
 
 from . import charts, explain
-from .runs import MAX_CONCURRENT_RUNS, Run, computing_runs
+from .executor import get_executor
+from .runs import Run
 from .snippet import reproduce_snippet
 
 #: Seconds between two looks at an active run (the fragment's run_every).
@@ -34,6 +35,15 @@ def lesson_and_data_messages(settings) -> None:
         (st.info if settings.data is None else st.error)(settings.data_error)
 
 
+def dropped_runs_note(registry) -> None:
+    """Which finished runs this tab no longer keeps (it keeps the newest MAX_RUNS_PER_SESSION)."""
+    if registry.dropped:
+        last = registry.dropped[-3:]
+        more = len(registry.dropped) - len(last)
+        st.caption(f"This tab keeps its {registry.max_runs} most recent runs; dropped the oldest: "
+                   + "; ".join(last) + (f" and {more} earlier" if more else "") + ".")
+
+
 def show_problems(messages: list[str]) -> None:
     for message in messages:
         st.error(message)
@@ -42,8 +52,7 @@ def show_problems(messages: list[str]) -> None:
 def progress_text(run: Run) -> str:
     records = run.records
     if run.status == "queued":
-        return (f"{run.label}: queued — {computing_runs()} of {MAX_CONCURRENT_RUNS} solver slots on this "
-                "server are busy, or an earlier run of this session is still going…")
+        return f"{run.label}: {queue_text(run)}"
     if not records:
         return f"{run.label}: setting up (centres, preconditioner)…"
     last = records[-1]
@@ -56,6 +65,19 @@ def progress_text(run: Run) -> str:
         parts.append(f"test {charts.metric_title(last.metric)} {last.val_metric:.4g}")
     parts.append(f"{last.seconds:.2f} s")
     return " · ".join(parts)
+
+
+def queue_text(run: Run) -> str:
+    """Where a queued run stands: behind this tab's earlier run, or its place in the server's queue."""
+    if run.waiting_in_session:
+        return "waiting for this tab's earlier run to finish (a tab's runs go one after another)…"
+    executor = get_executor()
+    position, seconds = executor.queue_position(run)
+    if position == 0:
+        return "starting on a worker…"
+    eta = "" if seconds is None else f", about {seconds:.0f} s"
+    return (f"queued — number {position} in line for {executor.workers} worker"
+            f"{'s' if executor.workers != 1 else ''}{eta}…")
 
 
 def progress_fraction(run: Run) -> float:
@@ -101,8 +123,8 @@ def metric_cards(run: Run) -> None:
     cols = st.columns(len(cards))
     for col, (label, value, fmt) in zip(cols, cards):
         shown = "—" if value is None or not math.isfinite(value) else fmt.format(value)
-        col.metric(label, shown, help="Growth of the server process's resident memory during the run "
-                   "(process-wide, so an upper bound)." if label == "Peak memory" else None)
+        col.metric(label, shown, help="Growth of the worker's resident memory during the run (a worker "
+                   "runs one run at a time)." if label == "Peak memory" else None)
 
 
 def convergence_chart(runs: list[Run], x: str, key: str) -> None:
@@ -117,10 +139,10 @@ def trace_download(runs: list[Run], key: str, filename: str, label: str = "Downl
 
 def fit_chart(run: Run, key: str) -> None:
     """The fitted function / decision surface of a finished run (1-D and 2-D data only)."""
-    if run.estimator is None or not hasattr(run.estimator, "coef_") or run.data.d not in (1, 2):
+    if run.surface is None:
         return
-    if "fit_figure" not in run.cache:     # predictions on the grid are computed once per run
-        run.cache["fit_figure"] = charts.fit_figure(run.data, run.estimator)
+    if "fit_figure" not in run.cache:     # the figure is built once per run from the worker's grid
+        run.cache["fit_figure"] = charts.fit_figure(run.data, run.surface)
     title = "Fitted function" if run.data.d == 1 else (
         "Prediction surface" if run.data.task == "regression" else "Decision surface")
     st.markdown(f"**{title}** over the data")
@@ -152,9 +174,10 @@ def live(runs_getter, render, *, key: str) -> None:
 
 
 def server_load() -> None:
-    """How busy the server is (the global cap on computing solvers; see krr_app.runs)."""
-    st.caption(f"Solvers computing on this server right now: {computing_runs()} "
-               f"(at most {MAX_CONCURRENT_RUNS} at once; further runs wait for a free slot).")
+    """Where runs execute and how many wait for a worker (see krr_app.executor)."""
+    executor = get_executor()
+    st.caption(f"Runs execute on the {executor.describe()}, one run per worker at a time; "
+               f"{executor.waiting()} waiting for a worker right now.")
 
 
 def explanation(*keys: str, title: str = "What am I looking at?") -> None:

@@ -1,4 +1,6 @@
-"""Shared fixtures for the app tests: an AppTest of app.py with clean caches and a run waiter."""
+"""Shared fixtures for the app tests: an AppTest of app.py with clean caches, a run waiter, and the
+executor runs go to (the app's Dask executor, started once for the whole test session and closed
+at its end; ``in_process`` swaps in the in-process one where the point of a test is the page)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,3 +47,25 @@ def app():
             registry.close()
             for run in registry.runs():
                 run.wait(10)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_the_executor():
+    """The embedded Dask cluster a test started ends with the test session."""
+    yield
+    from krr_app import executor
+
+    previous = executor.use_executor(None)
+    if previous is not None:
+        previous.close()
+
+
+@pytest.fixture
+def in_process():
+    """Runs execute on threads of the test process (for solvers defined in a test module, which
+    Dask workers cannot import)."""
+    from krr_app import executor
+
+    previous = executor.use_executor(executor.InProcessExecutor())
+    yield
+    executor.use_executor(previous)

@@ -1,8 +1,9 @@
 """AppTest tests of the Streamlit app: every page driven through its widgets, runs, charts and errors.
 
 Problems are tiny (two moons, n = 200) so each test takes a second or two after the first import.
-Runs execute in the session's worker thread; AppTest cannot tick the page's polling fragment,
-so tests wait for the runs (``wait_for_runs``) and rerun the script themselves.
+Runs execute on the app's Dask workers (the embedded cluster, started once per test session), or
+in-process for the solvers defined here; AppTest cannot tick the page's polling fragment, so tests
+wait for the runs (``wait_for_runs``) and rerun the script themselves.
 """
 from __future__ import annotations
 
@@ -124,12 +125,8 @@ def test_reproduce_snippet_gives_the_same_model():
                          M=30, maxiter=3)
     from krrcore.datasets import load
 
-    run = Run(config, load("moons", n=200, seed=1, noise=0.2))
-    registry = RunRegistry()
-    registry._runs[config] = run
-    registry._queue.append(run)
-    registry._drain()
-    assert run.status == "done", run.message
+    run = RunRegistry().start(config, load("moons", n=200, seed=1, noise=0.2))
+    assert run.wait(120) and run.status == "done", run.message
     namespace = {}
     with contextlib.redirect_stdout(io.StringIO()) as out:
         exec(reproduce_snippet(config), namespace)
@@ -166,7 +163,7 @@ def test_changing_dataset_applies_its_suggestions_and_median_button(app):
     assert at.number_input(key="sigma").value == pytest.approx(expected, rel=1e-3)
 
 
-def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkeypatch):
+def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkeypatch, in_process):
     _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
     at = app(n=200, M=10, maxiter=100000, solver="slow")
     at = _click_run(at)
@@ -236,7 +233,7 @@ def test_solver_not_built_yet_is_listed_and_cannot_run(app, monkeypatch):
     assert at.button(key="run").disabled
 
 
-def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch):
+def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch, in_process):
     _register(monkeypatch, "diverging", DivergingKRR, "Diverging test solver")
     at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
     good = at.session_state["explore_run"]
@@ -309,7 +306,7 @@ def test_compare_overlays_solvers_with_table_and_removal(app):
     assert at.session_state["_krr_runs"].runs() == [runs[1]]
 
 
-def test_compare_stop_all_stops_queued_and_running_runs(app, monkeypatch):
+def test_compare_stop_all_stops_queued_and_running_runs(app, monkeypatch, in_process):
     _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
     at = app(n=200, M=10, maxiter=100000, solver="slow", cmp_mode="sweep", sweep_values="10, 20, 30")
     at.switch_page("app_pages/compare.py").run()
@@ -372,6 +369,7 @@ def test_registry_evicts_finished_runs_and_close_stops_active_ones():
         registry._evict()
         finished.append(run)
     assert registry.runs() == finished[1:]
+    assert registry.dropped == [finished[0].label]      # the page names what it dropped
     active = Run(configs[3])
     registry._runs[configs[3]] = active
     registry.close()

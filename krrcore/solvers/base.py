@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from .._validation import as_tensor, check_features, check_int, check_positive, check_X_y
 from ..device import default_device, resolve_dtype
@@ -216,6 +216,22 @@ class KRRBase(RegressorMixin, BaseEstimator):
         op = KernelOperator(self._kernel(), X, self.centers_, memory_budget=getattr(self, "memory_budget", None),
                             n_rhs=self.coef_.shape[1])
         return op.matvec(self.coef_)
+
+    #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these.
+    _compact_attributes = ("centers_", "coef_", "n_features_in_", "_y_was_1d", "trace_", "stop_reason_", "n_iter_")
+
+    def compact(self):
+        """A copy with the same parameters that keeps only what ``predict`` and the run summary need
+        (``centers_``, ``coef_``, ``trace_``, ...): no kernel matrix, K_nM block or preconditioner.
+        It is what a worker sends back; tensors are copied so a view never drags its base along."""
+        if not hasattr(self, "coef_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit first")
+        twin = clone(self)
+        for name in self._compact_attributes:
+            if hasattr(self, name):
+                value = getattr(self, name)
+                setattr(twin, name, value.detach().clone() if isinstance(value, torch.Tensor) else value)
+        return twin
 
     def predict(self, X):
         if not hasattr(self, "coef_"):

@@ -1,0 +1,303 @@
+"""Where runs execute: the executor seam between the pages' runs and the workers.
+
+:class:`DaskExecutor` is the app's engine: each run is one Dask task (:func:`krrcore.remote.dask_fit_task`)
+on the embedded cluster or on the scheduler named by ``KRR_DASK_SCHEDULER``
+(:func:`krrcore.cluster.connect`). Records stream back as worker events, Stop travels as a
+``distributed.Event``, and the scheduler hands tasks to workers in submission order, one per
+single-threaded worker: first come, first served, with no scheduler of our own.
+:class:`InProcessExecutor` runs the same :func:`krrcore.remote.run_fit` on a thread of this
+process, for tests whose point is the page rather than the cluster.
+
+Both call back into the :class:`~krr_app.runs.Run`: ``_started(worker)``, ``_append(record)``,
+``_complete(outcome)`` or ``_fail(message)``; none of them calls Streamlit.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+
+from krrcore.remote import RECORDS_TOPIC, dask_fit_task, run_fit, stop_event_name
+from krrcore.stream import IterationRecord
+
+from . import settings
+
+log = logging.getLogger(__name__)
+
+#: Uploaded tables kept scattered on the cluster (by digest), oldest dropped first.
+MAX_SCATTERED_TABLES = 8
+
+
+class Executor(ABC):
+    """Runs :class:`~krr_app.runs.Run` objects somewhere and reports back through their callbacks."""
+
+    def __init__(self):
+        self._wall_seconds: list[float] = []                         # recent runs, for queue estimates
+        self._pending: OrderedDict[str, object] = OrderedDict()     # submitted, not started, in order
+        self._lock = threading.Lock()
+
+    @property
+    @abstractmethod
+    def workers(self) -> int:
+        """How many runs compute at once."""
+
+    @property
+    @abstractmethod
+    def worker_memory_limit(self) -> int | None:
+        """Bytes one run may use (a worker's memory limit), None if unknown."""
+
+    @abstractmethod
+    def submit(self, run) -> None: ...
+
+    @abstractmethod
+    def cancel(self, run) -> None:
+        """Ask ``run`` to stop: a queued run is dropped, a running one stops after its iteration."""
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def close(self) -> None:
+        pass
+
+    # -- queue book-keeping shared by the executors ------------------------------------------
+    def _queued(self, run) -> None:
+        with self._lock:
+            self._pending[run.id] = run
+
+    def _left_queue(self, run) -> None:
+        with self._lock:
+            self._pending.pop(run.id, None)
+
+    def _finished(self, run) -> None:
+        self._left_queue(run)
+        wall = run.timings.get("wall_seconds", math.nan)
+        if math.isfinite(wall):
+            with self._lock:
+                self._wall_seconds = (self._wall_seconds + [wall])[-20:]
+
+    def queue_position(self, run) -> tuple[int, float | None]:
+        """(position among runs waiting for a worker, 1 = next; estimated seconds until it
+        starts from the recent runs' mean wall time, None before any run finished). 0 if not queued."""
+        with self._lock:
+            ids = list(self._pending)
+            recent = list(self._wall_seconds)
+        if run.id not in ids:
+            return 0, None
+        position = ids.index(run.id) + 1
+        if not recent:
+            return position, None
+        return position, math.ceil(position / max(1, self.workers)) * sum(recent) / len(recent)
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+class InProcessExecutor(Executor):
+    """A thread per run in this process (tests of the pages; no cluster)."""
+
+    @property
+    def workers(self) -> int:
+        return 1
+
+    @property
+    def worker_memory_limit(self) -> int | None:
+        return None
+
+    def submit(self, run) -> None:
+        self._queued(run)
+        threading.Thread(target=self._execute, args=(run,), daemon=True, name=f"krr-run-{run.id}").start()
+
+    def _execute(self, run) -> None:
+        self._left_queue(run)
+        run._started("in-process")
+        outcome = run_fit(run.spec(), emit=run._append, stop_event=run.stop_event, dataset=run.data)
+        run._complete(outcome)
+        self._finished(run)
+
+    def cancel(self, run) -> None:
+        run.stop_event.set()
+
+
+class DaskExecutor(Executor):
+    """Runs as Dask tasks (see the module docstring)."""
+
+    def __init__(self, connection):
+        super().__init__()
+        self.connection = connection
+        self.client = connection.client
+        self._futures: dict[str, object] = {}
+        self._runs: dict[str, object] = {}
+        self._tables: OrderedDict[str, object] = OrderedDict()
+        self.client.subscribe_topic(RECORDS_TOPIC, self._on_event)
+
+    @classmethod
+    def connect(cls, address: str | None = None) -> "DaskExecutor":
+        from krrcore.cluster import LocalClusterShape, connect
+
+        shape = None if address else LocalClusterShape.for_this_machine(settings.DASK_WORKERS, settings.WORKER_THREADS)
+        return cls(connect(address, shape=shape))
+
+    def describe(self) -> str:
+        kind = "embedded local cluster" if self.connection.embedded else "Dask scheduler"
+        return f"{kind} at {self.connection.address}, {self.workers} worker{'s' if self.workers != 1 else ''}"
+
+    @property
+    def workers(self) -> int:
+        return max(1, sum(w.get("nthreads", 1) for w in self.connection.workers().values()))
+
+    @property
+    def worker_memory_limit(self) -> int | None:
+        limits = [w.get("memory_limit") or 0 for w in self.connection.workers().values()]
+        return max(limits) if limits and max(limits) > 0 else None
+
+    def _table_name(self, run) -> str | None:
+        """The published name of the run's uploaded table on the cluster (scattered once per
+        digest, and again if the worker holding it died), None for built-in data."""
+        digest = run.config.data.csv_digest
+        if digest is None:
+            return None
+        name = f"krr-table-{digest}"
+        with self._lock:
+            future = self._tables.get(name)
+        if future is None or future.status != "finished":
+            future = self.client.scatter(run.data, hash=False)
+            self.client.publish_dataset(future, name=name, override=True)
+            with self._lock:
+                self._tables[name] = future
+                evicted = []
+                while len(self._tables) > MAX_SCATTERED_TABLES:
+                    evicted.append(self._tables.popitem(last=False)[0])
+            for old in evicted:
+                self.client.unpublish_dataset(old)
+        return name
+
+    def submit(self, run) -> None:
+        with self._lock:
+            self._runs[run.id] = run
+        self._queued(run)
+        try:
+            future = self.client.submit(dask_fit_task, run.spec(), self._table_name(run), key=f"krr-run-{run.id}",
+                                        pure=False, retries=0)
+        except Exception as exc:
+            self._forget(run)
+            run._fail(f"Could not reach the cluster ({self.describe()}): {exc}")
+            return
+        with self._lock:
+            self._futures[run.id] = future
+        future.add_done_callback(self._on_done)
+
+    def cancel(self, run) -> None:
+        run.stop_event.set()
+        with self._lock:
+            future = self._futures.get(run.id)
+            queued = run.id in self._pending
+        if future is None:
+            return
+        if queued:
+            future.cancel()         # not started: the scheduler forgets it
+        else:
+            from distributed import Event
+
+            Event(stop_event_name(run.id), client=self.client).set()
+
+    # -- callbacks (client event loop / callback thread) --------------------------------------
+    def _on_event(self, event) -> None:
+        _, message = event
+        run = self._runs.get(message.get("run"))
+        if run is None:
+            return
+        if message["kind"] == "started":
+            self._left_queue(run)
+            run._started(message.get("worker", ""))
+        elif message["kind"] == "record":
+            run._append(IterationRecord(**message["record"]))
+
+    def _on_done(self, future) -> None:
+        run_id = future.key.removeprefix("krr-run-")
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        try:
+            if future.cancelled():
+                run._fail("stopped while waiting for a worker", status="stopped")
+            else:
+                run._complete(future.result())
+        except Exception as exc:
+            run._fail(self._explain_failure(exc))
+        finally:
+            self._forget(run)
+            self._release_stop_event(run_id)
+
+    def _explain_failure(self, exc: BaseException) -> str:
+        from distributed.scheduler import KilledWorker
+
+        if isinstance(exc, KilledWorker):
+            limit = self.worker_memory_limit
+            memory = f" (a worker may use {limit / 2**30:.1f} GiB)" if limit else ""
+            return ("The worker running this run stopped — killed, or out of memory" + memory + ". The cluster "
+                    "started a replacement and other runs were not affected: press Run to try again, or lower "
+                    "n or M, or use float32.")
+        log.warning("run failed on the cluster: %r", exc)
+        return f"The cluster could not complete this run: {type(exc).__name__}: {exc}"
+
+    def _release_stop_event(self, run_id: str) -> None:
+        from distributed import Event
+
+        try:
+            Event(stop_event_name(run_id), client=self.client).clear()
+        except Exception:   # the scheduler is gone (server shutting down): nothing to release
+            pass
+
+    def _forget(self, run) -> None:
+        self._finished(run)
+        with self._lock:
+            self._futures.pop(run.id, None)
+            self._runs.pop(run.id, None)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+_executor: Executor | None = None
+_executor_lock = threading.Lock()
+
+
+def get_executor() -> Executor:
+    """The server's executor, created on first use (the embedded cluster starts then, once)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            started = time.perf_counter()
+            _executor = DaskExecutor.connect(settings.DASK_SCHEDULER)
+            log.info("%s ready in %.1f s", _executor.describe(), time.perf_counter() - started)
+        return _executor
+
+
+_warming = threading.Event()
+
+
+def warm_up() -> None:
+    """Start the executor in the background (once per process), so the first Run does not wait
+    for the cluster; the router calls it on every script run, which costs nothing after the first."""
+    if _executor is None and not _warming.is_set():
+        _warming.set()
+        threading.Thread(target=_warm, daemon=True, name="krr-executor-start").start()
+
+
+def _warm() -> None:
+    try:
+        get_executor()
+    except Exception:       # reported to the user by the first run that needs it
+        log.exception("the executor could not start")
+
+
+def use_executor(executor: Executor | None) -> Executor | None:
+    """Replace the server's executor (tests); returns the previous one, which the caller closes."""
+    global _executor
+    with _executor_lock:
+        previous, _executor = _executor, executor
+    return previous
