@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +38,7 @@ class Executor(ABC):
     def __init__(self):
         self._wall_seconds: list[float] = []                         # recent runs, for queue estimates
         self._pending: OrderedDict[str, object] = OrderedDict()     # submitted, not started, in order
+        self._computing: set[str] = set()                            # started, not finished
         self._lock = threading.Lock()
 
     @property
@@ -69,10 +71,13 @@ class Executor(ABC):
 
     def _left_queue(self, run) -> None:
         with self._lock:
-            self._pending.pop(run.id, None)
+            if self._pending.pop(run.id, None) is not None:
+                self._computing.add(run.id)
 
     def _finished(self, run) -> None:
-        self._left_queue(run)
+        with self._lock:
+            self._pending.pop(run.id, None)
+            self._computing.discard(run.id)
         wall = run.timings.get("wall_seconds", math.nan)
         if math.isfinite(wall):
             with self._lock:
@@ -92,8 +97,14 @@ class Executor(ABC):
         return position, math.ceil(position / max(1, self.workers)) * sum(recent) / len(recent)
 
     def waiting(self) -> int:
+        """Runs of this server waiting for a worker."""
         with self._lock:
             return len(self._pending)
+
+    def computing(self) -> int:
+        """Runs of this server computing on a worker now."""
+        with self._lock:
+            return len(self._computing)
 
 
 class InProcessExecutor(Executor):
@@ -113,7 +124,7 @@ class InProcessExecutor(Executor):
 
     def _execute(self, run) -> None:
         self._left_queue(run)
-        run._started("in-process")
+        run._started("in-process", os.getpid())
         outcome = run_fit(run.spec(), emit=run._append, stop_event=run.stop_event, dataset=run.data)
         run._complete(outcome)
         self._finished(run)
@@ -212,7 +223,7 @@ class DaskExecutor(Executor):
             return
         if message["kind"] == "started":
             self._left_queue(run)
-            run._started(message.get("worker", ""))
+            run._started(message.get("worker", ""), message.get("pid"))
         elif message["kind"] == "record":
             run._append(IterationRecord(**message["record"]))
 

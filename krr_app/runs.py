@@ -46,6 +46,7 @@ class Run:
         self.created = time.time()
         self.started = self.ended = None
         self.worker = ""
+        self.worker_pid: int | None = None
         self.waiting_in_session = False     # behind this session's earlier run (see RunRegistry)
         self.stop_event = threading.Event()
         self.finished_event = threading.Event()
@@ -94,10 +95,10 @@ class Run:
             self._stopper(self)
 
     # -- write side (executor) -------------------------------------------------------------
-    def _started(self, worker: str) -> None:
+    def _started(self, worker: str, pid: int | None = None) -> None:
         with self._lock:
             if self.status == "queued":
-                self.status, self.started, self.worker = "running", time.time(), worker
+                self.status, self.started, self.worker, self.worker_pid = "running", time.time(), worker, pid
 
     def _append(self, record: IterationRecord) -> None:
         with self._lock:

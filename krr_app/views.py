@@ -176,8 +176,9 @@ def live(runs_getter, render, *, key: str) -> None:
 def server_load() -> None:
     """Where runs execute and how many wait for a worker (see krr_app.executor)."""
     executor = get_executor()
-    st.caption(f"Runs execute on the {executor.describe()}, one run per worker at a time; "
-               f"{executor.waiting()} waiting for a worker right now.")
+    st.caption(f"Runs execute on the {executor.describe()}, one run per worker at a time. "
+               f"This server's runs computing now: {executor.computing()}, waiting for a worker: "
+               f"{executor.waiting()}.")
 
 
 def explanation(*keys: str, title: str = "What am I looking at?") -> None:

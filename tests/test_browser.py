@@ -192,7 +192,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
 
             # Closing a tab ends its run: a second tab (a new session, opened from a link that names
             # its options by key) starts an endless run and is closed; the server's count of
-            # computing solvers must drop back to 0.
+            # runs computing on the workers must drop back to 0.
             other = browser.new_page(viewport=VIEWPORT)
             other.goto(f"{url}/?dataset=sine1d&solver=nystrom_gd&n={N_POINTS}&M=300&maxiter={MAXITER_LONG}")
             other.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click()
@@ -204,7 +204,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             page.get_by_role("heading", name="Compare").wait_for()
             assert f"n={N_POINTS}" in page.url   # the shared sidebar's settings travel with the page
             deadline = time.time() + 20
-            while "right now: 0 " not in page.get_by_text("Solvers computing on this server").first.inner_text():
+            while "computing now: 0," not in page.get_by_text("This server's runs computing now").first.inner_text():
                 assert time.time() < deadline, "the closed tab's run kept computing"
                 time.sleep(1)
                 page.reload()

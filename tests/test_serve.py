@@ -1,0 +1,205 @@
+"""Runs on Dask workers, as the app makes them: streaming, Stop, what comes back, a worker that
+dies, the per-session cap, and a separate scheduler started with the standard commands.
+
+The shared executor is the app's own (the embedded cluster, one per test session); the tests
+that kill a worker or need a scheduler of their own start a separate one, so nothing they break
+reaches the other tests.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from krr_app import executor as executor_module
+from krr_app.config import DataSpec, make_config
+from krr_app.executor import DaskExecutor
+from krr_app.runs import RunRegistry
+from krrcore import datasets
+from krrcore.remote import DataRef, FitSpec, run_fit
+
+ROOT = Path(__file__).resolve().parents[1]
+MOONS = DataSpec("moons", n=2000)
+
+
+def _config(solver="falkon", **knobs):
+    knobs = {"M": 100, "maxiter": 5, **knobs}
+    return make_config(MOONS, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=1e-6, solver=solver, **knobs)
+
+
+@pytest.fixture(scope="module")
+def moons():
+    return datasets.load("moons", n=2000)
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_run_streams_records_from_a_worker_and_matches_the_library(moons):
+    run = RunRegistry().start(_config(), moons)
+    assert run.wait(120) and run.status == "done", run.message
+    assert run.worker.startswith("tcp://") and run.worker_pid != os.getpid()
+    # The same fit through krrcore in this process: the same model, the same records.
+    local = run_fit(_config().fit_spec("local"))
+    assert [r.iteration for r in run.records] == [r.iteration for r in local.trace] == list(range(6))
+    np.testing.assert_allclose([r.residual for r in run.records], [r.residual for r in local.trace], rtol=1e-8)
+    np.testing.assert_allclose(run.estimator.predict(moons.X_test), local.model.predict(moons.X_test), rtol=1e-8)
+    assert run.metrics["test_classification_error"] == pytest.approx(local.metrics["test_classification_error"])
+    assert run.surface is not None and run.surface.values.shape == (80 * 80, 1)
+
+
+def test_what_comes_back_is_small_and_the_server_stays_flat(moons):
+    """A CG run keeps an n×n K on the worker; the outcome holds centres and coefficients only."""
+    n = moons.n_train
+    outcome = run_fit(_config("cg", maxiter=3).fit_spec("size"))
+    assert outcome.status == "done", outcome.message
+    assert len(pickle.dumps(outcome)) < 8 * n * n / 20, "the outcome carries an O(n²) buffer"
+    assert not any(name.startswith("_K") or name == "preconditioner_" for name in vars(outcome.model))
+    registry = RunRegistry(max_runs=4)
+    before = _rss_bytes()
+    for penalty in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8):
+        config = make_config(MOONS, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=penalty, solver="cg",
+                             maxiter=3)
+        assert registry.start(config, moons).wait(120)
+    grown = _rss_bytes() - before
+    # Six runs, each with a 25 MB K on its worker: the web server's memory does not follow.
+    assert grown < 8 * n * n, f"the server grew by {grown / 2**20:.0f} MB"
+    assert len(registry.runs()) == 4 and len(registry.dropped) == 2
+
+
+def test_stop_reaches_the_worker_within_a_second(moons):
+    config = _config("nystrom_gd", maxiter=10**6, M=300)
+    run = RunRegistry().start(config, moons)
+    _wait_for(lambda: len(run.records) >= 5, 120, "five records from the worker")
+    seen = len(run.records)
+    clicked = time.perf_counter()
+    run.stop()
+    assert run.wait(1.0), "the worker did not stop the run within a second"
+    print(f"stop → finished in {time.perf_counter() - clicked:.2f} s")
+    assert run.status == "stopped" and "stopped by the user" in run.message
+    assert len(run.records) >= seen and run.estimator is not None     # the last iterate is kept
+
+
+def test_a_session_runs_one_at_a_time_and_queued_runs_can_be_stopped(moons):
+    registry = RunRegistry(max_active=1)
+    first = registry.start(_config("nystrom_gd", maxiter=10**6, M=300), moons)
+    second = registry.start(_config(maxiter=3), moons)
+    third = registry.start(_config(maxiter=4), moons)
+    assert second.waiting_in_session and registry.position(second) == 1 and registry.position(third) == 2
+    _wait_for(lambda: first.status == "running", 120, "the first run to start")
+    assert second.status == "queued" and second.started is None
+    third.stop()
+    assert third.wait(1.0) and third.status == "stopped" and third.started is None
+    first.stop()
+    assert second.wait(120) and second.status == "done", second.message
+    assert second.started >= first.ended
+
+
+def test_queued_runs_know_their_place_in_line(moons):
+    """More runs than workers: the later ones wait on the scheduler, each with its position."""
+    executor = executor_module.get_executor()
+    registries = [RunRegistry() for _ in range(executor.workers + 2)]
+    runs = [r.start(_config("nystrom_gd", maxiter=10**6, M=300, solver_seed=i), moons)
+            for i, r in enumerate(registries)]
+    try:
+        _wait_for(lambda: sum(r.status == "running" for r in runs) == executor.workers, 120, "every worker busy")
+        waiting = [r for r in runs if r.status == "queued"]
+        assert len(waiting) == 2
+        assert sorted(executor.queue_position(r)[0] for r in waiting) == [1, 2]
+    finally:
+        for registry in registries:
+            registry.close()
+    assert all(r.wait(30) for r in runs)
+    assert {r.status for r in runs} == {"stopped"}
+
+
+@pytest.fixture
+def own_cluster():
+    """A separate embedded cluster for a test that breaks workers; the app's executor points at it."""
+    executor = DaskExecutor.connect()
+    previous = executor_module.use_executor(executor)
+    yield executor
+    executor_module.use_executor(previous)
+    executor.close()
+
+
+def test_a_killed_worker_costs_only_its_run(own_cluster, moons):
+    doomed = RunRegistry().start(_config("nystrom_gd", maxiter=10**6, M=300), moons)
+    bystander = RunRegistry().start(_config("nystrom_gd", maxiter=400, M=300), moons)
+    _wait_for(lambda: doomed.worker_pid is not None and len(doomed.records) >= 2, 120, "the run to compute")
+    os.kill(doomed.worker_pid, signal.SIGKILL)
+    assert doomed.wait(60), "the run of a killed worker never ended"
+    assert doomed.status == "error" and "worker running this run stopped" in doomed.message
+    assert bystander.wait(120) and bystander.status == "done", bystander.message
+    # The cluster replaced the worker: the next run succeeds.
+    _wait_for(lambda: len(own_cluster.connection.workers()) == own_cluster.connection.shape.n_workers, 60,
+              "the replacement worker")
+    again = RunRegistry().start(_config(maxiter=3), moons)
+    assert again.wait(120) and again.status == "done", again.message
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
+    """`dask scheduler` and `dask worker` started as the README says, on localhost."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    log = open(tmp_path / "cluster.log", "w")
+    processes = [subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                                          "--preload", "krrcore.worker_setup"], env=env, stdout=log, stderr=log)]
+    address = f"tcp://127.0.0.1:{port}"
+    try:
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard",
+             "--preload", "krrcore.worker_setup"], env={**env, "KRR_TORCH_THREADS": "1"}, stdout=log, stderr=log))
+        executor = DaskExecutor.connect(address)
+        _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
+        previous = executor_module.use_executor(executor)
+        try:
+            assert "Dask scheduler at " + address in executor.describe()
+            run = RunRegistry().start(_config(maxiter=4), moons)
+            assert run.wait(120) and run.status == "done", run.message
+            assert run.worker in executor.connection.workers() and len(run.records) == 5
+        finally:
+            executor_module.use_executor(previous)
+            executor.close()
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            process.wait(20)
+        log.close()
+
+
+def test_run_fit_reports_bad_data_and_a_stop_before_the_start():
+    bad = FitSpec("x", DataRef("no-such-set"), "falkon", "gaussian", (("sigma", 1.0),), (("penalty", 1e-3),))
+    outcome = run_fit(bad)
+    assert outcome.status == "error" and "name must be one of" in outcome.message
+    import threading
+
+    stop = threading.Event()
+    stop.set()
+    outcome = run_fit(_config().fit_spec("early"), stop_event=stop)
+    assert outcome.status == "stopped" and outcome.message == "stopped before it started" and not outcome.trace
