@@ -27,11 +27,6 @@ def check_positive(value, name: str, *, allow_zero: bool = False) -> float:
     return value
 
 
-def check_penalty(penalty) -> float:
-    """λ of (K + λnI): finite and non-negative (0 is allowed only where a solver says so)."""
-    return check_positive(penalty, "penalty", allow_zero=True)
-
-
 def check_int(value, name: str, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -53,27 +48,37 @@ def as_tensor(
     ``dtype`` defaults to the input's floating dtype (float64 for non-float input); ``device``
     defaults to the input's device for tensors and to :func:`default_device` otherwise.
     1-D input is accepted where ``ndim`` allows it. Raises ``ValueError`` naming ``name`` for
-    empty arrays, non-numeric entries, NaN/inf and wrong dimensionality.
+    empty arrays, non-numeric or complex entries, NaN/inf and wrong dimensionality, and
+    ``TypeError`` for sparse matrices and non-number objects (as numpy does); the messages also carry the phrases scikit-learn's
+    estimator checks look for ("Reshape your data", "0 feature(s)", "Sparse data").
     """
     if data is None:
         raise ValueError(f"{name} is required, got None")
     if isinstance(data, torch.Tensor):
+        if data.layout != torch.strided:
+            raise TypeError(f"{name} is a sparse tensor: Sparse data is not supported, pass X.to_dense()")
         t = data
         if device is None:
             device = t.device
     else:
+        if hasattr(data, "toarray") or hasattr(data, "tocsr"):    # scipy.sparse matrices and arrays
+            raise TypeError(f"{name} is a sparse matrix: Sparse data was passed, but dense data is required; "
+                            f"use {name}.toarray() if it fits in memory")
         if hasattr(data, "to_numpy"):  # pandas
             data = data.to_numpy()
         arr = np.asarray(data)
+        if arr.dtype.kind == "c":
+            raise ValueError(f"{name} must be real-valued: Complex data not supported")
         if arr.dtype.kind not in "biuf":
             try:
                 arr = arr.astype(np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(
+            except (TypeError, ValueError) as exc:      # same type: a dict entry is a TypeError in numpy too
+                raise type(exc)(
                     f"{name} must contain only numbers; found non-numeric entries "
-                    f"(dtype {arr.dtype})"
+                    f"(dtype {arr.dtype}: {exc})"
                 ) from None
-        t = torch.from_numpy(np.ascontiguousarray(arr))
+        arr = np.ascontiguousarray(arr)
+        t = torch.from_numpy(arr if arr.flags.writeable else arr.copy())   # torch wants writable memory
         if device is None:
             device = default_device()
     if t.is_complex():
@@ -82,9 +87,16 @@ def as_tensor(
         dtype = t.dtype if t.is_floating_point() else torch.float64
     t = t.to(device=device, dtype=dtype)
     if t.ndim not in ndim:
-        raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, got shape {tuple(t.shape)}")
-    if t.numel() == 0 or t.shape[0] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(t.shape)})")
+        hint = ""
+        if t.ndim == 1 and 2 in ndim:
+            hint = (f". Reshape your data: {name}.reshape(-1, 1) if it has a single feature, "
+                    f"{name}.reshape(1, -1) if it is a single sample")
+        raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, got shape "
+                         f"{tuple(t.shape)}{hint}")
+    if t.shape[0] == 0:
+        raise ValueError(f"{name} is empty: 0 sample(s) (shape={tuple(t.shape)}) while a minimum of 1 is required.")
+    if t.numel() == 0:
+        raise ValueError(f"{name} is empty: 0 feature(s) (shape={tuple(t.shape)}) while a minimum of 1 is required.")
     if not bool(torch.isfinite(t).all()):
         bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
@@ -97,6 +109,8 @@ def check_X_y(X, y, *, dtype=None, device=None, X_name="X", y_name="y"):
     Returns ``(X, y2d, y_was_1d)``, with ``y2d`` of shape (n, k).
     """
     X = as_tensor(X, X_name, dtype=dtype, device=device, ndim=(2,))
+    if y is None:
+        raise ValueError(f"{y_name} is required: this estimator requires y to be passed, but the target y is None")
     y = as_tensor(y, y_name, dtype=X.dtype, device=X.device, ndim=(1, 2))
     if y.shape[0] != X.shape[0]:
         raise ValueError(
@@ -107,6 +121,8 @@ def check_X_y(X, y, *, dtype=None, device=None, X_name="X", y_name="y"):
     return X, (y[:, None] if was_1d else y), was_1d
 
 
-def check_features(X, n_features: int, name: str = "X") -> None:
+def check_features(X, n_features: int, name: str = "X", estimator: str = "the model") -> None:
+    """``X`` has the ``n_features`` columns the estimator was fitted with (scikit-learn's wording)."""
     if X.shape[1] != n_features:
-        raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}")
+        raise ValueError(f"{name} has {X.shape[1]} features, but {estimator} is expecting {n_features} "
+                         f"features as input")

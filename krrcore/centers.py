@@ -6,6 +6,7 @@ D_jj = 1/√(n p_j · count_j) for centres drawn with probabilities p (Alg. 2, s
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -119,9 +120,19 @@ def center_count(spec, M, n: int) -> int:
 
 
 def select_centers(spec, X: torch.Tensor, M: int | None, seed: int, kernel=None) -> CenterSet:
-    """Centres for a solver: ``spec`` as in :func:`resolve_selector`, ``kernel`` the solver's."""
+    """Centres for a solver: ``spec`` as in :func:`resolve_selector`, ``kernel`` the solver's.
+
+    M larger than the training set is lowered to n with a warning that says so (as scikit-learn's
+    ``Nystroem`` does): cross-validation trains on fewer points than the whole set, and Nyström with
+    every training point as a centre is exact KRR.
+    """
     selector = resolve_selector(spec)
     if not isinstance(selector, FixedCenters):
         M = check_int(M, "M")
+        n = X.shape[0]
+        if M > n:
+            warnings.warn(f"M={M} centres requested but the training set has only n={n} points: using M={n} "
+                          f"(every training point; the Nyström problem is then exact KRR)", UserWarning, stacklevel=3)
+            M = n
     generator = torch.Generator().manual_seed(int(seed))
     return selector.select(X, M, generator, kernel=kernel)

@@ -739,6 +739,9 @@ class BlessCenters(CenterSelector):
         n = X.shape[0]
         if M > n:
             raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
+        if M == n:      # every point is a centre: nothing to sample, and Nyström is exact KRR (D = I)
+            idx = torch.arange(n, device=X.device)
+            return CenterSet(X, idx, None, {"method": self.variant, "mode": "all points", "penalty": None})
         X64 = _as_float64(X)
         kappa2 = _kernel_scale(kernel, X64)
         penalty, target = self.penalty, None

@@ -1,15 +1,21 @@
 """Every krrcore estimator, one import away: ``from krrcore.solvers import Falkon``.
 
-Direct: :class:`ExactKRR`, :class:`NystromKRR`. Nyström (M centres): :class:`Falkon`,
-:class:`NystromCG`, :class:`NystromGD`, :class:`SketchySAGA`. Full KRR (all n points):
-:class:`ASkotch`, :class:`Skotch`, :class:`NystromPCG`, :class:`CG`. The contract they share is
-:mod:`krrcore.solvers.base`; :data:`krrcore.registry.SOLVERS` describes them for front ends.
+Regressors — direct: :class:`ExactKRR`, :class:`NystromKRR`; Nyström (M centres): :class:`Falkon`,
+:class:`NystromCG`, :class:`NystromGD`, :class:`SketchySAGA`; full KRR (all n points):
+:class:`ASkotch`, :class:`Skotch`, :class:`NystromPCG`, :class:`CG`. Each has a classifier on the
+same solver (``FalkonClassifier``, ...; :mod:`krrcore.solvers.classifiers`, ``CLASSIFIERS`` maps
+one to the other). The contract they share is :mod:`krrcore.solvers.base`;
+:data:`krrcore.registry.SOLVERS` describes the regressors for front ends.
 """
 from .askotch import ASkotch, Skotch
+from .classifiers import (CLASSIFIERS, ASkotchClassifier, CGClassifier, ExactKRRClassifier, FalkonClassifier,
+                          KRRClassifierMixin, NystromCGClassifier, NystromGDClassifier, NystromKRRClassifier,
+                          NystromPCGClassifier, SketchySAGAClassifier, SkotchClassifier)
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
 from .pcg import CG, NystromPCG
 from .sketchysaga import SketchySAGA
 
-__all__ = ["ExactKRR", "NystromKRR", "Falkon", "NystromCG", "NystromGD", "SketchySAGA", "ASkotch", "Skotch",
-           "NystromPCG", "CG"]
+REGRESSORS = ["ExactKRR", "NystromKRR", "Falkon", "NystromCG", "NystromGD", "SketchySAGA", "ASkotch", "Skotch",
+              "NystromPCG", "CG"]
+__all__ = [*REGRESSORS, *(f"{name}Classifier" for name in REGRESSORS), "KRRClassifierMixin", "CLASSIFIERS"]

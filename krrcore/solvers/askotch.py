@@ -81,7 +81,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         else:
             blocks = check_int(self.blocks, "blocks")
         if blocks > n:
-            raise ValueError(f"blocks must be <= n ({n} training points), got {blocks}")
+            raise ValueError(f"blocks must be <= n (n_samples={n} training points), got {blocks}")
         if precondition and rank > n // blocks:
             raise ValueError(
                 f"rank must be <= the block size: {blocks} blocks of {n} points hold at least {n // blocks} "

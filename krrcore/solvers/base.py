@@ -2,7 +2,12 @@
 
 * scikit-learn style: ``__init__`` stores parameters untouched; fitted attributes end in ``_``;
   ``fit(X, y, X_val=None, y_val=None)`` takes numpy, pandas or torch; ``predict`` returns the
-  same kind of array it was given; works in ``GridSearchCV``.
+  same kind of array it was given, and raises ``NotFittedError`` before ``fit``; ``n_features_in_``
+  is checked; scikit-learn's own estimator checks pass (tests/test_sklearn_contract.py).
+* ``converged_`` says whether a fit reached ``tol`` (or working precision); a fit that ends on
+  ``maxiter`` or a stall with ``tol`` unmet also warns with ``ConvergenceWarning``.
+* ``fit(..., progress=True)`` draws a tqdm progress bar from the same record stream.
+* Classifiers are these regressors behind one mixin (:mod:`krrcore.solvers.classifiers`).
 * ``penalty`` is always λ of (K + λnI) (per-sample regularisation, the papers' convention).
 * Every solver has ``iter_fit(X, y, X_val=None, y_val=None, stop_event=None)``, a generator of
   :class:`~krrcore.stream.IterationRecord`, and ``fit`` drains it into ``trace_``.
@@ -22,6 +27,8 @@ from dataclasses import dataclass, field
 
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_tensor, check_features, check_int, check_positive, check_X_y
 from ..device import default_device, resolve_dtype
@@ -79,7 +86,7 @@ class _Recorder:
             raise ValueError("X_val and y_val must be given together")
         if X_val is not None:
             X_val, Y_val, _ = check_X_y(X_val, y_val, dtype=X.dtype, device=X.device, X_name="X_val", y_name="y_val")
-            check_features(X_val, X.shape[1], "X_val")
+            check_features(X_val, X.shape[1], "X_val", type(estimator).__name__)
             if Y_val.shape[1] != Y.shape[1]:
                 raise ValueError(f"y_val has {Y_val.shape[1]} outputs but y has {Y.shape[1]}")
         else:
@@ -152,9 +159,19 @@ class KRRBase(RegressorMixin, BaseEstimator):
         task = "multiclass" if is_onehot else ("binary" if is_pm1 else "regression")
         return DEFAULT_METRIC[task]
 
-    def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
-        """Fit by draining :meth:`iter_fit` (its records are in ``trace_``); returns self."""
-        for _ in self.iter_fit(X, y, X_val, y_val, stop_event=stop_event):
+    def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None,
+            progress: bool = False):
+        """Fit by draining :meth:`iter_fit` (its records are in ``trace_``); returns self.
+
+        ``progress=True`` shows a tqdm bar (terminal or notebook) fed by the same records:
+        iterations out of ``maxiter``, the residual and the validation metric.
+        """
+        records = self.iter_fit(X, y, X_val, y_val, stop_event=stop_event)
+        if progress:
+            from ..progress import progress_bar
+
+            records = progress_bar(records, total=getattr(self, "maxiter", None), desc=type(self).__name__)
+        for _ in records:
             pass
         return self
 
@@ -211,21 +228,32 @@ class KRRBase(RegressorMixin, BaseEstimator):
         """
         return ""
 
+    # -- scikit-learn's contract ---------------------------------------------------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "coef_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True          # y may be (n, k): k right-hand sides, one solve
+        tags.target_tags.single_output = True
+        return tags
+
     # -- prediction ------------------------------------------------------------------------
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
         op = KernelOperator(self._kernel(), X, self.centers_, memory_budget=getattr(self, "memory_budget", None),
                             n_rhs=self.coef_.shape[1])
         return op.matvec(self.coef_)
 
-    #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these.
-    _compact_attributes = ("centers_", "coef_", "n_features_in_", "_y_was_1d", "trace_", "stop_reason_", "n_iter_")
+    #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these
+    #: (``classes_`` for the classifiers of :mod:`krrcore.solvers.classifiers`).
+    _compact_attributes = ("centers_", "coef_", "n_features_in_", "_y_was_1d", "trace_", "stop_reason_", "n_iter_",
+                           "converged_", "classes_")
 
     def compact(self):
         """A copy with the same parameters that keeps only what ``predict`` and the run summary need
         (``centers_``, ``coef_``, ``trace_``, ...): no kernel matrix, K_nM block or preconditioner.
         It is what a worker sends back; tensors are copied so a view never drags its base along."""
-        if not hasattr(self, "coef_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit first")
+        check_is_fitted(self)
         twin = clone(self)
         for name in self._compact_attributes:
             if hasattr(self, name):
@@ -233,16 +261,18 @@ class KRRBase(RegressorMixin, BaseEstimator):
                 setattr(twin, name, value.detach().clone() if isinstance(value, torch.Tensor) else value)
         return twin
 
-    def predict(self, X):
-        if not hasattr(self, "coef_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit first")
-        is_torch = isinstance(X, torch.Tensor)
+    def _outputs(self, X) -> torch.Tensor:
+        """The model's (n, k) outputs on checked X; raises ``NotFittedError`` before ``fit``."""
+        check_is_fitted(self)
         Xt = as_tensor(X, "X", dtype=self.coef_.dtype, device=self.coef_.device)
-        check_features(Xt, self.n_features_in_)
-        out = self._predict_tensor(Xt)
+        check_features(Xt, self.n_features_in_, "X", type(self).__name__)
+        return self._predict_tensor(Xt)
+
+    def predict(self, X):
+        out = self._outputs(X)
         if self._y_was_1d:
             out = out[:, 0]
-        return out if is_torch else out.detach().cpu().numpy()
+        return out if isinstance(X, torch.Tensor) else out.detach().cpu().numpy()
 
 
 class IterativeKRR(KRRBase):
@@ -262,7 +292,10 @@ class IterativeKRR(KRRBase):
         ``residual_floor_`` (10·eps of the dtype the residual is evaluated in, see
         :meth:`_residual_dtype`: beyond it further iterations only move round-off); ``stop_event``
         set; ``callback(record)`` returning True; ``timeout``; a stalled residual.
-        ``stop_reason_`` says which. A NaN or
+        ``stop_reason_`` says which; ``converged_`` is True when the run reached ``tol`` or working
+        precision. When ``tol`` is set and the run ends on ``maxiter`` or a stall short of it, a
+        ``ConvergenceWarning`` says so (a stop asked for — ``stop_event``, ``callback``,
+        ``timeout`` — does not warn). A NaN or
         infinite residual raises :class:`SolverDivergedError`, leaving the last finite
         coefficients in ``coef_`` and the records so far in ``trace_``.
         """
@@ -271,6 +304,7 @@ class IterativeKRR(KRRBase):
         tol = None if tol is None else check_positive(tol, "tol", allow_zero=True)
         patience = check_int(getattr(self, "stall_patience", 50), "stall_patience")
         X, Y, recorder = self._start_fit(X, y, X_val, y_val)
+        self.converged_ = False
         stopper = Stopper(stop_event, getattr(self, "callback", None), getattr(self, "timeout", None))
         timer = Timer()
         self._setup(X, Y)
@@ -302,19 +336,27 @@ class IterativeKRR(KRRBase):
                 best, since_best = rec.residual, 0
             else:
                 since_best += 1
+            short_of_tol = False
             if tol is not None and rec.residual <= tol:
                 self.stop_reason_ = f"converged: residual {rec.residual:.3g} <= tol {tol:g}"
+                self.converged_ = True
             elif rec.residual < self.residual_floor_:
                 self.stop_reason_ = (f"converged to working precision: residual {rec.residual:.3g} is below "
                                      f"10·eps of {str(floor_dtype).removeprefix('torch.')} "
                                      f"({self.residual_floor_:.2g}); more iterations would only move round-off")
+                self.converged_ = True
             elif iteration >= maxiter:
                 self.stop_reason_ = f"reached maxiter={maxiter}"
+                short_of_tol = tol is not None
             elif stopper.should_stop(rec):
                 self.stop_reason_ = stopper.reason
             elif since_best >= patience:
                 self.stop_reason_ = (f"stalled: the residual has not improved for {patience} iterations "
                                      f"(best {best:.3g}); the model is the current iterate")
+                short_of_tol = tol is not None
+            if short_of_tol:
+                warnings.warn(f"{type(self).__name__} did not reach tol={tol:g}: {self.stop_reason_} with "
+                              f"residual {rec.residual:.3g}; raise maxiter or tol", ConvergenceWarning, stacklevel=2)
             if self.stop_reason_:
                 break
             timer.resume()
@@ -363,7 +405,8 @@ class DirectKRR(KRRBase):
         """Generator of exactly one :class:`IterationRecord` (iteration 1): ``seconds`` is the solve
         time, ``residual`` the solved system's relative residual, ``val_metric`` filled when
         validation data is given. ``stop_event`` is accepted for a uniform signature; a direct
-        solve cannot be interrupted. Sets ``trace_``, ``stop_reason_`` and ``n_iter_`` = 1.
+        solve cannot be interrupted. Sets ``trace_``, ``stop_reason_``, ``n_iter_`` = 1 and
+        ``converged_`` = True.
         """
         X, Y, recorder = self._start_fit(X, y, X_val, y_val)
         timer = Timer()
@@ -372,6 +415,7 @@ class DirectKRR(KRRBase):
         del step                         # it may hold the system matrix for its residual
         self.trace_.append(rec)
         self.n_iter_ = 1
+        self.converged_ = True
         self.stop_reason_ = "direct solve finished"
         yield rec
 

@@ -144,7 +144,7 @@ class NystromPCG(_FullSystemCG):
     def _preconditioner(self, system, generator):
         rank = check_int(self.rank, "rank")
         if rank > system.n:
-            raise ValueError(f"rank must be <= n ({system.n} training points), got {rank}")
+            raise ValueError(f"rank must be <= n (n_samples={system.n} training points), got {rank}")
         X = system.X
         trace = float(self._kernel().diag(X).sum())
         approx = randomized_nystrom(system.kernel_matvec, system.n, rank, trace, generator=generator, dtype=X.dtype,

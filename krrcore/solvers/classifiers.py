@@ -1,0 +1,141 @@
+"""Classifiers built on the same solvers: KRR on encoded labels, one mixin for every solver.
+
+Kernel ridge regression classifies by regressing on an encoding of the labels and reading the
+class from the fitted function (the FALKON paper's classification experiments; the ASkotch
+paper's binary tasks): two classes become targets ±1 (one column; ``decision_function`` > 0
+means ``classes_[1]``); k > 2 classes become one-hot 0/1 columns solved together (one
+factorisation or one preconditioner for all k right-hand sides) and ``predict`` takes the
+arg-max. Labels may be any sortable values (ints, strings, ...); ``classes_`` holds them sorted.
+
+:class:`KRRClassifierMixin` does the encoding around a regressor's ``iter_fit`` and ``predict``,
+so each classifier below is the mixin plus its solver: it takes exactly the solver's parameters,
+streams the same :class:`~krrcore.stream.IterationRecord` (train/validation metric: the
+classification error of the encoded problem) and works with ``cross_val_score(...,
+scoring="accuracy")`` and ``GridSearchCV`` on raw labels.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+from sklearn.base import ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
+
+from .askotch import ASkotch, Skotch
+from .exact import ExactKRR, NystromKRR
+from .falkon import Falkon, NystromCG, NystromGD
+from .pcg import CG, NystromPCG
+from .sketchysaga import SketchySAGA
+
+
+def _labels(y, name: str) -> np.ndarray:
+    """``y`` as a 1-D numpy array of class labels (a column vector is accepted with a warning)."""
+    if y is None:
+        raise ValueError(f"{name} is required: this estimator requires y to be passed, but the target y is None")
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    y = column_or_1d(y, warn=True)
+    check_classification_targets(y)
+    return y
+
+
+class KRRClassifierMixin(ClassifierMixin):
+    """Turns a krrcore regressor into a classifier (put it first: ``class C(KRRClassifierMixin, Falkon)``).
+
+    Fitted attributes beyond the regressor's: ``classes_`` (sorted labels). ``decision_function``
+    returns the regression outputs (n,) for two classes, (n, k) otherwise; ``predict`` returns
+    labels from ``classes_`` (a numpy array, whatever the input type); ``score`` is accuracy.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = False
+        tags.regressor_tags = None
+        return tags
+
+    def _encode(self, labels: np.ndarray, name: str) -> np.ndarray:
+        index = np.searchsorted(self.classes_, labels)
+        index = np.clip(index, 0, len(self.classes_) - 1)
+        unseen = self.classes_[index] != labels
+        if unseen.any():
+            raise ValueError(f"{name} has labels not seen in y: {sorted(set(labels[unseen].tolist()))[:5]} "
+                             f"(classes_: {self.classes_.tolist()})")
+        if len(self.classes_) == 2:
+            return np.where(index == 1, 1.0, -1.0)
+        return np.eye(len(self.classes_))[index]
+
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        """The regressor's record stream on the encoded labels; sets ``classes_`` first."""
+        labels = _labels(y, "y")
+        classes = np.unique(labels)
+        if len(classes) < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got "
+                             f"{len(classes)} class(es) {classes.tolist()}")
+        self.classes_ = classes
+        Y = self._encode(labels, "y")
+        Y_val = None if y_val is None else self._encode(_labels(y_val, "y_val"), "y_val")
+        yield from super().iter_fit(X, Y, X_val, Y_val, stop_event=stop_event)
+
+    def decision_function(self, X):
+        """Regression outputs: (n,) for two classes (> 0: ``classes_[1]``), (n, k) for k classes.
+
+        Returns a torch tensor for torch input, else a numpy array.
+        """
+        out = self._outputs(X)
+        if len(self.classes_) == 2:
+            out = out[:, 0]
+        return out if isinstance(X, torch.Tensor) else out.detach().cpu().numpy()
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels (from ``classes_``) as a numpy array."""
+        scores = self._outputs(X).detach().cpu()
+        index = (scores[:, 0] > 0).long() if len(self.classes_) == 2 else scores.argmax(1)
+        return self.classes_[index.numpy()]
+
+
+class ExactKRRClassifier(KRRClassifierMixin, ExactKRR):
+    """:class:`~krrcore.solvers.exact.ExactKRR` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class NystromKRRClassifier(KRRClassifierMixin, NystromKRR):
+    """:class:`~krrcore.solvers.exact.NystromKRR` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class FalkonClassifier(KRRClassifierMixin, Falkon):
+    """:class:`~krrcore.solvers.falkon.Falkon` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class NystromCGClassifier(KRRClassifierMixin, NystromCG):
+    """:class:`~krrcore.solvers.falkon.NystromCG` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class NystromGDClassifier(KRRClassifierMixin, NystromGD):
+    """:class:`~krrcore.solvers.falkon.NystromGD` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class SketchySAGAClassifier(KRRClassifierMixin, SketchySAGA):
+    """:class:`~krrcore.solvers.sketchysaga.SketchySAGA` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class ASkotchClassifier(KRRClassifierMixin, ASkotch):
+    """:class:`~krrcore.solvers.askotch.ASkotch` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class SkotchClassifier(KRRClassifierMixin, Skotch):
+    """:class:`~krrcore.solvers.askotch.Skotch` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class NystromPCGClassifier(KRRClassifierMixin, NystromPCG):
+    """:class:`~krrcore.solvers.pcg.NystromPCG` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+class CGClassifier(KRRClassifierMixin, CG):
+    """:class:`~krrcore.solvers.pcg.CG` on encoded labels (:class:`KRRClassifierMixin`)."""
+
+
+#: The classifier of each regressor class.
+CLASSIFIERS = {cls.__bases__[1]: cls for cls in (
+    ExactKRRClassifier, NystromKRRClassifier, FalkonClassifier, NystromCGClassifier, NystromGDClassifier,
+    SketchySAGAClassifier, ASkotchClassifier, SkotchClassifier, NystromPCGClassifier, CGClassifier)}
