@@ -110,13 +110,11 @@ def resolve_selector(spec) -> CenterSelector:
 
 def center_count(spec, M, n: int) -> int:
     """How many centres ``centers=spec`` with ``M`` will give on n points, without selecting them
-    (for estimates before a fit): an array's rows, else M (a selector's own ``M`` first), checked <= n."""
+    (for estimates before a fit): an array's rows, else M (a selector's own ``M`` first), at most n
+    (:func:`select_centers` lowers a larger M to n, with a warning)."""
     if not isinstance(spec, (str, CenterSelector)):
         return int(len(spec))
-    M = check_int(getattr(spec, "M", None) or M, "M")
-    if M > n:
-        raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
-    return M
+    return min(check_int(getattr(spec, "M", None) or M, "M"), n)
 
 
 def select_centers(spec, X: torch.Tensor, M: int | None, seed: int, kernel=None) -> CenterSet:
