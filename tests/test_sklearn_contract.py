@@ -159,6 +159,16 @@ def test_each_classifier_is_its_solver_on_encoded_labels(key):
     np.testing.assert_allclose(classifier.decision_function(X), regressor.predict(X), atol=1e-10)
 
 
+def test_compact_classifier_keeps_its_classes():
+    """What a worker sends back (``compact()``) still predicts labels."""
+    X, y = _regression()
+    labels = np.where(y > 0, "up", "down")
+    model = FalkonClassifier(GaussianKernel(2.0), 1e-3, M=20, maxiter=5).fit(X, labels)
+    small = model.compact()
+    assert not hasattr(small, "operator_")
+    np.testing.assert_array_equal(small.predict(X), model.predict(X))
+
+
 def test_unseen_validation_labels_and_one_class_are_named():
     X, y = _regression()
     labels = (y > 0).astype(int)
