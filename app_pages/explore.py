@@ -29,6 +29,8 @@ views.show_problems(issues)
 if config is not None and dataset is not None and config.info.problem == "full":
     st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))
 can_run = dataset is not None and config is not None and not issues
+if can_run:
+    views.estimate_caption(config, dataset)
 
 run = registry.get(config) if config is not None else None
 previous = st.session_state.get(RUN_KEY)

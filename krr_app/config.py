@@ -81,6 +81,15 @@ class RunConfig:
         return FitSpec(run_id=run_id, data=self.data.ref(), solver=self.solver, kernel=self.kernel,
                        kernel_params=self.kernel_params, params=tuple(sorted(self.estimator_kwargs().items())))
 
+    def memory_estimate(self, dataset):
+        """What this run will hold and take on ``dataset`` (:meth:`krrcore.solvers.base.KRRBase.memory_estimate`),
+        from the parameters alone; None when the parameters themselves are invalid (the run says why)."""
+        k = 1 if dataset.y_train.ndim == 1 else dataset.y_train.shape[1]
+        try:
+            return self.fit_spec("estimate").build_estimator().memory_estimate(dataset.n_train, dataset.d, k)
+        except (ValueError, ImportError):
+            return None
+
     def kernel_kwargs(self) -> dict:
         return dict(self.kernel_params)
 

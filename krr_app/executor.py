@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 MAX_SCATTERED_TABLES = 8
 
 
+def format_bytes(n_bytes: float) -> str:
+    """'1.50 GiB' from a GiB on, '120 MiB' below."""
+    return f"{n_bytes / 2**30:.2f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.0f} MiB"
+
+
 class Executor(ABC):
     """Runs :class:`~krr_app.runs.Run` objects somewhere and reports back through their callbacks."""
 
@@ -60,6 +65,19 @@ class Executor(ABC):
 
     def describe(self) -> str:
         return type(self).__name__
+
+    def admission_problem(self, run) -> str | None:
+        """Why ``run`` can never run here (its estimated peak exceeds what one worker may use),
+        with the numbers and what to change; None when it fits (it may still wait for a worker)."""
+        limit = self.worker_memory_limit
+        estimate = run.estimate
+        if limit is None or estimate is None or estimate.peak_bytes <= limit:
+            return None
+        parts = ", ".join(f"{p.name} {format_bytes(p.bytes)}" for p in estimate.dominant_parts())
+        advice = estimate.suggestion or "lower n or M, use float32, or choose a solver that stores less"
+        return (f"Refused before starting: this run needs about {format_bytes(estimate.peak_bytes)} at its peak "
+                f"({parts}), and a worker of this server may use {format_bytes(limit)}. {advice[0].upper()}"
+                f"{advice[1:]}.")
 
     def close(self) -> None:
         pass
@@ -289,6 +307,11 @@ def get_executor() -> Executor:
 
 
 _warming = threading.Event()
+
+
+def started_executor() -> Executor | None:
+    """The server's executor if it has started (a page that only shows numbers never waits for it)."""
+    return _executor
 
 
 def warm_up() -> None:

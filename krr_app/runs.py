@@ -5,7 +5,8 @@ How a run flows
 1. The page builds a :class:`~krr_app.config.RunConfig` and calls ``registry.start(config, data)``.
 2. The registry hands the run to the server's executor (:mod:`krr_app.executor`: Dask workers by
    default) as soon as the session has fewer than ``SESSION_MAX_ACTIVE`` runs there; later runs
-   of the session wait their turn in the session, in order.
+   of the session wait their turn in the session, in order. A run whose estimated peak memory
+   (krrcore's ``memory_estimate``) exceeds what one worker may use is refused with the numbers.
 3. The executor streams each :class:`~krrcore.stream.IterationRecord` into the run and finally
    completes it with a :class:`~krrcore.remote.FitOutcome`: trace, metrics, timings, the worker's
    peak memory, the compact model and the fit chart's grid. Nothing O(n²) or O(nM) comes back.
@@ -23,7 +24,7 @@ from collections import OrderedDict, deque
 from krrcore.stream import IterationRecord
 
 from .config import RunConfig
-from .executor import get_executor
+from .executor import get_executor, started_executor
 from .settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
 
 ACTIVE, FINISHED = ("queued", "running"), ("done", "stopped", "error")
@@ -62,6 +63,8 @@ class Run:
         self.timings: dict[str, float] = {}
         self.peak_memory_bytes: float | None = None
         self.cache: dict = {}           # page-side derived data (e.g. the fit figure)
+        # What the run will hold and take (krrcore's estimate, from the parameters alone).
+        self.estimate = config.memory_estimate(data) if data is not None else None
 
     def spec(self):
         return self.config.fit_spec(self.id)
@@ -224,7 +227,15 @@ class RunRegistry:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand waiting runs to the executor while this session is under its cap."""
+        """Hand waiting runs to the executor while this session is under its cap. While the
+        executor is still starting (the embedded cluster's first seconds), that happens on a
+        thread of its own, so the page never waits for the cluster."""
+        if started_executor() is None:
+            threading.Thread(target=self._dispatch_now, daemon=True, name="krr-dispatch").start()
+        else:
+            self._dispatch_now()
+
+    def _dispatch_now(self) -> None:
         while True:
             with self._lock:
                 if self.closed or not self._waiting or len(self._dispatched) >= self.max_active:
@@ -233,7 +244,13 @@ class RunRegistry:
                 run.waiting_in_session = False
                 self._dispatched.add(run.id)
             try:
-                get_executor().submit(run)
+                executor = get_executor()
             except Exception as exc:     # the cluster could not be started or reached
                 run._fail(f"Runs cannot start: no Dask cluster ({type(exc).__name__}: {exc}). "
                           "Check KRR_DASK_SCHEDULER, or unset it to use the embedded cluster.")
+                continue
+            refusal = executor.admission_problem(run)
+            if refusal:
+                run._fail(refusal)
+            else:
+                executor.submit(run)

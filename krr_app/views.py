@@ -9,7 +9,7 @@ import math
 import streamlit as st
 
 from . import charts, explain
-from .executor import get_executor
+from .executor import format_bytes, started_executor
 from .runs import Run
 from .snippet import reproduce_snippet
 
@@ -33,6 +33,27 @@ def lesson_and_data_messages(settings) -> None:
         st.info(f"**{title}**\n{text}")
     if settings.data_error:
         (st.info if settings.data is None else st.error)(settings.data_error)
+
+
+def estimate_caption(config, dataset) -> None:
+    """What a run of ``config`` will need, before it runs (krrcore's estimate from the parameters),
+    next to what one worker may use."""
+    estimate = config.memory_estimate(dataset)
+    if estimate is None:
+        return
+    text = f"Estimated for this run: about {format_bytes(estimate.peak_bytes)} at its peak"
+    if estimate.parts:
+        top = estimate.parts[0]
+        text += f" (largest: {top.name}, {format_bytes(top.bytes)})"
+    iterations = config.maxiter or 1
+    seconds = estimate.seconds_for(iterations)
+    if seconds is not None:
+        text += f", about {seconds:.2g} s of computing on one core"
+    executor = started_executor()
+    limit = executor.worker_memory_limit if executor is not None else None
+    if limit:
+        text += f"; a worker may use {format_bytes(limit)}"
+    st.caption(text + ".")
 
 
 def dropped_runs_note(registry) -> None:
@@ -71,7 +92,9 @@ def queue_text(run: Run) -> str:
     """Where a queued run stands: behind this tab's earlier run, or its place in the server's queue."""
     if run.waiting_in_session:
         return "waiting for this tab's earlier run to finish (a tab's runs go one after another)…"
-    executor = get_executor()
+    executor = started_executor()
+    if executor is None:
+        return "waiting for the workers to start (the first run after the server started)…"
     position, seconds = executor.queue_position(run)
     if position == 0:
         return "starting on a worker…"
@@ -93,6 +116,8 @@ def status_message(run: Run) -> None:
     iterations = records[-1].iteration if records else 0
     seconds = run.timings.get("solver_seconds", math.nan)
     summary = f"{iterations} iteration{'s' if iterations != 1 else ''}, {seconds:.3g} s solver time"
+    if run.queue_seconds is not None:
+        summary += f" after {run.queue_seconds:.1f} s in the queue"
     if run.status == "done":
         st.success(f"**{run.label}** finished — {run.message}: {summary}.")
     elif run.status == "stopped":
@@ -175,7 +200,10 @@ def live(runs_getter, render, *, key: str) -> None:
 
 def server_load() -> None:
     """Where runs execute and how many wait for a worker (see krr_app.executor)."""
-    executor = get_executor()
+    executor = started_executor()
+    if executor is None:
+        st.caption("The workers are starting…")
+        return
     st.caption(f"Runs execute on the {executor.describe()}, one run per worker at a time. "
                f"This server's runs computing now: {executor.computing()}, waiting for a worker: "
                f"{executor.waiting()}.")

@@ -203,3 +203,27 @@ def test_run_fit_reports_bad_data_and_a_stop_before_the_start():
     stop.set()
     outcome = run_fit(_config().fit_spec("early"), stop_event=stop)
     assert outcome.status == "stopped" and outcome.message == "stopped before it started" and not outcome.trace
+
+
+class _SmallWorkers(executor_module.InProcessExecutor):
+    """In-process runs, but workers that may use only 16 MiB each (admission is the point)."""
+
+    @property
+    def worker_memory_limit(self):
+        return 16 * 2**20
+
+
+def test_a_run_that_can_never_fit_a_worker_is_refused_with_the_numbers(moons):
+    previous = executor_module.use_executor(_SmallWorkers())
+    try:
+        registry = RunRegistry()
+        big = registry.start(_config(M=1500), moons)       # FALKON keeps an M×M float64 buffer: 18 MB
+        assert big.wait(1.0) and big.status == "error"
+        assert big.estimate.peak_bytes > 16 * 2**20
+        assert "Refused before starting" in big.message and "a worker of this server may use 16 MiB" in big.message
+        assert "M×M buffer" in big.message
+        assert big.started is None and not big.records
+        small = registry.start(_config(M=50, maxiter=2), moons)
+        assert small.wait(60) and small.status == "done", small.message
+    finally:
+        executor_module.use_executor(previous)

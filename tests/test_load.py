@@ -1,0 +1,190 @@
+"""A classroom on one machine: N real browser sessions press Run at the same moment.
+
+``streamlit run app.py`` on 127.0.0.1 (loopback only), N Playwright contexts of Debian's chromium,
+each opening the same shared link (FALKON on Two moons, n = 40,000, M = 1,000, 20 iterations) and
+pressing Run together. The test waits (bounded: :data:`DEADLINE_SECONDS`) until every page shows
+its result, then reports per session the time to the result, the queue wait and solver seconds
+the page shows, and for the whole run the exceptions, the peak resident memory of the server and
+of the Dask workers (its process tree, sampled every 0.25 s) and the CPU the browsers took.
+
+N is ``KRR_LOAD_SESSIONS`` (8 by default, what CI runs; the README records a run with 30):
+``KRR_LOAD_SESSIONS=30 python -m pytest tests/test_load.py -s``. It asserts what must hold — every
+run completes, no exception, the server stays under :data:`SERVER_RSS_LIMIT` — and prints the
+timings next to the issue's target, never asserting one.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_browser import CHROMIUM_FLAGS, _require, server  # noqa: F401  (the server fixture)
+
+pytestmark = pytest.mark.browser
+
+SESSIONS = int(os.environ.get("KRR_LOAD_SESSIONS", "8"))
+LINK = "/?dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20"
+#: The whole test ends by then, finished or not.
+DEADLINE_SECONDS = 300 + 30 * SESSIONS
+SERVER_RSS_LIMIT = 2 * 2**30
+RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time after ([\d.]+) s in the queue")
+
+
+# -- the process tree, from /proc (Linux) ------------------------------------------------------------
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            tree.setdefault(parent, []).append(int(entry))
+    return tree
+
+
+def _descendants(pid: int) -> list[int]:
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo.extend(tree.get(current, []))
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class TreeSampler:
+    """Peak RSS of the server process alone and of each Dask worker below it, every 0.25 s."""
+
+    def __init__(self, server_pid: int):
+        self.server_pid = server_pid
+        self.server_peak = 0
+        self.worker_peaks: dict[int, int] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._done.wait(0.25):
+            self.server_peak = max(self.server_peak, _rss(self.server_pid))
+            for pid in _descendants(self.server_pid)[1:]:
+                if "spawn_main" in _cmdline(pid):      # a worker process (its nanny spawned it)
+                    self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0), _rss(pid))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+def _server_pid(port: str) -> int:
+    for pid in _descendants(1):
+        line = _cmdline(pid)
+        if "streamlit run app.py" in line and f"--server.port {port}" in line:
+            return pid
+    raise AssertionError(f"no streamlit process on port {port}")
+
+
+def test_a_class_presses_run_at_once(server, tmp_path):  # noqa: F811  (the fixture imported above)
+    executable = shutil.which("chromium")
+    _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _require(False, "playwright is not installed (pip install playwright)")
+    url, log_path = server
+    server_pid = _server_pid(url.rsplit(":", 1)[1])
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        browser_pids = lambda: [p for p in _descendants(os.getpid()) if "chromium" in _cmdline(p)]  # noqa: E731
+        pages = []
+        try:
+            started = time.time()
+            for _ in range(SESSIONS):
+                page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
+                page.set_default_timeout(180_000)
+                page.goto(url + LINK)
+                pages.append(page)
+            buttons = [p.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
+                       for p in pages]
+            for button in buttons:
+                button.wait_for()
+                assert button.is_enabled()
+            loaded = time.time() - started
+            cpu_before = sum(_cpu_seconds(p) for p in browser_pids())
+            with TreeSampler(server_pid) as sampler:
+                clicked = time.time()
+                for button in buttons:      # the whole class, within a fraction of a second
+                    button.click(no_wait_after=True)
+                results: dict[int, tuple[float, re.Match | None, str]] = {}
+                while len(results) < len(pages) and time.time() - clicked < DEADLINE_SECONDS:
+                    for i, page in enumerate(pages):
+                        if i in results:
+                            continue
+                        done = page.get_by_text(RESULT).first
+                        failed = page.get_by_test_id("stException").count() or page.get_by_text(" failed: ").count()
+                        if done.count():
+                            results[i] = (time.time() - clicked, RESULT.search(done.inner_text()), "")
+                        elif failed:
+                            results[i] = (time.time() - clicked, None, page.get_by_test_id("stMain").inner_text())
+                    time.sleep(0.5)
+            browser_cpu = sum(_cpu_seconds(p) for p in browser_pids()) - cpu_before
+            wall = time.time() - clicked
+        finally:
+            browser.close()
+
+    log = Path(log_path).read_text()
+    finished = {i: r for i, r in results.items() if r[1] is not None}
+    solver = [float(m.group(2)) for _, m, _ in finished.values()]
+    queued = [float(m.group(3)) for _, m, _ in finished.values()]
+    to_result = sorted(t for t, _, _ in finished.values())
+    workers = max(1, len(sampler.worker_peaks))
+    target = 2 * sum(solver) / workers
+    worker_peak = max(sampler.worker_peaks.values(), default=0)
+    print(f"\n{SESSIONS} sessions (pages loaded in {loaded:.1f} s), all pressed Run at once:"
+          f"\n  completed {len(finished)} of {SESSIONS}; exceptions/errors: {len(results) - len(finished)}; "
+          f"unfinished at the deadline: {SESSIONS - len(results)}"
+          f"\n  time to result: first {to_result[0] if to_result else float('nan'):.1f} s, median "
+          f"{to_result[len(to_result) // 2] if to_result else float('nan'):.1f} s, last {wall if not to_result else to_result[-1]:.1f} s"
+          f"\n  queue wait: max {max(queued, default=float('nan')):.1f} s; solver seconds: total {sum(solver):.1f}, "
+          f"per run {min(solver, default=0):.2f}–{max(solver, default=0):.2f}"
+          f"\n  target for the last result: 2 × {sum(solver):.1f} s / {workers} worker cores = {target:.1f} s plus start-up"
+          f"\n  peak RSS: server {sampler.server_peak / 2**20:.0f} MiB, largest worker {worker_peak / 2**20:.0f} MiB "
+          f"({len(sampler.worker_peaks)} worker processes seen)"
+          f"\n  CPU taken by the browsers while the runs went: {browser_cpu:.1f} s over {wall:.1f} s of wall time")
+    errors = [text for _, m, text in results.values() if m is None]
+    assert not errors, "sessions showed an error:\n" + "\n---\n".join(errors[:3])
+    assert len(finished) == SESSIONS, f"only {len(finished)} of {SESSIONS} sessions got their result"
+    assert "Traceback" not in log, log[-3000:]
+    assert sampler.server_peak < SERVER_RSS_LIMIT
