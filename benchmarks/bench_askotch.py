@@ -28,19 +28,17 @@ What is measured, and how:
   before (``benchmarks.common.PeakMemory``): everything torch, BLAS and Python allocate, including
   the between-iteration test predictions (bounded by the same ``memory_budget`` as the solvers).
 
-Run: python benchmarks/bench_askotch.py [--quick] [--n N] [--time-limit SECONDS] [--dtype float32|float64]
+Run: python -m benchmarks.bench_askotch [--quick] [--n N] [--time-limit SECONDS] [--dtype float32|float64]
 (--quick: n_train = 2,000 and 8 s per solver — checks that the script runs, not a measurement).
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import (PeakMemory, child_config, emit, print_table, quick_parser, run_isolated,  # noqa: E402
+from benchmarks.common import (child_config, emit, print_table, quick_parser, run_isolated,
                                set_threads)
+from krrcore.memory import PeakMemory
 
 SOLVERS = ("askotch", "askotch_fresh_blocks", "nystrom_pcg_stored", "nystrom_pcg_on_the_fly", "falkon")
 CHECKPOINTS = (1, 2, 5, 10, 20, 50, 100, 200, 300, 400, 500, 600, 900, 1200, 1800, 3600)
@@ -175,7 +173,7 @@ def main() -> None:
             cfg = {"solver": solver, "data": data["data"], "kernel": data["kernel"], "penalty": data["penalty"],
                    "dtype": args.dtype, "time_limit": args.time_limit, "budget": args.budget_mib * 2**20,
                    "falkon_M": args.falkon_m, "threads": args.threads}
-            result = run_isolated(__file__, cfg, timeout=20 * args.time_limit + 1800)
+            result = run_isolated(__spec__.name, cfg, timeout=20 * args.time_limit + 1800)
             results.append(result)
             if "error" in result:
                 print(f"# {solver}: FAILED: {result['error']}")

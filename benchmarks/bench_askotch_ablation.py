@@ -6,7 +6,8 @@ prints, per solver, the first iteration whose float64 relative residual ‖(K+λ
 below each threshold ("—" if not reached within the pass limit), the μ the solver used and the
 final residual, then the ratio preconditioned/plain for each pair run under the same rule.
 
-Problems (``make_problem``: y = sin(Xw/√d) + noise, X standard normal, d = 10):
+Problems (``krrcore.datasets.synthetic.sine_projection``: y = sin(Xw/√d) + 0.1·noise, X standard
+normal, d = 10):
 
 * ``gauss``: Gaussian σ = 3, penalty 1e-3 (the paper's λ = 0.6 at n = 600), B = 6, r = 40;
 * ``gauss-small-lambda``: the same at penalty 1e-5 (λ = 0.006): ill-conditioned, κ ≈ 10⁵;
@@ -20,7 +21,7 @@ Solvers: ASkotch Alg. 1 with μ "auto" (= the Lanczos estimate at these sizes) a
 printed), each with and without the Nyström preconditioner; Skotch with and without; the
 fresh-random-block variant with and without.
 
-Run: python benchmarks/bench_askotch_ablation.py [--quick] [--qm9] [--passes P]
+Run: python -m benchmarks.bench_askotch_ablation [--quick] [--qm9] [--passes P]
 (--quick: n = 200 and 40 passes — checks the script runs, not a measurement).
 """
 from __future__ import annotations
@@ -28,12 +29,8 @@ from __future__ import annotations
 import math
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from benchmarks.common import print_table, quick_parser  # noqa: E402
+from benchmarks.common import print_table, quick_parser
 
 THRESHOLDS = (1e-1, 1e-2, 1e-3, 1e-6)
 
@@ -51,11 +48,14 @@ SOLVERS = (
 
 
 def problems(args):
+    import numpy as np
+
+    from krrcore.datasets.synthetic import sine_projection
     from krrcore.kernels import GaussianKernel, LaplacianKernel
-    from solver_problems import make_problem
 
     n = 200 if args.quick else 600
-    X, y = make_problem(n=n, d=10)
+    table = sine_projection(n, np.random.default_rng(0), 0.1, d=10)
+    X, y = table.X, table.target
     rank = 20 if args.quick else 40
     yield "gauss", X, y, GaussianKernel(3.0), 1e-3, 6, rank, args.passes
     yield "gauss-small-lambda", X, y, GaussianKernel(3.0), 1e-5, 6, rank, args.passes

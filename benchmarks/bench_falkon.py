@@ -5,18 +5,15 @@ Gaussian kernel σ = 5, λ = 1e-8, float32 data (the paper's speed setting; K_MM
 preconditioner in float64). Each case runs in a fresh process; for each we print set-up time,
 seconds per CG iteration, the raw time of one blocked kernel pass (kernel blocks only, no
 mat-vecs) and their ratio: how close an iteration comes to the cost of merely evaluating K_nM.
-Run: python benchmarks/bench_falkon.py [--quick] [--max-n N]
+Run: python -m benchmarks.bench_falkon [--quick] [--max-n N]
 """
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import (PeakMemory, child_config, emit, print_table, quick_parser, run_isolated,  # noqa: E402
+from benchmarks.common import (child_config, emit, print_table, quick_parser, run_isolated,
                                set_threads, timed)
+from krrcore.memory import PeakMemory
 
 
 def measure(cfg: dict) -> dict:
@@ -59,7 +56,7 @@ def main() -> None:
     else:
         grid = [(n, M) for M in (2_000, 10_000) for n in (10_000, 100_000, 1_000_000) if n <= args.max_n]
         iters = 4
-    rows = [run_isolated(__file__, {"n": n, "M": M, "iters": iters, "budget_MiB": 512}, timeout=3 * 3600)
+    rows = [run_isolated(__spec__.name, {"n": n, "M": M, "iters": iters, "budget_MiB": 512}, timeout=3 * 3600)
             for n, M in grid]
     print_table(rows, "FALKON on HIGGS-like data (synthetic look-alike), float32, σ=5, λ=1e-8")
     print("\niter/pass: seconds per CG iteration over the raw kernel-block pass (exp and distances only).\n"

@@ -3,21 +3,18 @@
 The issue's check: peak extra memory of K_nMᵀ(K_nM v) for n = 200,000, M = 2,000 stays within the
 memory budget given, while the whole K_nM would take n·M·8 = 3.2 GB in float64. Each case runs in
 a fresh process (see benchmarks/common.py for how peak memory is measured).
-Run: python benchmarks/bench_kernel_ops.py [--quick]
+Run: python -m benchmarks.bench_kernel_ops [--quick]
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from benchmarks.common import (PeakMemory, child_config, emit, gemm_gflops, print_table, quick_parser,  # noqa: E402
+from benchmarks.common import (child_config, emit, gemm_gflops, print_table, quick_parser,
                                run_isolated, set_threads, timed)
-from krrcore.kernels import GaussianKernel  # noqa: E402
-from krrcore.ops import KernelOperator  # noqa: E402
+from krrcore.memory import PeakMemory
+from krrcore.kernels import GaussianKernel
+from krrcore.ops import KernelOperator
 
 
 def pass_flops(n: int, M: int, d: int) -> float:
@@ -52,7 +49,7 @@ def main() -> None:
     args = quick_parser(__doc__).parse_args()
     n, M, d = (20_000, 500, 28) if args.quick else (200_000, 2_000, 28)
     budgets = [16, 64] if args.quick else [64, 256, 1024]
-    rows = [run_isolated(__file__, {"dtype": dt, "n": n, "M": M, "d": d, "budget_MiB": b})
+    rows = [run_isolated(__spec__.name, {"dtype": dt, "n": n, "M": M, "d": d, "budget_MiB": b})
             for dt in ("float32", "float64") for b in budgets]
     print(f"K_nMᵀ(K_nM v), Gaussian kernel, n={n:,}, M={M:,}, d={d}; the whole K_nM would be "
           f"{n * M * 8 / 2**30:.2f} GiB in float64")

@@ -18,24 +18,20 @@
     averaged over seeds; "reached" counts seeds where it did within ``maxiter``. BLESS runs at
     its own λ, derived from M (``BlessCenters`` default), as in the paper's experiments.
 
-Timings are printed, never asserted. Run: python benchmarks/bench_leverage.py [--quick] [--part 1,2,3]
+Timings are printed, never asserted. Run: python -m benchmarks.bench_leverage [--quick] [--part 1,2,3]
 """
 from __future__ import annotations
 
 import math
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from benchmarks.common import print_table, quick_parser, set_threads  # noqa: E402
-from krrcore import leverage as lv  # noqa: E402
-from krrcore.kernels import GaussianKernel  # noqa: E402
+from benchmarks.common import print_table, quick_parser, set_threads
+from krrcore import leverage as lv
+from krrcore.kernels import GaussianKernel
 
 LAMBDA = 1e-3
 

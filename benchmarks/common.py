@@ -1,7 +1,8 @@
-"""Shared benchmark plumbing: peak-memory measurement, the GEMM roof, table printing.
+"""Shared benchmark plumbing: isolated child processes, the GEMM roof, table printing.
 
-Peak memory: :class:`krrcore.memory.PeakMemory` (resident high-water mark after a reset, minus the
-resident size at the start), re-exported here.
+Run every script as a module from the repository root (``python -m benchmarks.bench_falkon``), with
+krrcore installed (``pip install -r requirements.txt``) or importable from there: no script edits
+``sys.path``. Peak memory is :class:`krrcore.memory.PeakMemory`.
 """
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from pathlib import Path
 
 import torch
 
-from krrcore.memory import PeakMemory  # noqa: F401  (re-exported for the scripts)
-
 
 def set_threads() -> int:
     """Use every core (2 here); benchmarks compare ratios measured in one run."""
@@ -23,8 +22,10 @@ def set_threads() -> int:
     return n
 
 
-def run_isolated(script: str, config: dict, timeout: float = 3600) -> dict:
-    """Run ``script --child '<json config>'`` in a fresh interpreter and parse its last JSON line.
+def run_isolated(module: str, config: dict, timeout: float = 3600) -> dict:
+    """Run ``python -m <module> --child '<json config>'`` from the repository root in a fresh
+    interpreter and parse its last JSON line. ``module`` is the calling script's ``__spec__.name``
+    (e.g. "benchmarks.bench_falkon": scripts run as modules, so ``__name__`` is "__main__").
 
     A fresh process per configuration keeps the allocator's retained memory of one case out of
     the next case's peak-memory figure.
@@ -33,9 +34,8 @@ def run_isolated(script: str, config: dict, timeout: float = 3600) -> dict:
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, script, "--child", json.dumps(config)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=root)
+    proc = subprocess.run([sys.executable, "-m", module, "--child", json.dumps(config)], capture_output=True,
+                          text=True, timeout=timeout, cwd=root)
     if proc.returncode != 0:
         return {**config, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])

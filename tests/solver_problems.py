@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
+from krrcore.datasets.synthetic import sine_projection
+
 
 def make_problem(n: int, d: int, seed: int = 0):
-    """y = sin(Xw/√d) + 0.1·noise on standard normal X (n×d): smooth, so KRR fits it well."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.sin(X @ rng.standard_normal(d) / np.sqrt(d)) + 0.1 * rng.standard_normal(n)
-    return X, y
+    """(X, y) of :func:`krrcore.datasets.synthetic.sine_projection` with noise 0.1."""
+    table = sine_projection(n, np.random.default_rng(seed), 0.1, d=d)
+    return table.X, table.target
 
 
 @pytest.fixture

@@ -60,6 +60,16 @@ def checkerboard(n: int, rng: np.random.Generator, noise: float, tiles: int = 4)
     return Table(X, labels, ("x1", "x2"), classes=np.array([0, 1]))
 
 
+def sine_projection(n: int, rng: np.random.Generator, noise: float, d: int = 10) -> Table:
+    """A smooth regression problem in ``d`` dimensions: X with i.i.d. N(0, 1) entries, w ~ N(0, I),
+    y = sin(Xw/√d) + noise·N(0, 1) — KRR fits it well, so solvers' agreement and convergence show.
+    The solver tests and the ASkotch ablation benchmark use it (X, then w, then the noise are drawn
+    from ``rng`` in that order)."""
+    X = rng.standard_normal((n, d))
+    y = np.sin(X @ rng.standard_normal(d) / np.sqrt(d)) + noise * rng.standard_normal(n)
+    return Table(X, y, tuple(f"x{i + 1}" for i in range(d)))
+
+
 def askotch_synthetic(n: int, rng: np.random.Generator, noise: float, d: int = 10) -> Table:
     """ASkotch paper, App. C.2.2: X with i.i.d. N(0, 1) entries in ``d`` = 10 dimensions,
     y = sign(Xw) with w ~ N(0, I) drawn first from the seed (so w depends on the seed only).

@@ -1,0 +1,121 @@
+"""Packaging: pyproject.toml builds a wheel holding the library, the app and the ``krr-explorer``
+command; installed, krrcore imports from outside the repository and the command serves the app.
+
+The cheap, automatic form of the README's clean-install check: the wheel is built from a copy of
+the sources (no build/ or egg-info left in the checkout) and installed with ``--no-deps`` into a
+venv that borrows this machine's site-packages for the dependencies (a fully clean venv downloads
+~1 GB and takes minutes: the README gives that manual check and what it showed).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SOURCES = ("pyproject.toml", "README.md", "app.py", "app_pages", ".streamlit", "krrcore", "krr_app")
+
+
+def test_every_package_of_the_tree_is_listed():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for top in ("krrcore", "krr_app")
+               for p in (ROOT / top).rglob("__init__.py")}
+    assert listed - {"krr_explorer"} == on_disk
+
+
+def test_dependencies_pin_torch_and_extras_cover_app_cluster_data_and_tests():
+    project = PYPROJECT["project"]
+    assert "torch==2.13.0" in project["dependencies"]
+    extras = project["optional-dependencies"]
+    assert any(dep.startswith("dask[distributed]") for dep in extras["cluster"])
+    assert "streamlit==1.67.0" in extras["app"] and "krr-explorer[cluster,data]" in extras["app"]
+    assert any(dep.startswith("pytest") for dep in extras["test"])
+    assert project["scripts"] == {"krr-explorer": "krr_app.cli:main"}
+    # The README's commands install exactly this project with these extras.
+    assert "-e .[app]" in (ROOT / "requirements.txt").read_text().splitlines()
+    assert "-e .[test]" in (ROOT / "requirements-test.txt").read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, src / name)
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                    str(src)], check=True, capture_output=True, timeout=300)
+    (built,) = out.glob("krr_explorer-*.whl")
+    return built
+
+
+def test_wheel_holds_library_app_and_entry_point(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for source in ("krrcore", "krr_app"):
+        for path in (ROOT / source).rglob("*.py"):
+            assert path.relative_to(ROOT).as_posix() in names, f"{path} missing from the wheel"
+    for path in ("app.py", "app_pages/explore.py", "app_pages/conditioning.py", ".streamlit/config.toml"):
+        assert f"krr_explorer/{path}" in names
+    dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()
+    assert "Requires-Dist: torch==2.13.0" in metadata
+    entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
+    assert "krr-explorer = krr_app.cli:main" in entry_points
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_installed_wheel_imports_outside_the_repo_and_its_command_serves_the_app(wheel, tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=False)     # this pip installs into it
+    python = env_dir / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    where = subprocess.run([python, "-c", "import krrcore, krr_app.cli; print(krrcore.__file__); "
+                            "print(krr_app.cli.app_dir())"], cwd=tmp_path, check=True, capture_output=True,
+                           text=True, timeout=120).stdout.split()
+    site = str(env_dir)
+    assert where[0].startswith(site) and where[1].startswith(site)      # the wheel's copy, not the checkout's
+
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([env_dir / "bin" / "krr-explorer", "--server.port", str(port),
+                                   "--server.headless", "true", "--server.address", "127.0.0.1"],
+                                  cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, health = time.monotonic() + 90, None
+        while time.monotonic() < deadline and health is None:
+            assert server.poll() is None, f"krr-explorer exited early:\n{log.read_text()}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                    health = response.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        assert health == "ok", log.read_text()
+        cmdline = Path(f"/proc/{server.pid}/cmdline").read_bytes().decode().split("\0")
+        script = cmdline[cmdline.index("run") + 1]                     # python -m streamlit run <app.py>
+        assert script.startswith(site) and script.endswith("krr_explorer/app.py")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
