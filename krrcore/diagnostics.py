@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ._validation import as_tensor, check_int, check_positive
-from .centers import CenterSet
+from .center_set import CenterSet
 from .linalg import lanczos_ritz_values  # noqa: F401 (public here: the diagnostics API)
 from .ops import KernelOperator
 from .preconditioner import FalkonPreconditioner

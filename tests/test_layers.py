@@ -1,0 +1,73 @@
+"""krrcore's layers: nothing imports upward or in a circle, and krrcore never imports the app.
+
+Read from the sources with ``ast`` (imports inside functions count too), so a lazy import cannot
+hide a cycle.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[1] / "krrcore"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+MODULES = {_module_name(p): _imports(p) for p in CORE.rglob("*.py")}
+
+
+def _imports_any(module: str, prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(i for i in MODULES[module] if any(i == p or i.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("low, high", [
+    ("krrcore.full_system", ("krrcore.solvers",)),
+    ("krrcore.linalg", ("krrcore.solvers", "krrcore.full_system")),
+    ("krrcore.center_set", ("krrcore.leverage", "krrcore.centers", "krrcore.solvers")),
+    ("krrcore.memory", ("krrcore.ops", "krrcore.solvers", "krrcore.leverage")),
+])
+def test_low_layers_do_not_import_upward(low, high):
+    assert _imports_any(low, high) == []
+
+
+def test_leverage_builds_on_center_set_not_on_centers():
+    for module in (m for m in MODULES if m.startswith("krrcore.leverage")):
+        assert _imports_any(module, ("krrcore.centers", "krrcore.solvers")) == [], module
+
+
+def test_no_krrcore_module_imports_the_app():
+    for module, imports in MODULES.items():
+        assert _imports_any(module, ("streamlit", "krr_app", "plotly")) == [], module
+
+
+def test_center_selectors_are_a_static_table():
+    import krrcore.centers as centers
+
+    assert sorted(centers.CENTER_SELECTORS) == ["bless", "bless_r", "uniform"]
+    text = (CORE / "centers.py").read_text() + "".join(p.read_text() for p in (CORE / "leverage").glob("*.py"))
+    assert "CENTER_SELECTORS[" not in text.replace("return CENTER_SELECTORS[spec]()", "")   # no registration
