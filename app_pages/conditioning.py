@@ -4,17 +4,16 @@ Spectra and condition numbers κ = λ_max/λ_min of K + λnI (exact KRR), of the
 (FALKON Eq. 8), of FALKON's preconditioned W = BᵀHB (Eq. 13), and of ASkotch's Nyström-
 preconditioned blocks with their smoothness constants L_P (ASkotch Eq. 11, Alg. 3). The data,
 kernel, λ and M come from the sidebar; everything is computed on a bounded, seeded subsample and
-cached on plain parameters (:mod:`krr_app.diagnostics_cache`).
+cached on plain parameters (:mod:`krr_app.state`, computed by :mod:`krrcore.diagnostics`).
 """
 import math
 
 import streamlit as st
 
-from krr_app import diagnostics_cache as dc
-from krr_app import diagnostics_charts as charts
-from krr_app import diagnostics_views as dv
-from krr_app import sidebar, views
+from krr_app import charts, sidebar, state, views
+from krr_app import settings as limits
 from krr_app.config import INT_KNOBS, format_number
+from krrcore.diagnostics import SYSTEMS
 
 #: λ grid of the "κ against λ" plot (the sidebar's λ is added to it).
 PENALTY_GRID = tuple(10.0 ** e for e in range(-10, 1))
@@ -29,32 +28,32 @@ st.title("Conditioning")
 st.caption("How hard is the linear system each solver faces? Condition numbers κ = λ_max/λ_min of exact KRR's "
            "K + λnI, the Nyström system H, FALKON's preconditioned W and ASkotch's preconditioned blocks — "
            "change λ and M in the sidebar and watch them move.")
-dataset = dv.require_data(settings)
+dataset = views.require_data(settings)
 
 col_rows, col_blocks, col_rank = st.columns(3)
 with col_rows:
-    rows = dv.points_used(dataset, key="cond_n", default=DEFAULT_ROWS, maximum=dc.MAX_ROWS,
-                          help=f"Spectra are exact up to {dc.EXACT_MAX_N:,} points ({dc.EXACT_MAX_M:,} centres), "
-                               f"Lanczos estimates above; at most {dc.MAX_ROWS:,} points.")
+    rows = views.points_used(dataset, key="cond_n", default=DEFAULT_ROWS, maximum=limits.DIAGNOSTICS_MAX_ROWS,
+                          help=f"Spectra are exact up to {limits.DENSE_SPECTRUM_MAX_N:,} points ({limits.DENSE_SPECTRUM_MAX_M:,} centres), "
+                               f"Lanczos estimates above; at most {limits.DIAGNOSTICS_MAX_ROWS:,} points.")
 with col_blocks:
-    blocks = int(dv.bound_number("ASkotch blocks B", "blocks", INT_KNOBS["blocks"][2], min_value=1, max_value=100,
+    blocks = int(views.bound_number("ASkotch blocks B", "blocks", INT_KNOBS["blocks"][2], min_value=1, max_value=100,
                                  step=1, help=INT_KNOBS["blocks"][3]))
 with col_rank:
-    rank = int(dv.bound_number("Preconditioner rank r", "rank", INT_KNOBS["rank"][2], min_value=1, max_value=2000,
+    rank = int(views.bound_number("Preconditioner rank r", "rank", INT_KNOBS["rank"][2], min_value=1, max_value=2000,
                                step=5, help=INT_KNOBS["rank"][3]))
 
-X, data_key, caption = dv.training_rows(dataset, settings.data, rows, seed=settings.solver_seed)
+X, data_key, caption = views.training_rows(dataset, settings.data, rows, seed=settings.solver_seed)
 n = X.shape[0]
-kernel, kernel_params = dv.kernel_key(settings)
+kernel, kernel_params = views.kernel_key(settings)
 penalty, M, seed = settings.penalty, settings.M, settings.solver_seed
 st.caption(caption)
 
 try:
-    eigs_K = dc.kernel_spectrum(X, data_key, kernel, kernel_params)
+    eigs_K = state.kernel_spectrum(X, data_key, kernel, kernel_params)
 except ValueError as exc:
     st.error(f"The kernel matrix cannot be formed with these settings: {exc}")
     st.stop()
-full = dc.full_system(eigs_K["eigenvalues"], n, penalty)
+full = state.full_system(eigs_K, n, penalty)
 
 # -- Nyström / FALKON at the sidebar's λ and M (kept on bad input) ---------------------------------
 nystrom_problem = None
@@ -65,26 +64,24 @@ elif M > n:
                        "sidebar (or use more points).")
 if nystrom_problem is None:
     try:
-        nystrom = dv.remember("nystrom", {"penalty": penalty, "M": M, "rows": n,
-                                          "spectra": dc.nystrom_systems(X, data_key, kernel, kernel_params,
+        nystrom = views.remember("nystrom", {"penalty": penalty, "M": M, "rows": n,
+                                          "spectra": state.nystrom_systems(X, data_key, kernel, kernel_params,
                                                                         penalty, M, seed)})
     except ValueError as exc:
-        nystrom = dv.last_valid("nystrom", f"The Nyström systems cannot be formed: {exc}")
+        nystrom = views.last_valid("nystrom", f"The Nyström systems cannot be formed: {exc}")
 else:
-    nystrom = dv.last_valid("nystrom", nystrom_problem)
+    nystrom = views.last_valid("nystrom", nystrom_problem)
 
 # -- ASkotch's blocks ----------------------------------------------------------------------------
-askotch_missing = dc.askotch_available()
 askotch_problem = None
-if askotch_missing is None:
-    block_size = n // blocks
-    if blocks > n // 2:
-        askotch_problem = f"B = {blocks} blocks leave fewer than 2 points per block (n = {n:,}): lower B."
-    elif rank > block_size:
-        st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
-                   "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
-                   "preconditioned). Lower r or B to see a real preconditioner.")
-        rank = block_size
+block_size = n // blocks
+if blocks > n // 2:
+    askotch_problem = f"B = {blocks} blocks leave fewer than 2 points per block (n = {n:,}): lower B."
+elif rank > block_size:
+    st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
+            "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
+            "preconditioned). Lower r or B to see a real preconditioner.")
+    rank = block_size
 
 # -- headline numbers ----------------------------------------------------------------------------
 heading = f"At λ = {format_number(penalty)}" + (f", M = {nystrom['M']:,}" if nystrom else "")
@@ -97,10 +94,10 @@ if nystrom:
               ("κ(W) — FALKON", sp["falkon"]["condition_number"], sp["falkon"]["method"],
                "FALKON's preconditioned system BᵀHB (Eq. 13).")]
 for col, (label, value, method, help_text) in zip(st.columns(len(cards)), cards):
-    col.metric(label, dv.format_kappa(value), help=help_text)
-    col.caption(dv.kappa_label(method))
+    col.metric(label, views.format_kappa(value), help=help_text)
+    col.caption(views.kappa_label(method))
 if any(value > ROUNDOFF_KAPPA for _, value, _, _ in cards):
-    st.caption(f"κ above ~10¹³ is at the limit of float64: λ_min is then round-off, so read such a κ as "
+    st.caption("κ above ~10¹³ is at the limit of float64: λ_min is then round-off, so read such a κ as "
                "\"numerically singular\" rather than as an exact number.")
 if nystrom and (nystrom["M"], nystrom["penalty"]) != (M, penalty):
     st.caption(f"(Nyström numbers from the last valid setting: λ = {format_number(nystrom['penalty'])}, "
@@ -109,37 +106,37 @@ if nystrom and (nystrom["M"], nystrom["penalty"]) != (M, penalty):
 spectra = {"K + λnI": {"eigenvalues": full["eigenvalues"], "method": eigs_K["method"]}}
 if nystrom:
     for key in ("nystrom", "falkon"):
-        spectra[dc.SYSTEMS[key]] = nystrom["spectra"][key]
+        spectra[SYSTEMS[key]] = nystrom["spectra"][key]
 spectra_table = charts.spectra_frame(spectra)
 st.markdown("**Eigenvalue spectra** (each divided by its largest: the lowest point of a curve is 1/κ)")
 views.plot(charts.spectra_figure(spectra_table), key="cond_spectra", filename="krr-spectra")
-dv.download_csv(spectra_table, key="cond_spectra_csv", filename="krr-spectra.csv")
+views.download_csv(spectra_table, key="cond_spectra_csv", filename="krr-spectra.csv")
 
 # -- how κ moves with λ and M (one system per grid point: bounded sizes) -------------------------
-X_sweep, sweep_key, _ = dv.training_rows(dataset, settings.data, min(rows, dc.SWEEP_MAX_ROWS), seed=seed)
+X_sweep, sweep_key, _ = views.training_rows(dataset, settings.data, min(rows, limits.SWEEP_MAX_ROWS), seed=seed)
 n_sweep = X_sweep.shape[0]
 sweep_note = f" The sweeps use n = {n_sweep:,} of the points to stay interactive." if n_sweep < n else ""
-full_sweep = dc.full_system(dc.kernel_spectrum(X_sweep, sweep_key, kernel, kernel_params)["eigenvalues"], n_sweep,
-                            penalty) if n_sweep < n else full
-use_blocks = askotch_missing is None and askotch_problem is None
+full_sweep = (state.full_system(state.kernel_spectrum(X_sweep, sweep_key, kernel, kernel_params), n_sweep, penalty)
+              if n_sweep < n else full)
+use_blocks = askotch_problem is None
 rank_sweep = min(rank, n_sweep // blocks) if use_blocks else None
 
 st.subheader("How κ moves with λ")
-sweep_M = min(M, dc.SWEEP_MAX_M, n_sweep) if nystrom_problem is None else None
+sweep_M = min(M, limits.SWEEP_MAX_M, n_sweep) if nystrom_problem is None else None
 if sweep_M is not None:
-    capped = f" (capped at {dc.SWEEP_MAX_M} for speed)" if sweep_M < min(M, n_sweep) else ""
+    capped = f" (capped at {limits.SWEEP_MAX_M} for speed)" if sweep_M < min(M, n_sweep) else ""
     st.caption(f"M = {sweep_M} uniform centres{capped}" + (f"; ASkotch: worst of B = {blocks} blocks at rank r = {rank_sweep}"
                if use_blocks else "") + ". Open markers are estimates (lower bounds)." + sweep_note)
     penalties = tuple(sorted(set(PENALTY_GRID) | {penalty}))
     try:
-        by_penalty = dc.condition_vs_penalty(X_sweep, sweep_key, kernel, kernel_params, sweep_M, seed, penalties,
+        by_penalty = state.condition_vs_penalty(X_sweep, sweep_key, kernel, kernel_params, sweep_M, seed, penalties,
                                              blocks if use_blocks else None, rank_sweep)
     except ValueError as exc:
         st.error(f"The λ sweep failed: {exc}")
     else:
         views.plot(charts.kappa_figure(by_penalty, "penalty", current=penalty), key="cond_lambda",
                    filename="krr-kappa-vs-lambda")
-        dv.download_csv(by_penalty, key="cond_lambda_csv", filename="krr-kappa-vs-lambda.csv")
+        views.download_csv(by_penalty, key="cond_lambda_csv", filename="krr-kappa-vs-lambda.csv")
 else:
     st.info("Fix M in the sidebar to see the λ sweep.")
 
@@ -150,66 +147,62 @@ if Ms:
     st.caption(f"At λ = {format_number(penalty)}; K + λnI does not depend on M (dashed). Open markers are "
                "estimates (lower bounds)." + sweep_note)
     try:
-        by_M = dc.condition_vs_M(X_sweep, sweep_key, kernel, kernel_params, penalty, seed, Ms)
+        by_M = state.condition_vs_M(X_sweep, sweep_key, kernel, kernel_params, penalty, seed, Ms)
     except ValueError as exc:
         st.error(f"The M sweep failed: {exc}")
     else:
         fig = charts.kappa_figure(by_M, "M", current=M if nystrom_problem is None and M in Ms else None,
-                                  reference=(f"K + λnI: κ = {dv.format_kappa(full_sweep['condition_number'])}",
+                                  reference=(f"K + λnI: κ = {views.format_kappa(full_sweep['condition_number'])}",
                                              full_sweep["condition_number"]))
         views.plot(fig, key="cond_M", filename="krr-kappa-vs-M")
-        dv.download_csv(by_M, key="cond_M_csv", filename="krr-kappa-vs-M.csv")
+        views.download_csv(by_M, key="cond_M_csv", filename="krr-kappa-vs-M.csv")
 
 # -- ASkotch -------------------------------------------------------------------------------------
 st.subheader("ASkotch: Nyström-preconditioned blocks")
-if askotch_missing is not None:
-    st.info(f"ASkotch (`krrcore.solvers.askotch`, `krrcore.nystrom`) is not built yet: this section appears "
-            f"once it lands. ({askotch_missing})")
+result = None
+if askotch_problem is None:
+    try:
+        result = views.remember("askotch", state.askotch_blocks(X, data_key, kernel, kernel_params, penalty, blocks,
+                                                                rank, seed))
+    except ValueError as exc:
+        result = views.last_valid("askotch", f"ASkotch's block preconditioners cannot be built: {exc}")
 else:
-    result = None
-    if askotch_problem is None:
-        try:
-            result = dv.remember("askotch", dc.askotch_blocks(X, data_key, kernel, kernel_params, penalty, blocks,
-                                                              rank, seed))
-        except ValueError as exc:
-            result = dv.last_valid("askotch", f"ASkotch's block preconditioners cannot be built: {exc}")
-    else:
-        result = dv.last_valid("askotch", askotch_problem)
-    if result is not None:
-        table, whole = result
-        worst = table.loc[table["kappa_preconditioned"].idxmax()]
-        c1, c2, c3, c4 = st.columns(4)
-        c1.metric("Block size |b|", f"{int(table['size'].min())}–{int(table['size'].max())}")
-        c2.metric("κ(K_bb + λnI), worst block", dv.format_kappa(float(table["kappa_block"].max())))
-        c3.metric("κ preconditioned, worst block", dv.format_kappa(float(worst["kappa_preconditioned"])))
-        c4.metric("L_P (get_L) / exact λ_max", f"{worst['L_P (get_L)']:.3g} / {worst['lambda_max_preconditioned']:.3g}",
-                  help="get_L's 10 steps of randomized powering against the exact top eigenvalue, worst block.")
-        st.caption(f"Spectra: {dv.kappa_label(str(table['method'].iloc[0]))}.")
-        views.plot(charts.askotch_figure(table), key="cond_askotch", filename="krr-askotch-blocks")
-        shown = table.rename(columns={"kappa_block": "κ(K_bb + λnI)", "kappa_preconditioned": "κ preconditioned",
-                                      "L_b": "L_b = λ₁(K_bb + λnI)", "lambda_max_preconditioned": "λ_max preconditioned",
-                                      "rho": "ρ (damping)"})
-        st.dataframe(shown, hide_index=True, width="stretch")
-        dv.download_csv(table, key="cond_askotch_csv", filename="krr-askotch-blocks.csv")
-        st.markdown("**The whole partition.** What limits accelerated block descent is the system's strong "
-                    "convexity in the blocks' norm, not one block's κ (Theorem 5.1):")
-        w1, w2, w3, w4 = st.columns(4)
-        w1.metric("λ_min(K + λnI)", f"{whole['lambda_min']:.3g}", help=f"λn = {whole['lam_n']:.3g}")
-        w2.metric("μ_P, preconditioned", f"{whole['mu_P']:.3g}",
-                  help="λ_min of blkdiag(P_b + ρ_bI)^{-1/2}(K + λnI)blkdiag(P_b + ρ_bI)^{-1/2}: ASkotch's μ.")
-        w3.metric("Σ√L_b / √λ_min, plain", f"{whole['factor_plain']:.3g}",
-                  help="NU_ACDM's iteration factor (ASkotch without preconditioning).")
-        w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
-                  help="ASkotch's iteration factor, Theorem 5.1.")
-        method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
-        gain = whole["factor_plain"] / whole["factor_preconditioned"]
-        verdict = ("a constant is not positive in floating point: the system is numerically singular at this λ"
-                   if not math.isfinite(gain) else
-                   f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
-                   f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
-                   "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
-                   if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "
-                   "asymptotically from its preconditioners (they can still speed the early iterations)")
-        st.caption(f"μ_P and λ_min: {method}. Here {verdict}; see the note below.")
+    result = views.last_valid("askotch", askotch_problem)
+if result is not None:
+    table, whole = result
+    worst = table.loc[table["kappa_preconditioned"].idxmax()]
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Block size |b|", f"{int(table['size'].min())}–{int(table['size'].max())}")
+    c2.metric("κ(K_bb + λnI), worst block", views.format_kappa(float(table["kappa_block"].max())))
+    c3.metric("κ preconditioned, worst block", views.format_kappa(float(worst["kappa_preconditioned"])))
+    c4.metric("L_P (get_L) / exact λ_max", f"{worst['L_P (get_L)']:.3g} / {worst['lambda_max_preconditioned']:.3g}",
+              help="get_L's 10 steps of randomized powering against the exact top eigenvalue, worst block.")
+    st.caption(f"Spectra: {views.kappa_label(str(table['method'].iloc[0]))}.")
+    views.plot(charts.askotch_figure(table), key="cond_askotch", filename="krr-askotch-blocks")
+    shown = table.rename(columns={"kappa_block": "κ(K_bb + λnI)", "kappa_preconditioned": "κ preconditioned",
+                                  "L_b": "L_b = λ₁(K_bb + λnI)", "lambda_max_preconditioned": "λ_max preconditioned",
+                                  "rho": "ρ (damping)"})
+    st.dataframe(shown, hide_index=True, width="stretch")
+    views.download_csv(table, key="cond_askotch_csv", filename="krr-askotch-blocks.csv")
+    st.markdown("**The whole partition.** What limits accelerated block descent is the system's strong "
+                "convexity in the blocks' norm, not one block's κ (Theorem 5.1):")
+    w1, w2, w3, w4 = st.columns(4)
+    w1.metric("λ_min(K + λnI)", f"{whole['lambda_min']:.3g}", help=f"λn = {whole['lam_n']:.3g}")
+    w2.metric("μ_P, preconditioned", f"{whole['mu_P']:.3g}",
+              help="λ_min of blkdiag(P_b + ρ_bI)^{-1/2}(K + λnI)blkdiag(P_b + ρ_bI)^{-1/2}: ASkotch's μ.")
+    w3.metric("Σ√L_b / √λ_min, plain", f"{whole['factor_plain']:.3g}",
+              help="NU_ACDM's iteration factor (ASkotch without preconditioning).")
+    w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
+              help="ASkotch's iteration factor, Theorem 5.1.")
+    method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
+    gain = whole["factor_plain"] / whole["factor_preconditioned"]
+    verdict = ("a constant is not positive in floating point: the system is numerically singular at this λ"
+               if not math.isfinite(gain) else
+               f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
+               f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
+               "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
+               if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "
+               "asymptotically from its preconditioners (they can still speed the early iterations)")
+    st.caption(f"μ_P and λ_min: {method}. Here {verdict}; see the note below.")
 
-dv.explanation("condition", "systems", "askotch_blocks", "estimates", "lambda", "M")
+views.explanation("condition", "systems", "askotch_blocks", "estimates", "lambda", "M")

@@ -3,20 +3,18 @@
 For the sidebar's dataset (a built-in one or an uploaded CSV): shape, column types, missing
 values, the target's distribution, feature scales, the median pairwise distance, the effective
 dimension d_eff(λ) = Tr K(K + λnI)⁻¹ (BLESS Eq. 1), and suggested σ, λ and M with the reasoning
-(:func:`krr_app.diagnostics_cache.suggest_hyperparameters`). A CSV that cannot be used still gets
+(:func:`krrcore.diagnostics.suggest_hyperparameters`). A CSV that cannot be used still gets
 its column report, with the problems as errors.
 """
 import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from krr_app import diagnostics_cache as dc
-from krr_app import diagnostics_charts as charts
-from krr_app import diagnostics_views as dv
-from krr_app import sidebar, state, views
+from krr_app import charts, sidebar, state, views
+from krr_app import settings as limits
 from krr_app.config import format_number
+from krrcore.diagnostics import suggest_hyperparameters, suggested_kernel
 
 #: λ grid of the d_eff(λ) curve.
 PENALTY_GRID = tuple(10.0 ** (e / 2) for e in range(-20, 1))
@@ -66,8 +64,8 @@ elif settings.data is None and st.session_state.get("dataset") == CSV_OPTION and
     st.error(settings.data_error or "This CSV cannot be read.")
     st.stop()
 
-dataset = dv.require_data(settings)
-summary = dc.dataset_summary(dataset, settings.data)
+dataset = views.require_data(settings)
+summary = state.dataset_summary(dataset, settings.data)
 
 # -- shape and columns ---------------------------------------------------------------------------
 st.subheader(dataset.title)
@@ -92,13 +90,13 @@ else:
     features.insert(2, "missing", 0)
 with st.expander(f"Columns: types, missing values, scales ({dataset.d} features)", expanded=dataset.d <= 12):
     st.dataframe(features, hide_index=True, width="stretch")
-    dv.download_csv(features, key="data_features_csv", filename="krr-features.csv", label="Download (CSV)")
+    views.download_csv(features, key="data_features_csv", filename="krr-features.csv", label="Download (CSV)")
 
 col_target, col_scales = st.columns(2)
 with col_target:
     st.markdown(f"**Target: {dataset.target_name}**")
     views.plot(charts.target_figure(dataset), key="data_target", filename="krr-target")
-    dv.download_csv(charts.target_frame(dataset), key="data_target_csv", filename="krr-target.csv")
+    views.download_csv(charts.target_frame(dataset), key="data_target_csv", filename="krr-target.csv")
 with col_scales:
     st.markdown("**Feature scales** (before z-scoring; the model sees z-scored features)")
     views.plot(charts.feature_scales_figure(features), key="data_scales", filename="krr-feature-scales")
@@ -106,16 +104,16 @@ with col_scales:
 # -- effective dimension and suggestions ---------------------------------------------------------
 st.subheader("Effective dimension d_eff(λ)")
 with st.columns([1, 3])[0]:
-    rows = dv.points_used(dataset, key="data_n", default=DEFAULT_ROWS, maximum=dc.MAX_ROWS,
-                          help=f"Exact eigenvalues of K up to {dc.EXACT_MAX_N:,} points; a Nyström estimate (a "
+    rows = views.points_used(dataset, key="data_n", default=DEFAULT_ROWS, maximum=limits.DIAGNOSTICS_MAX_ROWS,
+                          help=f"Exact eigenvalues of K up to {limits.DENSE_SPECTRUM_MAX_N:,} points; a Nyström estimate (a "
                                "lower bound) above.")
-X, data_key, caption = dv.training_rows(dataset, settings.data, rows)
+X, data_key, caption = views.training_rows(dataset, settings.data, rows)
 st.caption(caption)
-kernel, kernel_params = dv.kernel_key(settings)
+kernel, kernel_params = views.kernel_key(settings)
 curves = {}
 try:
     curves[f"sidebar kernel ({kernel}, {', '.join(f'{k}={format_number(v)}' for k, v in kernel_params)})"] = \
-        dc.effective_dimension_curve(X, data_key, kernel, kernel_params, PENALTY_GRID)
+        state.effective_dimension_curve(X, data_key, kernel, kernel_params, PENALTY_GRID)
 except ValueError as exc:
     st.error(f"d_eff cannot be computed with the sidebar's kernel: {exc}")
 suggestion = None
@@ -123,18 +121,18 @@ suggestion = None
 catalogue_kernel = None if settings.data.is_csv else dict(dataset.suggested_kernel)
 catalogue_penalty = None if settings.data.is_csv else dataset.suggested_penalty
 if catalogue_kernel or (math.isfinite(median) and median > 0):
-    suggested = dc.suggested_kernel(median, catalogue_kernel)
-    curve = dc.effective_dimension_curve(X, data_key, *suggested, PENALTY_GRID)
+    suggested = suggested_kernel(median, catalogue_kernel)
+    curve = state.effective_dimension_curve(X, data_key, *suggested, PENALTY_GRID)
     if suggested != (kernel, kernel_params):
         curves[f"suggested ({suggested[0]}, {', '.join(f'{k}={format_number(v)}' for k, v in suggested[1])})"] = curve
-    suggestion = dc.suggest_hyperparameters(len(X), median, curve, catalogue_kernel=catalogue_kernel,
+    suggestion = suggest_hyperparameters(len(X), median, curve, catalogue_kernel=catalogue_kernel,
                                             catalogue_penalty=catalogue_penalty)
 marks = {"sidebar λ": settings.penalty}
 if suggestion is not None:
     marks["suggested λ"] = suggestion["penalty"]
 if curves:
     views.plot(charts.deff_figure(curves, marks=marks, n=len(X)), key="data_deff", filename="krr-deff")
-    dv.download_csv(pd.concat([c.assign(kernel=label) for label, c in curves.items()], ignore_index=True),
+    views.download_csv(pd.concat([c.assign(kernel=label) for label, c in curves.items()], ignore_index=True),
                     key="data_deff_csv", filename="krr-deff.csv")
 
 st.subheader("Suggested σ, λ and M")
@@ -165,4 +163,4 @@ else:
               icon=":material/tune:", help="Sets the sidebar's kernel and its parameters, λ (rounded to the "
                                             "slider's quarter decades) and M to these values.")
 
-dv.explanation("d_eff", "suggestions", "sigma", "lambda")
+views.explanation("d_eff", "suggestions", "sigma", "lambda")

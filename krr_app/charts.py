@@ -5,6 +5,10 @@
   (FALKON Fig. 1; ASkotch Fig. 2 and 3 use solver time on the x axis).
 * :func:`fit_figure`: the fitted function over 1-D data, or the prediction surface over 2-D data.
 * :func:`traces_frame` / :func:`summary_frame`: what the CSV downloads and the Compare table hold.
+* The diagnostic pages' figures (spectra, κ against λ and M, ASkotch's blocks, leverage scores,
+  centres, d_eff, the dataset): every figure plots exactly the table the page offers as a CSV
+  download, so what a student downloads is what they saw. Estimated values (Lanczos, Nyström) are
+  drawn with open markers and say so in the legend.
 """
 from __future__ import annotations
 
@@ -180,3 +184,281 @@ def _fit_2d(data, surface, height):
                       yaxis_title=f"{data.feature_names[1]} (standardised)",
                       legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
     return fig
+
+
+# -- the diagnostic pages (Conditioning, Leverage scores, Dataset) ------------------------------
+
+#: Points drawn in a scatter (more only slows the browser down).
+MAX_POINTS = 3000
+MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0}
+
+
+def _estimate_suffix(method: str) -> str:
+    return "" if method == "exact" else f" — estimate, {method}"
+
+
+def _layout(fig: go.Figure, height: int, **kwargs) -> go.Figure:
+    fig.update_layout(height=height, margin=MARGIN, legend=LEGEND_BELOW, **kwargs)
+    return fig
+
+
+def _guide(fig: go.Figure, *, x: float | None = None, y: float | None = None, label: str,
+           span: tuple[float, float], dash: str = "dot") -> None:
+    """A labelled vertical (``x``) or horizontal (``y``) line drawn as a trace over ``span``.
+
+    A trace rather than a layout shape: shapes on log axes take log₁₀ coordinates, a trap for
+    every caller; a two-point trace is placed in data units on any axis type.
+    """
+    # the label sits at the first point: the top of a vertical line, the left end of a horizontal one
+    xs, ys = ([x, x], [span[1], span[0]]) if x is not None else (list(span), [y, y])
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+text", text=[label, ""], textposition="top right",
+                             line={"dash": dash, "color": "#555", "width": 1.5}, name=label, showlegend=False,
+                             hoverinfo="skip", cliponaxis=False))
+
+
+def _bar_axis(values) -> str:
+    """"log" when bar heights span more than a decade, else "linear": bars on a log axis start at
+    the axis' bottom, which exaggerates small differences."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v) & (v > 0)]
+    return "log" if v.size and v.max() / v.min() > 10 else "linear"
+
+
+def _positive_span(values) -> tuple[float, float]:
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v) & (v > 0)]
+    return (float(v.min()), float(v.max())) if v.size else (1.0, 10.0)
+
+
+def spectra_frame(spectra: dict[str, dict]) -> pd.DataFrame:
+    """Long table of the spectra: one row per eigenvalue (system, method, rank, eigenvalue, relative)."""
+    frames = []
+    for name, s in spectra.items():
+        ev = np.sort(np.asarray(s["eigenvalues"], dtype=np.float64))[::-1]
+        top = ev[0] if ev.size and ev[0] > 0 else math.nan
+        frames.append(pd.DataFrame({"system": name, "method": s["method"], "rank": np.arange(1, ev.size + 1),
+                                    "eigenvalue": ev, "relative": ev / top}))
+    return pd.concat(frames, ignore_index=True)
+
+
+#: One colour per system on every Conditioning chart (matched on the label's start).
+_SYSTEM_COLOR_KEYS = ("K + λnI", "H̃", "W", "ASkotch")
+
+
+def _system_color(name: str, fallback: int) -> str:
+    for i, key in enumerate(_SYSTEM_COLOR_KEYS):
+        if name.startswith(key):
+            return PALETTE[i % len(PALETTE)]
+    return PALETTE[fallback % len(PALETTE)]
+
+
+def spectra_figure(frame: pd.DataFrame, *, height: int = 380) -> go.Figure:
+    """Eigenvalues divided by the largest, against their rank as a fraction of the system's size.
+
+    On this plot a system's condition number is 1/(the curve's lowest value): the spread shows
+    directly, whatever the systems' sizes (n for K + λnI, M for the Nyström ones).
+    """
+    fig = go.Figure()
+    for i, (name, part) in enumerate(frame.groupby("system", sort=False)):
+        method = part["method"].iloc[0]
+        keep = part["relative"] > 0
+        x = part["rank"][keep] / len(part)
+        fig.add_trace(go.Scatter(
+            x=x, y=part["relative"][keep], name=name + _estimate_suffix(method),
+            mode="lines+markers" if method != "exact" else "lines",
+            marker={"symbol": "circle-open", "size": 7}, line={"color": _system_color(name, i), "width": 2.5},
+            hovertemplate=f"{name}<br>rank/size=%{{x:.3f}}<br>λᵢ/λ_max=%{{y:.3g}}<extra></extra>"))
+    fig.update_yaxes(type="log", exponentformat="power", title_text="λᵢ / λ_max")
+    fig.update_xaxes(title_text="rank i / system size (largest eigenvalue first)", range=[0, 1.02])
+    return _layout(fig, height)
+
+
+def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
+                 reference: tuple[str, float] | None = None, height: int = 380) -> go.Figure:
+    """Condition number κ against ``x`` ("penalty" or "M"), one line per system, log-log.
+
+    ``current`` draws a dotted vertical line at the sidebar's value; ``reference`` (label, κ) a
+    horizontal line for a system that does not depend on ``x`` (K + λnI against M).
+    """
+    fig = go.Figure()
+    for i, (name, part) in enumerate(frame.groupby("system", sort=False)):
+        estimated = part["method"] != "exact"
+        y = part["condition_number"].where(np.isfinite(part["condition_number"]))
+        color = _system_color(name, i)
+        fig.add_trace(go.Scatter(x=part[x], y=y, name=name, mode="lines+markers", line={"color": color},
+                                 marker={"color": color, "size": 8,
+                                         "symbol": np.where(estimated, "circle-open", "circle").tolist()},
+                                 hovertemplate=f"{name}<br>{x}=%{{x:.3g}}<br>κ=%{{y:.3g}}<extra></extra>"))
+    ys = list(frame["condition_number"]) + ([reference[1]] if reference is not None else [])
+    if reference is not None:
+        _guide(fig, y=reference[1], label=reference[0], span=_positive_span(frame[x]), dash="dash")
+    if current is not None:
+        _guide(fig, x=current, label="sidebar", span=_positive_span(ys))
+    fig.update_yaxes(type="log", exponentformat="power", title_text="condition number κ = λ_max/λ_min")
+    fig.update_xaxes(type="log", exponentformat="power", title_text="λ" if x == "penalty" else "M (centres)")
+    return _layout(fig, height)
+
+
+def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
+    """Per block b: κ(K_bb + λnI) against κ of the Nyström-preconditioned block (log scale)."""
+    fig = go.Figure()
+    blocks = [f"block {b}" for b in frame["block"]]
+    fig.add_trace(go.Bar(x=blocks, y=frame["kappa_block"], name="κ(K_bb + λnI)", marker_color=PALETTE[0]))
+    fig.add_trace(go.Bar(x=blocks, y=frame["kappa_preconditioned"], name="κ((P_b+ρI)^-½ (K_bb+λnI) (P_b+ρI)^-½)",
+                         marker_color=PALETTE[2]))
+    fig.update_yaxes(type=_bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
+                     exponentformat="power", title_text="κ")
+    return _layout(fig, height, barmode="group")
+
+
+# -- leverage scores ----------------------------------------------------------------------------
+
+def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
+    """Distribution of exact and approximate scores over log₁₀ bins (scores span many decades)."""
+    fig = go.Figure()
+    positive = points[(points["exact"] > 0) & (points["approximate"] > 0)]
+    lo = float(np.log10(positive[["exact", "approximate"]].to_numpy().min()))
+    hi = float(np.log10(positive[["exact", "approximate"]].to_numpy().max()))
+    bins = {"start": lo, "end": hi + 1e-9, "size": max((hi - lo) / 40, 1e-3)}
+    for col, color, label in (("exact", PALETTE[0], "exact ℓ(i, λ)"), ("approximate", PALETTE[1], "approximate ℓ̃(i, λ)")):
+        fig.add_trace(go.Histogram(x=np.log10(positive[col]), xbins=bins, name=label, marker_color=color,
+                                   opacity=0.6))
+    fig.update_xaxes(title_text="log₁₀ leverage score")
+    fig.update_yaxes(title_text="points")
+    return _layout(fig, height, barmode="overlay")
+
+
+def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go.Figure:
+    """Approximate against exact scores (log-log) with the line ℓ̃ = ℓ and the R-ACC band between
+    the 5th and 95th percentiles of ℓ̃/ℓ (the accuracy BLESS Fig. 1 reports)."""
+    shown = points.iloc[np.linspace(0, len(points) - 1, min(len(points), MAX_POINTS)).astype(int)]
+    shown = shown[(shown["exact"] > 0) & (shown["approximate"] > 0)]
+    lo, hi = float(shown["exact"].min()), float(shown["exact"].max())
+    xs = np.geomspace(lo, hi, 50)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=np.concatenate([xs, xs[::-1]]),
+                             y=np.concatenate([xs * r_acc["q95"], (xs * r_acc["q05"])[::-1]]),
+                             fill="toself", fillcolor="rgba(31,119,180,0.15)", line={"width": 0},
+                             name=f"R-ACC 5–95% band [{r_acc['q05']:.2f}, {r_acc['q95']:.2f}]", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=xs, y=xs, mode="lines", name="ℓ̃ = ℓ", line={"color": "#444", "dash": "dash"}))
+    fig.add_trace(go.Scatter(x=shown["exact"], y=shown["approximate"], mode="markers", name="points",
+                             marker={"size": 5, "color": PALETTE[1], "opacity": 0.6},
+                             customdata=shown["index"],
+                             hovertemplate="point %{customdata}<br>ℓ=%{x:.3g}<br>ℓ̃=%{y:.3g}<extra></extra>"))
+    fig.update_xaxes(type="log", exponentformat="power", title_text="exact ℓ(i, λ)")
+    fig.update_yaxes(type="log", exponentformat="power", title_text="approximate ℓ̃(i, λ)")
+    return _layout(fig, height)
+
+
+def path_figure(path: pd.DataFrame, *, height: int = 380) -> go.Figure:
+    """d_eff(λ_h) (the sampler's estimate and exact), d_∞(λ_h) and |J_h| along the λ path."""
+    fig = go.Figure()
+    series = (("d_eff", "d_eff estimate (sampler)", PALETTE[1], "solid"),
+              ("d_eff exact", "d_eff(λ) exact", PALETTE[0], "solid"),
+              ("d_inf exact", "d_∞(λ) = n·max ℓ exact", PALETTE[3], "dash"),
+              ("size", "dictionary size |J_h|", PALETTE[2], "dot"))
+    for col, label, color, dash in series:
+        if col in path:
+            fig.add_trace(go.Scatter(x=path["penalty"], y=path[col], name=label, mode="lines+markers",
+                                     line={"color": color, "dash": dash}, marker={"size": 6},
+                                     hovertemplate=f"{label}<br>λ=%{{x:.3g}}<br>%{{y:.4g}}<extra></extra>"))
+    fig.update_xaxes(type="log", exponentformat="power", title_text="λ_h (the path runs right to left)",
+                     autorange="reversed")
+    fig.update_yaxes(type="log", exponentformat="power", title_text="dimension / points")
+    return _layout(fig, height)
+
+
+def centres_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarray, *, colour=None,
+                   colour_title: str = "", weights=None, title: str = "", height: int = 380) -> go.Figure:
+    """All points (grey, or coloured by ``colour``) and the selected centres on top (red crosses,
+    sized by their FALKON weight D_jj when given)."""
+    fig = go.Figure()
+    idx = np.linspace(0, len(coords) - 1, min(len(coords), MAX_POINTS)).astype(int)
+    marker = {"size": 5, "color": "#bbbbbb"}
+    if colour is not None:
+        marker = {"size": 5, "color": np.log10(np.clip(np.asarray(colour)[idx], 1e-300, None)),
+                  "colorscale": "Viridis", "colorbar": {"title": colour_title, "len": 0.8}}
+    fig.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers", name="data", marker=marker,
+                             hoverinfo="skip"))
+    size = 10
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        size = (7 + 9 * (w - w.min()) / (np.ptp(w) or 1.0)).tolist()
+    fig.add_trace(go.Scatter(x=coords[indices, 0], y=coords[indices, 1], mode="markers",
+                             name=f"{len(indices)} centres", customdata=indices,
+                             marker={"symbol": "x", "size": size, "color": "#d62728",
+                                     "line": {"width": 1, "color": "white"}},
+                             hovertemplate="centre: point %{customdata}<extra></extra>"))
+    fig.update_xaxes(title_text=axes[0])
+    fig.update_yaxes(title_text=axes[1])
+    return _layout(fig, height, title={"text": title, "x": 0, "font": {"size": 14}})
+
+
+# -- dataset diagnostics -----------------------------------------------------------------------
+
+def target_figure(dataset, *, height: int = 320) -> go.Figure:
+    """Histogram of the regression target (original units), or class counts per split."""
+    fig = go.Figure()
+    if dataset.task == "regression":
+        for split, y, color in (("train", dataset.y_train, PALETTE[0]), ("test", dataset.y_test, PALETTE[1])):
+            fig.add_trace(go.Histogram(x=dataset.to_original_units(np.asarray(y)), name=split, opacity=0.65,
+                                       marker_color=color))
+        unit = f" ({dataset.target_unit})" if dataset.target_unit else ""
+        fig.update_xaxes(title_text=f"{dataset.target_name}{unit}")
+        fig.update_yaxes(title_text="rows")
+        return _layout(fig, height, barmode="overlay")
+    return _layout(_class_counts(fig, target_frame(dataset)), height, barmode="group")
+
+
+def _class_counts(fig: go.Figure, frame: pd.DataFrame) -> go.Figure:
+    for i, split in enumerate(("train", "test")):
+        fig.add_trace(go.Bar(x=frame["class"], y=frame[split], name=split, marker_color=PALETTE[i]))
+    fig.update_xaxes(title_text="class", type="category")
+    fig.update_yaxes(title_text="rows")
+    return fig
+
+
+def target_frame(dataset) -> pd.DataFrame:
+    """The target's values (regression) or class counts per split (classification), as a table."""
+    if dataset.task == "regression":
+        return pd.concat([pd.DataFrame({"split": split, dataset.target_name: dataset.to_original_units(np.asarray(y))})
+                          for split, y in (("train", dataset.y_train), ("test", dataset.y_test))], ignore_index=True)
+    rows = []
+    for c in dataset.classes.tolist():
+        rows.append({"class": str(c), "train": int(np.sum(dataset.labels_train == c)),
+                     "test": int(np.sum(dataset.labels_test == c))})
+    return pd.DataFrame(rows)
+
+
+def feature_scales_figure(features: pd.DataFrame, *, height: int = 320) -> go.Figure:
+    """Standard deviation of each feature in its original units: the spread z-scoring removes."""
+    std = features["std (original units)"].where(features["std (original units)"] > 0)
+    fig = go.Figure(go.Bar(x=features["feature"], y=std, marker_color=PALETTE[0], name="std"))
+    fig.update_yaxes(type=_bar_axis(std), exponentformat="power", title_text="std in original units")
+    fig.update_xaxes(title_text="feature", type="category")
+    return _layout(fig, height)
+
+
+def deff_figure(curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | None = None,
+                n: int | None = None, height: int = 360) -> go.Figure:
+    """d_eff(λ) = Tr K(K + λnI)⁻¹ for each kernel in ``curves``; ``marks`` are labelled vertical lines."""
+    fig = go.Figure()
+    for i, (label, frame) in enumerate(curves.items()):
+        method = frame["method"].iloc[0]
+        fig.add_trace(go.Scatter(x=frame["penalty"], y=frame["d_eff"], name=label + _estimate_suffix(method),
+                                 mode="lines+markers", line={"color": PALETTE[i % len(PALETTE)]},
+                                 hovertemplate="λ=%{x:.3g}<br>d_eff=%{y:.4g}<extra></extra>"))
+    penalties = np.concatenate([c["penalty"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])
+    values = np.concatenate([c["d_eff"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])
+    if n is not None:
+        _guide(fig, y=n, label=f"n = {n:,}", span=_positive_span(penalties), dash="dash")
+    by_value: dict[float, list[str]] = {}
+    for label, value in (marks or {}).items():     # marks at the same λ share one line and one label
+        by_value.setdefault(value, []).append(label)
+    for value, labels in by_value.items():
+        _guide(fig, x=value, label=" = ".join(labels), span=_positive_span(np.append(values, n or 1)))
+    fig.update_xaxes(type="log", exponentformat="power", title_text="λ")
+    fig.update_yaxes(type="log", exponentformat="power", title_text="d_eff(λ)")
+    return _layout(fig, height)
+

@@ -15,7 +15,7 @@ from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.remote import DataRef, FitSpec
 
-from .settings import APP_MAX_M, APP_MAX_N, EXACT_MAX_N  # noqa: F401  (re-exported for the pages)
+from .settings import APP_MAX_M, APP_MAX_N, EXACT_KRR_MAX_N  # noqa: F401  (re-exported for the pages)
 
 
 #: Integer solver knobs the UI knows how to show: label, minimum, fallback default, help text.
@@ -242,8 +242,8 @@ def problems(config: RunConfig, n_train: int | None) -> list[str]:
     if n_train is not None:
         if config.M is not None and config.M > n_train:
             out.append(f"M = {config.M} centres, but there are only n = {n_train} training points: choose M ≤ n.")
-        if config.solver == "exact" and n_train > EXACT_MAX_N:
-            out.append(f"Exact KRR is offered up to n = {EXACT_MAX_N:,} training points here (n = {n_train:,}): "
+        if config.solver == "exact" and n_train > EXACT_KRR_MAX_N:
+            out.append(f"Exact KRR is offered up to n = {EXACT_KRR_MAX_N:,} training points here (n = {n_train:,}): "
                        "lower n, or use a Nyström solver.")
     if config.M is not None and config.M < 1:
         out.append(f"M must be at least 1 (got {config.M}).")

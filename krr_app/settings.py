@@ -27,7 +27,7 @@ APP_MAX_N = _env_int("KRR_APP_MAX_N", 200_000)
 APP_MAX_M = _env_int("KRR_APP_MAX_M", 10_000)
 #: Exact KRR factorises an n×n matrix: above this many training points the app offers it no more
 #: (two 8·n² byte matrices and an O(n³) Cholesky stop being "instant feedback" on 2 cores).
-EXACT_MAX_N = 8_000
+EXACT_KRR_MAX_N = 8_000
 #: Runs a session keeps (finished ones are dropped oldest first, with a note; active ones never).
 MAX_RUNS_PER_SESSION = _env_int("KRR_MAX_RUNS_PER_SESSION", 24)
 
@@ -41,3 +41,26 @@ DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
 #: Runs one session has on the cluster at once; its further runs wait their turn in the session
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
+
+# -- the diagnostic pages (Conditioning, Leverage scores, Dataset): sizes bounded so a click never
+# starts minutes of work; krrcore.diagnostics takes them as parameters.
+#: Training points the diagnostic pages look at (a seeded random subsample above this).
+DIAGNOSTICS_MAX_ROWS = 4000
+#: Dense eigenvalues of K (n×n) up to this n; Lanczos (or a Nyström estimate for d_eff) above.
+DENSE_SPECTRUM_MAX_N = 1500
+#: Dense eigenvalues of the M×M Nyström systems up to this M; Lanczos above.
+DENSE_SPECTRUM_MAX_M = 800
+#: Dense eigenvalues of an ASkotch block's systems up to this block size; Lanczos above.
+DENSE_SPECTRUM_MAX_BLOCK = 1200
+#: Lanczos steps for every estimate on these pages.
+LANCZOS_STEPS = 60
+#: Training points the κ-against-λ and κ-against-M sweeps use (each grid point solves a new system).
+SWEEP_MAX_ROWS = 1500
+#: Centres of the κ-against-λ sweep at most (a dense M×M eigh per system and grid λ).
+SWEEP_MAX_M = 400
+#: Centres of the Nyström estimate of K's spectrum for d_eff above DENSE_SPECTRUM_MAX_N points.
+DEFF_NYSTROM_M = 1000
+#: Exact leverage scores (one n×n eigh) up to this many points.
+EXACT_LEVERAGE_MAX_N = 2000
+#: Entries each cached diagnostic keeps (all sessions together).
+DIAGNOSTICS_CACHE_ENTRIES = 32

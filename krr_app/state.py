@@ -3,8 +3,10 @@
 Caches are keyed on plain parameters only (names, ints, floats, a file's sha256); big objects
 pass through arguments prefixed with ``_`` so Streamlit never hashes an array or a tensor.
 ``st.cache_resource`` (shared by reference, read-only by convention) holds datasets;
-``st.cache_data`` holds small derived numbers; the per-session :class:`RunRegistry` holds runs
-and fitted models, keyed on the full :class:`~krr_app.config.RunConfig`.
+``st.cache_data`` holds small derived numbers — the diagnostic pages' spectra, tables and scores,
+computed by :mod:`krrcore.diagnostics` and :mod:`krrcore.leverage` (no numerics here); the
+per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
+:class:`~krr_app.config.RunConfig`.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import io
 
 import streamlit as st
 
+from . import settings
 from .config import DataSpec
 from .runs import RunRegistry
 
@@ -83,3 +86,120 @@ def session_runs() -> RunRegistry:
     registry = _session_registry()
     st.session_state[REGISTRY_KEY] = registry
     return registry
+
+
+# -- the diagnostic pages' computations (krrcore.diagnostics), cached on plain parameters ----------
+# ``data_key`` names the rows (the page's DataSpec, row count and seed); the kernel is its registry
+# name and a sorted parameter tuple; the matrix passes as ``_X``. Results are small (spectra of at
+# most DIAGNOSTICS_MAX_ROWS values, tables of a few dozen rows): what st.cache_data is for.
+
+def _kernel(kernel: str, kernel_params: tuple):
+    from krrcore.kernels import make_kernel
+
+    return make_kernel(kernel, **dict(kernel_params))
+
+
+def _diagnostics():
+    import krrcore.diagnostics
+
+    return krrcore.diagnostics
+
+
+_DIAGNOSTICS = {"max_entries": settings.DIAGNOSTICS_CACHE_ENTRIES}
+_SIZES = {"exact_max_M": settings.DENSE_SPECTRUM_MAX_M, "lanczos_steps": settings.LANCZOS_STEPS}
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Eigenvalues of K…")
+def kernel_spectrum(_X, data_key, kernel: str, kernel_params: tuple) -> dict:
+    """Eigenvalues of K (ascending), κ and method: exact up to DENSE_SPECTRUM_MAX_N rows, else Lanczos."""
+    d = _diagnostics()
+    return d.spectrum_summary(d.kernel_eigenvalues(_kernel(kernel, kernel_params), _X,
+                                                   exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+                                                   lanczos_steps=settings.LANCZOS_STEPS))
+
+
+def full_system(kernel_summary: dict, n: int, penalty: float) -> dict:
+    """K + λnI from a cached :func:`kernel_spectrum` (no new eigendecomposition per λ)."""
+    d = _diagnostics()
+    spectrum = d.Spectrum.from_values("K", kernel_summary["eigenvalues"], kernel_summary["method"])
+    return d.spectrum_summary(d.shifted_spectrum(spectrum, n, penalty))
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Spectra of the Nyström systems…")
+def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int, seed: int) -> dict:
+    """{"nystrom": ..., "falkon": ...}: eigenvalues, κ and method of H̃ and W at M uniform centres."""
+    from krrcore.centers import select_centers
+
+    d = _diagnostics()
+    centres = select_centers("uniform", _X, M, seed)
+    spectra = d.nystrom_spectra(_kernel(kernel, kernel_params), _X, centres, penalty, seed=seed, **_SIZES)
+    return {key: d.spectrum_summary(s) for key, s in spectra.items()}
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="ASkotch's block preconditioners…")
+def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
+                   seed: int):
+    """(table, whole) of :func:`krrcore.diagnostics.askotch_blocks` (ASkotch's own set-up)."""
+    return _diagnostics().askotch_blocks(_kernel(kernel, kernel_params), _X, penalty, blocks, rank, seed=seed,
+                                         exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK,
+                                         exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+                                         lanczos_steps=settings.LANCZOS_STEPS)
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Condition numbers along λ…")
+def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int, seed: int, penalties: tuple,
+                         blocks: int | None = None, rank: int | None = None):
+    """κ of every system for each λ (:func:`krrcore.diagnostics.condition_vs_penalty`)."""
+    return _diagnostics().condition_vs_penalty(
+        _kernel(kernel, kernel_params), _X, penalties, M=M, seed=seed, blocks=blocks, rank=rank,
+        exact_max_n=settings.DENSE_SPECTRUM_MAX_N, exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, **_SIZES)
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Condition numbers along M…")
+def condition_vs_M(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, seed: int, Ms: tuple):
+    """κ(H̃) and κ(W) for each number of uniform centres M (:func:`krrcore.diagnostics.condition_vs_M`)."""
+    return _diagnostics().condition_vs_M(_kernel(kernel, kernel_params), _X, penalty, Ms, seed=seed, **_SIZES)
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Effective dimension…")
+def effective_dimension_curve(_X, data_key, kernel: str, kernel_params: tuple, penalties: tuple, seed: int = 0):
+    """d_eff(λ) for each λ (:func:`krrcore.diagnostics.effective_dimension_curve`)."""
+    return _diagnostics().effective_dimension_curve(_kernel(kernel, kernel_params), _X, penalties, seed=seed,
+                                                    exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+                                                    nystrom_M=settings.DEFF_NYSTROM_M)
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Leverage scores…")
+def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, method: str, q2: float,
+                    seed: int):
+    """A sampler's scores against the exact ones (:func:`krrcore.leverage.compare_with_exact`)."""
+    from krrcore.leverage import compare_with_exact
+
+    kwargs = {} if method == "uniform" else {"q2": q2}
+    comparison = compare_with_exact(_X, _kernel(kernel, kernel_params), penalty, method, seed=seed, **kwargs)
+    comparison.result = None        # the sampler's tensors: not needed by the page, not worth caching
+    return comparison
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Centres: uniform vs BLESS…")
+def centres_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
+                       leverage_penalty: float, seed: int) -> dict:
+    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`)."""
+    return _diagnostics().compare_centres(_kernel(kernel, kernel_params), _X, penalty, M, leverage_penalty, seed=seed,
+                                          **_SIZES)
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="Summarising the data…")
+def dataset_summary(_dataset, data_key) -> dict:
+    """:func:`krrcore.datasets.describe` of the split plus a per-feature table (original units)."""
+    import pandas as pd
+
+    summary = _datasets().describe(_dataset)
+    constant = set(summary["constant_features"])
+    summary["feature_table"] = pd.DataFrame({
+        "feature": [f["name"] for f in summary["features"]],
+        "mean (original units)": [f["mean"] for f in summary["features"]],
+        "std (original units)": [f["std"] for f in summary["features"]],
+        "constant": [f["name"] in constant for f in summary["features"]],
+    })
+    return summary

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 import torch
 
-from krr_app import diagnostics_cache as dc
+from krrcore import ASkotch
 from krrcore.datasets import load
+from krrcore.diagnostics import SYSTEMS, suggest_hyperparameters
 from krrcore.kernels import GaussianKernel
 
 SMALL = {"n": 200, "M": 40}
@@ -88,10 +89,10 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     assert float(shown["κ(H) — Nyström"]) < kappa_H          # more regularisation, better conditioned
     # The λ sweep holds every system at every grid λ, and κ(K + λnI) falls as λ grows.
     sweep = chart(at, "cond_lambda")
-    full = next(t for t in sweep["data"] if t.get("name") == dc.SYSTEMS["full"])
+    full = next(t for t in sweep["data"] if t.get("name") == SYSTEMS["full"])
     assert len(values(full["x"])) == 11 and np.all(np.diff(values(full["y"])) <= 0)
     by_M = chart(at, "cond_M")
-    assert {t["name"] for t in by_M["data"] if t.get("showlegend", True)} >= {dc.SYSTEMS["nystrom"], dc.SYSTEMS["falkon"]}
+    assert {t["name"] for t in by_M["data"] if t.get("showlegend", True)} >= {SYSTEMS["nystrom"], SYSTEMS["falkon"]}
 
 
 def test_conditioning_M_above_n_is_an_error_and_keeps_the_last_result(app):
@@ -115,26 +116,30 @@ def test_askotch_blocks_are_preconditioned_and_get_L_matches_the_exact_top_eigen
 
 
 def test_askotch_whole_partition_constants_match_dense_algebra(app):
-    """μ_P and λ_min(K + λnI) of the whole partition (exact at this size) against dense eigensolves
-    built here, and Theorem 5.1's factors."""
+    """The page shows the partition the ASkotch solver itself builds (same seed), and its μ_P,
+    λ_min(K + λnI) and Theorem 5.1's factors agree with dense eigensolves done here."""
     at = open_page(app, "conditioning", blocks=4, rank=10, log_lambda=-3)
     assert not at.exception and not errors(at)
     shown = metrics(at)
     X = torch.as_tensor(moons_train(), dtype=torch.float64)
-    n = X.shape[0]
-    H = GaussianKernel(0.5)(X, X) + 1e-3 * n * torch.eye(n, dtype=torch.float64)
+    n, lam_n = X.shape[0], 1e-3 * X.shape[0]
+    solver = ASkotch(GaussianKernel(0.5), 1e-3, blocks=4, rank=10, seed=0, maxiter=0, mu="lambda",
+                     cache_preconditioners=True).fit(X, np.ones(n))
+    np.testing.assert_allclose(at.dataframe[0].value["L_P (get_L)"], solver.block_smoothness_.numpy(), rtol=1e-12)
+    H = GaussianKernel(0.5)(X, X) + lam_n * torch.eye(n, dtype=torch.float64)
     lam_min = float(torch.linalg.eigvalsh(H)[0])
     S = torch.zeros(n, n, dtype=torch.float64)
-    for b, idx in enumerate(dc._block_partition(n, 4, 0)):
-        pc, _ = dc._block_preconditioner(H[idx][:, idx] - 1e-3 * n * torch.eye(idx.numel(), dtype=torch.float64),
-                                         1e-3 * n, 10, b)
+    L_plain = []
+    for idx, pc in zip(solver.block_indices_, solver.block_preconditioners_):
         S[idx[:, None], idx[None, :]] = pc.inv_sqrt(torch.eye(idx.numel(), dtype=torch.float64))
+        L_plain.append(float(torch.linalg.eigvalsh(H[idx][:, idx])[-1]))
     mu_P = float(torch.linalg.eigvalsh(S @ H @ S)[0])
     assert float(shown["λ_min(K + λnI)"]) == pytest.approx(lam_min, rel=5e-3)
     assert float(shown["μ_P, preconditioned"]) == pytest.approx(mu_P, rel=5e-3)
     assert mu_P < 0.5 * lam_min                # the blocks' norm shrinks μ: cross-block cancellation
     pre, plain = float(shown["Σ√L_Pb / √μ_P, ASkotch"]), float(shown["Σ√L_b / √λ_min, plain"])
-    assert pre > 0 and plain > 0
+    assert pre == pytest.approx(float(np.sqrt(solver.block_smoothness_.numpy()).sum()) / np.sqrt(mu_P), rel=5e-3)
+    assert plain == pytest.approx(sum(np.sqrt(L_plain)) / np.sqrt(lam_min), rel=5e-3)
     caption = next(c.value for c in at.caption if c.value.startswith("μ_P and λ_min: exact."))
     if pre > 1.25 * plain:      # moons, B = 4: the blocks' preconditioners make the asymptotic factor worse
         shown_ratio = float(re.search(r"the preconditioned factor is ([\d.]+)× the plain one", caption).group(1))
@@ -196,9 +201,10 @@ def test_dataset_page_reports_shape_distance_and_suggestions(app):
     assert shown["Rows (train / test)"] == "160 / 40" and shown["Features d"] == "2" and shown["Task"] == "binary"
     from krrcore.kernels import median_heuristic
     assert float(shown["Median pairwise distance"]) == pytest.approx(median_heuristic(data.X_train), rel=1e-2)
-    # Suggested M follows its stated rule from the d_eff curve of the suggested kernel.
-    curve = dc.effective_dimension_curve(data.X_train, "test", "gaussian", (("sigma", 0.5),), (1e-3, 1e-2))
-    d = dc.interpolate_deff(curve, 1e-3)
+    # Suggested M follows its stated rule, max(√n, d_eff(λ)·log n) at the curated λ = 1e-3 (a point
+    # of the page's λ grid), with d_eff from a dense eigendecomposition done here.
+    s = np.clip(np.linalg.eigvalsh(GaussianKernel(0.5)(data.X_train, data.X_train).numpy()), 0, None)
+    d = float((s / (s + 1e-3 * 160)).sum())
     assert int(shown["M"].replace(",", "")) == min(160, max(13, int(np.ceil(d * np.log(160)))))
     # The button copies the suggestion into the sidebar's widgets.
     at.button(key="data_apply").click().run()
@@ -244,11 +250,10 @@ def test_bad_csv_shows_its_column_report_and_a_clear_error(app, content, message
 
 def test_suggestions_state_their_rule():
     curve = pd.DataFrame({"penalty": [1e-4, 1e-2], "d_eff": [100.0, 10.0], "method": "exact"})
-    s = dc.suggest_hyperparameters(10_000, 2.0, curve)
+    s = suggest_hyperparameters(10_000, 2.0, curve)
     assert s["kernel"] == "gaussian" and s["sigma"] == 2.0 and s["penalty"] == pytest.approx(1e-2)
     assert s["M"] == max(100, int(np.ceil(10.0 * np.log(10_000))))
     assert "1/√n" in s["reasons"]["lambda"] and str(s["M"]) in s["reasons"]["M"]
-    curated = dc.suggest_hyperparameters(10_000, 2.0, curve, catalogue_kernel={"name": "laplacian", "sigma": 3.0},
-                                         catalogue_penalty=1e-4)
+    curated = suggest_hyperparameters(10_000, 2.0, curve, catalogue_kernel={"name": "laplacian", "sigma": 3.0},
+                                      catalogue_penalty=1e-4)
     assert curated["kernel"] == "laplacian" and curated["penalty"] == 1e-4 and curated["M"] == 922
-    assert dc.interpolate_deff(curve, 1e-3) == pytest.approx(np.sqrt(100.0 * 10.0))      # log-log midpoint

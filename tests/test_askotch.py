@@ -146,7 +146,7 @@ def test_get_mu_estimates_the_block_preconditioned_strong_convexity(problem):
     """get_mu against a dense eigensolve: the smallest Ritz value approaches μ_Pβ from above."""
     X, y, _ = problem
     model = ASkotch(KERNEL, PENALTY, blocks=3, rank=20, beta=0.5, maxiter=1, cache_preconditioners=True).fit(X, y)
-    blocks, preconds = model.block_indices_, model._cached_preconds
+    blocks, preconds = model.block_indices_, model.block_preconditioners_
     weights = (model.block_smoothness_ ** 0.5).tolist()
     A, H = _block_preconditioned_hessian(X, blocks, preconds, weights)
     true_mu = float(torch.linalg.eigvalsh(A)[0])

@@ -71,3 +71,15 @@ def test_center_selectors_are_a_static_table():
     assert sorted(centers.CENTER_SELECTORS) == ["bless", "bless_r", "uniform"]
     text = (CORE / "centers.py").read_text() + "".join(p.read_text() for p in (CORE / "leverage").glob("*.py"))
     assert "CENTER_SELECTORS[" not in text.replace("return CENTER_SELECTORS[spec]()", "")   # no registration
+
+
+def test_the_app_holds_no_linear_algebra():
+    """krr_app and the pages keep widgets, charts, text and caching: every number comes from krrcore."""
+    root = CORE.parent
+    for path in [*(root / "krr_app").rglob("*.py"), *(root / "app_pages").rglob("*.py"), root / "app.py"]:
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+                assert not any(n and (n == "torch" or n.startswith("torch.")) for n in names), path
+        assert "linalg" not in text and ".eigh(" not in text and ".svd(" not in text, path

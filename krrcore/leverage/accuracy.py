@@ -24,7 +24,9 @@ class LeverageComparison:
     ``points``: DataFrame (index, exact, approximate, r_acc), one row per point, at the sampler's
     final λ; ``path``: the sampler's λ path (:meth:`LeverageResult.path`) with columns
     "d_eff exact" and "d_inf exact"; ``r_acc``: :func:`r_acc_summary`; ``d_eff``/``d_inf``: exact, at
-    the requested λ; ``result``: the sampler's :class:`~krrcore.leverage.LeverageResult`.
+    the requested λ; ``dictionary``: the final dictionary's indices; ``seconds``: the sampler's time
+    (without the scores); ``note``: why it stopped early, if it did; ``result``: the sampler's
+    :class:`~krrcore.leverage.LeverageResult`.
     """
 
     method: str
@@ -35,11 +37,10 @@ class LeverageComparison:
     r_acc: dict
     d_eff: float
     d_inf: float
-    result: object
-
-    @property
-    def dictionary(self) -> np.ndarray:
-        return self.result.indices.cpu().numpy()
+    dictionary: np.ndarray
+    seconds: float
+    note: str
+    result: object = None
 
 
 def compare_with_exact(X, kernel, penalty: float, method: str = "bless", *, seed=0, memory_budget=None,
@@ -67,4 +68,5 @@ def compare_with_exact(X, kernel, penalty: float, method: str = "bless", *, seed
     return LeverageComparison(method=method, penalty=float(penalty), final_penalty=result.penalty, points=points,
                               path=path, r_acc=r_acc_summary(approx, exact_final),
                               d_eff=float(exact.d_eff[row[penalty]]), d_inf=float(exact.d_inf[row[penalty]]),
+                              dictionary=result.indices.cpu().numpy(), seconds=result.seconds, note=result.note,
                               result=result)

@@ -231,7 +231,7 @@ class _BlockCoordinateKRR(IterativeKRR):
             preconds.append(precond if self.cache_preconditioners else None)
             top.append(1.0 if precond is None else precond.largest_eigval)
             rho.append(1.0 if precond is None else precond.rho)
-        self._cached_preconds = preconds
+        self.block_preconditioners_ = preconds
         self._precond_top, self._precond_rho = torch.tensor(top), torch.tensor(rho)
         L = torch.tensor(smoothness, dtype=torch.float64)
         if not bool((L > 0).all()):
@@ -253,7 +253,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         g = self._block_gradient(idx, W, 1.0 / float(self.block_probabilities_[b]))
         if not self._precondition:
             return g
-        precond = self._cached_preconds[b]
+        precond = self.block_preconditioners_[b]
         if precond is None:
             precond, _ = self._block_preconditioner(idx)
         return precond.solve(g)
@@ -342,7 +342,9 @@ class ASkotch(_BlockCoordinateKRR):
         preconditioner and L_P, and Nesterov parameters μ = λ, ν = n/|b|, β' = 1 − √(μ/ν),
         γ' = 1/√(μν), α' = 1/(1 + γ'ν). Unlike that code, the whole block gradient (ridge term
         included) is evaluated at the same extrapolated point. ``mu`` and ``beta`` do not apply.
-    cache_preconditioners : keep the set-up preconditioners (O(rn) memory) instead of recomputing.
+    cache_preconditioners : keep the set-up preconditioners (O(rn) memory) instead of recomputing;
+        they are then the fitted ``block_preconditioners_`` (P_b + ρ_bI of each block of
+        ``block_indices_``; None entries otherwise), which :mod:`krrcore.diagnostics` reads.
     maxiter : block iterations. eval_every : report the residual every this many iterations
         (default: B, i.e. once per pass over the data — one float64 evaluation costs about B iterations).
     residual : "float64" (default): the exact relative residual ‖(K+λnI)x − y‖/‖y‖ in float64, timed
