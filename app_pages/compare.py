@@ -9,7 +9,6 @@ import streamlit as st
 from krr_app import charts, explain, sidebar, state, views
 from krr_app.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
                             with_value)
-from krrcore.registry import SOLVERS
 
 settings = sidebar.current()
 registry = state.session_runs()
@@ -32,10 +31,9 @@ sidebar.accept_option_keys_in_url("cmp_mode", list(MODES), MODES.get)
 mode = st.radio("Compare", list(MODES), key="cmp_mode", horizontal=True, bind="query-params", format_func=MODES.get)
 if settings.data is not None:
     if mode == "solvers":
-        built = [k for k in solver_keys() if SOLVERS[k].available]
         sidebar.accept_option_keys_in_url("cmp_solvers", solver_keys(), sidebar.solver_label)
         chosen = st.multiselect("Solvers", solver_keys(), key="cmp_solvers", format_func=sidebar.solver_label,
-                                default=[k for k in ("falkon", "nystrom_cg") if k in built] or built[:2],
+                                default=["falkon", "nystrom_cg"],
                                 bind="query-params", help=explain.HELP["solver"])
         configs = [settings.config(solver=key) for key in chosen]
     else:

@@ -132,14 +132,9 @@ _ACCEPTED: dict[str, frozenset[str]] = {}
 
 
 def accepted_params(solver: str) -> frozenset[str]:
-    """Constructor parameter names of a solver; its registry knobs while the class is not built yet
-    (only a successful import is remembered, so a solver that lands later is picked up)."""
+    """Constructor parameter names of a solver."""
     if solver not in _ACCEPTED:
-        info = get_solver(solver)
-        try:
-            cls = info.load()
-        except ImportError:
-            return frozenset(info.knobs) | {"penalty"}
+        cls = get_solver(solver).estimator
         _ACCEPTED[solver] = frozenset(inspect.signature(cls.__init__).parameters) - {"self"}
     return _ACCEPTED[solver]
 
@@ -152,7 +147,7 @@ def knob_default(solver: str, knob: str):
     if knob in defaults:
         return defaults[knob]
     try:
-        parameter = inspect.signature(info.load().__init__).parameters.get(knob)
+        parameter = inspect.signature(info.estimator.__init__).parameters.get(knob)
     except ImportError:
         parameter = None
     if parameter is not None and parameter.default is not inspect.Parameter.empty:
@@ -231,9 +226,6 @@ def parse_sweep_values(text: str, name: str) -> tuple[list, str | None]:
 def problems(config: RunConfig, n_train: int | None) -> list[str]:
     """Reasons this configuration cannot run, as sentences for the page (empty when it can)."""
     out = []
-    info = config.info
-    if not info.available:
-        out.append(f"{info.label} is not built yet: it will appear here as soon as `{info.target}` lands.")
     if not (config.penalty > 0) or not math.isfinite(config.penalty):
         out.append(f"λ must be > 0 (got {config.penalty:g}): with λ = 0 the system K + λnI is singular in general.")
     sigma = config.kernel_kwargs().get("sigma")
@@ -254,5 +246,5 @@ def problems(config: RunConfig, n_train: int | None) -> list[str]:
 
 
 def solver_keys() -> list[str]:
-    """All registered solvers, built ones first (a solver that lands later appears without UI changes)."""
-    return sorted(SOLVERS, key=lambda k: (not SOLVERS[k].available, list(SOLVERS).index(k)))
+    """All registered solvers, in the registry's order (a new entry appears without UI changes)."""
+    return list(SOLVERS)

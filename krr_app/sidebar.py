@@ -263,9 +263,8 @@ def _model_section(spec, dataset, lesson: bool) -> tuple[str, dict, float, int]:
 
 
 def solver_label(key: str) -> str:
-    """A solver's name in lists, marked when its module has not landed yet."""
-    info = SOLVERS[key]
-    return info.label if info.available else f"{info.label} — not built yet"
+    """A solver's name in lists."""
+    return SOLVERS[key].label
 
 
 def _solver_section(lesson: bool) -> dict:

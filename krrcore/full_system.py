@@ -38,11 +38,8 @@ def resolve_kernel_storage(kernel_storage: str, n: int, itemsize: int, memory_bu
 
 
 def storage_advice(n: int, itemsize: int, memory_budget: int | None = None, device=None) -> str:
-    """One sentence for a user choosing a full-KRR solver: does the n×n kernel matrix fit?
-
-    Measured here at n = 20,000 (field notes): CG/NyströmPCG with K stored ran 40–90× faster than
-    ASkotch, which pays off only when K cannot be stored.
-    """
+    """One sentence for a user choosing a full-KRR solver: does the n×n kernel matrix fit? (Why it
+    matters, measured: docs/measurements.md.)"""
     storage = resolve_kernel_storage("auto", n, itemsize, memory_budget, device)
     size = gib(n * n * itemsize)
     if storage == "stored":

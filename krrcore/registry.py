@@ -1,21 +1,22 @@
 """Solver registry: the single list the app, the docs and the benchmarks read.
 
-Each entry names the estimator class by import path, so a solver that is not built yet (or whose
-module fails to import) stays listed with the reason, and appears everywhere once it lands.
-``knobs`` lists the constructor parameters the solver takes beyond kernel/penalty, so a front end
-shows only the controls that apply.
+Each entry holds the estimator class and how a front end should present it: ``knobs`` lists the
+constructor parameters the solver takes beyond kernel/penalty, so a front end shows only the
+controls that apply; ``defaults`` configures a variant of a class (FALKON-BLESS is ``Falkon`` with
+``centers="bless"``).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
+
+from .solvers import CG, ASkotch, ExactKRR, Falkon, NystromCG, NystromGD, NystromKRR, NystromPCG, SketchySAGA, Skotch
 
 
 @dataclass(frozen=True)
 class SolverInfo:
     key: str
     label: str
-    target: str                   # "module:Class"
+    estimator: type               # the estimator class
     problem: str                  # "nystrom" (M centres) or "full" (all n points)
     iterative: bool
     knobs: tuple[str, ...]
@@ -23,76 +24,59 @@ class SolverInfo:
     reference: str
     defaults: tuple[tuple[str, object], ...] = ()   # constructor defaults the app should use
 
-    def load(self):
-        """The estimator class; raises ``ImportError`` with a readable reason if not available."""
-        module, _, name = self.target.partition(":")
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as exc:
-            raise ImportError(f"{self.label} is not available yet ({exc})") from exc
-
-    @property
-    def available(self) -> bool:
-        try:
-            self.load()
-            return True
-        except ImportError:
-            return False
-
     def make(self, **params):
         """Instantiate with registry defaults overridden by ``params``."""
-        return self.load()(**{**dict(self.defaults), **params})
+        return self.estimator(**{**dict(self.defaults), **params})
 
 
 SOLVERS: dict[str, SolverInfo] = {s.key: s for s in [
-    SolverInfo("falkon", "FALKON", "krrcore.solvers.falkon:Falkon", "nystrom", True,
+    SolverInfo("falkon", "FALKON", Falkon, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
                "Nyström KRR by conjugate gradient with the preconditioner B = T⁻¹A⁻¹/√n.",
                "Rudi, Carratino, Rosasco 2017, Alg. 1"),
-    SolverInfo("falkon_bless", "FALKON-BLESS", "krrcore.solvers.falkon:Falkon", "nystrom", True,
+    SolverInfo("falkon_bless", "FALKON-BLESS", Falkon, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
                "FALKON on centres sampled by BLESS approximate leverage scores, weighted by D.",
                "Rudi, Calandriello, Carratino, Rosasco 2018; FALKON Alg. 2",
                defaults=(("centers", "bless"),)),
-    SolverInfo("nystrom_cg", "Nyström CG (no preconditioner)", "krrcore.solvers.falkon:NystromCG", "nystrom", True,
+    SolverInfo("nystrom_cg", "Nyström CG (no preconditioner)", NystromCG, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
                "Conjugate gradient on the Nyström system H α = K_nMᵀ y without preconditioning.",
                "FALKON paper, Eq. 8 and Fig. 1 baseline"),
-    SolverInfo("nystrom_gd", "Nyström GD", "krrcore.solvers.falkon:NystromGD", "nystrom", True,
+    SolverInfo("nystrom_gd", "Nyström GD", NystromGD, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
                "Plain gradient descent on the Nyström objective with step 1/L.",
                "FALKON paper, Fig. 1 baseline"),
-    SolverInfo("nystrom_direct", "Nyström (direct)", "krrcore.solvers.exact:NystromKRR", "nystrom", False,
+    SolverInfo("nystrom_direct", "Nyström (direct)", NystromKRR, "nystrom", False,
                ("M", "dtype", "seed"),
                "Solves the Nyström system directly in O(nM² + M³).", "FALKON paper, Eq. 8"),
-    SolverInfo("askotch", "ASkotch", "krrcore.solvers.askotch:ASkotch", "full", True,
+    SolverInfo("askotch", "ASkotch", ASkotch, "full", True,
                ("blocks", "rank", "maxiter", "dtype", "seed"),
                "Accelerated Nyström-preconditioned block coordinate descent on (K + λnI) w = y over a "
                "fixed partition into B blocks (μ estimated at set-up).",
                "Rathore, Frangella, Udell 2024, Alg. 1"),
-    SolverInfo("askotch_fresh", "ASkotch (fresh blocks)", "krrcore.solvers.askotch:ASkotch", "full", True,
+    SolverInfo("askotch_fresh", "ASkotch (fresh blocks)", ASkotch, "full", True,
                ("blocks", "rank", "maxiter", "dtype", "seed"),
                "The authors' later ASkotch: a fresh random block each iteration, μ = λ, ν = n/|b|. "
-               "Where the Nyström preconditioner pays off most (5.9–22× fewer iterations to a 1e-6 "
-               "residual in benchmarks/bench_askotch_ablation.py).",
+               "Where the Nyström preconditioner pays off most (docs/measurements.md).",
                "Rathore, Frangella, Udell 2024, later variant (see krrcore.solvers.askotch)",
                defaults=(("variant", "fresh_blocks"),)),
-    SolverInfo("skotch", "Skotch", "krrcore.solvers.askotch:Skotch", "full", True,
+    SolverInfo("skotch", "Skotch", Skotch, "full", True,
                ("blocks", "rank", "maxiter", "dtype", "seed"),
                "ASkotch without acceleration.", "Rathore, Frangella, Udell 2024, Alg. 4"),
-    SolverInfo("nystrom_pcg", "NyströmPCG", "krrcore.solvers.pcg:NystromPCG", "full", True,
+    SolverInfo("nystrom_pcg", "NyströmPCG", NystromPCG, "full", True,
                ("rank", "maxiter", "dtype", "seed"),
                "CG on (K + λnI) w = y with a rank-r randomized Nyström preconditioner.",
                "Frangella, Tropp, Udell 2023; ASkotch paper baseline"),
-    SolverInfo("cg", "CG (full system)", "krrcore.solvers.pcg:CG", "full", True,
+    SolverInfo("cg", "CG (full system)", CG, "full", True,
                ("maxiter", "dtype"),
                "Plain conjugate gradient on (K + λnI) w = y: the baseline NyströmPCG improves on.",
                "Hestenes & Stiefel 1952; ASkotch paper baseline"),
-    SolverInfo("sketchysaga", "SketchySAGA", "krrcore.solvers.sketchysaga:SketchySAGA", "nystrom", True,
+    SolverInfo("sketchysaga", "SketchySAGA", SketchySAGA, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
                "Preconditioned SAGA on the inducing-points problem; no M×M factorisation.",
                "Rathore, Frangella, Udell 2024, Alg. 5"),
-    SolverInfo("exact", "Exact KRR", "krrcore.solvers.exact:ExactKRR", "full", False,
+    SolverInfo("exact", "Exact KRR", ExactKRR, "full", False,
                ("dtype",),
                "Cholesky of K + λnI; O(n³) time and O(n²) memory, for n up to about 20,000 here.",
                "Textbook KRR"),

@@ -34,10 +34,6 @@ class IterationRecord:
         return row
 
 
-class StopRun(Exception):
-    """Raised inside a solver to end a run early with a user-facing reason."""
-
-
 class SolverDivergedError(RuntimeError):
     """A run produced NaN/inf or stalled; the message says which and at what iteration."""
 
@@ -84,10 +80,3 @@ class Timer:
         if not self._running:
             self._t0 = time.perf_counter()
             self._running = True
-
-
-def trace_to_frame(trace):
-    """A list of records (or dicts) as a pandas DataFrame, extras flattened with an ``x_`` prefix."""
-    import pandas as pd
-
-    return pd.DataFrame([r.as_row() if isinstance(r, IterationRecord) else dict(r) for r in trace])

@@ -31,15 +31,6 @@ SMALL = {"n": 200, "M": 40, "maxiter": 4}
 
 # -- solvers that exist only for these tests ---------------------------------------------------
 @dataclass(frozen=True)
-class LocalSolver(SolverInfo):
-    """A registry entry whose class is given directly (instead of by import path)."""
-
-    cls: type | None = None
-
-    def load(self):
-        return self.cls
-
-
 class _ToyKRR(IterativeKRR):
     def __init__(self, kernel=None, penalty=1e-3, M=10, *, maxiter=5, seed=0):
         self.kernel = kernel
@@ -73,9 +64,8 @@ class SlowKRR(_ToyKRR):
 
 
 def _register(monkeypatch, key, cls, label):
-    monkeypatch.setitem(SOLVERS, key, LocalSolver(key, label, f"tests:{cls.__name__}", "nystrom", True,
-                                                  ("M", "maxiter", "seed"), "a solver for tests", "tests",
-                                                  cls=cls))
+    monkeypatch.setitem(SOLVERS, key, SolverInfo(key, label, cls, "nystrom", True, ("M", "maxiter", "seed"),
+                                                 "a solver for tests", "tests"))
 
 
 def _texts(elements) -> str:
@@ -198,7 +188,7 @@ def test_going_back_to_a_configuration_already_run_is_instant(app):
     assert at.session_state["_krr_runs"].runs() == [first]   # reused, not re-run
 
 
-@pytest.mark.parametrize("solver", [k for k, info in SOLVERS.items() if info.available])
+@pytest.mark.parametrize("solver", list(SOLVERS))
 def test_every_built_solver_runs_from_the_sidebar(app, solver):
     """The solver list is the registry's: each built solver, picked in the sidebar with its own
     default knobs, runs to a finished state with a finite test error."""
@@ -221,16 +211,6 @@ def test_run_on_every_change_starts_runs_by_itself(app):
     at = wait_for_runs(at.slider(key="log_lambda").set_value(-5.0).run())
     runs = at.session_state["_krr_runs"].runs()
     assert [r.config.penalty for r in runs] == [1e-3, 1e-5] and "finished" in _texts(at.success)
-
-
-def test_solver_not_built_yet_is_listed_and_cannot_run(app, monkeypatch):
-    monkeypatch.setitem(SOLVERS, "future", SolverInfo("future", "Future solver", "krrcore.solvers.not_yet:Future",
-                                                      "nystrom", True, ("M", "maxiter"), "lands later", "tests"))
-    at = app(**SMALL)
-    assert "Future solver — not built yet" in at.selectbox(key="solver").options
-    at.selectbox(key="solver").set_value("future").run()
-    assert "Future solver is not built yet" in _texts(at.error)
-    assert at.button(key="run").disabled
 
 
 def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch, in_process):

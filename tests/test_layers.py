@@ -6,6 +6,7 @@ hide a cycle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,19 @@ def test_the_app_holds_no_linear_algebra():
                 names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
                 assert not any(n and (n == "torch" or n.startswith("torch.")) for n in names), path
         assert "linalg" not in text and ".eigh(" not in text and ".svd(" not in text, path
+
+
+def test_no_benchmark_figures_in_docstrings():
+    """Measured figures go stale in docstrings: they live in docs/measurements.md and the README."""
+    pattern = re.compile(r"[Mm]easured[^.]*?\d|\d×( fewer| faster| slower| too| the iterations)|\d–\d+(\.\d+)?×")
+    offenders = []
+    for path in CORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)):
+                doc = ast.get_docstring(node) or ""
+                if pattern.search(doc):
+                    offenders.append(f"{path.relative_to(CORE)}:{getattr(node, 'name', 'module')}")
+    from krrcore.registry import SOLVERS
+
+    offenders += [f"registry:{key}" for key, info in SOLVERS.items() if pattern.search(info.description)]
+    assert offenders == []

@@ -14,7 +14,7 @@ from krrcore.registry import SOLVERS, get_solver
 @pytest.mark.parametrize("key", sorted(SOLVERS))
 def test_every_registered_solver_loads_and_takes_its_knobs(key):
     info = SOLVERS[key]
-    cls = info.load()
+    cls = info.estimator
     params = inspect.signature(cls.__init__).parameters
     for knob in (*info.knobs, "kernel", "penalty", *dict(info.defaults)):
         assert knob in params, f"{info.label} does not take {knob!r}"
@@ -26,7 +26,7 @@ def test_every_registered_solver_is_exported_from_krrcore_and_krrcore_solvers():
     import krrcore
     import krrcore.solvers
 
-    classes = {info.load() for info in SOLVERS.values()}
+    classes = {info.estimator for info in SOLVERS.values()}
     for cls in classes:
         assert getattr(krrcore, cls.__name__) is cls
         assert getattr(krrcore.solvers, cls.__name__) is cls

@@ -39,7 +39,7 @@ def _classifier_keys() -> list[str]:
 
 
 ESTIMATORS = [SOLVERS[key].make(**_params(key)) for key in SOLVERS] + [
-    CLASSIFIERS[SOLVERS[key].load()](**_params(key)) for key in _classifier_keys()]
+    CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,7 +52,7 @@ def one_thread():
 
 
 def test_every_solver_and_every_classifier_is_checked():
-    assert {type(e) for e in ESTIMATORS} == {info.load() for info in SOLVERS.values()} | set(CLASSIFIERS.values())
+    assert {type(e) for e in ESTIMATORS} == {info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values())
     assert len(ESTIMATORS) == len(SOLVERS) + len(CLASSIFIERS)
 
 

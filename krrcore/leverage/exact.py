@@ -61,9 +61,8 @@ def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 
     ``block_size`` at a time on the trailing triangle, about n³/3 flops after the factorisation)
     or "eigh" (one eigendecomposition, as :func:`exact_scores_path`: ~10× the flops, but no
     cancellation, so scores near machine precision keep their relative accuracy); "auto" is
-    "cholesky" — for one λ it is always the cheaper route, and on a busy 2-core machine MKL's
-    threaded ``eigh`` was measured 10–100× slower still. Raises ``ValueError`` with the GiB
-    needed when K does not fit.
+    "cholesky" — for one λ it is always the cheaper route (docs/measurements.md). Raises
+    :class:`~krrcore.memory.MemoryBudgetError` with the GiB needed when K does not fit.
     """
     kernel = _check_kernel(kernel)
     lam = check_positive(penalty, "penalty")

@@ -25,9 +25,8 @@ K_bb (O(|b|²r)). Defaults and their sources:
 * Preconditioning a *fixed* partition (Alg. 1, B ≥ 2) speeds the early and middle phase but not
   the asymptotic rate: Theorem 5.1's Σ_b √L_Pb / √μ_P is no better than NU_ACDM's
   Σ_b √L_b / √λ_min(K + λI), because the cross-block cancellation that makes μ_P small costs what
-  the preconditioner gains in L_Pb. Measured (benchmarks/bench_askotch_ablation.py, Gaussian,
-  n = 600, B = 6): 2.3× fewer iterations to residual 1e-1, 1.9× to 1e-2, 1.2× to 1e-6. The
-  fresh-block variant keeps the gain all the way (22× to 1e-6 there).
+  the preconditioner gains in L_Pb. The fresh-block variant keeps the gain all the way; the
+  measured iteration counts are in docs/measurements.md (``benchmarks.bench_askotch_ablation``).
 """
 from __future__ import annotations
 
@@ -333,7 +332,7 @@ class ASkotch(_BlockCoordinateKRR):
     mu : strong-convexity constant of the accelerated scheme (see :meth:`_strong_convexity`):
         "auto" (default: "estimate" when K fits ``memory_budget``, else "bound"), "estimate"
         (a lower bound on μ_P from a Lanczos estimate of λ_min(K + λnI), 40 products with K at
-        set-up), "bound" (the same bound from λn ≤ λ_min, free, often 3–70× too small), "lambda"
+        set-up), "bound" (the same bound from λn ≤ λ_min, free, often far too small), "lambda"
         (Alg. 1 as printed, μ = λn; stalls when μ_P ≪ λn) or a positive number. Used value: ``mu_``.
     damping : "damped" (ρ_b = λ + Λ̂_b[r−1], default), "regularization" (ρ_b = λ) or a number.
     preconditioner : "nystrom" (default) or None — without it ASkotch is NU_ACDM (ablation C.6).
@@ -421,8 +420,7 @@ class ASkotch(_BlockCoordinateKRR):
         on μ_Pβ only without preconditioning and for β = 0. With a fixed partition into B ≥ 2
         preconditioned blocks μ_Pβ usually sits far below λ — the blocks' top eigenvectors
         (restrictions of the same smooth functions) cancel in K, giving B − 1 eigenvalues near
-        λ_min(K + λI)/λ₁(K_bb) (measured: μ_P = 4.4e-4 for λ = 6e-3, Gaussian kernel, n = 600, B = 6)
-        — and μ = λ then stalls. Every rule but "lambda" and a number is the lower bound
+        λ_min(K + λI)/λ₁(K_bb) — and μ = λ then stalls (figures: docs/measurements.md). Every rule but "lambda" and a number is the lower bound
 
             μ_Pβ ≥ f / max_b λ₁(P_b + ρ_bI) / max_b L_Pb^β    for any f ≤ λ_min(K + λI),
 
@@ -430,13 +428,11 @@ class ASkotch(_BlockCoordinateKRR):
         cases: no preconditioner, μ = f; one block, μ = f/(f + max(ρ − λ, 0)) (Nyström gives P ⪯ K,
         so P + ρI ⪯ K + ρI ⪯ (1 + (ρ − λ)/f)(K + λI)). The rules differ in f:
 
-        * "bound": f = λ, free. Measured 3–70× below μ_P (n = 600), costing up to 5× the iterations
-          at small λ with a rough kernel, where λ_min(K + λI) ≫ λ;
+        * "bound": f = λ, free; far below μ_P at small λ with a rough kernel, where λ_min(K + λI) ≫ λ;
         * "estimate": f = the smallest Ritz value after 40 Lanczos steps on K + λI (at least λ), one
           product with K each — K is stored for the set-up if it fits the memory budget, else each
-          step is a data pass. Ritz values approach λ_min from above, so f can exceed it (1.0–1.4×
-          at 40 steps where measured); the bound's slack absorbed that in every case measured
-          (0.48–0.86× μ_P), where μ = 3μ_P cost ≤ 2.1× the iterations of μ = μ_P, 0.3μ_P ≤ 1.5×;
+          step is a data pass. Ritz values approach λ_min from above, so f can exceed it; the
+          bound's slack absorbed that in every case measured (docs/measurements.md);
         * "auto" (default): "estimate" when K fits the memory budget, else "bound";
         * "lambda": Alg. 1 as printed; a positive number is used as given.
         """
