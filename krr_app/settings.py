@@ -8,6 +8,19 @@ from __future__ import annotations
 import os
 
 
+def _env_float(name: str, default: float, minimum: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number (default {default})") from None
+    if not value >= minimum:
+        raise ValueError(f"{name}={value} must be at least {minimum} (default {default})")
+    return value
+
+
 def _env_int(name: str, default: int, minimum: int = 1) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -41,6 +54,9 @@ DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
 #: Runs one session has on the cluster at once; its further runs wait their turn in the session
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
+#: Seconds between two looks of a page at its active run (the live chart's refresh). Every look is a
+#: fragment rerun in the web server; see .streamlit/config.toml for what one costs. Env: KRR_POLL_SECONDS.
+POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset): sizes bounded so a click never
 # starts minutes of work; krrcore.diagnostics takes them as parameters.

@@ -16,10 +16,9 @@ from krrcore.diagnostics.data import subsample
 from . import charts, explain
 from .executor import format_bytes, started_executor
 from .runs import Run
+from .settings import POLL_SECONDS
 from .snippet import reproduce_snippet
 
-#: Seconds between two looks at an active run (the fragment's run_every).
-POLL_SECONDS = 0.5
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 

@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM_FLAGS, _require, server  # noqa: F401  (the server fixture)
+from test_browser import CHROMIUM_FLAGS, _require
+
+from krr_app.server import ServerFailed, running_app
 
 pytestmark = pytest.mark.browser
 
@@ -88,6 +90,7 @@ class TreeSampler:
     def __init__(self, server_pid: int):
         self.server_pid = server_pid
         self.server_peak = 0
+        self.server_cpu = 0.0            # CPU seconds the server process used while sampling
         self.worker_peaks: dict[int, int] = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -100,31 +103,35 @@ class TreeSampler:
                     self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0), _rss(pid))
 
     def __enter__(self):
+        self._cpu_start = _cpu_seconds(self.server_pid)
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._done.set()
         self._thread.join()
+        self.server_cpu = _cpu_seconds(self.server_pid) - self._cpu_start
 
 
-def _server_pid(port: str) -> int:
-    for pid in _descendants(1):
-        line = _cmdline(pid)
-        if "streamlit run app.py" in line and f"--server.port {port}" in line:
-            return pid
-    raise AssertionError(f"no streamlit process on port {port}")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app for this class alone: ``(url, log path, server pid)``."""
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    try:
+        with running_app(log_path) as (url, process):
+            yield url, log_path, process.pid
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
 
 
-def test_a_class_presses_run_at_once(server, tmp_path):  # noqa: F811  (the fixture imported above)
+def test_a_class_presses_run_at_once(server, tmp_path):
     executable = shutil.which("chromium")
     _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         _require(False, "playwright is not installed (pip install playwright)")
-    url, log_path = server
-    server_pid = _server_pid(url.rsplit(":", 1)[1])
+    url, log_path, server_pid = server
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
         browser_pids = lambda: [p for p in _descendants(os.getpid()) if "chromium" in _cmdline(p)]  # noqa: E731
@@ -182,7 +189,8 @@ def test_a_class_presses_run_at_once(server, tmp_path):  # noqa: F811  (the fixt
           f"\n  target for the last result: 2 × {sum(solver):.1f} s / {workers} worker cores = {target:.1f} s plus start-up"
           f"\n  peak RSS: server {sampler.server_peak / 2**20:.0f} MiB, largest worker {worker_peak / 2**20:.0f} MiB "
           f"({len(sampler.worker_peaks)} worker processes seen)"
-          f"\n  CPU taken by the browsers while the runs went: {browser_cpu:.1f} s over {wall:.1f} s of wall time")
+          f"\n  CPU while the runs went ({wall:.1f} s of wall time): web server {sampler.server_cpu:.1f} s, "
+          f"browsers {browser_cpu:.1f} s")
     errors = [text for _, m, text in results.values() if m is None]
     assert not errors, "sessions showed an error:\n" + "\n---\n".join(errors[:3])
     assert len(finished) == SESSIONS, f"only {len(finished)} of {SESSIONS} sessions got their result"

@@ -1,0 +1,128 @@
+"""The app against the library on the same fit: in-app solver seconds (a Dask worker) against
+``krrcore`` run directly, and the time from Run to the first chart and to the result.
+
+For each problem the app is driven in headless chromium (``streamlit run app.py`` on 127.0.0.1):
+open the shared link, press Run, time the first convergence chart and the result line, read the
+solver seconds the page reports. The same fit then runs through ``krrcore.remote.run_fit`` (what
+the reproduce snippet does) in a fresh process, once with the workers' torch thread count and once
+with every core. Each figure is the median of ``--repeats`` runs; read the ratios.
+
+    python benchmarks/bench_app.py [--quick] [--repeats 3]
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import child_config, emit, print_table, quick_parser, run_isolated  # noqa: E402
+
+PROBLEMS = {
+    "default Two moons (n = 2,000, M = 200, t = 20)": "dataset=moons&solver=falkon&maxiter=20",
+    "Two moons, n = 40,000, M = 1,000, t = 20": "dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20",
+}
+QUICK = {"Two moons, n = 2,000, M = 100, t = 5": "dataset=moons&solver=falkon&n=2000&M=100&maxiter=5"}
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
+
+
+def library_fit(config: dict) -> dict:
+    """Child: the page's configuration through krrcore alone, with ``threads`` torch threads."""
+    import torch
+
+    from krr_app.config import DataSpec, make_config
+    from krrcore.datasets import DATASETS
+    from krrcore.remote import run_fit
+
+    torch.set_num_threads(config["threads"])
+    query = dict(item.split("=") for item in config["query"].split("&"))
+    name = query["dataset"]
+    info = DATASETS[name]
+    spec = DataSpec(name, n=int(query.get("n", info.default_n)), knobs=info.defaults)
+    run_config = make_config(spec, kernel="gaussian", kernel_params={"sigma": info.suggested_sigma},
+                             penalty=info.suggested_penalty, solver=query["solver"],
+                             M=int(query["M"]) if "M" in query else None, maxiter=int(query["maxiter"]))
+    outcome = run_fit(run_config.fit_spec("bench"))
+    return {"solver_seconds": outcome.timings["solver_seconds"], "status": outcome.status}
+
+
+def app_fits(queries: dict[str, str], repeats: int) -> dict[str, dict]:
+    """Median in-app solver seconds, Run → first chart and Run → result, per problem."""
+    from playwright.sync_api import sync_playwright
+
+    from krr_app.server import running_app
+
+    out = {}
+    log = Path(tempfile.mkdtemp()) / "server.log"
+    with running_app(log) as (url, _), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=FLAGS)
+        warm = browser.new_page()
+        warm.goto(url)           # the first visit starts the workers; wait for them like a second user
+        warm.get_by_role("button", name="Run", exact=True).wait_for(timeout=180_000)
+        time.sleep(10)
+        for label, query in queries.items():
+            samples = []
+            for _ in range(repeats):
+                page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
+                page.set_default_timeout(300_000)
+                page.goto(f"{url}/?{query}")
+                button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
+                button.wait_for()
+                time.sleep(1.0)
+                clicked = time.perf_counter()
+                button.click()
+                page.locator(".js-plotly-plot").first.wait_for()
+                first_chart = time.perf_counter() - clicked
+                result = page.get_by_text(RESULT).first
+                result.wait_for()
+                to_result = time.perf_counter() - clicked
+                seconds = float(RESULT.search(result.inner_text()).group(2))
+                samples.append((seconds, first_chart, to_result))
+                page.context.close()
+            out[label] = {k: statistics.median(s[i] for s in samples)
+                          for i, k in enumerate(("solver_seconds", "first_chart", "to_result"))}
+        browser.close()
+    return out
+
+
+def main() -> None:
+    config = child_config()
+    if config is not None:
+        emit(library_fit(config))
+        return
+    parser = quick_parser(__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    from krr_app import settings
+
+    queries = QUICK if args.quick else PROBLEMS
+    repeats = 1 if args.quick else args.repeats
+    in_app = app_fits(queries, repeats)
+    rows = []
+    import os
+
+    for label, query in queries.items():
+        library = {}
+        for threads in sorted({settings.WORKER_THREADS, os.cpu_count() or 1}):
+            runs = [run_isolated(__file__, {"query": query, "threads": threads}) for _ in range(repeats)]
+            library[threads] = statistics.median(r["solver_seconds"] for r in runs)
+        app = in_app[label]
+        same = library[settings.WORKER_THREADS]
+        rows.append({"problem": label, "app solver s": app["solver_seconds"],
+                     f"krrcore s ({settings.WORKER_THREADS} thread)": same,
+                     "app / krrcore": app["solver_seconds"] / same,
+                     f"krrcore s ({max(library)} threads)": library[max(library)],
+                     "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"]})
+    print_table(rows, "In-app solver seconds against krrcore on the same fit (medians)")
+
+
+if __name__ == "__main__":
+    main()
