@@ -16,7 +16,7 @@ from krrcore.diagnostics.data import subsample
 from . import charts, explain
 from .executor import format_bytes, started_executor
 from .runs import Run
-from .settings import POLL_SECONDS
+from .settings import POLL_SECONDS, QUEUED_POLL_SECONDS
 from .snippet import reproduce_snippet
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
@@ -157,7 +157,13 @@ def metric_cards(run: Run) -> None:
 
 
 def convergence_chart(runs: list[Run], x: str, key: str) -> None:
-    plot(charts.convergence_figure(runs, x), key=key, filename=f"krr-convergence-vs-{x}")
+    """The convergence figure, rebuilt only when a run has new records: a poll that finds nothing
+    new (a queued run, a slow iteration) reuses the session's last figure for this chart."""
+    signature = (x, tuple((run.id, run.status, len(run.records)) for run in runs))
+    figures = st.session_state.setdefault("_krr_figures", {})
+    if key not in figures or figures[key][0] != signature:
+        figures[key] = (signature, charts.convergence_figure(runs, x))
+    plot(figures[key][1], key=key, filename=f"krr-convergence-vs-{x}")
 
 
 def trace_download(runs: list[Run], key: str, filename: str, label: str = "Download trace (CSV)") -> None:
@@ -182,19 +188,31 @@ def reproduce(run_config) -> None:
         st.code(reproduce_snippet(run_config), language="python")
 
 
+def _phase(runs) -> str | None:
+    """"running" if a run computes, "queued" if runs only wait, None when none is active."""
+    if any(r.status == "running" for r in runs):
+        return "running"
+    return "queued" if any(r.active for r in runs) else None
+
+
 def live(runs_getter, render, *, key: str) -> None:
-    """Render ``render(runs)`` now and, while any run is active, again every POLL_SECONDS.
+    """Render ``render(runs)`` now and, while a run is active, again every POLL_SECONDS while
+    one computes, every QUEUED_POLL_SECONDS while they only wait (a queue position needs no
+    twice-a-second refresh, and a classroom's waiting tabs would otherwise keep the web server
+    busy redrawing them).
 
-    A fragment reruns only itself; when the last active run finishes it reruns the whole page
-    once, so the final results (and the disabled Stop button) appear and the polling ends.
+    A fragment reruns only itself; when the phase changes (a queued run starts, the last active
+    run finishes) it reruns the whole page once, so the polling rate, the final results and the
+    Stop button follow.
     """
-    active_at_start = any(r.active for r in runs_getter())
+    phase = _phase(runs_getter())
+    every = {"running": POLL_SECONDS, "queued": QUEUED_POLL_SECONDS}.get(phase)
 
-    @st.fragment(run_every=POLL_SECONDS if active_at_start else None, key=key)
+    @st.fragment(run_every=every, key=key)
     def _view():
         runs = runs_getter()
         render(runs)
-        if active_at_start and not any(r.active for r in runs):
+        if phase is not None and _phase(runs) != phase:
             st.rerun()
 
     _view()

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 APP_TIMEOUT = 120
 
 
-def wait_for_runs(at, timeout: float = 60.0):
+def wait_for_runs(at, timeout: float = 180.0):
     """Block until every run of the AppTest session finished, then rerun the script.
 
     AppTest cannot tick ``st.fragment(run_every=...)`` timers, so tests wait on the runs'
