@@ -59,6 +59,11 @@ class Executor(ABC):
     @abstractmethod
     def submit(self, run) -> None: ...
 
+    def call(self, fn, /, *args, **kwargs):
+        """``fn(*args, **kwargs)`` where the runs execute, waiting for the result (a diagnostic
+        page's computation; ``fn`` is a krrcore function, its arguments small)."""
+        return fn(*args, **kwargs)
+
     @abstractmethod
     def cancel(self, run) -> None:
         """Ask ``run`` to stop: a queued run is dropped, a running one stops after its iteration."""
@@ -218,6 +223,13 @@ class DaskExecutor(Executor):
         with self._lock:
             self._futures[run.id] = future
         future.add_done_callback(self._on_done)
+
+    #: Dask priority of a diagnostic page's computation: ahead of queued solver runs, as a person
+    #: is waiting for it and it takes seconds, not minutes.
+    CALL_PRIORITY = 10
+
+    def call(self, fn, /, *args, **kwargs):
+        return self.client.submit(fn, *args, **kwargs, pure=False, priority=self.CALL_PRIORITY).result()
 
     def cancel(self, run) -> None:
         run.stop_event.set()

@@ -4,7 +4,8 @@ Caches are keyed on plain parameters only (names, ints, floats, a file's sha256)
 pass through arguments prefixed with ``_`` so Streamlit never hashes an array or a tensor.
 ``st.cache_resource`` (shared by reference, read-only by convention) holds datasets;
 ``st.cache_data`` holds small derived numbers — the diagnostic pages' spectra, tables and scores,
-computed by :mod:`krrcore.diagnostics` and :mod:`krrcore.leverage` (no numerics here); the
+computed by :mod:`krrcore.diagnostics` and :mod:`krrcore.leverage` on the Dask workers the runs
+use (no numerics here, and none in the web server's process); the
 per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
 :class:`~krr_app.config.RunConfig`.
 """
@@ -17,6 +18,7 @@ import streamlit as st
 
 from . import settings
 from .config import DataSpec
+from .executor import get_executor
 from .runs import RunRegistry
 
 #: Datasets kept in memory at once (all sessions together).
@@ -99,6 +101,12 @@ def _kernel(kernel: str, kernel_params: tuple):
     return make_kernel(kernel, **dict(kernel_params))
 
 
+def _compute(fn, /, *args, **kwargs):
+    """A diagnostic's krrcore computation on the workers the runs use (ahead of queued runs), so
+    a classroom on these pages does not load the web server; its result comes back to the cache."""
+    return get_executor().call(fn, *args, **kwargs)
+
+
 def _diagnostics():
     import krrcore.diagnostics
 
@@ -113,9 +121,9 @@ _SIZES = {"exact_max_M": settings.DENSE_SPECTRUM_MAX_M, "lanczos_steps": setting
 def kernel_spectrum(_X, data_key, kernel: str, kernel_params: tuple) -> dict:
     """Eigenvalues of K (ascending), κ and method: exact up to DENSE_SPECTRUM_MAX_N rows, else Lanczos."""
     d = _diagnostics()
-    return d.spectrum_summary(d.kernel_eigenvalues(_kernel(kernel, kernel_params), _X,
-                                                   exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
-                                                   lanczos_steps=settings.LANCZOS_STEPS))
+    return d.spectrum_summary(_compute(d.kernel_eigenvalues, _kernel(kernel, kernel_params), _X,
+                                       exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+                                       lanczos_steps=settings.LANCZOS_STEPS))
 
 
 def full_system(kernel_summary: dict, n: int, penalty: float) -> dict:
@@ -132,7 +140,7 @@ def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
 
     d = _diagnostics()
     centres = select_centers("uniform", _X, M, seed)
-    spectra = d.nystrom_spectra(_kernel(kernel, kernel_params), _X, centres, penalty, seed=seed, **_SIZES)
+    spectra = _compute(d.nystrom_spectra, _kernel(kernel, kernel_params), _X, centres, penalty, seed=seed, **_SIZES)
     return {key: d.spectrum_summary(s) for key, s in spectra.items()}
 
 
@@ -140,33 +148,33 @@ def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
 def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
                    seed: int):
     """(table, whole) of :func:`krrcore.diagnostics.askotch_blocks` (ASkotch's own set-up)."""
-    return _diagnostics().askotch_blocks(_kernel(kernel, kernel_params), _X, penalty, blocks, rank, seed=seed,
-                                         exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK,
-                                         exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
-                                         lanczos_steps=settings.LANCZOS_STEPS)
+    return _compute(_diagnostics().askotch_blocks, _kernel(kernel, kernel_params), _X, penalty, blocks, rank,
+                    seed=seed, exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK,
+                    exact_max_n=settings.DENSE_SPECTRUM_MAX_N, lanczos_steps=settings.LANCZOS_STEPS)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Condition numbers along λ…")
 def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int, seed: int, penalties: tuple,
                          blocks: int | None = None, rank: int | None = None):
     """κ of every system for each λ (:func:`krrcore.diagnostics.condition_vs_penalty`)."""
-    return _diagnostics().condition_vs_penalty(
-        _kernel(kernel, kernel_params), _X, penalties, M=M, seed=seed, blocks=blocks, rank=rank,
+    return _compute(
+        _diagnostics().condition_vs_penalty, _kernel(kernel, kernel_params), _X, penalties, M=M, seed=seed,
+        blocks=blocks, rank=rank,
         exact_max_n=settings.DENSE_SPECTRUM_MAX_N, exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, **_SIZES)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Condition numbers along M…")
 def condition_vs_M(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, seed: int, Ms: tuple):
     """κ(H̃) and κ(W) for each number of uniform centres M (:func:`krrcore.diagnostics.condition_vs_M`)."""
-    return _diagnostics().condition_vs_M(_kernel(kernel, kernel_params), _X, penalty, Ms, seed=seed, **_SIZES)
+    return _compute(_diagnostics().condition_vs_M, _kernel(kernel, kernel_params), _X, penalty, Ms, seed=seed,
+                    **_SIZES)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Effective dimension…")
 def effective_dimension_curve(_X, data_key, kernel: str, kernel_params: tuple, penalties: tuple, seed: int = 0):
     """d_eff(λ) for each λ (:func:`krrcore.diagnostics.effective_dimension_curve`)."""
-    return _diagnostics().effective_dimension_curve(_kernel(kernel, kernel_params), _X, penalties, seed=seed,
-                                                    exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
-                                                    nystrom_M=settings.DEFF_NYSTROM_M)
+    return _compute(_diagnostics().effective_dimension_curve, _kernel(kernel, kernel_params), _X, penalties,
+                    seed=seed, exact_max_n=settings.DENSE_SPECTRUM_MAX_N, nystrom_M=settings.DEFF_NYSTROM_M)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Leverage scores…")
@@ -176,7 +184,8 @@ def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
     from krrcore.leverage import compare_with_exact
 
     kwargs = {} if method == "uniform" else {"q2": q2}
-    comparison = compare_with_exact(_X, _kernel(kernel, kernel_params), penalty, method, seed=seed, **kwargs)
+    comparison = _compute(compare_with_exact, _X, _kernel(kernel, kernel_params), penalty, method, seed=seed,
+                          **kwargs)
     comparison.result = None        # the sampler's tensors: not needed by the page, not worth caching
     return comparison
 
@@ -185,8 +194,8 @@ def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
 def centres_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
                        leverage_penalty: float, seed: int) -> dict:
     """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`)."""
-    return _diagnostics().compare_centres(_kernel(kernel, kernel_params), _X, penalty, M, leverage_penalty, seed=seed,
-                                          **_SIZES)
+    return _compute(_diagnostics().compare_centres, _kernel(kernel, kernel_params), _X, penalty, M,
+                    leverage_penalty, seed=seed, **_SIZES)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Summarising the data…")
