@@ -356,14 +356,17 @@ def test_params_are_stored_untouched_and_clone_works():
     assert set(NystromPCG().get_params()) >= {"rank", "maxiter", "dtype", "seed", "kernel_storage"}
 
 
-@pytest.mark.parametrize("key", ["askotch", "skotch", "nystrom_pcg"])
-def test_registry_entries_build_and_fit(problem, key):
+@pytest.mark.parametrize("key, tolerance", [("askotch", 0.15), ("skotch", 0.1), ("nystrom_pcg", 1e-6)])
+def test_registry_entries_build_and_approach_exact_krr(problem, key, tolerance):
+    """30 iterations from the registry entry: predictions within ``tolerance`` (relative) of exact
+    KRR's — measured 0.075 (ASkotch, 10 passes), 0.031 (Skotch) and 3e-10 (NyströmPCG)."""
     X, y, _ = problem
     info = SOLVERS[key]
     knobs = {"blocks": 3, "rank": 20, "maxiter": 30, "dtype": "float64", "seed": 0}
     model = info.make(kernel=KERNEL, penalty=PENALTY, **{k: v for k, v in knobs.items() if k in info.knobs})
     model.fit(X, y)
-    assert model.trace_[-1].residual < 1.0
+    exact = ExactKRR(KERNEL, PENALTY).fit(X, y).predict(X)
+    assert np.linalg.norm(model.predict(X) - exact) / np.linalg.norm(exact) < tolerance
     assert model.predict(X[:3]).shape == (3,)
 
 

@@ -190,7 +190,10 @@ def test_duplicate_centres_raise_jitter_and_report_it(diabetes):
     C = np.vstack([X[:30], X[:30]])          # K_MM singular: every centre twice
     model = Falkon(GaussianKernel(3.0), 1e-3, centers=C, maxiter=10, jitter=0.0).fit(X, y)
     assert model.jitter_ > 0
-    assert np.all(np.isfinite(model.predict(X)))
+    # Duplicates span the same functions: the model is the Nyström solution on the 30 distinct
+    # centres (measured 0.4% apart after 10 iterations).
+    reference = NystromKRR(GaussianKernel(3.0), 1e-3, centers=FixedCenters(X[:30])).fit(X, y).predict(X)
+    assert np.linalg.norm(model.predict(X) - reference) / np.linalg.norm(reference) < 0.02
 
 
 def test_nan_in_the_run_raises_and_keeps_last_finite_model(diabetes, monkeypatch):

@@ -139,13 +139,17 @@ def test_never_allocates_an_M_by_M_matrix():
     assert report["nystrom_direct"]["peak_increase_bytes"] > mm_bytes
 
 
-def test_registry_entry_builds_and_fits(problem):
-    X, y, _ = problem
+def test_registry_entry_builds_and_approaches_the_direct_nystrom_solution(problem):
+    """20 passes from the registry entry: predictions within 10% of the direct Nyström solve on the
+    same centres (same seed) — measured 4.2%."""
+    X, y, direct = problem
     info = SOLVERS["sketchysaga"]
     knobs = {"M": M, "maxiter": 20, "dtype": "float64", "seed": 0}
     model = info.make(kernel=KERNEL, penalty=PENALTY, **{k: v for k, v in knobs.items() if k in info.knobs})
     model.fit(X, y)
-    assert model.trace_[-1].residual < 0.5
+    assert torch.equal(model.centers_, direct.centers_)
+    reference = direct.predict(X)
+    assert np.linalg.norm(model.predict(X) - reference) / np.linalg.norm(reference) < 0.1
     assert model.predict(X[:4]).shape == (4,)
 
 
@@ -154,7 +158,8 @@ def test_default_rank_is_capped_at_the_number_of_centres(problem):
     X, y, _ = problem
     small = SketchySAGA(KERNEL, PENALTY, M=40, maxiter=3).fit(X, y)
     assert small.get_params()["rank"] is None and small.rank_ == 40
-    assert small.trace_[-1].residual < 1.0
+    explicit = SketchySAGA(KERNEL, PENALTY, M=40, rank=40, maxiter=3).fit(X, y)
+    assert torch.equal(small.coef_, explicit.coef_)          # None is exactly rank=min(100, M)
     assert SketchySAGA(KERNEL, PENALTY, M=150, maxiter=1).fit(X, y).rank_ == 100
     assert SketchySAGA(KERNEL, PENALTY, M=40, rank=7, maxiter=1).fit(X, y).rank_ == 7
 
