@@ -100,3 +100,31 @@ def test_no_benchmark_figures_in_docstrings():
 
     offenders += [f"registry:{key}" for key, info in SOLVERS.items() if pattern.search(info.description)]
     assert offenders == []
+
+
+def test_readme_module_map_matches_the_code():
+    """Every row of the README's module tables names a module that exists, and every public krrcore
+    module and krr_app module has a row."""
+    root = CORE.parent
+    readme = (root / "README.md").read_text()
+    rows = {m for line in readme.splitlines() if line.startswith("| `krr")
+            for m in re.findall(r"`(krr(?:core|_app)\.[\w.]+)`", line.split("|")[1])}
+    assert rows
+    for module in rows:
+        path = root / module.replace(".", "/")
+        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), module
+    for package in ("krrcore", "krr_app"):
+        for path in (root / package).iterdir():
+            name = path.stem if path.suffix == ".py" else path.name
+            if name.startswith("_") or not (path.suffix == ".py" or (path / "__init__.py").is_file()):
+                continue
+            assert f"{package}.{name}" in rows, f"{package}.{name} has no row in the README's module map"
+
+
+def test_readme_lists_every_app_setting():
+    from krr_app import settings
+
+    readme = (CORE.parent / "README.md").read_text()
+    names = [n for n in vars(settings) if n.isupper()]
+    missing = [n for n in names if f"| `{n}` |" not in readme]
+    assert names and missing == []
