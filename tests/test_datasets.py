@@ -372,3 +372,49 @@ def test_describe_summarises_a_split():
     regression = describe(load("diabetes", n=100))
     assert regression["target"]["min"] <= regression["target"]["median"] <= regression["target"]["max"]
     assert regression["suggested_kernel"] == {"name": "gaussian", "sigma": 3.0}
+
+
+@pytest.mark.parametrize("text, delimiter, decimal", [
+    ("x1,x2,y\n1.5,2,0.5\n2.5,3,0.1\n", ",", "."),
+    ("x1;x2;y\n1,5;2;0,5\n2,5;3;0,1\n", ";", ","),
+    ("x1;x2;y\n1.5;2;0.5\n2.5;3;0.1\n", ";", "."),
+    ("x1\tx2\ty\n1,5\t2\t0,5\n2,5\t3\t0,1\n", "\t", ","),
+    ("x1|x2|y\n1|2|3\n4|5|6\n", "|", "."),
+    ('name,x,y\n"Smith; John",1.5,2\n"Doe; Jane",2.5,3\n', ",", "."),
+], ids=["comma", "semicolon-decimal-comma", "semicolon", "tab-decimal-comma", "bar", "quoted-semicolons"])
+def test_detect_format(text, delimiter, decimal):
+    from krrcore.datasets import CsvFormat, detect_format
+
+    assert detect_format(text) == CsvFormat(delimiter, decimal)
+
+
+def test_semicolon_csv_with_decimal_commas_reads_as_numbers():
+    rows = "\n".join(f"{i},{i % 7};{(i * 3) % 11},25;{i * 0.5:.1f}".replace(".", ",") for i in range(20))
+    data = io.BytesIO(("x1;x2;y\n" + rows + "\n").encode())
+    report = inspect_csv(data, target="y")
+    assert report.ok and report.numeric == ("x1", "x2", "y") and report.format.describe() == \
+        "semicolon-separated, decimal comma"
+    ds = from_csv(data, "y")
+    assert ds.d == 2 and "read as semicolon-separated, decimal comma" in ds.note
+    np.testing.assert_allclose(np.sort(ds.to_original_units(np.concatenate([ds.y_train, ds.y_test]))),
+                               np.sort(np.arange(20) * 0.5))
+
+
+def test_missing_values_are_missing_not_non_numeric():
+    # A marker pandas does not know ('?'), an empty cell, and a pandas column holding pd.NA.
+    report = inspect_csv(io.StringIO("x1,x2,y\n1,?,0.5\n2,,0.1\n3,4,0.2\n4,5,0.9\n5,1,1.0\n"), target="y")
+    assert report.non_numeric == () and report.missing == {"x2": 2}
+    assert report.problems == ["missing values in column(s) {'x2': 2}"]
+    frame = pd.DataFrame({"a": pd.Series([1, pd.NA, 3, 4, 5], dtype=object), "y": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    report = inspect_csv(frame, target="y")
+    assert report.non_numeric == () and report.missing == {"a": 1}
+    assert from_csv(frame, "y", dropna=True).n == 4
+    # Real text is still non-numeric, and the message shows the offending cells.
+    report = inspect_csv(io.StringIO("x,y\n1,0.5\nabc,0.1\n3,0.2\n4,0.9\n"), target="y")
+    assert report.non_numeric == ("x",) and report.examples == {"x": ("abc",)}
+    assert "non-numeric column(s) ['x'] (cells that are not numbers: 'x': 'abc')" in report.problems
+
+
+def test_a_single_column_file_says_how_it_was_read():
+    report = inspect_csv(io.StringIO("x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 1\n"))
+    assert any("only one column was found (read as comma-separated)" in p for p in report.problems)

@@ -7,7 +7,7 @@ what is wrong with it; ``describe`` summarises a split for display. Everything w
 """
 from .catalog import DATASETS, DatasetInfo, get_info, load
 from .core import CACHE_ENV, Dataset, cache_dir, describe
-from .tabular import CsvReport, detect_task, from_csv, inspect_csv
+from .tabular import CsvFormat, CsvReport, detect_format, detect_task, from_csv, inspect_csv
 
 
 def clear_caches() -> None:
@@ -20,4 +20,4 @@ def clear_caches() -> None:
 
 
 __all__ = ["DATASETS", "DatasetInfo", "Dataset", "load", "get_info", "from_csv", "inspect_csv", "CsvReport",
-           "detect_task", "describe", "cache_dir", "CACHE_ENV", "clear_caches"]
+           "CsvFormat", "detect_format", "detect_task", "describe", "cache_dir", "CACHE_ENV", "clear_caches"]
