@@ -27,5 +27,8 @@ leverage = st.Page("app_pages/leverage.py", title="Leverage scores", icon=":mate
 dataset = st.Page("app_pages/dataset.py", title="Dataset", icon=":material/table_chart:")
 
 page = st.navigation([explore, compare, conditioning, leverage, dataset])
-sidebar.render(solver_section=page.url_path in SOLVER_PAGES)
+# The name a lesson step uses for each page (krr_app.lessons.PAGES maps them back to the scripts).
+PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
+              leverage.url_path: "leverage", dataset.url_path: "dataset"}
+sidebar.render(page=PAGE_NAMES[page.url_path], solver_section=page.url_path in SOLVER_PAGES)
 page.run()

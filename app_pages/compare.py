@@ -6,7 +6,7 @@ against seconds, with a table of final test error, time and memory, and CSV down
 """
 import streamlit as st
 
-from krr_app import charts, explain, sidebar, state, views
+from krr_app import charts, explain, links, sidebar, state, views
 from krr_app.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
                             with_value)
 
@@ -17,7 +17,7 @@ dataset = settings.dataset
 st.title("Compare")
 st.caption("Run several solvers — or one solver at several values of a knob — on the same data, and "
            "overlay their convergence. Runs stay in this session until you remove them.")
-views.lesson_and_data_messages(settings)
+views.data_messages(settings)
 views.dropped_runs_note(registry)
 
 
@@ -27,14 +27,13 @@ def _reset_sweep_values():
 
 configs, input_error = [], None
 MODES = {"solvers": "Several solvers", "sweep": "One solver, several values"}
-sidebar.accept_option_keys_in_url("cmp_mode", list(MODES), MODES.get)
-mode = st.radio("Compare", list(MODES), key="cmp_mode", horizontal=True, bind="query-params", format_func=MODES.get)
+mode = links.widget(st.radio, "Compare", options=list(MODES), key="cmp_mode", horizontal=True, format_func=MODES.get,
+                    persist=False)
 if settings.data is not None:
     if mode == "solvers":
-        sidebar.accept_option_keys_in_url("cmp_solvers", solver_keys(), sidebar.solver_label)
-        chosen = st.multiselect("Solvers", solver_keys(), key="cmp_solvers", format_func=sidebar.solver_label,
-                                default=["falkon", "nystrom_cg"],
-                                bind="query-params", help=explain.HELP["solver"])
+        chosen = links.widget(st.multiselect, "Solvers", options=solver_keys(), key="cmp_solvers",
+                              format_func=sidebar.solver_label, persist=False, default=["falkon", "nystrom_cg"],
+                              help=explain.HELP["solver"])
         configs = [settings.config(solver=key) for key in chosen]
     else:
         base = settings.config()
@@ -43,15 +42,14 @@ if settings.data is not None:
                    or (k == "maxiter" and base.maxiter is not None) or (k in base.info.knobs and k != "M")]
         if st.session_state.get("sweep_param", options[0]) not in options:   # the sidebar's solver changed
             st.session_state.pop("sweep_param")
-        sidebar.accept_option_keys_in_url("sweep_param", options, SWEEP_LABELS.get)
         col_param, col_values = st.columns([1, 2])
         with col_param:
-            param = st.selectbox(f"Vary ({base.info.label}, the sidebar's solver)", options,
+            param = links.widget(st.selectbox, f"Vary ({base.info.label}, the sidebar's solver)", options=options,
                                  index=options.index("M") if "M" in options else 0, key="sweep_param",
-                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, bind="query-params")
+                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, persist=False)
         with col_values:
-            text = st.text_input("Values (comma-separated)", value=SWEEP_DEFAULTS[param], key="sweep_values",
-                                 bind="query-params")
+            text = links.widget(st.text_input, "Values (comma-separated)", value=SWEEP_DEFAULTS[param],
+                                key="sweep_values", persist=False)
         values, input_error = parse_sweep_values(text, param)
         configs = [with_value(base, param, v) for v in values]
 

@@ -4,11 +4,16 @@ Run hands the sidebar's configuration to the session's registry, which runs it o
 (never in this process); while it runs, a fragment redraws the progress bar and the convergence
 chart every POLL_SECONDS; Stop cancels it on the worker. A configuration already run is shown at
 once from the session's registry.
+
+The data are drawn before any run (:mod:`krr_app.preview`), and a small problem
+(:func:`krr_app.config.is_small`) runs by itself on every change unless "Run on every change" is
+switched off — as in the TensorFlow Playground, a student sees the effect of every knob at once.
 """
 import streamlit as st
 
-from krr_app import explain, sidebar, state, views
-from krr_app.config import problems
+from krr_app import explain, links, preview, sidebar, state, views
+from krr_app.config import SMALL_TEXT, is_small, problems
+from krr_app.settings import AUTO_RUN_WAIT_SECONDS
 from krrcore.full_system import storage_advice
 
 RUN_KEY = "explore_run"     # session_state handle of the last run started here (tests wait on it)
@@ -17,9 +22,10 @@ settings = sidebar.current()
 registry = state.session_runs()
 
 st.title("Explore")
-st.caption("Pick data, a kernel, λ and a solver in the sidebar, then **Run**: the convergence chart grows "
-           "with every iteration. Every setting is in the URL — copy it to share this exact view.")
-views.lesson_and_data_messages(settings)
+st.caption("Pick data, a kernel, λ and a solver in the sidebar: small problems run by themselves on every change, "
+           "larger ones when you press **Run**; the convergence chart grows with every iteration. Every setting "
+           "is in the URL — copy it to share this exact view.")
+views.data_messages(settings)
 views.dropped_runs_note(registry)
 
 dataset = settings.dataset
@@ -31,6 +37,7 @@ if config is not None and dataset is not None and config.info.problem == "full":
 can_run = dataset is not None and config is not None and not issues
 if can_run:
     views.estimate_caption(config, dataset)
+small = can_run and is_small(config, dataset.n_train + dataset.n_test)
 
 run = registry.get(config) if config is not None else None
 previous = st.session_state.get(RUN_KEY)
@@ -47,18 +54,23 @@ with col_run:
     clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
                         help=None if can_run else "Fix the messages above first.", key="run")
 with col_auto:
-    auto_run = st.toggle("Run on every change", key="auto_run", help=explain.HELP["auto_run"],
-                         bind="query-params")
+    auto_run = links.widget(st.toggle, "Run on every change", value=True, key="auto_run", persist=False,
+                            help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.")
 with col_x:
-    x_axis = st.radio("x axis", ["iteration", "seconds"], key="x_axis", horizontal=True,
-                      help=explain.HELP["x_axis"], label_visibility="collapsed", bind="query-params")
+    x_axis = links.widget(st.radio, "x axis", options=["iteration", "seconds"], key="x_axis", horizontal=True,
+                          help=explain.HELP["x_axis"], label_visibility="collapsed", persist=False)
+if auto_run and can_run and not small:
+    st.caption(f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**.")
 
-if can_run and (clicked or (auto_run and run is None)):
+started = can_run and (clicked or (auto_run and small and run is None))
+if started:
     if previous is not None and previous.active and previous.config != config:
         previous.stop()     # a new run replaces the one in progress, as in TF Playground
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = run
     previous = run
+    if small:      # most small runs end within this wait: drawn complete, not as a progress bar first
+        run.wait(AUTO_RUN_WAIT_SECONDS)
 
 # Drawn after a click started a run, so it is enabled for the whole run (the polling fragment
 # below reruns only itself; the full rerun when the run ends disables it again).
@@ -73,8 +85,17 @@ if shown is None and previous is not None and previous.id in {r.id for r in regi
     if config is not None:
         st.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
 
+
+def _data_preview():
+    st.markdown(f"**The data** — {preview.summary(dataset)}")
+    views.plot(preview.data_figure(dataset), key="explore_data", filename="krr-data")
+
+
 if shown is None:
-    st.markdown("Nothing has run with these settings yet. Press **Run**.")
+    if dataset is not None:
+        _data_preview()
+    if can_run:
+        st.markdown("Nothing has run with these settings yet. Press **Run**.")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
 else:
     def _render(runs):
@@ -87,10 +108,15 @@ else:
             views.convergence_chart([current], x_axis, key="explore_convergence")
 
     views.live(lambda: [shown], _render, key="explore_live")
-    if not shown.active:
-        if shown.metrics:
-            views.metric_cards(shown)
+    fit_shown = (not shown.active and shown.status != "error" and config is not None
+                 and shown.config.data == config.data and dataset is not None and dataset.d in (1, 2))
+    if not shown.active and shown.metrics:
+        views.metric_cards(shown)
+    if dataset is not None and not fit_shown:
+        _data_preview()     # a finished run's fit (drawn over the data) replaces the data's own picture
+    if fit_shown:
         views.fit_chart(shown, key="explore_fit")
+    if not shown.active:
         col_csv, _ = st.columns([1, 3])
         with col_csv:
             views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")

@@ -15,7 +15,8 @@ from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.remote import DataRef, FitSpec
 
-from .settings import APP_MAX_M, APP_MAX_N, EXACT_KRR_MAX_N  # noqa: F401  (re-exported for the pages)
+from .settings import (APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N,  # noqa: F401  (re-exported)
+                       EXACT_KRR_MAX_N)
 
 
 #: Integer solver knobs the UI knows how to show: label, minimum, fallback default, help text.
@@ -223,6 +224,21 @@ def parse_sweep_values(text: str, name: str) -> tuple[list, str | None]:
     return list(dict.fromkeys(values)), None
 
 
+def _solver_size_problem(config: RunConfig, n_train: int) -> str | None:
+    """The solver's own check of its size knobs (ASkotch's blocks and rank, NyströmPCG's rank)
+    against n, run before Run instead of at the start of the run."""
+    estimator = config.info.make(**config.estimator_kwargs())
+    check = getattr(estimator, "check_sizes", None)
+    if check is None:
+        return None
+    try:
+        check(n_train)
+    except ValueError as exc:
+        knobs = ", ".join(f"{k} = {v}" for k, v in config.solver_params) or "its default knobs"
+        return f"{config.info.label} cannot run with {knobs} on n = {n_train:,} training points: {exc}."
+    return None
+
+
 def problems(config: RunConfig, n_train: int | None) -> list[str]:
     """Reasons this configuration cannot run, as sentences for the page (empty when it can)."""
     out = []
@@ -237,12 +253,25 @@ def problems(config: RunConfig, n_train: int | None) -> list[str]:
         if config.solver == "exact" and n_train > EXACT_KRR_MAX_N:
             out.append(f"Exact KRR is offered up to n = {EXACT_KRR_MAX_N:,} training points here (n = {n_train:,}): "
                        "lower n, or use a Nyström solver.")
+        size_problem = _solver_size_problem(config, n_train)
+        if size_problem:
+            out.append(size_problem)
     if config.M is not None and config.M < 1:
         out.append(f"M must be at least 1 (got {config.M}).")
     if config.M is not None and config.M > APP_MAX_M:
         out.append(f"M = {config.M:,} is above this server's limit of {APP_MAX_M:,} centres (an M×M float64 "
                    f"matrix alone would take {8 * config.M ** 2 / 2**30:.1f} GiB).")
     return out
+
+
+def is_small(config: RunConfig, n_points: int) -> bool:
+    """Small enough to run on every change (:data:`SMALL_TEXT`): ``n_points`` (train + test)
+    ≤ AUTO_RUN_MAX_N and, for a Nyström solver, M ≤ AUTO_RUN_MAX_M."""
+    return n_points <= AUTO_RUN_MAX_N and (config.M is None or config.M <= AUTO_RUN_MAX_M)
+
+
+#: What "small" means, in the words the page uses.
+SMALL_TEXT = f"n ≤ {AUTO_RUN_MAX_N:,} points and M ≤ {AUTO_RUN_MAX_M:,} centres"
 
 
 def solver_keys() -> list[str]:

@@ -6,6 +6,7 @@ with a message naming the variable, the value and what it expects, instead of be
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 
 def _env_float(name: str, default: float, minimum: float) -> float:
@@ -82,3 +83,13 @@ DEFF_NYSTROM_M = 1000
 EXACT_LEVERAGE_MAX_N = 2000
 #: Entries each cached diagnostic keeps (all sessions together).
 DIAGNOSTICS_CACHE_ENTRIES = 32
+#: Explore runs a problem by itself on every change ("Run on every change", on by default) when it
+#: is small: at most this many points n (train + test) and, for Nyström solvers, centres M.
+AUTO_RUN_MAX_N = 5_000
+AUTO_RUN_MAX_M = 1_000
+#: Seconds Explore waits for a small run it just started before drawing the page, so a run that
+#: finishes in time appears complete instead of as a progress bar first.
+AUTO_RUN_WAIT_SECONDS = 0.5
+#: The folder of lesson files (``<name>.md``, see krr_app.lessons): a teacher may point the server at
+#: their own. Env: KRR_LESSONS_DIR.
+LESSONS_DIR = Path(os.environ.get("KRR_LESSONS_DIR") or Path(__file__).resolve().parents[1] / "lessons")

@@ -2,9 +2,11 @@
 
 ``app.py`` renders it once per script run, before the page, so all pages share one set of
 controls and a link reproduces the view (``bind="query-params"``: the widget key is the query
-parameter's name). ``persist_state="session"`` keeps a value while its widget is hidden (e.g.
-``noise`` while a data set without noise is selected). Pages read the result with
-:func:`current`. ``?lesson=<name>`` hides the advanced controls and shows a guided text.
+parameter's name). Every control is drawn through :func:`krr_app.links.widget`, which checks the
+link's value first and names what it refuses or adjusts. ``persist_state="session"`` keeps a
+value while its widget is hidden (e.g. ``noise`` while a data set without noise is selected).
+Pages read the result with :func:`current`. In a lesson (``?lesson=<name>``, see
+:mod:`krr_app.lessons`) the controls the lesson does not use are hidden and take their defaults.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
-from . import explain, state
+from . import explain, lessons, links, state
 from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
                      knob_default, solver_keys)
 
@@ -28,18 +30,17 @@ DEFAULT_SOLVER = "falkon"
 DEFAULT_M = 100
 LOG_LAMBDA_RANGE = (-12.0, 1.0)
 SETTINGS_KEY = "_krr_settings"
-LESSON_KEY = "_krr_lesson"
+#: session_state: the uploaded CSV (digest, target) whose suggested σ and λ were applied.
+CSV_SUGGESTED_KEY = "_krr_csv_suggested"
 #: Choices for kernel parameters that only take a few values.
 KERNEL_CHOICES = {"nu": (0.5, 1.5, 2.5), "p": (1, 2)}
-
-_BOUND = {"bind": "query-params", "persist_state": "session"}
 
 
 @dataclass
 class Settings:
     """Everything the sidebar decided, as plain values plus the loaded dataset (read-only)."""
 
-    lesson: tuple[str, str] | None
+    lesson: lessons.Lesson | None
     data: DataSpec | None
     dataset: object | None
     data_error: str | None
@@ -123,30 +124,6 @@ def _set_median_sigma(dataset, data_key: tuple) -> None:
     st.session_state["sigma"] = float(f"{value:.4g}")
 
 
-#: Bound widgets holding a list (their URL parameter repeats).
-_MULTI_KEYS = {"cmp_solvers"}
-
-
-def accept_option_keys_in_url(key: str, options, format_func=str) -> None:
-    """Let a link select options by key (``?dataset=sine1d``), not only by displayed label.
-
-    A bound select widget writes its *label* to the URL (``?dataset=Noisy+sine+(1-D)``) and only
-    reads labels back. Before the widget is first drawn, a URL value that is an option key is
-    rewritten to its label and the script reruns, so the widget seeds from it as usual and the URL
-    keeps the value (a plain session-state assignment would load the view but drop the parameter).
-    """
-    if key in st.session_state or key not in st.query_params:
-        return
-    raw = st.query_params.get_all(key)
-    by_key = {str(option): option for option in options}
-    if not all(value in by_key for value in raw):
-        return
-    labels = [str(format_func(by_key[value])) for value in raw]
-    if labels != raw:
-        st.query_params[key] = labels if (len(labels) > 1 or key in _MULTI_KEYS) else labels[0]
-        st.rerun()
-
-
 # -- sections ------------------------------------------------------------------------------------
 def _dataset_label(name: str) -> str:
     if name == CSV_OPTION:
@@ -161,15 +138,15 @@ def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
     A bound widget leaves its default out of the URL, so every default here is a function of
     widgets drawn before it (the dataset, the kernel, the solver): a link then rebuilds it.
     """
-    return st.number_input(label, value=value, key=key, help=help, **kwargs, **_BOUND)
+    return links.widget(st.number_input, label, value=value, key=key, help=help, **kwargs)
 
 
 def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
     st.subheader("Data")
     options = [*DATASETS, CSV_OPTION]
-    accept_option_keys_in_url("dataset", options, _dataset_label)
-    name = st.selectbox("Dataset", options, index=options.index(DEFAULT_DATASET), format_func=_dataset_label,
-                        key="dataset", help=explain.HELP["dataset"], on_change=_apply_dataset_suggestions, **_BOUND)
+    name = links.widget(st.selectbox, "Dataset", options=options, index=options.index(DEFAULT_DATASET),
+                        format_func=_dataset_label, key="dataset", help=explain.HELP["dataset"],
+                        on_change=_apply_dataset_suggestions)
     if name == CSV_OPTION:
         return _csv_section()
     info = DATASETS[name]
@@ -190,10 +167,32 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
         return spec, None, f"Could not load {info.title}: {exc}"
 
 
+def _upload_limit_mb() -> int:
+    return int(st.get_option("server.maxUploadSize"))
+
+
+def _apply_csv_suggestions(dataset, key: tuple) -> None:
+    """A newly loaded CSV (or a new target column) gets its suggested σ and λ, as a built-in data
+    set does on selection (:func:`_apply_dataset_suggestions`); later edits are the user's."""
+    if st.session_state.get(CSV_SUGGESTED_KEY) == key:
+        return
+    st.session_state[CSV_SUGGESTED_KEY] = key
+    suggested = dict(dataset.suggested_kernel)
+    st.session_state["kernel"] = suggested.pop("name", "gaussian")
+    for param, value in suggested.items():
+        st.session_state[param] = float(f"{value:.4g}") if isinstance(value, float) else value
+    st.session_state["log_lambda"] = _log_lambda(dataset.suggested_penalty)
+
+
 def _csv_section() -> tuple[DataSpec | None, object | None, str | None]:
+    limit = _upload_limit_mb()
     uploaded = st.file_uploader("CSV file", type=["csv"], key="csv_file", help=explain.HELP["csv"])
     if uploaded is None:
-        return None, None, "Upload a CSV file (header row, numeric columns) to use your own data."
+        return None, None, (f"Upload a CSV file (header row, numeric columns; comma, semicolon or tab separated) "
+                            f"to use your own data. Files up to {limit} MB are accepted: a larger one is refused "
+                            "by the browser before it reaches this page (the red message on the file chip). Keep "
+                            "a random sample of its rows, e.g. `pandas.read_csv(path).sample(200_000)"
+                            ".to_csv('sample.csv', index=False)`, and upload that.")
     raw = uploaded.getvalue()
     digest = state.file_digest(raw)
     try:
@@ -210,14 +209,29 @@ def _csv_section() -> tuple[DataSpec | None, object | None, str | None]:
     report = state.inspect_csv(raw, digest, target)
     n = APP_MAX_N if report.n_rows > APP_MAX_N else None     # a seeded subsample of a huge file
     spec = DataSpec(name=CSV_OPTION, n=n, seed=0, csv_digest=digest, csv_target=target, csv_filename=uploaded.name)
+    read_as = f"read as {report.format.describe()}" if report.format is not None else ""
     if report.problems:
-        return spec, None, f"This CSV cannot be used yet: {'; '.join(report.problems)}."
+        return spec, None, f"This CSV ({read_as}) cannot be used yet: {'; '.join(_csv_problem_text(report))}."
     st.caption(f"{report.n_rows:,} rows{f' (a random {n:,} of them are used)' if n else ''}, "
-               f"{len(columns) - 1} features, task: {report.target_task}")
+               f"{len(columns) - 1} features, task: {report.target_task}; {read_as}")
     try:
-        return spec, state.load_spec(spec, raw), None
+        dataset = state.load_spec(spec, raw)
     except ValueError as exc:
         return spec, None, f"This CSV cannot be used: {exc}"
+    _apply_csv_suggestions(dataset, (digest, target))
+    return spec, dataset, None
+
+
+def _csv_problem_text(report) -> list[str]:
+    """The report's problems, with what the app does about missing values spelled out."""
+    out = []
+    for problem in report.problems:
+        if problem.startswith("missing values in column(s)") or "missing value(s)" in problem:
+            problem += (" — the columns are numeric, but KRR needs a number in every cell and the app does not "
+                        "invent or drop rows by itself: remove or fill those cells and upload the file again "
+                        "(in Python, `from_csv(..., dropna=True)` drops the rows)")
+        out.append(problem)
+    return out
 
 
 def _suggestions(dataset) -> tuple[dict, float]:
@@ -227,12 +241,12 @@ def _suggestions(dataset) -> tuple[dict, float]:
     return dict(dataset.suggested_kernel), dataset.suggested_penalty
 
 
-def _model_section(spec, dataset, lesson: bool) -> tuple[str, dict, float, int]:
+def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
     st.subheader("Model")
     suggested, suggested_penalty = _suggestions(dataset)
     kernels = list(KERNELS)
-    kernel = st.selectbox("Kernel", kernels, index=kernels.index(suggested.get("name", "gaussian")), key="kernel",
-                          help=explain.HELP["kernel"], **_BOUND)
+    kernel = links.widget(st.selectbox, "Kernel", options=kernels, index=kernels.index(suggested.get("name", "gaussian")),
+                          key="kernel", help=explain.HELP["kernel"])
     params = {}
     for name, default in _kernel_defaults(kernel).items():
         if kernel == suggested.get("name") and name in suggested:
@@ -245,16 +259,17 @@ def _model_section(spec, dataset, lesson: bool) -> tuple[str, dict, float, int]:
             with col_button:
                 st.button("Median", key="median_sigma", help=explain.HELP["median"], disabled=dataset is None,
                           on_click=_set_median_sigma, args=(dataset, _data_key(spec)), width="stretch")
-        elif lesson:
+        elif not shown(name):
             params[name] = default
         elif name in KERNEL_CHOICES:
             choices = KERNEL_CHOICES[name]
-            params[name] = st.selectbox(name, choices, index=choices.index(default), key=name, **_BOUND)
+            params[name] = links.widget(st.selectbox, name, options=choices, index=choices.index(default), key=name)
         else:
             is_int = isinstance(default, int)
             params[name] = _number(name, name, default, min_value=1 if is_int else 0.0, step=1 if is_int else 0.1)
-    log_lambda = st.slider("log₁₀ λ (regularisation)", *LOG_LAMBDA_RANGE, value=_log_lambda(suggested_penalty),
-                           step=0.25, key="log_lambda", help=explain.HELP["lambda"], **_BOUND)
+    log_lambda = links.widget(st.slider, "log₁₀ λ (regularisation)", min_value=LOG_LAMBDA_RANGE[0],
+                              max_value=LOG_LAMBDA_RANGE[1], value=_log_lambda(suggested_penalty), step=0.25,
+                              key="log_lambda", help=explain.HELP["lambda"])
     penalty = 10.0 ** log_lambda
     st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
     M = _number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10,
@@ -267,13 +282,13 @@ def solver_label(key: str) -> str:
     return SOLVERS[key].label
 
 
-def _solver_section(lesson: bool) -> dict:
+def _solver_section(shown) -> dict:
     st.subheader("Solver")
     keys = solver_keys()
-    accept_option_keys_in_url("solver", keys, solver_label)
-    solver = st.selectbox("Solver", keys, index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
+    solver = links.widget(st.selectbox, "Solver", options=keys,
+                          index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
                           format_func=solver_label, key="solver", help=explain.HELP["solver"],
-                          on_change=_apply_solver_defaults, **_BOUND)
+                          on_change=_apply_solver_defaults)
     info = SOLVERS[solver]
     st.caption(f"{info.description} *({info.reference})*")
     out = {"solver": solver, "solver_params": {}}
@@ -281,24 +296,28 @@ def _solver_section(lesson: bool) -> dict:
     maxiter_default = knob_default(solver, "maxiter") if info.iterative else INT_KNOBS["maxiter"][2]
     out["maxiter"] = int(_number(label, "maxiter", min(int(maxiter_default), 10_000), min_value=minimum,
                                  max_value=100_000, step=10, help=help_text, disabled=not info.iterative))
-    out["eval_train"] = st.checkbox("Track the training error too", value=False, key="eval_train",
-                                    help=explain.HELP["eval_train"], disabled=not info.iterative, **_BOUND)
-    if lesson:
-        return out
+    out["eval_train"] = links.widget(st.checkbox, "Track the training error too", value=False, key="eval_train",
+                                     help=explain.HELP["eval_train"], disabled=not info.iterative)
     for knob in info.knobs:
-        if knob in INT_KNOBS and knob != "maxiter":
+        if knob in INT_KNOBS and knob != "maxiter" and shown(knob):
             label, minimum, _, help_text = INT_KNOBS[knob]
-            value = _number(label, knob, knob_default(solver, knob), min_value=minimum, step=1, help=help_text)
+            value = _number(label, knob, knob_default(solver, knob), min_value=minimum, max_value=APP_MAX_N,
+                            step=1, help=help_text)
             if value is not None:      # None: the solver's automatic choice
                 out["solver_params"][knob] = int(value)
-    with st.expander("Advanced"):
-        out["dtype"] = st.radio("dtype", ["float64", "float32"], key="dtype", horizontal=True,
-                                help=explain.HELP["dtype"], **_BOUND)
-        out["solver_seed"] = int(_number("Solver seed", "solver_seed", 0, min_value=0, step=1,
-                                         help=explain.HELP["solver_seed"]))
-        budget = _number("Memory budget (MB, 0 = automatic)", "budget_mb", 0, min_value=0, step=64,
-                         help=explain.HELP["budget"])
-        out["memory_budget"] = int(budget) * 2**20 if budget else None
+    advanced = [key for key in ("dtype", "solver_seed", "budget_mb") if shown(key)]
+    if advanced:
+        with st.expander("Advanced", expanded=len(advanced) < 3):
+            if "dtype" in advanced:
+                out["dtype"] = links.widget(st.radio, "dtype", options=["float64", "float32"], key="dtype",
+                                            horizontal=True, help=explain.HELP["dtype"])
+            if "solver_seed" in advanced:
+                out["solver_seed"] = int(_number("Solver seed", "solver_seed", 0, min_value=0, step=1,
+                                                 help=explain.HELP["solver_seed"]))
+            if "budget_mb" in advanced:
+                budget = _number("Memory budget (MB, 0 = automatic)", "budget_mb", 0, min_value=0, step=64,
+                                 help=explain.HELP["budget"])
+                out["memory_budget"] = int(budget) * 2**20 if budget else None
     return out
 
 
@@ -306,35 +325,32 @@ def _data_key(spec: DataSpec | None) -> tuple:
     return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target)
 
 
-def _lesson() -> tuple[str, str] | None:
-    """A lesson named in the URL (remembered for the session, so page switches keep it)."""
-    if "lesson" in st.query_params:
-        st.session_state[LESSON_KEY] = st.query_params["lesson"] or "1"
-    return explain.lesson(st.session_state.get(LESSON_KEY))
+def render(*, page: str, solver_section: bool = True) -> Settings:
+    """Draw the sidebar (and, above the page, the link's notes and the lesson) for ``page`` (a key
+    of :data:`krr_app.lessons.PAGES`); return, and remember for the page, the resulting settings."""
+    links.read_url_once()
+    lesson = lessons.sync(page)
 
+    def shown(key: str) -> bool:
+        return lesson is None or key in lesson.keys
 
-def _leave_lesson() -> None:
-    st.session_state.pop(LESSON_KEY, None)
-    if "lesson" in st.query_params:
-        del st.query_params["lesson"]
-
-
-def render(*, solver_section: bool = True) -> Settings:
-    """Draw the sidebar and return (and remember for the page) the resulting settings."""
-    lesson = _lesson()
     with st.sidebar:
         if lesson is not None:
-            st.info(f"**Lesson: {lesson[0]}** — advanced controls are hidden.")
-            st.button("Leave the lesson", on_click=_leave_lesson, key="leave_lesson")
+            st.info(f"**Lesson: {lesson.title}** — the controls it does not use are hidden.")
         spec, dataset, data_error = _data_section()
         if data_error:
             st.warning(data_error)
-        kernel, kernel_params, penalty, M = _model_section(spec, dataset, lesson is not None)
-        solver = (_solver_section(lesson is not None) if solver_section else
+        kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
+        solver = (_solver_section(shown) if solver_section else
                   {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
+        if lesson is None:
+            lessons.index()
         with st.expander("What do these knobs mean?"):
             for key in ("krr", "sigma", "lambda", "M"):
                 st.markdown(explain.TEXT[key])
+    links.settle_pending(page)
+    links.show_notes()
+    lessons.panel(lesson)
     settings = Settings(lesson=lesson, data=spec, dataset=dataset, data_error=data_error, kernel=kernel,
                         kernel_params=kernel_params, penalty=penalty, M=M, **solver)
     st.session_state[SETTINGS_KEY] = settings

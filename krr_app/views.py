@@ -13,7 +13,7 @@ import streamlit as st
 
 from krrcore.diagnostics.data import subsample
 
-from . import charts, explain
+from . import charts, explain, links
 from .executor import format_bytes, started_executor
 from .runs import Run
 from .settings import POLL_SECONDS, QUEUED_POLL_SECONDS
@@ -29,12 +29,9 @@ def plot(fig, key: str, filename: str) -> None:
     st.plotly_chart(fig, key=key, config=config)
 
 
-def lesson_and_data_messages(settings) -> None:
-    """The lesson's guided text (``?lesson=``) and the sidebar's data message, as the solver pages
-    show them: an info while no data is chosen, an error when the chosen data failed."""
-    if settings.lesson is not None:
-        title, text = settings.lesson
-        st.info(f"**{title}**\n{text}")
+def data_messages(settings) -> None:
+    """The sidebar's data message, as the solver pages show it: an info while no data is chosen,
+    an error when the chosen data failed (a lesson's text is drawn above every page by the sidebar)."""
     if settings.data_error:
         (st.info if settings.data is None else st.error)(settings.data_error)
 
@@ -243,13 +240,14 @@ _BOUND = {"bind": "query-params", "persist_state": "session"}
 
 
 def bound_number(label: str, key: str, default, **kwargs):
-    """A number input bound to the URL (``?key=value``) and kept across page switches."""
-    st.session_state.setdefault(key, default)
-    return st.number_input(label, key=key, **kwargs, **_BOUND)
+    """A number input bound to the URL (``?key=value``, checked by :func:`krr_app.links.check`) and
+    kept across page switches."""
+    return bound_widget(st.number_input, label, key, default, **kwargs)
 
 
 def bound_widget(widget, label: str, key: str, default, **kwargs):
     """Any widget (``st.select_slider``, ``st.selectbox``, ...) bound to the URL, with a first-visit default."""
+    links.check(widget, key, kwargs, default=default)
     st.session_state.setdefault(key, default)
     return widget(label, key=key, **kwargs, **_BOUND)
 

@@ -26,7 +26,7 @@ from krr_app.snippet import reproduce_snippet
 from krrcore.registry import SOLVERS, SolverInfo
 from krrcore.solvers.base import IterativeKRR, Step
 
-SMALL = {"n": 200, "M": 40, "maxiter": 4}
+SMALL = {"n": 200, "M": 40, "maxiter": 4, "auto_run": "false"}   # runs start on Run only
 
 
 # -- solvers that exist only for these tests ---------------------------------------------------

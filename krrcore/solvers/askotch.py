@@ -69,8 +69,10 @@ class _BlockCoordinateKRR(IterativeKRR):
     preconditioned smoothness constants, sampling probabilities, block gradients, evaluation."""
 
     # -- parameter resolution ----------------------------------------------------------------
-    def _resolve_blocks(self, n: int) -> tuple[int, int]:
-        """(B, r) after checks: B <= n and, with preconditioning, r <= the smallest block size."""
+    def check_sizes(self, n: int) -> tuple[int, int]:
+        """(B, r) after checks against ``n`` training points: B <= n and, with preconditioning,
+        r <= the smallest block size. Raises ``ValueError`` before any work, so a front end can
+        refuse a configuration before it runs."""
         precondition = self.preconditioner == "nystrom"
         rank = check_int(self.rank, "rank") if precondition else 0
         if self.blocks is None:
@@ -99,7 +101,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         preconditioner and L_P."""
         if self.preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner must be 'nystrom' or None, got {self.preconditioner!r}")
-        blocks, rank = self._resolve_blocks(n)
+        blocks, rank = self.check_sizes(n)
         s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, model.scratch_bytes
         size = -(-n // blocks)
         model.hold("iterates and targets (n×k each)", 4 * n * k * s + n * k * 8)
@@ -201,7 +203,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         if variant == "fresh_blocks" and self.cache_preconditioners:
             raise ValueError("cache_preconditioners applies to variant='alg1' only: "
                              "'fresh_blocks' draws a new block (and preconditioner) every iteration")
-        self.n_blocks_, self.rank_ = self._resolve_blocks(n)
+        self.n_blocks_, self.rank_ = self.check_sizes(n)
         if self._precondition:
             resolve_damping(self.damping, None, lam * n)   # validate before the expensive set-up
         self._set_eval_every(self.n_blocks_)

@@ -141,10 +141,16 @@ class NystromPCG(_FullSystemCG):
         model.hold(f"Nyström sketch (4 × n×r, r={r})", 4 * n * r * model.itemsize)
         model.setup += product_seconds + model.flop_seconds(2 * n * n * r + 4 * n * r * r)
 
-    def _preconditioner(self, system, generator):
+    def check_sizes(self, n: int) -> int:
+        """The rank r after checks against ``n`` training points (r <= n); raises ``ValueError``
+        before any work, so a front end can refuse a configuration before it runs."""
         rank = check_int(self.rank, "rank")
-        if rank > system.n:
-            raise ValueError(f"rank must be <= n (n_samples={system.n} training points), got {rank}")
+        if rank > n:
+            raise ValueError(f"rank must be <= n (n_samples={n} training points), got {rank}")
+        return rank
+
+    def _preconditioner(self, system, generator):
+        rank = self.check_sizes(system.n)
         X = system.X
         trace = float(self._kernel().diag(X).sum())
         approx = randomized_nystrom(system.kernel_matvec, system.n, rank, trace, generator=generator, dtype=X.dtype,

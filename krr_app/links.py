@@ -1,0 +1,349 @@
+"""Every value a link or a lesson step gives a widget is checked before the widget takes it.
+
+A widget bound to the URL (``bind="query-params"``) seeds itself from ``?key=value`` the first
+time a session draws it. Left alone, Streamlit drops what it cannot use (``?M=abc``, ``?M=-5``,
+``?dataset=nope``) and reads ``?M=1.5`` as 1 — the page then shows another experiment than the
+link describes, without a word. So every bound widget of the app is drawn through :func:`widget`
+(or checked with :func:`check` just before it is drawn), which reads the raw URL value against the
+widget's own arguments — its options, ``min_value``, ``max_value``, integer or float — and decides:
+
+* not a number, not an option, not true/false, not a whole number, not finite, or below the
+  minimum: **refused**, the widget's default is used;
+* above the maximum: **adjusted** to the maximum (the largest this server allows);
+* a parameter given twice (``?M=50&M=60``): the last one is used, and the repetition is named;
+* a name the app does not read (``?lamda=...``): ignored and named, with the closest known name.
+
+Each decision is a :class:`Note`; :func:`show_notes` shows them all in one message until the user
+dismisses it. The URL is rewritten to the value used (and the script reruns so the widget seeds
+from it), so a copied link says what the page shows. A lesson step's settings (see
+:mod:`krr_app.lessons`) go through the same check when their widget is drawn, and a setting that
+changes a widget's value fires its ``on_change`` like a user's change would (a new dataset brings
+its suggested σ and λ, a new solver its iteration count).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from krrcore.datasets import DATASETS
+from krrcore.kernels import KERNELS
+
+from .config import INT_KNOBS, format_number, kernel_param_names
+
+#: session_state keys: the notes to show, the lesson values waiting for their widget, the keys
+#: drawn through this module (for the known-parameters test), and "the URL was read" flag.
+NOTES_KEY = "_krr_link_notes"
+PENDING_KEY = "_krr_pending_values"
+URL_READ_KEY = "_krr_url_read"
+#: Parameters the app reads besides widget keys (managed by :mod:`krr_app.lessons`).
+LESSON_PARAMS = ("lesson", "step")
+
+_BIND = {"bind": "query-params"}
+_SESSION = {"persist_state": "session"}
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+def known_parameters() -> frozenset[str]:
+    """Every URL parameter some page reads (a bound widget's key, or a lesson parameter).
+
+    The sidebar's keys follow the registries (each data set's knobs, each kernel's parameters);
+    the page keys are listed here and ``tests/test_links.py`` checks that every bound widget a
+    page draws is in this set."""
+    sidebar = {"dataset", "n", "seed", "kernel", "sigma", "log_lambda", "M", "solver", "maxiter", "eval_train",
+               "dtype", "solver_seed", "budget_mb", *INT_KNOBS}
+    knobs = {knob for info in DATASETS.values() for knob in info.knob_defaults}
+    kernels = {name for kernel in KERNELS for name in kernel_param_names(kernel)}
+    pages = {"auto_run", "x_axis",                                           # Explore
+             "cmp_mode", "cmp_solvers", "sweep_param", "sweep_values",       # Compare
+             "cond_n", "blocks", "rank",                                     # Conditioning
+             "lev_n", "lev_method", "lev_log_lambda", "lev_q2",              # Leverage scores
+             "data_n"}                                                       # Dataset
+    return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS))
+
+
+# -- what a widget accepts ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    """What a widget accepts, read from the arguments it is drawn with.
+
+    ``kind`` is "number", "choice", "multi", "bool" or "text"; ``options`` are the option values
+    and ``labels`` what the URL holds for them (the widget's ``format_func`` applied)."""
+
+    kind: str
+    default: object = None
+    minimum: float | None = None
+    maximum: float | None = None
+    integer: bool = False
+    clearable: bool = False
+    options: tuple = ()
+    labels: tuple[str, ...] = ()
+
+    def url_text(self, value) -> str | list[str] | None:
+        """How the URL writes ``value`` (None for the default: bound widgets leave it out)."""
+        if value == self.default:
+            return None
+        if self.kind == "choice":
+            return self.labels[self.options.index(value)]
+        if self.kind == "multi":
+            return [self.labels[self.options.index(v)] for v in value]
+        if self.kind == "bool":
+            return "true" if value else "false"
+        if self.kind == "number" and value is None:
+            return ""
+        if self.kind == "number" and isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    def shown(self, value) -> str:
+        """``value`` as a message shows it."""
+        if self.kind == "choice":
+            return self.labels[self.options.index(value)]
+        if self.kind == "multi":
+            return ", ".join(self.labels[self.options.index(v)] for v in value) or "none"
+        if self.kind == "bool":
+            return "on" if value else "off"
+        if value is None:
+            return "automatic (empty)"
+        return f"{value:,}" if isinstance(value, int) else format_number(value)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def rule_for(widget_fn, kwargs: dict, default=None) -> Rule:
+    """The :class:`Rule` of ``widget_fn`` drawn with ``kwargs`` (``default`` when the caller seeds
+    the widget through session state instead of ``value``/``index``)."""
+    if widget_fn in (st.selectbox, st.radio, st.multiselect):
+        options = tuple(kwargs.get("options", ()))
+        format_func = kwargs.get("format_func", str)
+        labels = tuple(str(format_func(o)) for o in options)
+        if widget_fn is st.multiselect:
+            chosen = default if default is not None else kwargs.get("default") or []
+            return Rule("multi", tuple(chosen), options=options, labels=labels)
+        if default is None:
+            default = options[kwargs.get("index", 0)] if options else None
+        return Rule("choice", default, options=options, labels=labels)
+    if widget_fn in (st.checkbox, st.toggle):
+        return Rule("bool", bool(kwargs.get("value", False) if default is None else default))
+    if widget_fn in (st.number_input, st.slider):
+        value = kwargs.get("value") if default is None else default
+        step = kwargs.get("step")
+        integer = _is_int(step) if step is not None else _is_int(value)
+        return Rule("number", value, kwargs.get("min_value"), kwargs.get("max_value"), integer,
+                    clearable=widget_fn is st.number_input and value is None)
+    return Rule("text", kwargs.get("value", "") if default is None else default)
+
+
+# -- the decision --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """The value a widget takes from raw URL text, and why it differs from it (``reason``)."""
+
+    value: object
+    reason: str | None = None       # None: taken as given
+
+    @property
+    def noted(self) -> bool:
+        """True when the value was refused or adjusted (the user must be told)."""
+        return self.reason is not None
+
+
+def decide(raw: list[str], rule: Rule) -> Verdict:
+    """The value to use for the raw URL values ``raw`` (repeated parameters: the last one)."""
+    verdict = _decide_one(raw[-1] if raw else "", rule) if rule.kind != "multi" else _decide_multi(raw, rule)
+    if len(raw) > 1 and rule.kind != "multi":
+        if verdict.noted:
+            return Verdict(verdict.value, f"repeats the parameter; the last value {verdict.reason}")
+        return Verdict(verdict.value, f"repeats the parameter — using the last value, {rule.shown(verdict.value)}")
+    return verdict
+
+
+def _default(rule: Rule, reason: str) -> Verdict:
+    return Verdict(rule.default, f"{reason} — using the default, {rule.shown(rule.default)}")
+
+
+def _decide_one(text: str, rule: Rule) -> Verdict:
+    text = text.strip()
+    if rule.kind == "choice":
+        for option, label in zip(rule.options, rule.labels):
+            if text in (str(option), label):
+                return Verdict(option)
+        shown = ", ".join(str(o) for o in rule.options[:12]) + (", …" if len(rule.options) > 12 else "")
+        return _default(rule, f"is not one of the choices ({shown})")
+    if rule.kind == "bool":
+        if text.lower() in ("true", "false"):
+            return Verdict(text.lower() == "true")
+        return _default(rule, "is neither true nor false")
+    if rule.kind == "text":
+        return Verdict(text)
+    if text == "":
+        return Verdict(None) if rule.clearable else _default(rule, "is empty")
+    try:
+        number = float(text)
+    except ValueError:
+        return _default(rule, "is not a number")
+    if not math.isfinite(number):
+        return _default(rule, "is not a finite number")
+    if rule.integer and not number.is_integer():
+        return _default(rule, "is not a whole number")
+    value = int(number) if rule.integer else number
+    if rule.minimum is not None and value < rule.minimum:
+        return _default(rule, f"is below the minimum {rule.shown(rule.minimum)}")
+    if rule.maximum is not None and value > rule.maximum:
+        top = int(rule.maximum) if rule.integer else float(rule.maximum)
+        return Verdict(top, f"is above the maximum — using the largest allowed, {rule.shown(top)}")
+    return Verdict(value)
+
+
+def _decide_multi(raw: list[str], rule: Rule) -> Verdict:
+    by_text = {**{str(o): o for o in rule.options}, **dict(zip(rule.labels, rule.options))}
+    values = [by_text[t.strip()] for t in raw if t.strip() in by_text]
+    unknown = [t for t in raw if t.strip() not in by_text]
+    repeated = len(values) != len(set(values))
+    values = list(dict.fromkeys(values))
+    if not unknown and not repeated:
+        return Verdict(tuple(values))
+    reasons = ([f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not among the choices"] if unknown
+               else []) + (["repeats a choice"] if repeated else [])
+    if not values:
+        return _default(rule, " and ".join(reasons))
+    return Verdict(tuple(values), f"{' and '.join(reasons)} — using {rule.shown(tuple(values))}")
+
+
+# -- notes ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Note:
+    """One refused or adjusted value: which parameter, what was given, from where, and why."""
+
+    key: str
+    given: str
+    reason: str
+    source: str = "link"            # "link", or "lesson <name>, step <k>"
+
+    def text(self) -> str:
+        where = "" if self.source == "link" else f" ({self.source})"
+        return f"`{self.key}={self.given}`{where} {self.reason}."
+
+
+def add_note(note: Note) -> None:
+    notes = st.session_state.setdefault(NOTES_KEY, [])
+    if note not in notes:
+        notes.append(note)
+
+
+def notes() -> list[Note]:
+    return list(st.session_state.get(NOTES_KEY, []))
+
+
+def _dismiss() -> None:
+    st.session_state[NOTES_KEY] = []
+
+
+def show_notes() -> None:
+    """One message naming every refused or adjusted value, until the user dismisses it."""
+    current = notes()
+    if not current:
+        return
+    with st.container(border=True, key="link_notes"):
+        lines = "\n".join(f"- {note.text()}" for note in current)
+        st.warning("**Some values in this link were refused or adjusted** — the page shows the values "
+                   f"used instead (and the address bar now holds them):\n{lines}", icon=":material/link_off:")
+        st.button("OK, understood", key="link_notes_ok", on_click=_dismiss)
+
+
+# -- reading the URL -----------------------------------------------------------------------------
+def read_url_once() -> None:
+    """On a session's first script run: name and drop the parameters no page reads."""
+    if st.session_state.get(URL_READ_KEY):
+        return
+    st.session_state[URL_READ_KEY] = True
+    known = known_parameters()
+    for key in [k for k in st.query_params if k not in known]:
+        given = ", ".join(st.query_params.get_all(key))
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        add_note(Note(key, given, f"is not a parameter of this app — ignored{hint}"))
+        del st.query_params[key]
+
+
+def _from_url(key: str, rule: Rule) -> None:
+    """Check ``?key=`` before its widget first seeds from it; on a refusal or an adjustment (or a
+    value written another way than the widget reads it, e.g. a data set's key for its label), put
+    the value used in the URL and rerun, so the widget seeds from that."""
+    if key in st.session_state or key not in st.query_params:
+        return
+    raw = st.query_params.get_all(key)
+    verdict = decide(raw, rule)
+    if verdict.noted:
+        add_note(Note(key, f"&{key}=".join(raw), verdict.reason))
+    wanted = rule.url_text(verdict.value)
+    if wanted is None:
+        del st.query_params[key]
+    elif (wanted if isinstance(wanted, list) else [wanted]) != raw:
+        st.query_params[key] = wanted
+    else:
+        return
+    st.rerun()
+
+
+def _from_lesson(key: str, rule: Rule, on_change, args) -> None:
+    """Give the widget a lesson step's value waiting for it (through the same check as a link)."""
+    pending = st.session_state.get(PENDING_KEY)
+    if not pending or key not in pending["values"]:
+        return
+    value = pending["values"].pop(key)
+    raw = [str(v) for v in value] if isinstance(value, (list, tuple)) else [_lesson_text(value)]
+    verdict = decide(raw, rule)
+    if verdict.noted:
+        add_note(Note(key, ", ".join(raw), verdict.reason, source=pending["source"]))
+    changed = key in st.session_state and st.session_state[key] != verdict.value
+    st.session_state[key] = list(verdict.value) if rule.kind == "multi" else verdict.value
+    if changed and on_change is not None:
+        on_change(*args)
+
+
+def _lesson_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def set_pending(values: dict, source: str, page: str) -> None:
+    """Lesson values for widgets drawn on ``page`` in the next script run (see :func:`check`)."""
+    st.session_state[PENDING_KEY] = {"values": dict(values), "source": source, "page": page, "armed": False}
+
+
+def pending_page() -> str | None:
+    pending = st.session_state.get(PENDING_KEY)
+    return pending["page"] if pending else None
+
+
+def settle_pending(page: str) -> None:
+    """Called once per script run on ``page``, after the sidebar: a lesson value still waiting one
+    full run after it was set belongs to a widget that page does not draw, and is dropped."""
+    pending = st.session_state.get(PENDING_KEY)
+    if pending and pending["page"] == page:
+        if pending["armed"] or not pending["values"]:
+            st.session_state.pop(PENDING_KEY)
+        else:
+            pending["armed"] = True
+
+
+def check(widget_fn, key: str, kwargs: dict, *, default=None, on_change=None, args=()) -> Rule:
+    """Check the link's and a lesson step's value for the widget about to be drawn."""
+    rule = rule_for(widget_fn, kwargs, default)
+    _from_url(key, rule)
+    _from_lesson(key, rule, on_change, args)
+    return rule
+
+
+def widget(widget_fn, label: str, *, key: str, persist: bool = True, **kwargs):
+    """Draw a URL-bound widget after :func:`check`: ``st.selectbox``, ``st.number_input``, ... with
+    the same arguments (``persist``: keep its value while it is hidden, ``persist_state="session"``)."""
+    check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()))
+    return widget_fn(label, key=key, **kwargs, **_BIND, **(_SESSION if persist else {}))
