@@ -36,8 +36,10 @@ with col_rows:
                           help=f"Spectra are exact up to {limits.DENSE_SPECTRUM_MAX_N:,} points ({limits.DENSE_SPECTRUM_MAX_M:,} centres), "
                                f"Lanczos estimates above; at most {limits.DIAGNOSTICS_MAX_ROWS:,} points.")
 with col_blocks:
-    blocks = int(views.bound_number("ASkotch blocks B", "blocks", INT_KNOBS["blocks"][2], min_value=1, max_value=100,
-                                 step=1, help=INT_KNOBS["blocks"][3]))
+    # The sidebar's ASkotch blocks share this key; empty there means "automatic": this page then uses 10.
+    blocks = views.bound_number("ASkotch blocks B", "blocks", INT_KNOBS["blocks"][2], min_value=1, max_value=100,
+                             step=1, help=INT_KNOBS["blocks"][3])
+    blocks = INT_KNOBS["blocks"][2] if blocks is None else int(blocks)
 with col_rank:
     rank = int(views.bound_number("Preconditioner rank r", "rank", INT_KNOBS["rank"][2], min_value=1, max_value=2000,
                                step=5, help=INT_KNOBS["rank"][3]))

@@ -23,6 +23,7 @@ its suggested σ and λ, a new solver its iteration count).
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 import re
 from dataclasses import dataclass, field
@@ -32,10 +33,10 @@ import streamlit as st
 from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 
-from .config import INT_KNOBS, format_number, kernel_param_names
+from .config import INT_KNOBS, format_number
 
-#: session_state keys: the notes to show, the lesson values waiting for their widget, the keys
-#: drawn through this module (for the known-parameters test), and "the URL was read" flag.
+#: session_state keys: the notes to show, the lesson values waiting for their widget, and the
+#: "the URL's parameter names were read" flag.
 NOTES_KEY = "_krr_link_notes"
 PENDING_KEY = "_krr_pending_values"
 URL_READ_KEY = "_krr_url_read"
@@ -56,7 +57,8 @@ def known_parameters() -> frozenset[str]:
     sidebar = {"dataset", "n", "seed", "kernel", "sigma", "log_lambda", "M", "solver", "maxiter", "eval_train",
                "dtype", "solver_seed", "budget_mb", *INT_KNOBS}
     knobs = {knob for info in DATASETS.values() for knob in info.knob_defaults}
-    kernels = {name for kernel in KERNELS for name in kernel_param_names(kernel)}
+    kernels = {name for kernel in KERNELS for name, parameter in inspect.signature(KERNELS[kernel]).parameters.items()
+               if parameter.default is not inspect.Parameter.empty}
     pages = {"auto_run", "x_axis",                                           # Explore
              "cmp_mode", "cmp_solvers", "sweep_param", "sweep_values",       # Compare
              "cond_n", "blocks", "rank",                                     # Conditioning
@@ -334,8 +336,13 @@ def settle_pending(page: str) -> None:
             pending["armed"] = True
 
 
+#: Every key checked in this process (``tests/test_links.py`` compares it with known_parameters).
+CHECKED_KEYS: set[str] = set()
+
+
 def check(widget_fn, key: str, kwargs: dict, *, default=None, on_change=None, args=()) -> Rule:
     """Check the link's and a lesson step's value for the widget about to be drawn."""
+    CHECKED_KEYS.add(key)
     rule = rule_for(widget_fn, kwargs, default)
     _from_url(key, rule)
     _from_lesson(key, rule, on_change, args)

@@ -1,8 +1,8 @@
 """The shared sidebar: data, kernel, λ, M and solver controls, every one bound to the URL.
 
 ``app.py`` renders it once per script run, before the page, so all pages share one set of
-controls and a link reproduces the view (``bind="query-params"``: the widget key is the query
-parameter's name). Every control is drawn through :func:`krr_app.links.widget`, which checks the
+controls and a link reproduces the view (every control is bound to the URL: the widget key is
+the query parameter's name). Every control is drawn through :func:`krr_app.links.widget`, which checks the
 link's value first and names what it refuses or adjusts. ``persist_state="session"`` keeps a
 value while its widget is hidden (e.g. ``noise`` while a data set without noise is selected).
 Pages read the result with :func:`current`. In a lesson (``?lesson=<name>``, see

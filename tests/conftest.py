@@ -26,7 +26,8 @@ def wait_for_runs(at, timeout: float = 180.0):
 
 @pytest.fixture
 def app():
-    """``app(**query)``: a fresh AppTest of app.py (caches cleared), already run once with ``query``."""
+    """``app(**query)``: a fresh AppTest of app.py (caches cleared), already run once with ``query``
+    (a list value repeats the parameter)."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -36,7 +37,7 @@ def app():
         st.cache_data.clear()
         st.cache_resource.clear()
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT)
-        at.query_params.update({k: str(v) for k, v in query.items()})
+        at.query_params.update({k: v if isinstance(v, list) else str(v) for k, v in query.items()})
         made.append(at)
         return at.run()
 

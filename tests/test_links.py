@@ -1,0 +1,175 @@
+"""Every value a shared link gives is checked: one message names each parameter refused or
+adjusted with the value used instead, the widget holds that value and the URL says it.
+
+The table below tries every parameter of every page with the bad values a typo or a hand-edited
+link produces (not a number, not whole, out of range, not an option, repeated, empty, infinite).
+Runs are switched off (``auto_run=false``) so each case is one script run.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from krr_app import links
+from krr_app.links import Rule, decide
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET = {"auto_run": "false"}
+PAGES = {"explore": None, "compare": "app_pages/compare.py", "conditioning": "app_pages/conditioning.py",
+         "leverage": "app_pages/leverage.py", "dataset": "app_pages/dataset.py"}
+
+# (page, query, key, message, value used, what the URL holds for it afterwards: None = left out)
+CASES = [
+    # Data
+    ("explore", {"dataset": "nope"}, "dataset", "is not one of the choices (sine1d, moons", "moons", None),
+    ("explore", {"n": "10000000000"}, "n", "is above the maximum — using the largest allowed, 200,000", 200_000,
+     "200000"),
+    ("explore", {"n": "abc"}, "n", "is not a number — using the default, 500", 500, None),
+    ("explore", {"n": "2"}, "n", "is below the minimum 4 — using the default, 500", 500, None),
+    ("explore", {"n": "1.5"}, "n", "is not a whole number — using the default, 500", 500, None),
+    ("explore", {"n": ""}, "n", "is empty — using the default, 500", 500, None),
+    ("explore", {"noise": "-1"}, "noise", "is below the minimum 0 — using the default, 0.2", 0.2, None),
+    ("explore", {"dataset": "checkerboard", "tiles": "2.5"}, "tiles", "is not a whole number — using the default, 4",
+     4, None),
+    ("explore", {"seed": "-1"}, "seed", "is below the minimum 0 — using the default, 0", 0, None),
+    # Model
+    ("explore", {"kernel": "rbf"}, "kernel", "is not one of the choices (gaussian, laplacian", "gaussian", None),
+    ("explore", {"sigma": "0"}, "sigma", "is below the minimum 1e-6 — using the default, 0.5", 0.5, None),
+    ("explore", {"sigma": "nan"}, "sigma", "is not a finite number — using the default, 0.5", 0.5, None),
+    ("explore", {"sigma": "inf"}, "sigma", "is not a finite number — using the default, 0.5", 0.5, None),
+    ("explore", {"kernel": "matern", "nu": "0.7"}, "nu", "is not one of the choices (0.5, 1.5, 2.5)", 1.5, None),
+    ("explore", {"log_lambda": "5"}, "log_lambda", "is above the maximum — using the largest allowed, 1", 1.0, "1"),
+    ("explore", {"log_lambda": "-20"}, "log_lambda", "is below the minimum -12 — using the default, -3", -3.0, None),
+    ("explore", {"M": "-5"}, "M", "is below the minimum 1 — using the default, 100", 100, None),
+    ("explore", {"M": "abc"}, "M", "is not a number — using the default, 100", 100, None),
+    ("explore", {"M": "1.5"}, "M", "is not a whole number — using the default, 100", 100, None),
+    ("explore", {"M": ["50", "60"]}, "M", "repeats the parameter — using the last value, 60", 60, "60"),
+    ("explore", {"M": ["50", "-1"]}, "M", "repeats the parameter; the last value is below the minimum 1", 100, None),
+    ("explore", {"M": "100000"}, "M", "is above the maximum — using the largest allowed, 10,000", 10_000, "10000"),
+    # Solver
+    ("explore", {"solver": "nope"}, "solver", "is not one of the choices (falkon, falkon_bless", "falkon", None),
+    ("explore", {"maxiter": "0"}, "maxiter", "is below the minimum 1 — using the default, 20", 20, None),
+    ("explore", {"maxiter": "200000"}, "maxiter", "is above the maximum — using the largest allowed, 100,000",
+     100_000, "100000"),
+    ("explore", {"eval_train": "yes"}, "eval_train", "is neither true nor false — using the default, off", False,
+     None),
+    ("explore", {"solver": "askotch", "blocks": "0"}, "blocks", "is below the minimum 1", None, None),
+    ("explore", {"solver": "askotch", "blocks": "2.5"}, "blocks", "is not a whole number", None, None),
+    ("explore", {"solver": "askotch", "rank": "0"}, "rank", "is below the minimum 1 — using the default, 100", 100,
+     None),
+    ("explore", {"dtype": "float16"}, "dtype", "is not one of the choices (float64, float32)", "float64", None),
+    ("explore", {"solver_seed": "-3"}, "solver_seed", "is below the minimum 0 — using the default, 0", 0, None),
+    ("explore", {"budget_mb": "-64"}, "budget_mb", "is below the minimum 0 — using the default, 0", 0, None),
+    # Explore's own controls
+    ("explore", {"auto_run": "maybe"}, "auto_run", "is neither true nor false — using the default, on", True, None),
+    ("explore", {"x_axis": "time"}, "x_axis", "is not one of the choices (iteration, seconds)", "iteration", None),
+    # Compare
+    ("compare", {"cmp_mode": "all"}, "cmp_mode", "is not one of the choices (solvers, sweep)", "solvers", None),
+    ("compare", {"cmp_solvers": ["falkon", "nope"]}, "cmp_solvers", "nope is not among the choices — using FALKON",
+     ["falkon"], "FALKON"),
+    ("compare", {"cmp_solvers": ["exact", "exact"]}, "cmp_solvers", "repeats a choice — using Exact KRR", ["exact"],
+     "Exact KRR"),
+    ("compare", {"cmp_mode": "sweep", "sweep_param": "sigma"}, "sweep_param", "is not one of the choices (M, penalty",
+     "M", None),
+    # Conditioning, Leverage scores, Dataset
+    ("conditioning", {"cond_n": "abc"}, "cond_n", "is not a number — using the default, 400", 400, None),
+    ("conditioning", {"blocks": "1000"}, "blocks", "is above the maximum — using the largest allowed, 100", 100,
+     "100"),
+    ("conditioning", {"rank": "-2"}, "rank", "is below the minimum 1 — using the default, 50", 50, None),
+    ("leverage", {"lev_method": "exact"}, "lev_method", "is not one of the choices (bless, bless_r", "bless", None),
+    ("leverage", {"lev_log_lambda": "3"}, "lev_log_lambda", "is above the maximum — using the largest allowed, 0", 0.0,
+     "0"),
+    ("leverage", {"lev_q2": "0"}, "lev_q2", "is below the minimum 0.5 — using the default, 4", 4.0, None),
+    ("dataset", {"data_n": "-1"}, "data_n", "is below the minimum 2 — using the default, 400", 400, None),
+]
+
+
+def _message(at) -> str:
+    notes = [w.value for w in at.warning if "refused or adjusted" in w.value]
+    assert len(notes) == 1, f"expected one message, got {notes}"
+    return notes[0]
+
+
+def _open(app, page: str, query: dict):
+    at = app(**{**QUIET, **query})
+    if PAGES[page] is not None:
+        at = at.switch_page(PAGES[page]).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("page, query, key, message, used, url", CASES,
+                         ids=[f"{page}:{'&'.join(f'{k}={v}' for k, v in q.items())}" for page, q, *_ in CASES])
+def test_a_refused_or_adjusted_link_value_is_named_with_the_value_used(app, page, query, key, message, used, url):
+    at = _open(app, page, query)
+    given = query[key] if isinstance(query[key], str) else f"&{key}=".join(query[key])
+    assert f"`{key}={given}` {message}" in _message(at)
+    value = at.session_state[key]
+    assert (list(value) if isinstance(value, (list, tuple)) else value) == used
+    shown = at.query_params.get(key)
+    assert (shown if not isinstance(shown, list) else shown[-1]) == url
+
+
+def test_good_values_and_option_keys_pass_without_a_message(app):
+    at = app(**QUIET, dataset="sine1d", n="300", M="1e2", log_lambda="-6", solver="nystrom_direct", sigma="0.25")
+    assert not [w for w in at.warning if "refused or adjusted" in w.value]
+    assert at.session_state["dataset"] == "sine1d" and at.session_state["M"] == 100
+    assert at.query_params["dataset"] == "Noisy sine (1-D)"          # a key becomes the widget's label
+    assert at.session_state["sigma"] == 0.25 and at.session_state["log_lambda"] == -6.0
+
+
+def test_many_bad_values_give_one_message_and_it_can_be_dismissed(app):
+    at = app(**QUIET, M="-5", dataset="nope", solver="nope", sigma="0", n="10000000000", maxiter="0", lamda="1e-3")
+    text = _message(at)
+    for part in ("`M=-5`", "`dataset=nope`", "`solver=nope`", "`sigma=0`", "`n=10000000000`", "`maxiter=0`",
+                 "`lamda=1e-3` is not a parameter of this app — ignored (did you mean `log_lambda`?)"):
+        assert part in text
+    assert "lamda" not in at.query_params
+    at = at.button(key="link_notes_ok").click().run()
+    assert not [w for w in at.warning if "refused or adjusted" in w.value]
+
+
+def test_solver_knobs_are_checked_before_run_like_m(app):
+    at = app(**QUIET, solver="askotch", n="500", blocks="100000")
+    assert at.session_state["blocks"] == 100_000         # a whole number in range: kept, and refused below
+    errors = "\n".join(e.value for e in at.error)
+    assert "ASkotch cannot run with blocks = 100000, rank = 100 on n = 400 training points: blocks must be <= n" in errors
+    assert at.button(key="run").disabled and not at.session_state["_krr_runs"].runs()
+    at = app(**QUIET, solver="nystrom_pcg", n="100", rank="200")
+    assert "rank must be <= n (80 training points), got 200" in "\n".join(e.value for e in at.error)
+    assert at.button(key="run").disabled
+
+
+def test_every_bound_widget_is_checked_and_its_parameter_known(app):
+    """Source check: only krr_app/links.py and the diagnostic pages' helper (which calls
+    links.check first) bind widgets; runtime check: every key checked on every page is known."""
+    binders = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("app_pages/*.py"), *ROOT.glob("krr_app/*.py"),
+                                                         ROOT / "app.py"]
+                     if re.search(r"""bind["']?\s*[:=]\s*["']query-params""", p.read_text()))
+    assert binders == ["krr_app/diagnostics_views.py", "krr_app/links.py"], binders
+    assert "links.check(widget, key, kwargs, default=default)" in (ROOT / "krr_app/diagnostics_views.py").read_text()
+    at = app(**QUIET, solver="askotch", kernel="matern")
+    for page in PAGES.values():
+        if page is not None:
+            at = at.switch_page(page).run()
+            assert not at.exception
+    assert {"M", "cmp_solvers", "cond_n", "lev_method", "data_n", "blocks", "nu"} <= links.CHECKED_KEYS
+    assert links.CHECKED_KEYS <= links.known_parameters(), links.CHECKED_KEYS - links.known_parameters()
+
+
+@pytest.mark.parametrize("raw, rule, value, reason", [
+    (["7"], Rule("number", 5, 1, 10, integer=True), 7, None),
+    (["1e3"], Rule("number", 5, 1, 10_000, integer=True), 1000, None),
+    (["-0.5"], Rule("number", 1.0, -1.0, 1.0), -0.5, None),
+    ([""], Rule("number", None, 1, None, integer=True, clearable=True), None, None),
+    (["TRUE"], Rule("bool", False), True, None),
+    (["b"], Rule("choice", "a", options=("a", "b"), labels=("A", "B")), "b", None),
+    (["B"], Rule("choice", "a", options=("a", "b"), labels=("A", "B")), "b", None),
+    (["x"], Rule("text", ""), "x", None),
+    (["12"], Rule("number", 5, 1, 10, integer=True), 10, "is above the maximum — using the largest allowed, 10"),
+])
+def test_decide(raw, rule, value, reason):
+    verdict = decide(raw, rule)
+    assert verdict.value == value and verdict.reason == reason
