@@ -120,5 +120,5 @@ else:
         col_csv, _ = st.columns([1, 3])
         with col_csv:
             views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")
-    views.reproduce(shown.config)
+    views.reproduce(shown.config, key="explore_notebook")
     views.explanation("residual", "falkon", "askotch", "lambda", "d_eff", "condition")

@@ -22,12 +22,12 @@ from plotly.subplots import make_subplots
 
 from krrcore.metrics import predicted_labels
 
+from .preview import point_traces
+
 PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
 METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "relative error", "smape": "SMAPE",
                 "classification_error": "classification error", "auc": "AUC"}
-#: Points drawn over a fit plot (more only slows the browser down).
-MAX_SCATTER = 2000
 
 
 def metric_title(name: str) -> str:
@@ -114,12 +114,6 @@ def summary_frame(runs, metrics: tuple[str, ...] | None = TABLE_METRICS) -> pd.D
     return pd.DataFrame(rows)
 
 
-def _subsample(n: int, limit: int, seed: int = 0) -> np.ndarray:
-    if n <= limit:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
-
-
 def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
     """The fitted function (1-D data) or prediction surface (2-D data) over the points, from the
     grid predictions a worker computed (:class:`krrcore.surface.FitSurface`); None otherwise.
@@ -133,18 +127,13 @@ def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
 
 def _fit_1d(data, surface, height):
     grid, pred = surface.axes[0], surface.values
-    fig = go.Figure()
-    for name, Xs, ys, color in (("train", data.X_train, data.y_train, "#7f7f7f"),
-                                ("test", data.X_test, data.y_test, "#ff7f0e")):
-        idx = _subsample(len(Xs), MAX_SCATTER)
-        yv = data.to_original_units(ys[idx]) if data.task == "regression" else ys[idx].reshape(len(idx), -1)[:, 0]
-        fig.add_trace(go.Scatter(x=Xs[idx, 0], y=yv, mode="markers", name=f"{name} points",
-                                 marker={"size": 5, "color": color, "opacity": 0.55}))
+    points, x_title, y_title = point_traces(data)
+    fig = go.Figure(points)
     curve = data.to_original_units(pred[:, 0]) if data.task == "regression" else pred[:, 0]
     fig.add_trace(go.Scatter(x=grid, y=curve, mode="lines", name="fitted f(x)",
                              line={"color": "#1f77b4", "width": 3}))
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      xaxis_title=f"{data.feature_names[0]} (standardised)", yaxis_title=data.target_name)
+                      xaxis_title=x_title, yaxis_title=y_title)
     return fig
 
 
@@ -168,20 +157,10 @@ def _fit_2d(data, surface, height):
         z = predicted_labels(pred).reshape(shape).astype(float)
         fig.add_trace(go.Heatmap(x=gx, y=gy, z=z, colorscale="Turbo", opacity=0.45, showscale=False,
                                  name="predicted class"))
-    idx = _subsample(data.n_train, MAX_SCATTER)
-    Xs = data.X_train[idx]
-    if data.task == "regression":
-        color, scale = data.to_original_units(data.y_train[idx]), "Viridis"
-    elif data.task == "binary":
-        color, scale = data.y_train[idx], "RdBu"
-    else:
-        color, scale = data.y_train[idx].argmax(1).astype(float), "Turbo"
-    fig.add_trace(go.Scatter(x=Xs[:, 0], y=Xs[:, 1], mode="markers", name="training points",
-                             marker={"color": color, "colorscale": scale, "size": 6,
-                                     "line": {"width": 0.6, "color": "white"}}))
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      xaxis_title=f"{data.feature_names[0]} (standardised)",
-                      yaxis_title=f"{data.feature_names[1]} (standardised)",
+    points, x_title, y_title = point_traces(data, colorbar=False)     # the surface has the colour bar
+    fig.add_traces(points)
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title=x_title,
+                      yaxis_title=y_title,
                       legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
     return fig
 

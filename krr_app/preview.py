@@ -43,31 +43,37 @@ def principal_axes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return coords, np.pad(share[:k], (0, 2 - k))
 
 
-def data_figure(data, *, height: int = 420) -> go.Figure:
-    """The data set as a picture: a scatter of y against x (1-D), the plane (2-D) or the first two
-    principal axes of the z-scored features (more dimensions)."""
-    fig = go.Figure()
+def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
+    """The data's points as plotly traces, with the x and y axis titles: y against x with train and
+    test points (1-D); the training points in the plane (2-D) or on their first two principal axes
+    (more dimensions), coloured by target or class. The fit figures draw their points with it."""
     if data.d == 1:
+        traces = []
         for name, X, y in (("train", data.X_train, data.y_train), ("test", data.X_test, data.y_test)):
             idx = _rows(len(X))
             values = data.to_original_units(y[idx]) if data.task == "regression" else y[idx].reshape(len(idx), -1)[:, 0]
-            fig.add_trace(go.Scatter(x=X[idx, 0], y=values, mode="markers", name=f"{name} points",
-                                     marker={"size": 5, "color": _COLOURS[name], "opacity": 0.6}))
-        fig.update_layout(xaxis_title=f"{data.feature_names[0]} (standardised)", yaxis_title=data.target_name)
+            traces.append(go.Scatter(x=X[idx, 0], y=values, mode="markers", name=f"{name} points",
+                                     marker={"size": 5, "color": _COLOURS[name], "opacity": 0.55}))
+        return traces, f"{data.feature_names[0]} (standardised)", data.target_name
+    idx = _rows(data.n_train)
+    if data.d == 2:
+        coords, titles = data.X_train[idx], [f"{data.feature_names[i]} (standardised)" for i in (0, 1)]
     else:
-        idx = _rows(data.n_train)
-        if data.d == 2:
-            coords, titles = data.X_train[idx], [f"{data.feature_names[i]} (standardised)" for i in (0, 1)]
-        else:
-            coords, share = principal_axes(data.X_train[idx])
-            titles = [f"principal axis {i + 1} ({share[i]:.0%} of the variance)" for i in (0, 1)]
-        colour, scale, title = _colour(data, data.y_train[idx])
-        fig.add_trace(go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers", name="training points",
-                                 marker={"color": colour, "colorscale": scale, "size": 6, "colorbar": {"title": title},
-                                         "line": {"width": 0.5, "color": "white"}}))
-        fig.update_layout(xaxis_title=titles[0], yaxis_title=titles[1])
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
+        coords, share = principal_axes(data.X_train[idx])
+        titles = [f"principal axis {i + 1} ({share[i]:.0%} of the variance)" for i in (0, 1)]
+    colour, scale, title = _colour(data, data.y_train[idx])
+    marker = {"color": colour, "colorscale": scale, "size": 6, "line": {"width": 0.6, "color": "white"}}
+    if colorbar:
+        marker["colorbar"] = {"title": title}
+    return [go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers", name="training points", marker=marker)], *titles
+
+
+def data_figure(data, *, height: int = 420) -> go.Figure:
+    """The data set as a picture (:func:`point_traces`)."""
+    traces, x_title, y_title = point_traces(data)
+    fig = go.Figure(traces)
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title=x_title,
+                      yaxis_title=y_title, legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
     return fig
 
 

@@ -1,39 +1,106 @@
-"""The "reproduce in Python" snippet, generated from the same RunConfig that keys the run's cache."""
+"""A run as Python: the "reproduce in Python" snippet and the Jupyter notebook export.
+
+Both are generated from the same :class:`~krr_app.config.RunConfig` that keys the run (the data's
+``load``/``from_csv`` call, the kernel and the estimator's parameters), section by section
+(:func:`sections`): the snippet joins the sections' code, the notebook gives each section a
+Markdown heading and a code cell, plus a convergence plot. The notebook is plain JSON in the
+nbformat 4 layout (no nbformat dependency), and runs with krrcore alone.
+"""
 from __future__ import annotations
 
-from .config import RunConfig
+import json
+from dataclasses import dataclass
+
+from .config import RunConfig, format_number
+
+NBFORMAT, NBFORMAT_MINOR = 4, 5
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str          # the notebook's Markdown heading
+    text: str           # the notebook's Markdown under the heading
+    code: str
 
 
 def _kwargs(params: dict) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in params.items())
 
 
-def reproduce_snippet(config: RunConfig) -> str:
-    """Python code that runs ``config`` with krrcore alone (no Streamlit), printing the same stream."""
+def sections(config: RunConfig) -> list[Section]:
+    """The run in four steps: data, model, fit, test error — each a piece of krrcore code."""
     loader = "from_csv" if config.data.is_csv else "load"
     kernel_args = _kwargs(config.kernel_kwargs())
     kernel_call = f"make_kernel({config.kernel!r}{', ' + kernel_args if kernel_args else ''})"
-    lines = [
-        f"from krrcore.datasets import {loader}",
-        "from krrcore.kernels import make_kernel",
-        "from krrcore.registry import SOLVERS",
-        "",
-        f"data = {config.data.load_call()}",
-        f"kernel = {kernel_call}",
-        f"model = SOLVERS[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})",
-    ]
+    csv_note = (f" Put `{config.data.csv_filename or 'your_file.csv'}` next to this notebook: the app never "
+                "keeps an uploaded file." if config.data.is_csv else "")
+    data = Section("Data", "The same seeded train/test split as in the app (features z-scored on the training "
+                   f"split).{csv_note}",
+                   f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}")
+    model = Section("Model", f"{config.info.label} ({config.info.reference}) with the app's settings.",
+                    "from krrcore.kernels import make_kernel\nfrom krrcore.registry import SOLVERS\n\n"
+                    f"kernel = {kernel_call}\n"
+                    f"model = SOLVERS[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
     if config.info.iterative:
-        lines += [
-            "for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):",
-            "    print(record.iteration, f\"{record.seconds:.3f}s\", record.residual, record.val_metric)",
-            "print(model.stop_reason_)",
-        ]
+        fit = Section("Fit", "One record per iteration, as the app's convergence chart draws them.",
+                      "records = []\n"
+                      "for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):\n"
+                      "    records.append(record)\n"
+                      "    print(record.iteration, f\"{record.seconds:.3f}s\", record.residual, record.val_metric)\n"
+                      "print(model.stop_reason_)")
     else:
-        lines += ["model.fit(data.X_train, data.y_train)"]
-    lines += [
-        "",
-        "from krrcore.metrics import evaluate",
-        "prediction = model.predict(data.X_test)",
-        "print(evaluate(data.task, data.to_original_units(data.y_test), data.to_original_units(prediction)))",
-    ]
-    return "\n".join(lines) + "\n"
+        fit = Section("Fit", "A direct solve.", "model.fit(data.X_train, data.y_train)")
+    test = Section("Test error", "Predictions on the test split, in the target's own units.",
+                   "from krrcore.metrics import evaluate\n\n"
+                   "prediction = model.predict(data.X_test)\n"
+                   "print(evaluate(data.task, data.to_original_units(data.y_test), data.to_original_units(prediction)))")
+    return [data, model, fit, test]
+
+
+def reproduce_snippet(config: RunConfig) -> str:
+    """Python code that runs ``config`` with krrcore alone (no Streamlit), printing the same stream."""
+    return "\n\n".join(section.code for section in sections(config)) + "\n"
+
+
+_PLOT = """import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+fig = make_subplots(rows=1, cols=2, subplot_titles=("Residual (solver's own measure)", "Test metric"))
+iterations = [r.iteration for r in records]
+fig.add_trace(go.Scatter(x=iterations, y=[r.residual for r in records], name="residual"), row=1, col=1)
+fig.add_trace(go.Scatter(x=iterations, y=[r.val_metric for r in records], name="test"), row=1, col=2)
+fig.update_yaxes(type="log")
+fig.update_xaxes(title_text="iteration t")
+fig"""
+
+
+def _cell(kind: str, text: str, number: int) -> dict:
+    cell = {"cell_type": kind, "id": f"cell-{number}", "metadata": {}, "source": text.splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def notebook(config: RunConfig) -> dict:
+    """An nbformat 4 notebook (a plain dict; ``json.dumps`` writes the .ipynb) reproducing ``config``."""
+    settings = "\n".join(f"| {k} | {format_number(v) if isinstance(v, float) else v} |"
+                         for k, v in config.as_dict().items() if v is not None)
+    intro = (f"# {config.label()}\n\nA run exported from KRR Explorer, reproduced with `krrcore` alone "
+             "(`pip install -r requirements.txt` in the KRR Explorer repository).\n\n"
+             f"| setting | value |\n|---|---|\n{settings}\n")
+    cells = [_cell("markdown", intro, 0)]
+    parts = sections(config)
+    if config.info.iterative:
+        parts.append(Section("Convergence", "The residual and the test metric per iteration.", _PLOT))
+    for part in parts:
+        cells.append(_cell("markdown", f"## {part.title}\n\n{part.text}", len(cells)))
+        cells.append(_cell("code", part.code, len(cells)))
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                         "name": "python3"},
+                                         "language_info": {"name": "python"}},
+            "nbformat": NBFORMAT, "nbformat_minor": NBFORMAT_MINOR}
+
+
+def notebook_json(config: RunConfig) -> str:
+    """The .ipynb file's text."""
+    return json.dumps(notebook(config), indent=1, ensure_ascii=False) + "\n"

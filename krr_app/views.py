@@ -17,7 +17,7 @@ from . import charts, explain, links
 from .executor import format_bytes, started_executor
 from .runs import Run
 from .settings import POLL_SECONDS, QUEUED_POLL_SECONDS
-from .snippet import reproduce_snippet
+from .snippet import notebook_json, reproduce_snippet
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -179,10 +179,14 @@ def fit_chart(run: Run, key: str) -> None:
     plot(run.cache["fit_figure"], key=key, filename=f"krr-fit-{run.id}")
 
 
-def reproduce(run_config) -> None:
+def reproduce(run_config, *, key: str) -> None:
+    """The run as krrcore code, and as a Jupyter notebook to download (:mod:`krr_app.snippet`)."""
     with st.expander("Reproduce in Python"):
         st.caption("The same run with krrcore alone, generated from the configuration that keys this run:")
         st.code(reproduce_snippet(run_config), language="python")
+        st.download_button("Download as a Jupyter notebook", notebook_json(run_config), key=key,
+                           file_name=f"krr-{run_config.solver}-{run_config.data.name}.ipynb",
+                           mime="application/x-ipynb+json", on_click="ignore", icon=":material/download:")
 
 
 def _phase(runs) -> str | None:

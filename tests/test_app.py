@@ -124,19 +124,15 @@ def test_reproduce_snippet_gives_the_same_model():
     assert "reached maxiter=3" in out.getvalue()
 
 
-def test_url_sets_the_view_and_lesson_hides_advanced_controls(app):
-    at = app(dataset="sine1d", M=30, log_lambda=-6, solver="nystrom_direct", lesson="lambda")
+def test_url_sets_the_view(app):
+    """(Lessons, and what a lesson hides, are tested in tests/test_lessons.py.)"""
+    at = app(dataset="sine1d", M=30, log_lambda=-6, solver="nystrom_direct")
     assert at.selectbox(key="dataset").value == "sine1d"
     assert at.number_input(key="M").value == 30
     assert at.slider(key="log_lambda").value == -6.0
     assert at.selectbox(key="solver").value == "nystrom_direct"
-    assert "What λ does" in _texts(at.info)
     labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
-    assert "dtype" not in labels and "Solver seed" not in labels and not any("Memory" in x for x in labels)
-    # Leaving the lesson brings the advanced controls back.
-    at.button(key="leave_lesson").click().run()
-    labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
-    assert {"dtype", "Solver seed"} <= labels and "lesson" not in at.query_params
+    assert {"dtype", "Solver seed"} <= labels
 
 
 def test_changing_dataset_applies_its_suggestions_and_median_button(app):
@@ -205,12 +201,6 @@ def test_every_built_solver_runs_from_the_sidebar(app, solver):
     assert not at.exception
 
 
-def test_run_on_every_change_starts_runs_by_itself(app):
-    at = wait_for_runs(app(**SMALL, solver="nystrom_direct", auto_run="true"))
-    assert [r.status for r in at.session_state["_krr_runs"].runs()] == ["done"]
-    at = wait_for_runs(at.slider(key="log_lambda").set_value(-5.0).run())
-    runs = at.session_state["_krr_runs"].runs()
-    assert [r.config.penalty for r in runs] == [1e-3, 1e-5] and "finished" in _texts(at.success)
 
 
 def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch, in_process):
