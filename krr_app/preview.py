@@ -1,14 +1,16 @@
 """The data before any run: what Explore draws the moment a data set is chosen.
 
 1-D data: the points (x, y), train and test. 2-D data: the points in the plane, coloured by
-class or target. More dimensions: the training points on their first two principal axes (a
-linear view of the z-scored features, with the share of variance each axis holds), coloured the
-same way, and a one-line summary. Plain data in, a plotly figure out (no Streamlit here).
+class or target. More dimensions: the training points on their first two principal components
+(:func:`krrcore.diagnostics.data.projection_2d`, with the share of variance each holds), coloured
+the same way, and a one-line summary. Plain data in, a plotly figure out (no Streamlit here).
 """
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+
+from krrcore.diagnostics.data import projection_2d
 
 #: Points drawn (a seeded subsample beyond this keeps the browser quick).
 MAX_POINTS = 2000
@@ -30,23 +32,11 @@ def _colour(data, y: np.ndarray) -> tuple[np.ndarray, str, str]:
     return y.argmax(1).astype(float), "Turbo", "class"
 
 
-def principal_axes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Coordinates of the rows of ``X`` on its two leading principal axes, and the share of the
-    variance each axis holds."""
-    centred = X - X.mean(0)
-    _, s, vt = np.linalg.svd(centred, full_matrices=False)
-    share = s ** 2 / max(float((s ** 2).sum()), np.finfo(float).tiny)
-    k = min(2, vt.shape[0])
-    coords = centred @ vt[:k].T
-    if k < 2:
-        coords = np.column_stack([coords, np.zeros(len(X))])
-    return coords, np.pad(share[:k], (0, 2 - k))
-
-
 def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
     """The data's points as plotly traces, with the x and y axis titles: y against x with train and
-    test points (1-D); the training points in the plane (2-D) or on their first two principal axes
-    (more dimensions), coloured by target or class. The fit figures draw their points with it."""
+    test points (1-D); the training points in the plane (2-D) or on their first two principal
+    components (more dimensions), coloured by target or class. The fit figures draw their points
+    with it."""
     if data.d == 1:
         traces = []
         for name, X, y in (("train", data.X_train, data.y_train), ("test", data.X_test, data.y_test)):
@@ -59,8 +49,7 @@ def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
     if data.d == 2:
         coords, titles = data.X_train[idx], [f"{data.feature_names[i]} (standardised)" for i in (0, 1)]
     else:
-        coords, share = principal_axes(data.X_train[idx])
-        titles = [f"principal axis {i + 1} ({share[i]:.0%} of the variance)" for i in (0, 1)]
+        coords, titles = projection_2d(data.X_train[idx])
     colour, scale, title = _colour(data, data.y_train[idx])
     marker = {"color": colour, "colorscale": scale, "size": 6, "line": {"width": 0.6, "color": "white"}}
     if colorbar:

@@ -42,7 +42,7 @@ def test_a_1d_set_shows_train_and_test_points_and_a_higher_dimensional_one_its_p
     assert [_length(t["x"]) for t in figure["data"]] == [80, 20]
     at = app(auto_run="false", dataset="diabetes")
     (figure,) = _figures(at)
-    assert figure["layout"]["xaxis"]["title"]["text"].startswith("principal axis 1 (")
+    assert figure["layout"]["xaxis"]["title"]["text"].startswith("PC 1 (")
     assert "d = 10 features · task: regression · progression: mean" in _texts(at.markdown)
 
 

@@ -148,8 +148,8 @@ def test_every_bound_widget_is_checked_and_its_parameter_known(app):
     binders = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("app_pages/*.py"), *ROOT.glob("krr_app/*.py"),
                                                          ROOT / "app.py"]
                      if re.search(r"""bind["']?\s*[:=]\s*["']query-params""", p.read_text()))
-    assert binders == ["krr_app/diagnostics_views.py", "krr_app/links.py"], binders
-    assert "links.check(widget, key, kwargs, default=default)" in (ROOT / "krr_app/diagnostics_views.py").read_text()
+    assert binders == ["krr_app/links.py", "krr_app/views.py"], binders
+    assert "links.check(widget, key, kwargs, default=default)" in (ROOT / "krr_app/views.py").read_text()
     at = app(**QUIET, solver="askotch", kernel="matern")
     for page in PAGES.values():
         if page is not None:
