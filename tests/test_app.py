@@ -201,8 +201,6 @@ def test_every_built_solver_runs_from_the_sidebar(app, solver):
     assert not at.exception
 
 
-
-
 def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch, in_process):
     _register(monkeypatch, "diverging", DivergingKRR, "Diverging test solver")
     at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
