@@ -1,8 +1,11 @@
 """(Preconditioned) conjugate gradient as a generator, for several right-hand sides at once.
 
 Each column of B is an independent system sharing the operator, so one blocked kernel pass
-serves all outputs (multiclass one-hot targets). The recursive residual drifts in float32:
-``refresh_every`` recomputes r = b − A x exactly at that period (as the FALKON library does).
+serves all outputs (multiclass one-hot targets). ``refresh_every`` restarts CG from the current
+iterate at that period: the exact residual r = b − A x and a fresh search direction p = P⁻¹r.
+Replacing r alone, as the FALKON library does, breaks the recurrences that keep the directions
+conjugate (float32 FALKON's error rose after each such refresh and blew up refreshing every
+iteration); a restart is CG again, from a better starting point.
 """
 from __future__ import annotations
 
@@ -49,14 +52,18 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = Non
         active = rz_old > 0
         step = torch.where(active, rz_old / pAp.clamp_min(tiny), torch.zeros_like(rz_old))
         x.addcmul_(p, step.unsqueeze(0))
-        if refresh_every and iteration % refresh_every == 0:
+        restart = bool(refresh_every) and iteration % refresh_every == 0
+        if restart:
             r = b - matvec(x)
         else:
             r.addcmul_(Ap, step.unsqueeze(0), value=-1.0)
         z = precondition(r)
         rz_new = (r * z).sum(0)
-        beta = torch.where(active, rz_new / rz_old.clamp_min(tiny), torch.zeros_like(rz_new))
-        p = z + p * beta.unsqueeze(0)
+        if restart:
+            p = z.clone()
+        else:
+            beta = torch.where(active, rz_new / rz_old.clamp_min(tiny), torch.zeros_like(rz_new))
+            p = z + p * beta.unsqueeze(0)
         rz_old = rz_new
         # Without a preconditioner rᵀz is rᵀr already: no second reduction.
         r_norm = torch.sqrt(rz_new.sum()) if preconditioner is None else torch.linalg.norm(r)

@@ -66,7 +66,8 @@ class KernelOperator:
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
-                 memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1):
+                 memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
+                 accumulate_dtype: torch.dtype | None = None):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         if C.dtype != X.dtype or C.device != X.device:
@@ -74,6 +75,8 @@ class KernelOperator:
         self.kernel = kernel
         self.n, self.M = X.shape[0], C.shape[0]
         self.dtype, self.device = X.dtype, X.device
+        # K_nMᵀ(·) sums n terms: float32 blocks may accumulate across blocks in float64 (FALKON float32).
+        self.accumulate_dtype = accumulate_dtype or X.dtype
         self.memory_budget = scratch_budget(memory_budget, X.device)
         if block_rows is None:
             block_rows = block_rows_for_budget(
@@ -129,10 +132,17 @@ class KernelOperator:
         """K_nMᵀ u for u of shape (n,) or (n, k)."""
         squeeze = u.ndim == 1
         u = self._as_rhs(u, self.n, "u")
-        out = torch.zeros(self.M, u.shape[1], dtype=self.dtype, device=self.device)
+        out = torch.zeros(self.M, u.shape[1], dtype=self.accumulate_dtype, device=self.device)
         for start, stop, K in self.blocks():
-            out.addmm_(K.T, u[start:stop])
+            self._accumulate(out, K, u[start:stop])
         return out[:, 0] if squeeze else out
+
+    def _accumulate(self, out: torch.Tensor, K: torch.Tensor, u: torch.Tensor) -> None:
+        """out += Kᵀu, in place when the dtypes agree, else through one small M×k product."""
+        if out.dtype == K.dtype:
+            out.addmm_(K.T, u)
+        else:
+            out.add_(K.T @ u)
 
     def fused(self, v: torch.Tensor | None, w: torch.Tensor | None = None) -> torch.Tensor:
         """K_nMᵀ (K_nM v + w), each kernel block computed once (FALKON Alg. 1, KnM_times_vector).
@@ -146,7 +156,7 @@ class KernelOperator:
         v = None if v is None else self._as_rhs(v, self.M, "v")
         w = None if w is None else self._as_rhs(w, self.n, "w")
         k = (v if v is not None else w).shape[1]
-        out = torch.zeros(self.M, k, dtype=self.dtype, device=self.device)
+        out = torch.zeros(self.M, k, dtype=self.accumulate_dtype, device=self.device)
         for start, stop, K in self.blocks():
             if v is None:
                 tmp = w[start:stop]
@@ -154,7 +164,7 @@ class KernelOperator:
                 tmp = K @ v
             else:
                 tmp = torch.addmm(w[start:stop], K, v)
-            out.addmm_(K.T, tmp)
+            self._accumulate(out, K, tmp)
         return out[:, 0] if squeeze else out
 
     def gram(self, u: torch.Tensor | None = None):

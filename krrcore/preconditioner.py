@@ -16,8 +16,27 @@ import torch
 
 from .linalg import jitter_cholesky
 
-#: Base jitter ε of εM·I per data dtype (the FALKON library's defaults).
-JITTER_EPS = {torch.float32: 1e-5, torch.float64: 1e-13}
+#: Base jitter ε of εM·I for float64 data (the FALKON library's default).
+JITTER_EPS_FLOAT64 = 1e-13
+#: Float32 data: the ridge ρ = FLOAT32_RIDGE·eps(float32)·κ⁴ the solved system gets (see
+#: :func:`default_jitter`); chosen by the sweep in benchmarks/bench_falkon_float32.py.
+FLOAT32_RIDGE = 1e-2
+
+
+def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: float) -> float:
+    """The jitter added to diag(D K_MM D) when none is given.
+
+    float64: εM with ε = 1e-13 (the FALKON library's), invisible in the solution. float32: the
+    kernel blocks carry relative noise ~eps(float32), which the preconditioned system amplifies in
+    the near-null directions of K_MM. FALKON's λA⁻ᵀA⁻¹ term turns the jitter j into a ridge λj·I on
+    the Nyström system (Alg. 1 ``BHB``), so j = ρ/λ gives the ridge ρ = FLOAT32_RIDGE·eps·κ⁴
+    (κ² = max k(x, x), so ρ is on the scale of K_nMᵀK_nM/n's entries) whatever λ. The FALKON
+    library's float32 jitter 1e-5·M is a ridge proportional to λ instead: too strong at λ = 1e-4
+    (3–13% worse test error than float64 in benchmarks/bench_falkon_float32.py), too weak at 1e-8.
+    """
+    if data_dtype == torch.float64:
+        return JITTER_EPS_FLOAT64 * M
+    return FLOAT32_RIDGE * torch.finfo(torch.float32).eps * kappa2 * kappa2 / penalty
 _JITTER_STEP, _JITTER_TRIES = 100.0, 8
 
 
@@ -46,7 +65,10 @@ class FalkonPreconditioner:
         self.penalty = penalty
         self.weights = None if weights is None else weights.to(dtype=torch.float64, device=C.device)
         self._sqrt_M = math.sqrt(M)
-        eps = JITTER_EPS[data_dtype] * M if jitter is None else float(jitter)
+        if jitter is None:
+            kappa2 = float(kernel.diag(C).max())
+            jitter = default_jitter(data_dtype, M, penalty, kappa2)
+        eps = float(jitter)
         self._packed = torch.empty(M, M, dtype=torch.float64, device=C.device)   # the one M×M buffer
         prepared = kernel.prepare(C)
 

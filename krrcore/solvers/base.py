@@ -292,7 +292,8 @@ class IterativeKRR(KRRBase):
         ``residual_floor_`` (10·eps of the dtype the residual is evaluated in, see
         :meth:`_residual_dtype`: beyond it further iterations only move round-off); ``stop_event``
         set; ``callback(record)`` returning True; ``timeout``; a stalled residual.
-        ``stop_reason_`` says which; ``converged_`` is True when the run reached ``tol`` or working
+        ``stop_reason_`` says which; a stalled run keeps its best iterate (smallest residual);
+        ``converged_`` is True when the run reached ``tol`` or working
         precision. When ``tol`` is set and the run ends on ``maxiter`` or a stall short of it, a
         ``ConvergenceWarning`` says so (a stop asked for — ``stop_event``, ``callback``,
         ``timeout`` — does not warn). A NaN or
@@ -317,8 +318,8 @@ class IterativeKRR(KRRBase):
         if maxiter == 0:
             self.stop_reason_ = "maxiter=0: no iterations run"
             return
-        best, since_best = rec.residual, 0
-        last_good = self.coef_.clone()
+        best, since_best, best_iteration = rec.residual, 0, 0
+        last_good = best_coef = self.coef_.clone()
         timer.resume()
         iteration = 0
         for step in self._steps(X, Y):
@@ -333,7 +334,7 @@ class IterativeKRR(KRRBase):
             self.trace_.append(rec)
             yield rec
             if rec.residual < best * (1 - 1e-6):
-                best, since_best = rec.residual, 0
+                best, since_best, best_iteration, best_coef = rec.residual, 0, iteration, last_good
             else:
                 since_best += 1
             short_of_tol = False
@@ -351,8 +352,11 @@ class IterativeKRR(KRRBase):
             elif stopper.should_stop(rec):
                 self.stop_reason_ = stopper.reason
             elif since_best >= patience:
-                self.stop_reason_ = (f"stalled: the residual has not improved for {patience} iterations "
-                                     f"(best {best:.3g}); the model is the current iterate")
+                # Round-off can carry the iterate away from its best (float32 drift): keep the best.
+                self.coef_ = best_coef
+                self.stop_reason_ = (f"stalled: the residual has not improved for {patience} iterations; "
+                                     f"the model is the best iterate, from iteration {best_iteration} "
+                                     f"(residual {best:.3g})")
                 short_of_tol = tol is not None
             if short_of_tol:
                 warnings.warn(f"{type(self).__name__} did not reach tol={tol:g}: {self.stop_reason_} with "

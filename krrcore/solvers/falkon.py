@@ -56,10 +56,12 @@ class _NystromIterative(IterativeKRR):
         self.center_indices_ = cs.indices
         self.center_weights_ = cs.weights
         self.operator_ = KernelOperator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
-                                        n_rhs=Y.shape[1])
+                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE)
         self._y_sq = float((Y.double() ** 2).sum()) / self.n_
         return self.operator_.rmatvec(Y) / self.n_        # b̃
 
+    #: dtype of the CG vectors and of K_nMᵀ(·) sums (None: the data dtype).
+    _VECTOR_DTYPE = None
     #: Name of the M×M matrix the solver holds, its itemsize (None: the data dtype's) and the
     #: number of fused kernel passes its set-up makes beyond b̃ (NystromGD's power iteration).
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE, _SETUP_PASSES = "K_MM", None, 0
@@ -109,12 +111,18 @@ class Falkon(_NystromIterative):
         How centres are chosen; weighted selectors supply FALKON's D matrix (Alg. 2).
     maxiter, tol : CG iterations; stop when the relative CG residual ‖Pᵀ(b̃ − H̃α)‖/‖Pᵀb̃‖ ≤ tol.
     dtype : "float64" | "float32"
-        Data and kernel blocks; K_MM and the preconditioner are always float64.
+        Data and kernel blocks. K_MM, the preconditioner, the CG vectors (O(M) each) and the sums
+        K_nMᵀ(·) over the blocks are always float64: the kernel pass dominates the cost, and float32
+        CG recurrences drift in long runs (a float32 model ends within 2% of float64's test error
+        for λ down to 1e-8 and 500 iterations; ``tests/test_falkon_float32.py``).
     memory_budget : bytes for the blocked kernel product (default: krrcore's scratch budget,
         :mod:`krrcore.memory`).
-    jitter : εM added to diag(D K_MM D); default 1e-13·M (float64) or 1e-5·M (float32),
-        raised automatically if needed (``jitter_``).
-    refresh_every : recompute the exact CG residual every k iterations; "auto": 10 in float32.
+    jitter : added to diag(D K_MM D) (FALKON's εM); default
+        :func:`krrcore.preconditioner.default_jitter`: 1e-13·M in float64; in float32 ρ/λ, which
+        makes the solved system's ridge ρ ≈ 1e-2·eps(float32)·κ⁴ independent of λ. Raised
+        automatically if the Cholesky fails (``jitter_``).
+    refresh_every : restart CG from the current iterate (exact residual, fresh direction) every k
+        iterations; "auto" (default): never — with float64 vectors the recursive residual holds.
     callback : f(record) -> bool, True stops; ``iter_fit(..., stop_event=)`` also stops.
 
     Fitted: ``centers_``, ``coef_`` (α, M×k), ``trace_``, ``stop_reason_``, ``n_iter_``,
@@ -131,6 +139,7 @@ class Falkon(_NystromIterative):
         self.refresh_every = refresh_every
 
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE = "preconditioner (one float64 M×M buffer)", 8
+    _VECTOR_DTYPE = torch.float64
 
     def _setup(self, X, Y):
         b = self._setup_operator(X, Y)
@@ -139,8 +148,12 @@ class Falkon(_NystromIterative):
                                                     jitter=self.jitter)
         self.jitter_ = self.preconditioner_.jitter_
         self._b = b
-        self._rhs = self.preconditioner_.apply_t(b)        # Pᵀ b̃
-        self.coef_ = torch.zeros_like(b)
+        self._rhs = self.preconditioner_.apply_t(b)        # Pᵀ b̃, float64
+        self.coef_ = torch.zeros(b.shape, dtype=X.dtype, device=X.device)
+
+    def _residual_dtype(self, X) -> torch.dtype:
+        """CG's vectors, hence its residual, are float64 whatever the data dtype."""
+        return torch.float64
 
     def _W(self, beta: torch.Tensor) -> torch.Tensor:
         """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D)."""
@@ -150,11 +163,9 @@ class Falkon(_NystromIterative):
 
     def _steps(self, X, Y):
         refresh = self.refresh_every
-        if refresh == "auto":
-            refresh = 10 if X.dtype == torch.float32 else 0
-        refresh = check_int(refresh, "refresh_every", minimum=0)
+        refresh = 0 if refresh == "auto" else check_int(refresh, "refresh_every", minimum=0)
         for state in conjugate_gradient(self._W, self._rhs, refresh_every=refresh):
-            self.coef_ = self.preconditioner_.apply(state.x)
+            self.coef_ = self.preconditioner_.apply(state.x).to(X.dtype)
             # With α = Pβ: αᵀH̃α − 2αᵀb̃ = βᵀWβ − 2βᵀPᵀb̃ and Wβ = Pᵀb̃ − r.
             objective = float(-(state.x.double() * (self._rhs + state.r).double()).sum()) + self._y_sq
             yield Step(residual=state.rel_residual, objective=objective,
