@@ -68,7 +68,8 @@ def as_tensor(
             data = data.to_numpy()
         arr = np.asarray(data)
         if arr.dtype.kind == "c":
-            raise ValueError(f"{name} must be real-valued: Complex data not supported")
+            raise ValueError(f"{name} must be real-valued: Complex data not supported (got dtype {arr.dtype}); "
+                             f"pass {name}.real if the imaginary parts are meant to be dropped")
         if arr.dtype.kind not in "biuf":
             try:
                 arr = arr.astype(np.float64)
@@ -85,6 +86,8 @@ def as_tensor(
         raise ValueError(f"{name} must be real-valued, got a complex tensor")
     if dtype is None:
         dtype = t.dtype if t.is_floating_point() else torch.float64
+    if t.is_floating_point() and t.numel() and bool(torch.isfinite(t).all()):
+        _check_fits_dtype(t, name, dtype)
     t = t.to(device=device, dtype=dtype)
     if t.ndim not in ndim:
         hint = ""
@@ -101,6 +104,16 @@ def as_tensor(
         bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
     return t
+
+
+def _check_fits_dtype(t: torch.Tensor, name: str, dtype: torch.dtype) -> None:
+    """Finite values that the conversion to ``dtype`` would turn into ±inf get a message of their own."""
+    largest = float(t.detach().abs().max())
+    limit = torch.finfo(dtype).max
+    if largest > limit:
+        kind = str(dtype).removeprefix("torch.")
+        raise ValueError(f"{name} has values up to {largest:.3g}, beyond {kind}'s range ({limit:.3g}): "
+                         f"rescale it or use dtype='float64'")
 
 
 def check_X_y(X, y, *, dtype=None, device=None, X_name="X", y_name="y"):

@@ -19,7 +19,7 @@ import torch
 
 from ._validation import as_tensor, check_int
 from .memory import scratch_budget
-from .kernels import Kernel
+from .kernels import Kernel, Prepared
 
 #: Part of the budget left to BLAS packing buffers and allocator slack: 10%, at least 4 MiB
 #: (measured here: 2–4 MiB per pass beyond our own buffers), never more than half the budget.
@@ -46,6 +46,19 @@ def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int, d
             f"against M={M} centres ({per_row / 2**20:.3f} MiB per row): raise memory_budget or lower M"
         )
     return max(min_rows, min(rows, n, MAX_BLOCK_ROWS))
+
+
+def prepare_checked(kernel: Kernel, X: torch.Tensor, what: str = "X") -> Prepared:
+    """``kernel.prepare(X)``, refusing rows whose squared norms overflow (values near 1e154 in
+    float64, 1e19 in float32, after the kernel's scaling): the kernel would turn them into NaN."""
+    prepared = kernel.prepare(X)
+    norms = prepared.sq_norms
+    if norms is not None and not bool(torch.isfinite(norms).all()):
+        largest = float(X.abs().max())
+        raise ValueError(f"{what} has values up to {largest:.3g}: their squared distances overflow "
+                         f"{str(X.dtype).removeprefix('torch.')} in the {type(kernel).__name__}; standardise the "
+                         f"features (or use a larger sigma)")
+    return prepared
 
 
 def operator_bytes(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0, n_rhs: int = 1,
@@ -85,7 +98,7 @@ class KernelOperator:
         self.block_rows = min(check_int(block_rows, "block_rows"), self.n)
         # X is prepared block by block (O(block·d) extra), the centres once.
         self._X = X
-        self._C = kernel.prepare(C)
+        self._C = prepare_checked(kernel, C, "the centres")
         #: Bytes of the block buffer at its largest (the dominant term of the budget), for reports.
         self.buffer_bytes = self.block_rows * self.M * X.element_size()
         # Allocated on first use and only as tall as the rows walked need: a product over a few
@@ -109,7 +122,7 @@ class KernelOperator:
         for start in range(0, count, buffer.shape[0]):
             stop = min(start + buffer.shape[0], count)
             X = self._X[start:stop] if rows is None else self._X[rows[start:stop]]
-            yield start, stop, self.kernel.block(self.kernel.prepare(X), self._C, out=buffer[: stop - start])
+            yield start, stop, self.kernel.block(prepare_checked(self.kernel, X), self._C, out=buffer[: stop - start])
 
     def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
         v = v.to(dtype=self.dtype, device=self.device)
@@ -187,7 +200,7 @@ def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_bud
     budget = scratch_budget(memory_budget, A.device)
     rows = block_rows_for_budget(A.shape[0], B.shape[0], itemsize=A.element_size(), budget_bytes=budget,
                                  scratch_blocks=kernel.scratch_blocks)
-    PA, PB = kernel.prepare(A), kernel.prepare(B)
+    PA, PB = prepare_checked(kernel, A), prepare_checked(kernel, B)
     for start in range(0, A.shape[0], rows):
         stop = min(start + rows, A.shape[0])
         kernel.block(PA.rows(start, stop), PB, out=out[start:stop])

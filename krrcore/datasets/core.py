@@ -117,7 +117,7 @@ class Dataset:
         X_raw = np.asarray(X_raw, dtype=np.float64)
         if X_raw.ndim != 2 or X_raw.shape[1] != self.d:
             raise ValueError(f"X_raw must have shape (m, {self.d}), got {X_raw.shape}")
-        return (X_raw - self.feature_mean) / self.feature_scale
+        return z_scores(X_raw, self.feature_mean, self.feature_scale)
 
     def make_kernel(self):
         """The suggested kernel as a :mod:`krrcore.kernels` object."""
@@ -181,11 +181,36 @@ def check_n(n, available: int, what: str) -> int:
 
 
 def standardize_columns(X_train: np.ndarray):
-    """Training mean and scale per column; constant columns get scale 1 (centred only)."""
-    mean = X_train.mean(axis=0)
-    std = X_train.std(axis=0)
+    """Training mean and scale per column; constant columns get scale 1 (centred only).
+
+    The statistics are taken on each column divided by its largest magnitude and scaled back, so
+    values near the float64 limit (1e307) give their true mean and spread instead of overflowing
+    in the sum of squares; a column whose statistics still are not finite is named in a ValueError.
+    """
+    magnitude = np.abs(X_train).max(axis=0)
+    magnitude = np.where(magnitude > 0, magnitude, 1.0)
+    unit = X_train / magnitude
+    mean = unit.mean(axis=0) * magnitude
+    std = unit.std(axis=0) * magnitude
+    bad = ~(np.isfinite(mean) & np.isfinite(std))
+    if bad.any():
+        raise ValueError(f"feature column(s) {np.flatnonzero(bad).tolist()} cannot be standardised: their "
+                         f"values (up to {float(magnitude[bad].max()):.3g}) overflow float64; rescale them")
     scale = np.where(_constant_mask(std, mean), 1.0, std)
     return mean, scale, std
+
+
+def z_scores(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(X − mean)/scale per column; where X − mean would overflow (values near 1e308 of both
+    signs), X/scale − mean/scale instead."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        Z = (X - mean) / scale
+        if not np.isfinite(Z).all():
+            Z = np.where(np.isfinite(Z), Z, X / scale - mean / scale)
+    if not np.isfinite(Z).all():
+        bad = np.flatnonzero(~np.isfinite(Z).all(axis=0)).tolist()
+        raise ValueError(f"feature column(s) {bad} overflow float64 when standardised; rescale them")
+    return Z
 
 
 def encode_targets(task: str, target: np.ndarray, classes: np.ndarray | None):
@@ -220,16 +245,17 @@ def assemble(*, X: np.ndarray, target: np.ndarray, index: np.ndarray, n_test: in
     mean = mean_raw
     if not standardize:
         mean, scale = np.zeros_like(mean), np.ones_like(scale)
-    Z = (X - mean) / scale
+    Z = z_scores(X, mean, scale)
     y = encode_targets(task, target, classes)
     y_mean, y_scale = 0.0, 1.0
     if task == "regression":
         if not np.isfinite(y).all():
             raise ValueError("the target contains NaN or infinite values")
-        y_mean = float(y[train].mean())
-        y_std = float(y[train].std())
-        y_scale = y_std if y_std > CONSTANT_RTOL * max(abs(y_mean), 1.0) else 1.0
-        y = (y - y_mean) / y_scale
+        try:
+            y_mean, y_scale = (float(v[0]) for v in standardize_columns(y[train, None])[:2])
+        except ValueError:
+            raise ValueError("the target cannot be standardised: its values overflow float64; rescale it") from None
+        y = z_scores(y[:, None], np.array([y_mean]), np.array([y_scale]))[:, 0]
     labels = None if task == "regression" else np.asarray(target)
     row_info = row_info or {}
     return Dataset(
