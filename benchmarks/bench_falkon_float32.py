@@ -1,6 +1,7 @@
 """Float32 FALKON against float64: test error over λ × maxiter, and the HIGGS-like long run (issue 12).
 
-Grid: y = sin(Xw/√d) + 0.1·noise on standard normal X (tests/solver_problems.py), Gaussian kernel,
+Grid: y = sin(Xw/√d) + 0.1·noise on standard normal X (``krrcore.datasets.synthetic.sine_projection``,
+as in the tests), Gaussian kernel,
 λ ∈ {1e-4, 1e-6, 1e-8}, maxiter ∈ {20, 100, 500} (one run, read at each) and a tol = 1e-6 run.
 Each float32 row prints its test MSE and the ratio to float64's, for the default jitter rule
 (a ridge at float32's noise level, :func:`krrcore.preconditioner.default_jitter`) and for the
@@ -8,22 +9,16 @@ FALKON library's float32 jitter 1e-5·M (``--library-jitter``), both with float6
 
 ``--higgs``: HIGGS-like data (synthetic look-alike), 816,000 training points, d = 28, M = 5,000,
 λ = 1e-7, σ = 5, 20 iterations: residual and validation error per iteration, float32 and float64.
-Run: python benchmarks/bench_falkon_float32.py [--quick] [--higgs] [--library-jitter]
+Run: python -m benchmarks.bench_falkon_float32 [--quick] [--higgs] [--library-jitter]
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from benchmarks.common import print_table, quick_parser, set_threads  # noqa: E402
-from krrcore.kernels import GaussianKernel  # noqa: E402
-from krrcore.solvers.falkon import Falkon  # noqa: E402
+from benchmarks.common import print_table, quick_parser, set_threads
+from krrcore.datasets.synthetic import sine_projection
+from krrcore.kernels import GaussianKernel
+from krrcore.solvers.falkon import Falkon
 
 LAMBDAS = (1e-4, 1e-6, 1e-8)
 ITERATIONS = (20, 100, 500)
@@ -47,10 +42,9 @@ def _errors(X, y, X_test, y_test, *, sigma, M, lam, dtype, jitter):
 
 
 def grid(problems, library_jitter: bool) -> None:
-    from solver_problems import make_problem
-
     for n, M, sigma, d in problems:
-        X, y = make_problem(n + 1000, d, seed=1)
+        table = sine_projection(n + 1000, np.random.default_rng(1), 0.1, d=d)
+        X, y = table.X, table.target
         X, y, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
         rows = []
         for lam in LAMBDAS:
