@@ -1,8 +1,8 @@
 """Short explanations shown beside the controls and on each page, with the papers' equations.
 
 Written for a student: what the knob does to the model and to the solver, in two or three lines,
-with the equation it comes from. ``HELP`` holds the one-line tooltips; ``TEXT`` the longer notes;
-``LESSONS`` the guided texts that ``?lesson=<name>`` shows (with advanced controls hidden).
+with the equation it comes from. ``HELP`` holds the one-line tooltips; ``TEXT`` the longer notes.
+Lessons are files in ``lessons/`` (:mod:`krr_app.lessons`).
 """
 from __future__ import annotations
 
@@ -163,33 +163,3 @@ These are starting points: tune λ and σ on validation error.
 """,
 }
 
-LESSONS = {
-    "1": ("Your first kernel model", """
-1. Pick **Two moons** (or any 2-D set) as the dataset and **FALKON** as the solver, then press **Run**.
-2. Watch the convergence chart: the residual drops fast — each iteration is one pass over the data.
-3. Now move **λ** to the left (smaller). The boundary gets wigglier; the solver needs more iterations.
-4. Change **σ**: small σ makes islands around points, large σ washes the boundary out.
-"""),
-    "lambda": ("What λ does", """
-1. Run **FALKON** on a 1-D regression set at λ = 10⁻³: the fit is smooth.
-2. Lower λ to 10⁻⁸ and run again: the curve chases the noise (overfitting) and the test error rises.
-3. Open **Compare**, sweep λ over `1e-8, 1e-6, 1e-4, 1e-2` and look at the test errors side by side.
-"""),
-    "centers": ("How many centres M?", """
-1. Run FALKON with M = 20, then M = 200. Where does the test error stop improving?
-2. The theory says M ≈ √n centres already match exact KRR's accuracy (FALKON, Thm. 3).
-3. In **Compare**, sweep M over `10, 30, 100, 300` and compare error against time.
-"""),
-    "preconditioning": ("Why precondition?", """
-1. In **Compare**, select **FALKON** and **Nyström CG (no preconditioner)** and run both.
-2. Both solve the same system (Eq. 8). Plot against iterations: FALKON's residual falls in a few
-   steps; plain CG crawls — its speed depends on the condition number, FALKON's hardly does.
-"""),
-}
-
-
-def lesson(name: str | None) -> tuple[str, str] | None:
-    """The (title, text) of a lesson; unknown names fall back to the first lesson."""
-    if not name:
-        return None
-    return LESSONS.get(name, LESSONS["1"])
