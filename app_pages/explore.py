@@ -62,6 +62,23 @@ with col_x:
 if auto_run and can_run and not small:
     st.caption(f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**.")
 
+
+def _data_preview():
+    st.markdown(f"**The data** — {preview.summary(dataset)}")
+    st.image(preview.data_svg(dataset))     # an image, not a chart: it appears without loading plotly
+
+
+# The page's parts in order; the picture is drawn first, before a run is started or waited for:
+# the data, unless a finished fit on these data is on the page already (it stays, greyed, until
+# this script run replaces it, so a change does not flash the bare data in between).
+live_slot, metrics_slot, picture_slot = st.container(), st.container(), st.empty()
+fit_on_page = (previous is not None and not previous.active and previous.status != "error" and config is not None
+               and previous.config.data == config.data and dataset is not None and dataset.d in (1, 2))
+data_drawn = dataset is not None and not fit_on_page
+if data_drawn:
+    with picture_slot.container():
+        _data_preview()
+
 started = can_run and (clicked or (auto_run and small and run is None))
 if started:
     if previous is not None and previous.active and previous.config != config:
@@ -83,17 +100,12 @@ shown = run
 if shown is None and previous is not None and previous.id in {r.id for r in registry.runs()}:
     shown = previous
     if config is not None:
-        st.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
-
-
-def _data_preview():
-    st.markdown(f"**The data** — {preview.summary(dataset)}")
-    views.plot(preview.data_figure(dataset), key="explore_data", filename="krr-data")
-
+        live_slot.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
 
 if shown is None:
-    if dataset is not None:
-        _data_preview()
+    if dataset is not None and not data_drawn:
+        with picture_slot.container():
+            _data_preview()
     if can_run:
         st.markdown("Nothing has run with these settings yet. Press **Run**.")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
@@ -107,15 +119,19 @@ else:
         if current.records:
             views.convergence_chart([current], x_axis, key="explore_convergence")
 
-    views.live(lambda: [shown], _render, key="explore_live")
+    with live_slot:
+        views.live(lambda: [shown], _render, key="explore_live")
+    if not shown.active and shown.metrics:
+        with metrics_slot:
+            views.metric_cards(shown)
     fit_shown = (not shown.active and shown.status != "error" and config is not None
                  and shown.config.data == config.data and dataset is not None and dataset.d in (1, 2))
-    if not shown.active and shown.metrics:
-        views.metric_cards(shown)
-    if dataset is not None and not fit_shown:
-        _data_preview()     # a finished run's fit (drawn over the data) replaces the data's own picture
-    if fit_shown:
-        views.fit_chart(shown, key="explore_fit")
+    if fit_shown:               # a finished run's fit (drawn over the data) replaces the data's own picture
+        with picture_slot.container():
+            views.fit_chart(shown, key="explore_fit")
+    elif dataset is not None and not data_drawn:
+        with picture_slot.container():
+            _data_preview()
     if not shown.active:
         col_csv, _ = st.columns([1, 3])
         with col_csv:

@@ -3,18 +3,26 @@
 1-D data: the points (x, y), train and test. 2-D data: the points in the plane, coloured by
 class or target. More dimensions: the training points on their first two principal components
 (:func:`krrcore.diagnostics.data.projection_2d`, with the share of variance each holds), coloured
-the same way, and a one-line summary. Plain data in, a plotly figure out (no Streamlit here).
+the same way, and a one-line summary. Plain data in, an SVG image (:func:`data_svg`, drawn the
+moment the page arrives) or plotly traces (:func:`point_traces`, for the fit figures) out; no
+Streamlit here.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from html import escape
+
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from krrcore.diagnostics.data import projection_2d
 
 #: Points drawn (a seeded subsample beyond this keeps the browser quick).
 MAX_POINTS = 2000
 _COLOURS = {"train": "#7f7f7f", "test": "#ff7f0e"}
+#: Colours a value scale is drawn with in the SVG picture (more are not told apart by eye).
+_LEVELS = 64
 
 
 def _rows(n: int, limit: int = MAX_POINTS) -> np.ndarray:
@@ -28,42 +36,134 @@ def _colour(data, y: np.ndarray) -> tuple[np.ndarray, str, str]:
     if data.task == "regression":
         return data.to_original_units(y), "Viridis", data.target_name
     if data.task == "binary":
-        return y.reshape(len(y), -1)[:, 0], "RdBu", "class (±1)"
+        return y.reshape(len(y), -1)[:, 0], "RdBu", "class"
     return y.argmax(1).astype(float), "Turbo", "class"
 
 
-def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
-    """The data's points as plotly traces, with the x and y axis titles: y against x with train and
-    test points (1-D); the training points in the plane (2-D) or on their first two principal
-    components (more dimensions), coloured by target or class. The fit figures draw their points
-    with it."""
+@dataclass(frozen=True)
+class PointSet:
+    """Points drawn alike: a fixed ``colour``, or one per point from ``values`` on ``scale``."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    colour: str | None = None
+    values: np.ndarray | None = None
+    scale: str | None = None
+    values_title: str = ""
+    opacity: float = 0.8
+    legend: tuple[tuple[float, str], ...] = ()      # (value, label) pairs the SVG legend shows
+
+
+def point_sets(data) -> tuple[list[PointSet], str, str]:
+    """What the data's picture shows, with the x and y axis titles: y against x, train and test
+    points (1-D); the training points in the plane (2-D) or on their first two principal
+    components (more dimensions), coloured by target or class."""
     if data.d == 1:
-        traces = []
+        sets = []
         for name, X, y in (("train", data.X_train, data.y_train), ("test", data.X_test, data.y_test)):
             idx = _rows(len(X))
             values = data.to_original_units(y[idx]) if data.task == "regression" else y[idx].reshape(len(idx), -1)[:, 0]
-            traces.append(go.Scatter(x=X[idx, 0], y=values, mode="markers", name=f"{name} points",
-                                     marker={"size": 5, "color": _COLOURS[name], "opacity": 0.55}))
-        return traces, f"{data.feature_names[0]} (standardised)", data.target_name
+            sets.append(PointSet(f"{name} points", X[idx, 0], values, colour=_COLOURS[name], opacity=0.55))
+        return sets, f"{data.feature_names[0]} (standardised)", data.target_name
     idx = _rows(data.n_train)
     if data.d == 2:
         coords, titles = data.X_train[idx], [f"{data.feature_names[i]} (standardised)" for i in (0, 1)]
     else:
         coords, titles = projection_2d(data.X_train[idx])
-    colour, scale, title = _colour(data, data.y_train[idx])
-    marker = {"color": colour, "colorscale": scale, "size": 6, "line": {"width": 0.6, "color": "white"}}
-    if colorbar:
-        marker["colorbar"] = {"title": title}
-    return [go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers", name="training points", marker=marker)], *titles
+    values, scale, title = _colour(data, data.y_train[idx])
+    if data.task == "binary":
+        legend = ((1.0, str(data.classes[1])), (-1.0, str(data.classes[0])))
+    elif data.task == "multiclass":
+        legend = tuple((float(k), str(c)) for k, c in enumerate(data.classes))
+    else:
+        lo, hi = float(values.min()), float(values.max())
+        legend = tuple((v, _label(v)) for v in (hi, (lo + hi) / 2, lo))
+    return [PointSet("training points", coords[:, 0], coords[:, 1], values=values, scale=scale,
+                     values_title=title, legend=legend)], *titles
 
 
-def data_figure(data, *, height: int = 420) -> go.Figure:
-    """The data set as a picture (:func:`point_traces`)."""
-    traces, x_title, y_title = point_traces(data)
-    fig = go.Figure(traces)
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title=x_title,
-                      yaxis_title=y_title, legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
-    return fig
+def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
+    """:func:`point_sets` as plotly traces (the fit figures draw their points with it)."""
+    sets, x_title, y_title = point_sets(data)
+    traces = []
+    for points in sets:
+        if points.colour is not None:
+            marker = {"size": 5, "color": points.colour, "opacity": points.opacity}
+        else:
+            marker = {"color": points.values, "colorscale": points.scale, "size": 6,
+                      "line": {"width": 0.6, "color": "white"}}
+            if colorbar:
+                marker["colorbar"] = {"title": points.values_title}
+        traces.append(go.Scatter(x=points.x, y=points.y, mode="markers", name=points.name, marker=marker))
+    return traces, x_title, y_title
+
+
+def _ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
+    """Round tick values (steps of 1, 2 or 5 × 10^k) covering [lo, hi]."""
+    raw = (hi - lo) / count
+    base = 10.0 ** np.floor(np.log10(raw))
+    step = base * min((m for m in (1, 2, 5, 10) if m * base >= raw), default=10)
+    ticks = np.arange(np.ceil(lo / step) * step, hi + step / 2, step)
+    return ticks[ticks <= hi]
+
+
+def _label(value: float) -> str:
+    return f"{value:.3g}".replace("-", "−")
+
+
+def data_svg(data, *, width: int = 760, height: int = 400) -> str:
+    """The data's picture (:func:`point_sets`) as a self-contained SVG image: it appears with the
+    page, without waiting for a chart library to load in the browser (plotly takes seconds on a
+    loaded machine), so a student sees the data at once."""
+    sets, x_title, y_title = point_sets(data)
+    left, right, top, bottom = 64, 150, 12, 48
+    xs = np.concatenate([p.x for p in sets])
+    ys = np.concatenate([p.y for p in sets])
+    (x0, x1), (y0, y1) = [(v.min() - 0.04 * (np.ptp(v) or 1), v.max() + 0.04 * (np.ptp(v) or 1)) for v in (xs, ys)]
+
+    def sx(v):
+        return left + (v - x0) / (x1 - x0) * (width - left - right)
+
+    def sy(v):
+        return height - bottom - (v - y0) / (y1 - y0) * (height - top - bottom)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" fill="#555">']
+    for t in _ticks(x0, x1):
+        out.append(f'<line x1="{sx(t):.1f}" x2="{sx(t):.1f}" y1="{top}" y2="{height - bottom}" stroke="#e6e6e6"/>'
+                   f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_label(t)}</text>')
+    for t in _ticks(y0, y1):
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#e6e6e6"/>'
+                   f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_label(t)}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 10}" text-anchor="middle">{escape(x_title)}</text>'
+               f'<text transform="translate(16 {(top + height - bottom) / 2}) rotate(-90)" '
+               f'text-anchor="middle">{escape(y_title)}</text>')
+    legend_y = top + 14
+    for points in sets:
+        if points.colour is not None:
+            colours = [points.colour] * len(points.x)
+            out.append(f'<circle cx="{width - right + 16}" cy="{legend_y - 4}" r="4" fill="{points.colour}"/>'
+                       f'<text x="{width - right + 26}" y="{legend_y}">{escape(points.name)}</text>')
+            legend_y += 18
+        else:
+            lo, hi = float(points.values.min()), float(points.values.max())
+            palette = sample_colorscale(points.scale, np.linspace(0, 1, _LEVELS))
+
+            def level(v):
+                return np.clip(np.rint((v - lo) / ((hi - lo) or 1.0) * (_LEVELS - 1)), 0, _LEVELS - 1).astype(int)
+
+            colours = [palette[k] for k in level(points.values)]
+            out.append(f'<text x="{width - right + 10}" y="{legend_y}">{escape(points.values_title)}</text>')
+            for k, (value, text) in enumerate(points.legend):
+                y = legend_y + 18 + 18 * k
+                out.append(f'<circle cx="{width - right + 16}" cy="{y - 4}" r="4" '
+                           f'fill="{palette[level(value)]}"/>'
+                           f'<text x="{width - right + 26}" y="{y}">{escape(text)}</text>')
+        out.extend(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="3.2" fill="{c}" fill-opacity="{points.opacity}" '
+                   'stroke="white" stroke-width="0.5"/>' for a, b, c in zip(points.x, points.y, colours))
+    out.append("</svg>")
+    return "".join(out)
 
 
 def summary(data) -> str:

@@ -1,25 +1,26 @@
-"""Explore answers at once: the data are drawn before any run, and a small problem runs by
-itself on every change (a large one waits for Run and says why)."""
+"""Explore answers at once: the data are drawn before any run (an SVG image, so no chart library
+has to load first), and a small problem runs by itself on every change (a large one waits for Run
+and says why)."""
 from __future__ import annotations
 
 import base64
-import json
+import re
 
-import numpy as np
 from conftest import wait_for_runs
 
 from krr_app.config import SMALL_TEXT
 
 
-def _figures(at) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+def _svgs(at) -> list[str]:
+    """The SVG pictures on the page (st.image sends an SVG as a base64 data URL)."""
+    urls = [img.url for element in at.get("image") for img in element.proto.imgs]
+    prefix = "data:image/svg+xml;base64,"
+    return [base64.b64decode(url[len(prefix):]).decode() for url in urls if url.startswith(prefix)]
 
 
-def _length(values) -> int:
-    """Points in a plotly array (numpy arrays travel as base64 "bdata")."""
-    if isinstance(values, dict):
-        return len(base64.b64decode(values["bdata"])) // np.dtype(values["dtype"]).itemsize
-    return len(values)
+def _points(svg: str) -> int:
+    """Data points drawn (legend markers have r="4", points r="3.2")."""
+    return len(re.findall(r'<circle [^>]*r="3.2"', svg))
 
 
 def _texts(elements) -> str:
@@ -29,20 +30,21 @@ def _texts(elements) -> str:
 def test_the_data_are_drawn_before_any_run(app):
     at = app(auto_run="false", n=300)
     assert not at.session_state["_krr_runs"].runs()
-    (figure,) = _figures(at)
-    (points,) = figure["data"]
-    assert points["mode"] == "markers" and _length(points["x"]) == 240          # every training point of Two moons
+    (svg,) = _svgs(at)
+    assert _points(svg) == 240                                   # every training point of Two moons
+    assert ">x1 (standardised)<" in svg and ">class<" in svg
     assert "n = 240 training + 60 test points · d = 2 features · task: binary" in _texts(at.markdown)
+    assert not at.get("plotly_chart")                            # nothing waits for plotly to load
 
 
-def test_a_1d_set_shows_train_and_test_points_and_a_higher_dimensional_one_its_principal_axes(app):
+def test_a_1d_set_shows_train_and_test_points_and_a_higher_dimensional_one_its_principal_components(app):
     at = app(auto_run="false", dataset="sine1d", n=100)
-    (figure,) = _figures(at)
-    assert [t["name"] for t in figure["data"]] == ["train points", "test points"]
-    assert [_length(t["x"]) for t in figure["data"]] == [80, 20]
+    (svg,) = _svgs(at)
+    assert _points(svg) == 100 and ">train points<" in svg and ">test points<" in svg
     at = app(auto_run="false", dataset="diabetes")
-    (figure,) = _figures(at)
-    assert figure["layout"]["xaxis"]["title"]["text"].startswith("PC 1 (")
+    (svg,) = _svgs(at)
+    assert re.search(r">PC 1 \(\d+% of variance\)<", svg)
+    assert _points(svg) == at.session_state["_krr_settings"].dataset.n_train
     assert "d = 10 features · task: regression · progression: mean" in _texts(at.markdown)
 
 
@@ -55,11 +57,11 @@ def test_small_problems_run_by_themselves_on_every_change(app):
     runs = at.session_state["_krr_runs"].runs()
     assert [r.config.penalty for r in runs] == [1e-3, 1e-5] and "finished" in _texts(at.success)
     # The finished run's fit replaces the data's own picture (a decision surface over the points).
-    assert "Decision surface" in _texts(at.markdown) and "The data" not in _texts(at.markdown)
+    assert "Decision surface" in _texts(at.markdown) and not _svgs(at)
 
 
 def test_a_problem_that_is_not_small_waits_for_run_and_says_why(app):
     at = app(n=6000, M=40, solver="nystrom_direct")
     assert not at.session_state["_krr_runs"].runs()
     assert f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**." in _texts(at.caption)
-    assert _figures(at)                                                      # the data are drawn all the same
+    assert _points(_svgs(at)[0]) == 2000                         # the data are drawn all the same (a subsample)

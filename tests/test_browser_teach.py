@@ -1,0 +1,105 @@
+"""Teaching in a real browser: the first picture, a small run after a change, a checked link and a
+lesson, in chromium against ``streamlit run app.py`` (helpers and the server from test_browser).
+
+Measured and printed (``-s`` shows them; never asserted — the machine is shared): the seconds
+from ``page.goto`` to the first picture (the data's image, or a chart), to the first finished run, and from pressing Enter on a
+changed M to that run drawn finished. Asserted: the pictures and the finished runs appear, the
+link's message names the refused values, a lesson sets M step by step. ``screenshot-lesson.png``
+(README) is saved to ``$KRR_SAVE_SCREENSHOTS`` when set.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+
+import pytest
+from test_browser import CHROMIUM_FLAGS, VIEWPORT, _require, _save, _wait_idle, server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.browser
+#: The first picture: the data (an SVG image) or a plotly chart, whichever the page shows first.
+PICTURE = "[data-testid=stImage] img, .js-plotly-plot"
+
+
+def _seconds_until(locator, start: float, timeout: float = 120.0) -> float:
+    locator.first.wait_for(timeout=timeout * 1000)
+    return time.perf_counter() - start
+
+
+def _finished(page, label_part: str):
+    """The status line of a finished run whose label holds ``label_part`` (e.g. "M=50")."""
+    return page.get_by_test_id("stAlert").filter(has_text=re.compile(rf"{re.escape(label_part)}\b.* finished — "))
+
+
+def _open(page, url: str) -> tuple[float, float]:
+    """Load ``url``; (seconds to the first chart, seconds to a finished run)."""
+    start = time.perf_counter()
+    page.goto(url)
+    first_picture = _seconds_until(page.locator(PICTURE), start)
+    finished = _seconds_until(page.get_by_test_id("stAlert").filter(has_text=" finished — "), start)
+    return first_picture, finished
+
+
+def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(server, tmp_path, record_property):
+    executable = shutil.which("chromium")
+    _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _require(False, "playwright is not installed (pip install playwright)")
+
+    url, log_path = server
+    timings = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        try:
+            page.set_default_timeout(60_000)
+            # A cold server (torch imported, Dask workers started by this first visit), then a warm one.
+            timings["cold: first picture"], timings["cold: first run finished"] = _open(page, url)
+            _wait_idle(page)
+            timings["first picture"], timings["first run finished"] = _open(page, f"{url}/?seed=1")
+            _wait_idle(page)
+            assert page.get_by_text("Decision surface").count() == 1      # the fit over the data
+
+            # A change: M = 50, Enter; the new run is drawn finished, without pressing Run.
+            box = page.get_by_label("M (Nyström centres)", exact=True)
+            box.fill("50")
+            start = time.perf_counter()
+            box.press("Enter")
+            timings["small run after a change"] = _seconds_until(_finished(page, "M=50"), start)
+            _wait_idle(page)
+            assert "M=50" in page.url
+
+            # A link with bad values: one message naming them, the values used in the widgets.
+            page.goto(f"{url}/?M=-5&dataset=nope&n=10000000000&auto_run=false")
+            message = page.get_by_test_id("stAlert").filter(has_text="refused or adjusted")
+            message.first.wait_for()
+            text = message.first.inner_text()
+            for part in ("M=-5", "dataset=nope", "n=10000000000", "using the default, 100",
+                         "using the largest allowed, 200,000"):
+                assert part in text, text
+            assert page.get_by_label("M (Nyström centres)", exact=True).input_value() == "100"
+            assert "n=200000" in page.url and "M=" not in page.url
+
+            # A lesson: its link sets the experiment; Next applies step 2 (M = 20) and runs it.
+            page.goto(f"{url}/?lesson=nystrom-centres")
+            page.get_by_text("Lesson: How many Nyström centres?").first.wait_for()
+            _finished(page, "M=5").first.wait_for()
+            _wait_idle(page)
+            assert page.get_by_label("M (Nyström centres)", exact=True).input_value() == "5"
+            page.get_by_role("button", name="Next").click()
+            _finished(page, "M=20").first.wait_for()
+            _wait_idle(page)
+            assert page.get_by_label("M (Nyström centres)", exact=True).input_value() == "20"
+            assert "step=2" in page.url and page.get_by_text("Fitted function").count() == 1
+            _save(page, "screenshot-lesson.png", tmp_path)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
+            raise
+        finally:
+            browser.close()
+    for name, seconds in timings.items():
+        record_property(name, round(seconds, 3))
+    print("\nmeasured in chromium: " + "; ".join(f"{name} {seconds:.2f} s" for name, seconds in timings.items()))
