@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -106,17 +107,27 @@ def _save(page, name: str, tmp_path: Path) -> Path:
     return path
 
 
-def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
+@contextmanager
+def chromium():
+    """A headless Debian chromium driven by Playwright (skipped, or failed under
+    KRR_REQUIRE_BROWSER=1, when either is missing); closed on exit."""
     executable = shutil.which("chromium")
     _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         _require(False, "playwright is not installed (pip install playwright)")
-
-    url, log_path = server
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
+    url, log_path = server
+    with chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         try:
             page.set_default_timeout(60_000)
@@ -191,5 +202,3 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
             raise
-        finally:
-            browser.close()

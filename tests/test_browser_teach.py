@@ -10,11 +10,10 @@ link's message names the refused values, a lesson sets M step by step. ``screens
 from __future__ import annotations
 
 import re
-import shutil
 import time
 
 import pytest
-from test_browser import CHROMIUM_FLAGS, VIEWPORT, _require, _save, _wait_idle, server  # noqa: F401 (fixture)
+from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
 
 pytestmark = pytest.mark.browser
 #: The first picture: the data (an SVG image) or a plotly chart, whichever the page shows first.
@@ -41,17 +40,9 @@ def _open(page, url: str) -> tuple[float, float]:
 
 
 def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(server, tmp_path, record_property):
-    executable = shutil.which("chromium")
-    _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _require(False, "playwright is not installed (pip install playwright)")
-
     url, log_path = server
     timings = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+    with chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         try:
             page.set_default_timeout(60_000)
@@ -98,8 +89,6 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
             raise
-        finally:
-            browser.close()
     for name, seconds in timings.items():
         record_property(name, round(seconds, 3))
     print("\nmeasured in chromium: " + "; ".join(f"{name} {seconds:.2f} s" for name, seconds in timings.items()))
