@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM_FLAGS, _require
+from test_browser import chromium
 
 from krr_app.server import ServerFailed, running_app
 
@@ -125,51 +124,41 @@ def server(tmp_path_factory):
 
 
 def test_a_class_presses_run_at_once(server, tmp_path):
-    executable = shutil.which("chromium")
-    _require(executable is not None, "Debian's chromium is not installed (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _require(False, "playwright is not installed (pip install playwright)")
     url, log_path, server_pid = server
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+    with chromium() as browser:
         browser_pids = lambda: [p for p in _descendants(os.getpid()) if "chromium" in _cmdline(p)]  # noqa: E731
         pages = []
-        try:
-            started = time.time()
-            for _ in range(SESSIONS):
-                page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
-                page.set_default_timeout(180_000)
-                page.goto(url + LINK)
-                pages.append(page)
-            buttons = [p.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
-                       for p in pages]
-            for button in buttons:
-                button.wait_for()
-                assert button.is_enabled()
-            loaded = time.time() - started
-            cpu_before = sum(_cpu_seconds(p) for p in browser_pids())
-            with TreeSampler(server_pid) as sampler:
-                clicked = time.time()
-                for button in buttons:      # the whole class, within a fraction of a second
-                    button.click(no_wait_after=True)
-                results: dict[int, tuple[float, re.Match | None, str]] = {}
-                while len(results) < len(pages) and time.time() - clicked < DEADLINE_SECONDS:
-                    for i, page in enumerate(pages):
-                        if i in results:
-                            continue
-                        done = page.get_by_text(RESULT).first
-                        failed = page.get_by_test_id("stException").count() or page.get_by_text(" failed: ").count()
-                        if done.count():
-                            results[i] = (time.time() - clicked, RESULT.search(done.inner_text()), "")
-                        elif failed:
-                            results[i] = (time.time() - clicked, None, page.get_by_test_id("stMain").inner_text())
-                    time.sleep(0.5)
-            browser_cpu = sum(_cpu_seconds(p) for p in browser_pids()) - cpu_before
-            wall = time.time() - clicked
-        finally:
-            browser.close()
+        started = time.time()
+        for _ in range(SESSIONS):
+            page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
+            page.set_default_timeout(180_000)
+            page.goto(url + LINK)
+            pages.append(page)
+        buttons = [p.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
+                   for p in pages]
+        for button in buttons:
+            button.wait_for()
+            assert button.is_enabled()
+        loaded = time.time() - started
+        cpu_before = sum(_cpu_seconds(p) for p in browser_pids())
+        with TreeSampler(server_pid) as sampler:
+            clicked = time.time()
+            for button in buttons:      # the whole class, within a fraction of a second
+                button.click(no_wait_after=True)
+            results: dict[int, tuple[float, re.Match | None, str]] = {}
+            while len(results) < len(pages) and time.time() - clicked < DEADLINE_SECONDS:
+                for i, page in enumerate(pages):
+                    if i in results:
+                        continue
+                    done = page.get_by_text(RESULT).first
+                    failed = page.get_by_test_id("stException").count() or page.get_by_text(" failed: ").count()
+                    if done.count():
+                        results[i] = (time.time() - clicked, RESULT.search(done.inner_text()), "")
+                    elif failed:
+                        results[i] = (time.time() - clicked, None, page.get_by_test_id("stMain").inner_text())
+                time.sleep(0.5)
+        browser_cpu = sum(_cpu_seconds(p) for p in browser_pids()) - cpu_before
+        wall = time.time() - clicked
 
     log = Path(log_path).read_text()
     finished = {i: r for i, r in results.items() if r[1] is not None}
