@@ -103,11 +103,12 @@ class RunConfig:
         return {k: v for k, v in candidates.items() if v is not None and (k == "penalty" or k in accepted)}
 
     def label(self, vary: tuple[str, ...] = ()) -> str:
-        """Short human label: the solver plus the knobs named in ``vary`` (all main knobs if empty)."""
+        """Short human label: the solver plus the knobs named in ``vary`` (all main knobs if empty),
+        and "float32" when it is not float64 (two runs differing only in dtype must not look alike)."""
         knobs = {"M": self.M, "λ": self.penalty, "σ": self.kernel_kwargs().get("sigma"), "t": self.maxiter,
                  **dict(self.solver_params)}
         shown = [f"{k}={format_number(v)}" for k, v in knobs.items() if v is not None and (not vary or k in vary)]
-        return " · ".join([self.info.label, *shown])
+        return " · ".join([self.info.label, *shown, *([self.dtype] if self.dtype != "float64" else [])])
 
     def as_dict(self) -> dict:
         """Flat plain dict (for tables and CSV downloads)."""
