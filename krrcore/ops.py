@@ -76,11 +76,16 @@ class KernelOperator:
 
     The budget bounds the block buffer and the per-block intermediates (prepared features, K v);
     it excludes X, C and the outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
+
+    ``cache_bytes``: the first row blocks of K_nM that fit in this many bytes are kept when a
+    whole-matrix walk first computes them, and every later walk reads them instead of evaluating
+    the kernel again (FALKON's CG touches all of K_nM every iteration: a cached block then costs
+    memory traffic, not distances and exponentials). ``cached_rows`` says how many rows are held.
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
                  memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
-                 accumulate_dtype: torch.dtype | None = None):
+                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         if C.dtype != X.dtype or C.device != X.device:
@@ -104,6 +109,12 @@ class KernelOperator:
         # Allocated on first use and only as tall as the rows walked need: a product over a few
         # rows (an ASkotch block, a SAGA batch) holds |rows| × M, not block_rows × M.
         self._buffer = None
+        self._cache: list[torch.Tensor] = []
+        self._cache_room = max(int(cache_bytes), 0)
+
+    @property
+    def cached_rows(self) -> int:
+        return sum(block.shape[0] for block in self._cache)
 
     def _block_buffer(self, rows: int) -> torch.Tensor:
         rows = min(rows, self.block_rows)
@@ -118,11 +129,23 @@ class KernelOperator:
         next step, so use it before advancing. ``start:stop`` index the walked rows (``rows`` if given).
         """
         count = self.n if rows is None else rows.numel()
-        buffer = self._block_buffer(max(count, 1))
-        for start in range(0, count, buffer.shape[0]):
+        start = 0
+        if rows is None:                       # the cached prefix of K_nM first
+            for K in self._cache:
+                yield start, start + K.shape[0], K
+                start += K.shape[0]
+        buffer = self._block_buffer(max(count - start, 1))
+        row_bytes = self.M * buffer.element_size()
+        while start < count:
             stop = min(start + buffer.shape[0], count)
             X = self._X[start:stop] if rows is None else self._X[rows[start:stop]]
-            yield start, stop, self.kernel.block(prepare_checked(self.kernel, X), self._C, out=buffer[: stop - start])
+            K = self.kernel.block(prepare_checked(self.kernel, X), self._C, out=buffer[: stop - start])
+            keep = min(stop - start, self._cache_room // row_bytes)
+            if rows is None and keep > 0 and start == self.cached_rows:
+                self._cache.append(K[:keep].clone())
+                self._cache_room -= keep * row_bytes
+            yield start, stop, K
+            start = stop
 
     def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
         v = v.to(dtype=self.dtype, device=self.device)

@@ -25,6 +25,10 @@ from ..preconditioner import FalkonPreconditioner
 from .base import IterativeKRR, Step
 
 
+#: Name of the memory part holding cached row blocks of K_nM (sized by the estimate, used by the fit).
+KERNEL_CACHE = "cached K_nM blocks"
+
+
 class _NystromIterative(IterativeKRR):
     """Shared set-up of the Nyström-problem solvers: centres, blocked operator, b̃ = K_nMᵀy/n."""
 
@@ -55,8 +59,10 @@ class _NystromIterative(IterativeKRR):
         self.centers_ = cs.centers
         self.center_indices_ = cs.indices
         self.center_weights_ = cs.weights
+        planned = {part.name: part.bytes for part in self.memory_estimate_.parts}
         self.operator_ = KernelOperator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
-                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE)
+                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
+                                        cache_bytes=planned.get(KERNEL_CACHE, 0))
         self._y_sq = float((Y.double() ** 2).sum()) / self.n_
         return self.operator_.rmatvec(Y) / self.n_        # b̃
 
@@ -68,7 +74,11 @@ class _NystromIterative(IterativeKRR):
 
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """Centres, one M×M matrix, the kernel block buffer, O(M) CG vectors; a fused pass over K_nM
-        per iteration (FALKON Alg. 1) and the M×M set-up (K_MM, FALKON's two Cholesky factors)."""
+        per iteration (FALKON Alg. 1) and the M×M set-up (K_MM, FALKON's two Cholesky factors).
+
+        What is left of the storage budget holds the first row blocks of K_nM (:data:`KERNEL_CACHE`),
+        computed by the first pass and read by every later one: a cached row costs two reads of
+        its M entries per iteration instead of a kernel evaluation."""
         M, d, s = center_count(self.centers, self.M, n), model.d, model.itemsize
         system_itemsize = self._SYSTEM_ITEMSIZE or s
         model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * system_itemsize)
@@ -82,8 +92,11 @@ class _NystromIterative(IterativeKRR):
             model.setup += model.entry_seconds(n * M, torch.float64)
         model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
                         + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
-        model.iteration += model.entry_seconds(n * M) + model.stream_seconds(4 * M * M * system_itemsize)
         M_fit = model.largest_fitting(M * M * system_itemsize, system_itemsize)
+        cached_rows = min(n, max(model.limit_bytes - model.stored_bytes, 0) // (M * s))
+        model.hold(KERNEL_CACHE, cached_rows * M * s)
+        model.iteration += (model.entry_seconds((n - cached_rows) * M) + model.stream_seconds(2 * cached_rows * M * s)
+                            + model.stream_seconds(4 * M * M * system_itemsize))
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
 

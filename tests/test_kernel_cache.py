@@ -1,0 +1,50 @@
+"""K_nM blocks cached within the storage budget and reused across CG iterations (issue 12, part 4)."""
+import numpy as np
+import torch
+
+from krrcore.kernels import GaussianKernel
+from krrcore.ops import KernelOperator
+from krrcore.solvers.falkon import KERNEL_CACHE, Falkon, NystromGD
+
+
+class CountingKernel(GaussianKernel):
+    def __init__(self, sigma):
+        super().__init__(sigma)
+        self.rows = 0
+
+    def block(self, P1, P2, out=None):
+        self.rows += len(P1)
+        return super().block(P1, P2, out=out)
+
+
+def test_cached_rows_are_computed_once_and_products_do_not_change():
+    X = torch.randn(1000, 3, dtype=torch.float64)
+    C = X[:50]
+    v, w = torch.randn(50, 2, dtype=torch.float64), torch.randn(1000, 2, dtype=torch.float64)
+    reference = KernelOperator(GaussianKernel(1.0), X, C, block_rows=128)
+    for cache_rows in (0, 300, 1000):
+        kernel = CountingKernel(1.0)
+        op = KernelOperator(kernel, X, C, block_rows=128, cache_bytes=cache_rows * 50 * 8)
+        for _ in range(3):
+            torch.testing.assert_close(op.fused(v, w), reference.fused(v, w))
+            torch.testing.assert_close(op.rmatvec(w), reference.rmatvec(w))
+        assert op.cached_rows == cache_rows
+        assert kernel.rows == 1000 + 5 * (1000 - cache_rows)       # the cached prefix is evaluated once
+
+
+def test_falkon_caches_what_the_budget_leaves_and_fits_the_same_model():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3000, 4))
+    y = np.sin(X[:, 0])
+    kernel = GaussianKernel(2.0)
+    whole = Falkon(kernel, 1e-3, M=100, maxiter=15).fit(X, y)
+    assert whole.operator_.cached_rows == 3000
+    assert dict((p.name, p.bytes) for p in whole.memory_estimate_.parts)[KERNEL_CACHE] == 3000 * 100 * 8
+    budget = 4 * 100 * 100 * 8 + 1500 * 100 * 8            # room for about half of K_nM after the rest
+    part = Falkon(kernel, 1e-3, M=100, maxiter=15, memory_budget=budget).fit(X, y)
+    assert 0 < part.operator_.cached_rows < 3000
+    estimate = part.memory_estimate_
+    assert estimate.stored_bytes <= estimate.limit_bytes
+    np.testing.assert_allclose(part.predict(X[:200]), whole.predict(X[:200]), rtol=0, atol=1e-6)   # summation order differs
+    gd = NystromGD(kernel, 1e-6, M=100, maxiter=3).fit(X, y)            # its power iteration reuses them too
+    assert gd.operator_.cached_rows == 3000
