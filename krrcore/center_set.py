@@ -48,7 +48,7 @@ class UniformCenters(CenterSelector):
         n = X.shape[0]
         if M > n:
             raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
-        idx = torch.randperm(n, generator=generator)[:M].to(X.device)
+        idx = torch.randperm(n, generator=generator, device="cpu")[:M].to(X.device)
         return CenterSet(X[idx], idx)
 
 

@@ -263,7 +263,7 @@ def median_heuristic(X, *, max_points: int = 2000, p: int = 2, seed: int = 0) ->
         raise ValueError("X needs at least 2 rows for the median heuristic")
     if X.shape[0] > max_points:
         g = torch.Generator().manual_seed(seed)
-        X = X[torch.randperm(X.shape[0], generator=g)[:max_points].to(X.device)]
+        X = X[torch.randperm(X.shape[0], generator=g, device="cpu")[:max_points].to(X.device)]
     D = torch.cdist(X.double(), X.double(), p=float(p))
     iu = torch.triu_indices(X.shape[0], X.shape[0], offset=1, device=X.device)
     d = D[iu[0], iu[1]]

@@ -54,7 +54,7 @@ def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float6
     """
     steps = min(check_int(steps, "steps"), dim)
     g = torch.Generator().manual_seed(int(seed))
-    q = torch.randn(dim, generator=g, dtype=torch.float64).to(dtype=dtype, device=device)
+    q = torch.randn(dim, generator=g, dtype=torch.float64, device="cpu").to(dtype=dtype, device=device)
     q /= torch.linalg.norm(q)
     Q = torch.zeros(dim, steps, dtype=dtype, device=device)
     alphas, betas = [], []
@@ -71,9 +71,9 @@ def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float6
         betas.append(beta)
         q = w / beta
     k = len(alphas)
-    Tk = torch.diag(torch.tensor(alphas, dtype=torch.float64))
+    Tk = torch.diag(torch.tensor(alphas, dtype=torch.float64, device="cpu"))
     if k > 1:
-        off = torch.tensor(betas[: k - 1], dtype=torch.float64)
+        off = torch.tensor(betas[: k - 1], dtype=torch.float64, device="cpu")
         Tk += torch.diag(off, 1) + torch.diag(off, -1)
     return torch.linalg.eigvalsh(Tk)
 

@@ -56,7 +56,7 @@ class NystromApproximation:
 
 def gaussian_test_matrix(p: int, r: int, *, generator: torch.Generator, dtype, device) -> torch.Tensor:
     """Alg. 2 lines 1–2: Ω = thin_qr(randn(p, r)) (drawn on the CPU generator for reproducibility)."""
-    omega = torch.randn(p, r, generator=generator, dtype=dtype)
+    omega = torch.randn(p, r, generator=generator, dtype=dtype, device="cpu")
     return torch.linalg.qr(omega.to(device), mode="reduced")[0]
 
 
@@ -183,7 +183,7 @@ def get_L(apply_H: MatMul, p: int, preconditioner: NystromPreconditioner | None,
         u = preconditioner.inv_sqrt(v)
         return preconditioner.inv_sqrt(apply_H(u[:, None])[:, 0])
 
-    v = torch.randn(p, generator=generator, dtype=dtype).to(device)
+    v = torch.randn(p, generator=generator, dtype=dtype, device="cpu").to(device)
     v /= torch.linalg.vector_norm(v)
     estimate = 0.0
     for _ in range(iterations):

@@ -25,7 +25,7 @@ def nystrom_kernel_eigenvalues(kernel, X, M: int, *, seed: int = 0, memory_budge
     X = as_tensor(X, "X", dtype=torch.float64)
     M = min(check_int(M, "M"), X.shape[0])
     g = torch.Generator().manual_seed(int(seed))
-    C = X[torch.randperm(X.shape[0], generator=g)[:M].to(X.device)]
+    C = X[torch.randperm(X.shape[0], generator=g, device="cpu")[:M].to(X.device)]
     s, U = torch.linalg.eigh(kernel(C, C))
     keep = s > s.max() * 1e-12
     R = U[:, keep] / torch.sqrt(s[keep])                    # K_MM^{-1/2} on its range

@@ -37,7 +37,7 @@ def recursive_rls(X, kernel, penalty, *, q2: float | None = None, base_size: int
     base_size = check_int(base_size, "base_size")
     ctx = _Context(X, kernel, kappa2, 1.0, q2, _generator(seed), memory_budget)
     t0 = time.perf_counter()
-    perm = torch.randperm(n, generator=ctx.generator).to(X.device)
+    perm = torch.randperm(n, generator=ctx.generator, device="cpu").to(X.device)
     sizes = [n]
     while sizes[-1] > base_size:
         sizes.append(math.ceil(sizes[-1] / 2))
@@ -86,7 +86,7 @@ def uniform(X, kernel, penalty, *, M: int | None = None, q: float = DEFAULT_Q, q
         raise ValueError(f"M={M} centres requested but X has only n={n} points")
     ctx = _Context(X, kernel, kappa2, q1, 1.0, _generator(seed), memory_budget)
     t0 = time.perf_counter()
-    indices = torch.randperm(n, generator=ctx.generator)[:M].sort().values.to(X.device)
+    indices = torch.randperm(n, generator=ctx.generator, device="cpu")[:M].sort().values.to(X.device)
     probabilities = torch.full((M,), M / n, dtype=torch.float64, device=X.device)
     levels = []
     for lam_h in lambda_path(lambda0, lam, q):

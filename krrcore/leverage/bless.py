@@ -77,10 +77,10 @@ class _Context:
         if R_target >= self.n:
             return self.n, torch.arange(self.n, device=self.X.device)
         R = math.ceil(R_target)
-        return R, torch.randint(self.n, (R,), generator=self.generator).to(self.X.device)
+        return R, torch.randint(self.n, (R,), generator=self.generator, device="cpu").to(self.X.device)
 
     def rand(self, size: int) -> torch.Tensor:
-        return torch.rand(size, generator=self.generator, dtype=torch.float64).to(self.X.device)
+        return torch.rand(size, generator=self.generator, dtype=torch.float64, device="cpu").to(self.X.device)
 
 
 def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _state) -> LeverageLevel:
@@ -107,7 +107,7 @@ class _NestedCandidates:
     """BLESS-R's U_h = {i : u_i < β_h} with one u ~ Uniform[0,1]ⁿ: nested as β_h grows (Sect. 2.4)."""
 
     def __init__(self, ctx: _Context):
-        u = torch.rand(ctx.n, generator=ctx.generator, dtype=torch.float64)
+        u = torch.rand(ctx.n, generator=ctx.generator, dtype=torch.float64, device="cpu")
         self.sorted_u, order = torch.sort(u)
         self.order = order.to(ctx.X.device)
 

@@ -59,7 +59,7 @@ def _check_unit_interval(value, name: str) -> float:
 
 def random_partition(n: int, blocks: int, generator: torch.Generator) -> list[torch.Tensor]:
     """Alg. 1/4 line 1: a random partition of [n] into ``blocks`` parts of sizes ⌊n/B⌋ or ⌈n/B⌉."""
-    perm = torch.randperm(n, generator=generator)
+    perm = torch.randperm(n, generator=generator, device="cpu")
     sizes = [n // blocks + (1 if i < n % blocks else 0) for i in range(blocks)]
     return list(torch.split(perm, sizes))
 
@@ -233,8 +233,8 @@ class _BlockCoordinateKRR(IterativeKRR):
             top.append(1.0 if precond is None else precond.largest_eigval)
             rho.append(1.0 if precond is None else precond.rho)
         self.block_preconditioners_ = preconds
-        self._precond_top, self._precond_rho = torch.tensor(top), torch.tensor(rho)
-        L = torch.tensor(smoothness, dtype=torch.float64)
+        self._precond_top, self._precond_rho = torch.tensor(top, device="cpu"), torch.tensor(rho, device="cpu")
+        L = torch.tensor(smoothness, dtype=torch.float64, device="cpu")
         if not bool((L > 0).all()):
             raise ValueError("a block's smoothness constant is not positive: check the kernel and penalty")
         self.block_smoothness_ = L
@@ -510,7 +510,7 @@ class ASkotch(_BlockCoordinateKRR):
         iteration = 0
         while True:
             iteration += 1
-            idx = torch.randperm(n, generator=self._generator)[:size].to(w.device)
+            idx = torch.randperm(n, generator=self._generator, device="cpu")[:size].to(w.device)
             precond, apply_H = self._block_preconditioner(idx)
             step = 1.0 / self._smoothness(precond, apply_H, size)
             g = self._block_gradient(idx, y, n / size)     # kernel and ridge terms both at y

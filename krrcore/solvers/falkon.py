@@ -228,7 +228,7 @@ class NystromGD(_NystromIterative):
 def power_iteration(matvec, dim: int, *, dtype, device, iters: int = 30, seed: int = 0) -> float:
     """Largest eigenvalue of a symmetric PSD operator by power iteration (Rayleigh quotient)."""
     g = torch.Generator().manual_seed(int(seed))
-    v = torch.randn(dim, 1, generator=g, dtype=torch.float64).to(dtype=dtype, device=device)
+    v = torch.randn(dim, 1, generator=g, dtype=torch.float64, device="cpu").to(dtype=dtype, device=device)
     v /= torch.linalg.norm(v)
     estimate = 0.0
     for _ in range(iters):

@@ -176,7 +176,7 @@ class SketchySAGA(IterativeKRR):
         self._Knm = KernelOperator(kernel, X, C, memory_budget=budget, n_rhs=Y.shape[1])   # batch rows only
 
         # P ← Nyström((n/b_H1) K_H₁Mᵀ K_H₁M, r), matrix-free over row blocks of K_H₁M.
-        H1 = X[torch.randperm(n, generator=generator)[:b_h1].to(X.device)]
+        H1 = X[torch.randperm(n, generator=generator, device="cpu")[:b_h1].to(X.device)]
         scale = n / b_h1
         op_h1 = KernelOperator(kernel, H1, C, memory_budget=budget, n_rhs=rank)
         trace = scale * sum(float((Kc * Kc).sum()) for _s, _e, Kc in op_h1.blocks())
@@ -190,7 +190,7 @@ class SketchySAGA(IterativeKRR):
         self._precond = NystromPreconditioner(approx, self.rho_)
 
         # L_P ← get_L((n/b_H2) K_H₂Mᵀ K_H₂M + λK_MM, P, ρ); η = α/L_P.
-        H2 = X[torch.randperm(n, generator=generator)[:b_h2].to(X.device)]
+        H2 = X[torch.randperm(n, generator=generator, device="cpu")[:b_h2].to(X.device)]
         op_h2 = KernelOperator(kernel, H2, C, memory_budget=budget)
 
         def apply_lr_hessian(V):
@@ -225,7 +225,7 @@ class SketchySAGA(IterativeKRR):
         iteration = 0
         while True:
             iteration += 1
-            batch = torch.unique(torch.randint(n, (self.batch_size_,), generator=self._generator)).to(X.device)
+            batch = torch.unique(torch.randint(n, (self.batch_size_,), generator=self._generator, device="cpu")).to(X.device)
             aux = torch.zeros_like(w)
             for start, stop, Kc in self._Knm.blocks(rows=batch):
                 rows = batch[start:stop]
