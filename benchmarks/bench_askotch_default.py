@@ -96,8 +96,13 @@ def main() -> None:
     set_threads()
     n, passes = (1_000, 5) if args.quick else (args.n, args.passes)
     ds, kernel, penalty = load(args.problem, n)
-    results = {label: run(label, params, setup, ds, kernel, penalty, passes, args.dtype)
-               for label, params, setup in CANDIDATES}
+    print(f"{args.problem}, n_train={ds.X_train.shape[0]:,}, {args.dtype}", flush=True)
+    results = {}
+    for label, params, setup in CANDIDATES:
+        results[label] = run(label, params, setup, ds, kernel, penalty, passes, args.dtype)
+        rows, mu = results[label]
+        print(f"{label}: μ={mu:.3g}, final residual {rows[-1]['residual']:.3g}, test {rows[-1]['test']:.4g}, "
+              f"{rows[-1]['seconds']:.1f} s", flush=True)
     ref_rows, _ = results[CANDIDATES[0][0]]
     ref_test, ref_residual = ref_rows[-1]["test"], ref_rows[-1]["residual"]
     table = []
@@ -109,7 +114,7 @@ def main() -> None:
                       "to ref residual": first(rows, "residual", ref_residual),
                       **{f"{ds.metric}@{p}": v for p, v in at.items()}, "final residual": rows[-1]["residual"],
                       "solver s": rows[-1]["seconds"]})
-    print(f"{args.problem}, n_train={ds.X_train.shape[0]:,}, {args.dtype}; passes include set-up kernel passes")
+    print("passes include the set-up's kernel passes")
     print_table(table, "ASkotch default candidates: passes to a residual / to the K-stored run's final values")
 
 
