@@ -53,12 +53,13 @@ SOLVERS: dict[str, SolverInfo] = {s.key: s for s in [
     SolverInfo("askotch", "ASkotch", ASkotch, "full", True,
                ("blocks", "rank", "maxiter", "dtype", "seed"),
                "Accelerated Nyström-preconditioned block coordinate descent on (K + λnI) w = y over a "
-               "fixed partition into B blocks (μ estimated at set-up).",
-               "Rathore, Frangella, Udell 2024, Alg. 1"),
+               "fixed partition into B blocks (μ estimated at set-up; K is stored for it when it fits).",
+               "Rathore, Frangella, Udell 2024, Alg. 1", defaults=(("variant", "alg1"),)),
     SolverInfo("askotch_fresh", "ASkotch (fresh blocks)", ASkotch, "full", True,
                ("blocks", "rank", "maxiter", "dtype", "seed"),
                "The authors' later ASkotch: a fresh random block each iteration, μ = λ, ν = n/|b|. "
-               "Where the Nyström preconditioner pays off most (docs/measurements.md).",
+               "Where the Nyström preconditioner pays off most (docs/measurements.md); the library's "
+               "default ASkotch, which never stores K.",
                "Rathore, Frangella, Udell 2024, later variant (see krrcore.solvers.askotch)",
                defaults=(("variant", "fresh_blocks"),)),
     SolverInfo("skotch", "Skotch", Skotch, "full", True,

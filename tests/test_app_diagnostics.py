@@ -123,7 +123,7 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
     shown = metrics(at)
     X = torch.as_tensor(moons_train(), dtype=torch.float64)
     n, lam_n = X.shape[0], 1e-3 * X.shape[0]
-    solver = ASkotch(GaussianKernel(0.5), 1e-3, blocks=4, rank=10, seed=0, maxiter=0, mu="lambda",
+    solver = ASkotch(GaussianKernel(0.5), 1e-3, blocks=4, rank=10, seed=0, maxiter=0, mu="lambda", variant="alg1",
                      cache_preconditioners=True).fit(X, np.ones(n))
     np.testing.assert_allclose(at.dataframe[0].value["L_P (get_L)"], solver.block_smoothness_.numpy(), rtol=1e-12)
     H = GaussianKernel(0.5)(X, X) + lam_n * torch.eye(n, dtype=torch.float64)

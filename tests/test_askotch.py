@@ -145,7 +145,7 @@ def _block_preconditioned_hessian(X, blocks, preconds, weights):
 def test_get_mu_estimates_the_block_preconditioned_strong_convexity(problem):
     """get_mu against a dense eigensolve: the smallest Ritz value approaches μ_Pβ from above."""
     X, y, _ = problem
-    model = ASkotch(KERNEL, PENALTY, blocks=3, rank=20, beta=0.5, maxiter=1, cache_preconditioners=True).fit(X, y)
+    model = ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, beta=0.5, maxiter=1, cache_preconditioners=True).fit(X, y)
     blocks, preconds = model.block_indices_, model.block_preconditioners_
     weights = (model.block_smoothness_ ** 0.5).tolist()
     A, H = _block_preconditioned_hessian(X, blocks, preconds, weights)
@@ -167,13 +167,13 @@ def test_mu_rules_trade_safety_against_speed():
     default estimate of μ_P converges in both."""
     X, y = make_problem(n=300, d=10)
     common = dict(blocks=3, rank=20, maxiter=1500, tol=1e-6, eval_every=15)
-    auto = ASkotch(KERNEL, PENALTY, **common).fit(X, y)
-    literal = ASkotch(KERNEL, PENALTY, mu="lambda", **common).fit(X, y)
+    auto = ASkotch(KERNEL, PENALTY, variant="alg1", **common).fit(X, y)
+    literal = ASkotch(KERNEL, PENALTY, variant="alg1", mu="lambda", **common).fit(X, y)
     assert first_iteration_below(auto, 1e-6) < 1000
     assert first_iteration_below(literal, 1e-6) == math.inf
     rough, small = LaplacianKernel(3.0), 1e-5
-    auto = ASkotch(rough, small, **common).fit(X, y)
-    bound = ASkotch(rough, small, mu="bound", **common).fit(X, y)
+    auto = ASkotch(rough, small, variant="alg1", **common).fit(X, y)
+    bound = ASkotch(rough, small, variant="alg1", mu="bound", **common).fit(X, y)
     assert bound.mu_ < 0.05 * auto.mu_
     assert first_iteration_below(auto, 1e-6) < 0.5 * first_iteration_below(bound, 1e-6)
 
@@ -181,7 +181,7 @@ def test_mu_rules_trade_safety_against_speed():
 # -- agreement with ExactKRR -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("make", [
-    lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, maxiter=1500, tol=1e-7, eval_every=30),
+    lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, maxiter=1500, tol=1e-7, eval_every=30),
     lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, maxiter=900, tol=1e-7, eval_every=30,
                     variant="fresh_blocks"),
     lambda: Skotch(KERNEL, PENALTY, blocks=1, rank=40, maxiter=900, tol=1e-7, eval_every=30),
@@ -203,7 +203,7 @@ def test_multiple_outputs_match_exact_krr(problem):
     Y = np.stack([y, np.cos(X[:, 0])], axis=1)
     ref = ExactKRR(KERNEL, PENALTY).fit(X, Y).coef_
     pcg = NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-9).fit(X, Y)
-    ask = ASkotch(KERNEL, PENALTY, blocks=1, rank=40, maxiter=400, tol=1e-9, eval_every=20).fit(X, Y)
+    ask = ASkotch(KERNEL, PENALTY, variant="alg1", blocks=1, rank=40, maxiter=400, tol=1e-9, eval_every=20).fit(X, Y)
     for model in (pcg, ask):
         assert model.coef_.shape == (X.shape[0], 2)
         assert rel_error(model.coef_, ref) < 1e-4
@@ -223,7 +223,7 @@ def _log_suboptimality_fit(model, ref_objective, floor=1e-11):
 
 
 @pytest.mark.parametrize("make", [
-    lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, maxiter=600, eval_every=20, cache_preconditioners=True),
+    lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, maxiter=600, eval_every=20, cache_preconditioners=True),
     lambda: Skotch(KERNEL, PENALTY, blocks=1, rank=10, maxiter=300, eval_every=10),
     lambda: NystromPCG(KERNEL, PENALTY, rank=10, maxiter=40),
 ], ids=["askotch", "skotch", "nystrom-pcg"])
@@ -250,7 +250,7 @@ def _iterations_to(make, threshold, seeds=(0, 1, 2)):
 def test_askotch_needs_fewer_iterations_than_skotch():
     """C.5: acceleration pays off (fixed partition into 3 blocks, residual 1e-3)."""
     common = dict(blocks=3, rank=20, maxiter=800, tol=1e-3, eval_every=20, cache_preconditioners=True)
-    ask = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, seed=s, **common), 1e-3, seeds=(0, 1))
+    ask = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, variant="alg1", seed=s, **common), 1e-3, seeds=(0, 1))
     sko = _iterations_to(lambda s: Skotch(KERNEL, PENALTY, seed=s, **common), 1e-3, seeds=(0, 1))
     assert ask < 0.5 * sko
 
@@ -265,14 +265,14 @@ def test_preconditioning_reduces_askotch_iterations():
 
     def mean_iterations(threshold, **kw):
         return float(np.mean([first_iteration_below(
-            ASkotch(KERNEL, PENALTY, blocks=6, maxiter=1200, tol=threshold, eval_every=6, seed=s, **kw).fit(X, y),
+            ASkotch(KERNEL, PENALTY, variant="alg1", blocks=6, maxiter=1200, tol=threshold, eval_every=6, seed=s, **kw).fit(X, y),
             threshold) for s, (X, y) in enumerate(n600)]))
 
     assert mean_iterations(1e-1, rank=40) < 0.6 * mean_iterations(1e-1, preconditioner=None)
     assert mean_iterations(1e-2, rank=40) < 0.75 * mean_iterations(1e-2, preconditioner=None)
     single = dict(blocks=1, maxiter=600, tol=1e-6, eval_every=10)
-    pre = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, rank=40, seed=s, **single), 1e-6)
-    plain = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, preconditioner=None, seed=s, **single), 1e-6)
+    pre = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, variant="alg1", rank=40, seed=s, **single), 1e-6)
+    plain = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, variant="alg1", preconditioner=None, seed=s, **single), 1e-6)
     assert pre < 0.5 * plain
     fresh = dict(blocks=3, maxiter=600, tol=1e-5, eval_every=20, variant="fresh_blocks")
     pre = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, rank=20, seed=s, **fresh), 1e-5, seeds=(0, 1))
@@ -281,15 +281,15 @@ def test_preconditioning_reduces_askotch_iterations():
     assert pre < 0.5 * plain
     paper = dict(blocks=3, maxiter=1500, tol=1e-5, eval_every=15, mu="lambda")
     rough, small = LaplacianKernel(3.0), 1e-5
-    pre = _iterations_to(lambda s: ASkotch(rough, small, rank=20, seed=s, **paper), 1e-5, seeds=(0,))
-    plain = _iterations_to(lambda s: ASkotch(rough, small, preconditioner=None, seed=s, **paper), 1e-5, seeds=(0,))
+    pre = _iterations_to(lambda s: ASkotch(rough, small, variant="alg1", rank=20, seed=s, **paper), 1e-5, seeds=(0,))
+    plain = _iterations_to(lambda s: ASkotch(rough, small, variant="alg1", preconditioner=None, seed=s, **paper), 1e-5, seeds=(0,))
     assert pre < 0.6 * plain
 
 
 # -- precision and honest timing --------------------------------------------------------------------
 
 @pytest.mark.parametrize("make", [
-    lambda: ASkotch(KERNEL, PENALTY, blocks=1, rank=40, maxiter=600, tol=1e-4, eval_every=10, dtype="float32"),
+    lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=1, rank=40, maxiter=600, tol=1e-4, eval_every=10, dtype="float32"),
     lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-4, dtype="float32"),
 ], ids=["askotch", "nystrom-pcg"])
 def test_float32_runs_reach_a_float64_residual_threshold(problem, make):
@@ -310,17 +310,17 @@ class _SlowFloat64Gaussian(GaussianKernel):
 
     def block(self, P1, P2, out=None):
         if P1.features.dtype == torch.float64:
-            time.sleep(0.3)
+            time.sleep(0.6)
         return super().block(P1, P2, out=out)
 
 
 def test_residual_evaluation_time_is_kept_out_of_solver_seconds(problem):
     X, y, _ = problem
-    model = ASkotch(_SlowFloat64Gaussian(3.0), PENALTY, blocks=3, rank=20, maxiter=60, eval_every=20,
+    model = ASkotch(_SlowFloat64Gaussian(3.0), PENALTY, variant="alg1", blocks=3, rank=20, maxiter=60, eval_every=20,
                     dtype="float32", memory_budget=1 << 30).fit(X, y)
     evaluated = [r for r in model.trace_ if r.iteration > 0]
     assert len(evaluated) == 3
-    assert all(r.eval_seconds >= 0.3 for r in evaluated)
+    assert all(r.eval_seconds >= 0.6 for r in evaluated)
     assert model.trace_[-1].seconds < sum(r.eval_seconds for r in evaluated)
 
 
@@ -340,7 +340,7 @@ def test_kernel_storage_choice_is_reported_and_does_not_change_the_iterates(prob
 
 def test_askotch_touches_one_block_row_at_a_time(problem):
     X, y, _ = problem
-    model = ASkotch(KERNEL, PENALTY, blocks=6, rank=20, maxiter=12, eval_every=6).fit(X, y)
+    model = ASkotch(KERNEL, PENALTY, variant="alg1", blocks=6, rank=20, maxiter=12, eval_every=6).fit(X, y)
     system = model._system
     assert system.K is None                              # the n×n matrix is never stored
     assert system._rows._buffer.shape[0] <= max(len(b) for b in model.block_indices_)
@@ -349,7 +349,7 @@ def test_askotch_touches_one_block_row_at_a_time(problem):
 # -- estimator contract and registry -------------------------------------------------------------
 
 def test_params_are_stored_untouched_and_clone_works():
-    model = ASkotch(KERNEL, 1e-4, blocks=7, rank=11, dtype="float32", seed=3)
+    model = ASkotch(KERNEL, 1e-4, variant="alg1", blocks=7, rank=11, dtype="float32", seed=3)
     params = model.get_params()
     assert params["blocks"] == 7 and params["rank"] == 11 and params["dtype"] == "float32"
     assert clone(model).get_params()["rank"] == 11
@@ -372,27 +372,27 @@ def test_registry_entries_build_and_approach_exact_krr(problem, key, tolerance):
 
 def test_default_block_count_keeps_rank_within_blocks():
     X, y = make_problem(n=250, d=10)
-    model = ASkotch(KERNEL, PENALTY, maxiter=2).fit(X, y)      # rank 100: 2 blocks of 125
+    model = ASkotch(KERNEL, PENALTY, variant="alg1", maxiter=2).fit(X, y)      # rank 100: 2 blocks of 125
     assert model.n_blocks_ == 2 and model.rank_ == 100
 
 
 # -- guards ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=301, preconditioner=None), "blocks must be <= n"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=10, rank=31), "rank must be <= the block size"),
+    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=301, preconditioner=None), "blocks must be <= n"),
+    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=10, rank=31), "rank must be <= the block size"),
     (lambda: Skotch(KERNEL, PENALTY, blocks=0), "blocks must be >= 1"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, beta=1.5), "beta must be a number in"),
+    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, beta=1.5), "beta must be a number in"),
     (lambda: Skotch(KERNEL, PENALTY, blocks=3, rank=20, alpha=-0.1), "alpha must be a number in"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, damping="heavy"), "damping must be"),
+    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, damping="heavy"), "damping must be"),
     (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, preconditioner="cholesky"), "preconditioner must be"),
     (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, variant="v3"), "variant must be"),
     (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, mu="big"), "mu must be"),
     (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, variant="fresh_blocks", cache_preconditioners=True),
      "cache_preconditioners applies"),
     (lambda: ASkotch(KERNEL, 1.0, blocks=3, rank=20, variant="fresh_blocks"), "needs μ = λn < ν"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, eval_every=0), "eval_every must be >= 1"),
-    (lambda: ASkotch(KERNEL, 0.0), "penalty must be > 0"),
+    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, eval_every=0), "eval_every must be >= 1"),
+    (lambda: ASkotch(KERNEL, 0.0, variant="alg1"), "penalty must be > 0"),
     (lambda: NystromPCG(KERNEL, PENALTY, rank=301), "rank must be <= n"),
     (lambda: NystromPCG(KERNEL, PENALTY, kernel_storage="disk"), "kernel_storage must be one of"),
     (lambda: NystromPCG(KERNEL, PENALTY, rank=20, damping=-1.0), "damping must be > 0"),
@@ -420,8 +420,8 @@ def test_full_kernel_system_products_match_dense_kernel(problem):
 def test_free_residual_estimates_track_the_true_residual(problem):
     X, y, _ = problem
     common = dict(blocks=3, rank=20, maxiter=300, eval_every=30, cache_preconditioners=True, seed=1)
-    exact = ASkotch(KERNEL, PENALTY, **common).fit(X, y)
-    estimate = ASkotch(KERNEL, PENALTY, residual="estimate", **common).fit(X, y)
+    exact = ASkotch(KERNEL, PENALTY, variant="alg1", **common).fit(X, y)
+    estimate = ASkotch(KERNEL, PENALTY, variant="alg1", residual="estimate", **common).fit(X, y)
     assert torch.equal(exact.coef_, estimate.coef_)        # the mode changes the report, not the run
     true = np.array([r.residual for r in exact.trace_[1:]])
     est = np.array([r.residual for r in estimate.trace_[1:]])

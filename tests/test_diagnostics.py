@@ -77,7 +77,7 @@ def small(X):
 def test_askotch_blocks_are_the_solvers_own_and_match_dense_algebra(small):
     kernel, lam, n = GaussianKernel(3.0), 1e-3, small.shape[0]
     table, whole = askotch_blocks(kernel, small, lam, 3, 8, seed=5)
-    solver = ASkotch(kernel, lam, blocks=3, rank=8, seed=5, maxiter=0, mu="lambda",
+    solver = ASkotch(kernel, lam, blocks=3, rank=8, seed=5, maxiter=0, mu="lambda", variant="alg1",
                      cache_preconditioners=True).fit(small, np.ones(n))
     np.testing.assert_array_equal(table["L_P (get_L)"], solver.block_smoothness_.numpy())
     H = kernel(small, small) + lam * n * torch.eye(n, dtype=torch.float64)

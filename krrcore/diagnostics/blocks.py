@@ -31,6 +31,7 @@ def askotch_partition(kernel, X, penalty: float, blocks: int, rank: int, *, seed
     diagnostics compute μ_P themselves."""
     X = as_tensor(X, "X", dtype=torch.float64)
     model = ASkotch(kernel, penalty, blocks=blocks, rank=rank, seed=seed, damping=damping, mu="lambda", maxiter=0,
+                    variant="alg1",
                     cache_preconditioners=True, residual="estimate", dtype="float64", device=X.device)
     return model.fit(X, torch.ones(X.shape[0], dtype=torch.float64, device=X.device))
 

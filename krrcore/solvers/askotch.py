@@ -19,9 +19,13 @@ K_bb (O(|b|²r)). Defaults and their sources:
 * L_Pb by get_L with 10 power iterations (B.3).
 * The block preconditioner is recomputed at every iteration, as in Alg. 1/4 (O(r|b|) storage);
   ``cache_preconditioners=True`` keeps the B set-up factorisations instead (O(rn) storage).
-* ASkotch's strong-convexity constant μ: see :meth:`ASkotch._strong_convexity` — Alg. 1 prints
-  μ = λ, which is too large once blocks are preconditioned (Lemma D.2 needs μ_P); the default is
-  a lower bound on μ_P from λ_min(K + λI), estimated by Lanczos when K fits the memory budget.
+* variant: the fresh-random-block variant of the authors' later code by default (``variant="auto"``,
+  :meth:`ASkotch._resolve_variant`): it needs no strong-convexity constant, so the default never
+  stores the n×n K or spends kernel passes estimating one, at any n.
+* Alg. 1's strong-convexity constant μ: see :meth:`ASkotch._strong_convexity` — Alg. 1 prints
+  μ = λ, which is too large once blocks are preconditioned (Lemma D.2 needs μ_P); with
+  ``variant="alg1"`` the default is a lower bound on μ_P from λ_min(K + λI), estimated by Lanczos
+  when K fits the storage budget.
 * Preconditioning a *fixed* partition (Alg. 1, B ≥ 2) speeds the early and middle phase but not
   the asymptotic rate: Theorem 5.1's Σ_b √L_Pb / √μ_P is no better than NU_ACDM's
   Σ_b √L_b / √λ_min(K + λI), because the cross-block cancellation that makes μ_P small costs what
@@ -45,7 +49,7 @@ from .base import IterativeKRR, Step
 #: The authors' default block size is n/100 (field notes: "block size n/100").
 DEFAULT_BLOCKS = 100
 PRECONDITIONERS = ("nystrom", None)
-VARIANTS = ("alg1", "fresh_blocks")
+VARIANTS = ("auto", "alg1", "fresh_blocks")
 MU_RULES = ("auto", "estimate", "bound", "lambda")
 #: Lanczos steps for λ_min(K + λI) in μ "estimate" (20 steps overshot 2.8× on an ill-conditioned problem).
 MU_LANCZOS_STEPS = 40
@@ -92,6 +96,24 @@ class _BlockCoordinateKRR(IterativeKRR):
     def _sampling_exponent(self) -> float:
         raise NotImplementedError
 
+    def _resolve_variant(self, n: int) -> str:
+        """"alg1" or "fresh_blocks" for n points (ASkotch's ``variant``; Skotch is Alg. 4, a fixed partition).
+
+        "auto": the fresh-block variant whenever its momentum is defined (λn < ν = n/|b|): it needs
+        no strong-convexity estimate, hence never the n×n K, and converged fastest on every problem
+        measured (benchmarks.bench_askotch_default, bench_askotch_ablation). Otherwise (a ridge so
+        large that λn ≥ n/|b|, or ``cache_preconditioners``) Alg. 1 with μ from the bound λn ≤
+        λ_min(K + λnI), nearly tight when the ridge dominates K's small eigenvalues.
+        """
+        variant = getattr(self, "variant", "alg1")
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        if variant != "auto":
+            return variant
+        blocks = self.check_sizes(n)[0]
+        fits_momentum = self._penalty() * n < n / (n // blocks)
+        return "fresh_blocks" if fits_momentum and not self.cache_preconditioners else "alg1"
+
     # -- resources -----------------------------------------------------------------------------
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """Iterates (O(nk)), one block row of K in chunks, K_bb (dense when it fits the scratch budget,
@@ -127,7 +149,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         evaluation = model.entry_seconds(n * n, torch.float64) if self.residual == "float64" else 0.0
         eval_every = blocks if self.eval_every is None else check_int(self.eval_every, "eval_every")
         model.iteration += model.entry_seconds(size * n) + evaluation / eval_every
-        if getattr(self, "variant", "alg1") == "fresh_blocks":
+        if self._resolve_variant(n) == "fresh_blocks":
             model.iteration += sketch + smoothness
         else:
             model.setup += blocks * (sketch + smoothness)
@@ -197,9 +219,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         if preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner must be 'nystrom' or None, got {preconditioner!r}")
         self._precondition = preconditioner == "nystrom"
-        variant = getattr(self, "variant", "alg1")
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        variant = self._resolve_variant(n)
         if variant == "fresh_blocks" and self.cache_preconditioners:
             raise ValueError("cache_preconditioners applies to variant='alg1' only: "
                              "'fresh_blocks' draws a new block (and preconditioner) every iteration")
@@ -331,14 +351,17 @@ class ASkotch(_BlockCoordinateKRR):
     blocks : B, number of blocks (default: n/100-sized blocks, at least ``rank`` points each).
     rank : r, Nyström rank per block (default 100). Must not exceed the block size.
     beta : acceleration parameter β ∈ [0, 1] (default 0, Sec. 3.2); sampling exponent α = (1−β)/2.
-    mu : strong-convexity constant of the accelerated scheme (see :meth:`_strong_convexity`):
-        "auto" (default: "estimate" when K fits ``memory_budget``, else "bound"), "estimate"
+    mu : strong-convexity constant of Alg. 1 (see :meth:`_strong_convexity`): "auto" (default:
+        "bound" when ``variant="auto"`` chose Alg. 1; with ``variant="alg1"``, "estimate" when K
+        fits the storage budget, else "bound"), "estimate"
         (a lower bound on μ_P from a Lanczos estimate of λ_min(K + λnI), 40 products with K at
         set-up), "bound" (the same bound from λn ≤ λ_min, free, often far too small), "lambda"
         (Alg. 1 as printed, μ = λn; stalls when μ_P ≪ λn) or a positive number. Used value: ``mu_``.
     damping : "damped" (ρ_b = λ + Λ̂_b[r−1], default), "regularization" (ρ_b = λ) or a number.
     preconditioner : "nystrom" (default) or None — without it ASkotch is NU_ACDM (ablation C.6).
-    variant : "alg1" (default, fixed random partition) or "fresh_blocks": the authors' later code —
+    variant : "auto" (default): "fresh_blocks" when λn < n/|b| (its momentum needs it), else
+        "alg1" — see :meth:`_resolve_variant`; neither stores K. "alg1": Alg. 1, a fixed random
+        partition. "fresh_blocks": the authors' later code —
         a fresh uniformly random block of n // blocks points each iteration, its own Nyström
         preconditioner and L_P, and Nesterov parameters μ = λ, ν = n/|b|, β' = 1 − √(μ/ν),
         γ' = 1/√(μν), α' = 1/(1 + γ'ν). Unlike that code, the whole block gradient (ridge term
@@ -357,7 +380,7 @@ class ASkotch(_BlockCoordinateKRR):
     """
 
     def __init__(self, kernel=None, penalty=1e-3, *, blocks=None, rank=100, beta=0.0, mu="auto",
-                 damping="damped", preconditioner="nystrom", variant="alg1", cache_preconditioners=False,
+                 damping="damped", preconditioner="nystrom", variant="auto", cache_preconditioners=False,
                  maxiter=1000, tol=None, eval_every=None, residual="float64", memory_budget=None, seed=0,
                  dtype="float64",
                  device=None, callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
@@ -398,6 +421,8 @@ class ASkotch(_BlockCoordinateKRR):
             raise ValueError(f"mu must be one of {MU_RULES} or a positive number, got {mu!r}")
         if mu != "auto":
             return mu
+        if self.variant == "auto":         # the default path never stores K (issue 12)
+            return "bound"
         return "estimate" if self._kernel_fits_budget(n, itemsize) else "bound"
 
     def _kernel_fits_budget(self, n: int, itemsize: int) -> bool:
@@ -470,6 +495,7 @@ class ASkotch(_BlockCoordinateKRR):
         self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
 
     def _setup_fresh_blocks(self, n: int):
+        self._mu_rule(n, self._system.X.element_size())     # a bad ``mu`` is named even where unused
         self.block_size_ = n // self.n_blocks_
         mu, nu = self._system.lam_n, n / self.block_size_
         if mu >= nu:
