@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.common import print_table, quick_parser, set_threads
+import torch
+
+from benchmarks.common import print_table, quick_parser
 
 CANDIDATES = (
     ("alg1, μ estimate, K stored", {"variant": "alg1", "mu": "estimate"}, "stored"),
@@ -52,8 +54,6 @@ def load(problem: str, n: int):
 
 
 def run(label, params, setup, ds, kernel, penalty, passes, dtype):
-    import torch
-
     from krrcore.metrics import METRICS
     from krrcore.solvers.askotch import ASkotch, Skotch
 
@@ -92,8 +92,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=40)
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: the figures are passes; small LAPACK calls crawl "
+                             "with threads on a busy machine)")
     args = parser.parse_args()
-    set_threads()
+    torch.set_num_threads(args.threads)
     n, passes = (1_000, 5) if args.quick else (args.n, args.passes)
     ds, kernel, penalty = load(args.problem, n)
     print(f"{args.problem}, n_train={ds.X_train.shape[0]:,}, {args.dtype}", flush=True)
