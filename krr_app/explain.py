@@ -118,7 +118,7 @@ loses in $\mu_P$. With a *fixed* partition the two factors above are then close,
 iteration counts to a tight residual; preconditioning still speeds the first iterations, about 2× to
 a residual of 0.1 (`benchmarks/bench_askotch_ablation.py`). It pays off all the way with one block,
 and with the authors' later variant, which draws a fresh random block every iteration
-("ASkotch (fresh blocks)" in Explore: 6–22× fewer iterations to 1e-6 there).
+("ASkotch (fresh blocks)" in Explore: 5.9–22× fewer iterations to 1e-6 there).
 """,
     "estimates": r"""
 **Exact or estimated.** Small systems are diagonalised exactly (`eigh`). Larger ones get 60 Lanczos
