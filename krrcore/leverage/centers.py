@@ -13,14 +13,17 @@ from .dictionary import _Dictionary
 class BlessCenters(CenterSelector):
     """Nyström centres for FALKON from BLESS (Alg. 1) or BLESS-R (Alg. 2) leverage scores.
 
-    ``mode="sample"`` (default; FALKON Alg. 2, Appendix A Def. 2): score all n points with
-    Eq. (3) on the BLESS dictionary, draw M centres with replacement ∝ the scores
-    (:func:`krrcore.centers.weighted_sample`, duplicates merged), D_jj = 1/√(n p_j count_j).
+    ``mode="dictionary"`` (default; the BLESS paper's FALKON-BLESS, Sect. 3.1): the final dictionary
+    J_H itself is the centre set (≈ M points, not exactly M), with D derived from its A weights so
+    that (n/M) K D² K estimates K_nMᵀK_nM: D_jj = √(M/(n A_jj)) (uniform sampling gives D = I). No
+    pass over all n points is needed: the cost is BLESS's, which stops growing with n
+    (benchmarks.bench_falkon_bless_default: 1.2–2.0 s from n = 10⁴ to 10⁶ at M = 500, and the same
+    or lower test error than "sample" on clustered data with outliers).
 
-    ``mode="dictionary"`` (the BLESS paper's FALKON-BLESS, Sect. 3.1): the final dictionary J_H
-    itself is the centre set (≈ M points, not exactly M), with D derived from its A weights so that
-    (n/M) K D² K estimates K_nMᵀK_nM: D_jj = √(M/(n A_jj)) (uniform sampling gives D = I). No
-    pass over all n points is needed.
+    ``mode="sample"`` (FALKON Alg. 2, Appendix A Def. 2): score all n points with Eq. (3) on the
+    BLESS dictionary, draw exactly M centres with replacement ∝ the scores
+    (:func:`krrcore.centers.weighted_sample`, duplicates merged), D_jj = 1/√(n p_j count_j) —
+    O(n·|J|²) on top of BLESS (84 s at n = 10⁶, M = 500, there).
 
     BLESS's λ. ``penalty`` given: BLESS runs down to it. ``penalty=None`` (default): BLESS descends
     its λ path until the dictionary reaches M points (``target_size=M``), i.e. λ such that
@@ -33,7 +36,7 @@ class BlessCenters(CenterSelector):
 
     name = "bless"
 
-    def __init__(self, penalty=None, variant: str = "bless", M=None, *, kernel=None, mode: str = "sample",
+    def __init__(self, penalty=None, variant: str = "bless", M=None, *, kernel=None, mode: str = "dictionary",
                  q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None, lambda0=None,
                  memory_budget: int | None = None):
         self.penalty = penalty

@@ -80,6 +80,8 @@ class _NystromIterative(IterativeKRR):
         computed by the first pass and read by every later one: a cached row costs two reads of
         its M entries per iteration instead of a kernel evaluation."""
         M, d, s = center_count(self.centers, self.M, n), model.d, model.itemsize
+        if isinstance(self.centers, str) and self.centers.startswith("bless"):
+            M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
         system_itemsize = self._SYSTEM_ITEMSIZE or s
         model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * system_itemsize)
         model.hold("kernel block buffer", operator_bytes(n, M, itemsize=s, budget_bytes=model.scratch_bytes, d=d,
