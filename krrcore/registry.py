@@ -36,7 +36,8 @@ SOLVERS: dict[str, SolverInfo] = {s.key: s for s in [
                "Rudi, Carratino, Rosasco 2017, Alg. 1"),
     SolverInfo("falkon_bless", "FALKON-BLESS", Falkon, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
-               "FALKON on centres sampled by BLESS approximate leverage scores, weighted by D.",
+               "FALKON on the BLESS dictionary (≈ M leverage-score-sampled centres, weighted by D); "
+               "its cost does not grow with n.",
                "Rudi, Calandriello, Carratino, Rosasco 2018; FALKON Alg. 2",
                defaults=(("centers", "bless"),)),
     SolverInfo("nystrom_cg", "Nyström CG (no preconditioner)", NystromCG, "nystrom", True,
