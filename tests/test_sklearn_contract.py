@@ -34,8 +34,14 @@ def _params(key: str) -> dict:
 
 
 def _classifier_keys() -> list[str]:
-    """One registry key per solver class (the entry without configuration defaults)."""
-    return [key for key, info in SOLVERS.items() if not info.defaults]
+    """One registry key per solver class: the entry without configuration defaults if there is one,
+    else the first (every ASkotch entry names its variant)."""
+    chosen: dict[type, str] = {}
+    for key, info in SOLVERS.items():
+        current = chosen.get(info.estimator)
+        if current is None or (SOLVERS[current].defaults and not info.defaults):
+            chosen[info.estimator] = key
+    return list(chosen.values())
 
 
 ESTIMATORS = [SOLVERS[key].make(**_params(key)) for key in SOLVERS] + [
