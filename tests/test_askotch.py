@@ -7,7 +7,6 @@ without preconditioning). Problems are small (n ≤ 400) and float64 unless floa
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -305,23 +304,41 @@ def test_float32_runs_reach_a_float64_residual_threshold(problem, make):
     assert rel_error(model.coef_, ref) < 1e-2
 
 
-class _SlowFloat64Gaussian(GaussianKernel):
-    """A kernel that sleeps on float64 blocks: only the float64 residual evaluation produces them."""
+class _TickingClock:
+    """A solver clock that only the kernel moves: every float32 block (the solver's own work) adds
+    1 "second", every float64 block (only the float64 residual evaluation makes them) adds 1,000."""
 
-    def block(self, P1, P2, out=None):
-        if P1.features.dtype == torch.float64:
-            time.sleep(0.6)
-        return super().block(P1, P2, out=out)
+    def __init__(self):
+        self.now, self.solver_blocks, self.eval_blocks = 0.0, 0, 0
+
+    def perf_counter(self) -> float:
+        return self.now
 
 
-def test_residual_evaluation_time_is_kept_out_of_solver_seconds(problem):
+def test_residual_evaluation_time_is_kept_out_of_solver_seconds(problem, monkeypatch):
+    """By construction, not by wall clock: with a clock that advances only inside kernel blocks,
+    ``seconds`` must equal the solver's own blocks exactly and ``eval_seconds`` the evaluation's."""
+    import krrcore.stream
+
+    clock = _TickingClock()
+    monkeypatch.setattr(krrcore.stream, "time", clock)
+
+    class TickingGaussian(GaussianKernel):
+        def block(self, P1, P2, out=None):
+            if P1.features.dtype == torch.float64:
+                clock.now, clock.eval_blocks = clock.now + 1000.0, clock.eval_blocks + 1
+            else:
+                clock.now, clock.solver_blocks = clock.now + 1.0, clock.solver_blocks + 1
+            return super().block(P1, P2, out=out)
+
     X, y, _ = problem
-    model = ASkotch(_SlowFloat64Gaussian(3.0), PENALTY, variant="alg1", blocks=3, rank=20, maxiter=60, eval_every=20,
+    model = ASkotch(TickingGaussian(3.0), PENALTY, variant="alg1", blocks=3, rank=20, maxiter=60, eval_every=20,
                     dtype="float32", memory_budget=1 << 30).fit(X, y)
     evaluated = [r for r in model.trace_ if r.iteration > 0]
-    assert len(evaluated) == 3
-    assert all(r.eval_seconds >= 0.6 for r in evaluated)
-    assert model.trace_[-1].seconds < sum(r.eval_seconds for r in evaluated)
+    assert len(evaluated) == 3 and clock.solver_blocks > 0 and clock.eval_blocks >= 3
+    assert all(r.eval_seconds >= 1000.0 for r in evaluated)          # each residual is a float64 pass
+    assert model.trace_[-1].seconds == float(clock.solver_blocks)    # solver work only, every block of it
+    assert sum(r.eval_seconds for r in model.trace_) == 1000.0 * clock.eval_blocks
 
 
 # -- kernel storage ------------------------------------------------------------------------------
