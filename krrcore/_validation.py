@@ -64,7 +64,8 @@ def as_tensor(
         if hasattr(data, "toarray") or hasattr(data, "tocsr"):    # scipy.sparse matrices and arrays
             raise TypeError(f"{name} is a sparse matrix: Sparse data was passed, but dense data is required; "
                             f"use {name}.toarray() if it fits in memory")
-        if hasattr(data, "to_numpy"):  # pandas
+        if hasattr(data, "to_numpy") and hasattr(data, "isna"):  # pandas
+            _check_pandas_cells(data, name)
             data = data.to_numpy()
         arr = np.asarray(data)
         if arr.dtype.kind == "c":
@@ -101,9 +102,40 @@ def as_tensor(
     if t.numel() == 0:
         raise ValueError(f"{name} is empty: 0 feature(s) (shape={tuple(t.shape)}) while a minimum of 1 is required.")
     if not bool(torch.isfinite(t).all()):
-        bad = int((~torch.isfinite(t)).sum())
-        raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
+        counts = [f"{int(k)} {what}" for k, what in ((torch.isnan(t).sum(), "NaN (missing) value(s)"),
+                                                     (torch.isinf(t).sum(), "infinite value(s)")) if k]
+        columns = torch.nonzero(~torch.isfinite(t).reshape(t.shape[0], -1).all(0)).flatten().tolist()
+        where = f" in column(s) {columns[:10]}{' ...' if len(columns) > 10 else ''}" if t.ndim == 2 else ""
+        raise ValueError(f"{name} contains {' and '.join(counts)}{where}: drop or impute them; "
+                         f"nothing is filled in for you")
     return t
+
+
+def _check_pandas_cells(data, name: str) -> None:
+    """A pandas DataFrame or Series: missing cells (NaN, None, pd.NA — in any column dtype, nullable
+    integers included) and cells that are not numbers are each named by column, so a numeric column
+    with gaps is never called non-numeric."""
+    import pandas as pd
+
+    frame = data.to_frame() if data.ndim == 1 else data
+    missing = frame.isna().sum()
+    missing = missing[missing > 0]
+    if len(missing):
+        where = ", ".join(f"{col!r} ({int(k)} of {len(frame)} rows)" for col, k in missing.items())
+        raise ValueError(f"{name} has missing values (NaN, None or pd.NA) in column(s) {where}: drop those rows "
+                         f"({name}.dropna()) or impute them (e.g. sklearn.impute.SimpleImputer); nothing is "
+                         f"filled in for you")
+    text = {}
+    for col in frame.columns:
+        column = frame[col]
+        if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
+            cells = column[pd.to_numeric(column, errors="coerce").isna()]
+            if len(cells):
+                text[col] = cells.head(3).tolist()
+    if text:
+        shown = "; ".join(f"{col!r} (e.g. {', '.join(map(repr, cells))})" for col, cells in text.items())
+        raise ValueError(f"{name} must contain only numbers; found non-numeric entries in column(s) {shown}: "
+                         f"encode them as numbers or drop those columns")
 
 
 def _check_fits_dtype(t: torch.Tensor, name: str, dtype: torch.dtype) -> None:

@@ -53,3 +53,32 @@ def test_squared_distances_that_overflow_are_named():
     X[3, 0] = 1e307
     with pytest.raises(ValueError, match=r"X has values up to 1e\+307: their squared distances overflow float64"):
         Falkon(GaussianKernel(1.0), 1e-3, M=10, centers=X[10:20]).fit(X, X[:, 1])
+
+
+@pytest.mark.parametrize("column", [
+    pd.array([1, None, 3, 4], dtype="Int64"),           # nullable integers: to_numpy gives objects with pd.NA
+    pd.array([1.0, None, 3.0, 4.0], dtype="Float64"),
+    [1.0, np.nan, 3.0, 4.0],
+    pd.array(["1", "2", None, "4"], dtype="string"),
+], ids=["Int64", "Float64", "float-NaN", "string"])
+def test_pandas_missing_values_are_named_as_missing_not_non_numeric(column):
+    frame = pd.DataFrame({"age": column, "height": [1.0, 2.0, 3.0, 4.0]})
+    with pytest.raises(ValueError, match=r"X has missing values \(NaN, None or pd.NA\) in column\(s\) 'age' "
+                                         r"\(1 of 4 rows\): drop those rows") as info:
+        Falkon(GaussianKernel(1.0), 1e-3, M=2).fit(frame, np.ones(4))
+    assert "non-numeric" not in str(info.value)
+    with pytest.raises(ValueError, match=r"y has missing values .* column\(s\) 'target' \(1 of 4 rows\)"):
+        Falkon(GaussianKernel(1.0), 1e-3, M=2).fit(frame.fillna(0), pd.Series(column, name="target"))
+
+
+def test_pandas_text_cells_and_numpy_gaps_are_named_by_column():
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "colour": ["red", "2", "blue"]})
+    with pytest.raises(ValueError, match=r"non-numeric entries in column\(s\) 'colour' \(e.g. 'red', 'blue'\)"):
+        as_tensor(frame, "X")
+    X = np.ones((4, 3))
+    X[1, 2], X[3, 0] = np.nan, np.inf
+    with pytest.raises(ValueError, match=r"X contains 1 NaN \(missing\) value\(s\) and 1 infinite value\(s\) "
+                                         r"in column\(s\) \[0, 2\]"):
+        as_tensor(X, "X")
+    filled = pd.DataFrame({"a": pd.array([1, 2, 3], dtype="Int64"), "b": [0.5, 1.5, 2.5]})
+    assert as_tensor(filled, "X").tolist() == [[1.0, 0.5], [2.0, 1.5], [3.0, 2.5]]
