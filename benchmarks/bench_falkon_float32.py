@@ -9,7 +9,7 @@ FALKON library's float32 jitter 1e-5·M (``--library-jitter``), both with float6
 
 ``--higgs``: HIGGS-like data (synthetic look-alike), 816,000 training points, d = 28, M = 5,000,
 λ = 1e-7, σ = 5, 20 iterations: residual and validation error per iteration, float32 and float64.
-Run: python -m benchmarks.bench_falkon_float32 [--quick] [--higgs] [--library-jitter]
+Run: python -m benchmarks.bench_falkon_float32 [--quick] [--higgs [--dtypes float32,float64]] [--library-jitter]
 """
 from __future__ import annotations
 
@@ -60,17 +60,19 @@ def grid(problems, library_jitter: bool) -> None:
         print(f"worst float32/float64 ratio (default rule): {worst:.3f}")
 
 
-def higgs(quick: bool) -> None:
+def higgs(quick: bool, dtypes) -> None:
     from krrcore import datasets
 
     n = 20_000 if quick else 816_000
     data = datasets.load("higgs_like", n=n + 20_000, seed=0, test_fraction=20_000 / (n + 20_000))
     rows = []
-    for dtype in ("float32", "float64"):
+    for dtype in dtypes:
         model = Falkon(GaussianKernel(5.0), 1e-7, M=500 if quick else 5_000, maxiter=20, dtype=dtype)
         for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):
             rows.append({"dtype": dtype, "iteration": record.iteration, "seconds": record.seconds,
                          "residual": record.residual, "val_error": record.val_metric})
+            print(rows[-1], flush=True)         # a long run that is stopped still leaves its rows
+        del model
     print_table(rows, f"HIGGS-like (synthetic), n={n:,}, d=28, σ=5, λ=1e-7: residual and validation error")
 
 
@@ -78,10 +80,11 @@ def main() -> None:
     parser = quick_parser(__doc__)
     parser.add_argument("--higgs", action="store_true")
     parser.add_argument("--library-jitter", action="store_true")
+    parser.add_argument("--dtypes", default="float32,float64", help="--higgs: the dtypes to run, in order")
     args = parser.parse_args()
-    set_threads()
+    print(f"# torch threads: {set_threads()}")
     if args.higgs:
-        higgs(args.quick)
+        higgs(args.quick, args.dtypes.split(","))
         return
     problems = [(600, 100, 2.0, 5)] if args.quick else [(2000, 400, 2.0, 5), (2000, 400, 5.0, 5),
                                                          (2000, 400, 0.7, 3), (4000, 800, 1.5, 10)]
