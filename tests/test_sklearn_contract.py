@@ -155,7 +155,7 @@ def test_each_classifier_is_its_solver_on_encoded_labels(key):
     rng = np.random.default_rng(1)
     X = rng.standard_normal((90, 2))
     y = np.digitize(X[:, 0], [-0.5, 0.5])                      # three classes
-    params = _params(key)
+    params = {**_params(key), **dict(SOLVERS[key].defaults)}      # the entry's variant, for both
     regressor = SOLVERS[key].make(**params).fit(X, np.eye(3)[y])
     classifier = CLASSIFIERS[type(regressor)](**params).fit(X, y)
     np.testing.assert_allclose(classifier.decision_function(X), regressor.predict(X), atol=1e-10)
