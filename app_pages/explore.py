@@ -68,16 +68,16 @@ def _data_preview():
     st.image(preview.data_svg(dataset))     # an image, not a chart: it appears without loading plotly
 
 
-# The page's parts in order; the picture is drawn first, before a run is started or waited for:
-# the data, unless a finished fit on these data is on the page already (it stays, greyed, until
-# this script run replaces it, so a change does not flash the bare data in between).
-live_slot, metrics_slot, picture_slot = st.container(), st.container(), st.empty()
-fit_on_page = (previous is not None and not previous.active and previous.status != "error" and config is not None
-               and previous.config.data == config.data and dataset is not None and dataset.d in (1, 2))
-data_drawn = dataset is not None and not fit_on_page
-if data_drawn:
-    with picture_slot.container():
+# The page's parts in order. The data's picture is drawn first, before a run is started or
+# waited for, and stays: a finished run's fit goes beside it (1-D and 2-D data), so the picture a
+# student sees first is never replaced by a chart that still has to load plotly.
+live_slot, metrics_slot = st.container(), st.container()
+fit_slot = None
+if dataset is not None:
+    data_col, fit_col = st.columns(2) if dataset.d in (1, 2) else (st.container(), None)
+    with data_col:
         _data_preview()
+    fit_slot = fit_col.empty() if fit_col is not None else None
 
 started = can_run and (clicked or (auto_run and small and run is None))
 if started:
@@ -103,9 +103,6 @@ if shown is None and previous is not None and previous.id in {r.id for r in regi
         live_slot.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
 
 if shown is None:
-    if dataset is not None and not data_drawn:
-        with picture_slot.container():
-            _data_preview()
     if can_run:
         st.markdown("Nothing has run with these settings yet. Press **Run**.")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
@@ -124,14 +121,12 @@ else:
     if not shown.active and shown.metrics:
         with metrics_slot:
             views.metric_cards(shown)
-    fit_shown = (not shown.active and shown.status != "error" and config is not None
-                 and shown.config.data == config.data and dataset is not None and dataset.d in (1, 2))
-    if fit_shown:               # a finished run's fit (drawn over the data) replaces the data's own picture
-        with picture_slot.container():
-            views.fit_chart(shown, key="explore_fit")
-    elif dataset is not None and not data_drawn:
-        with picture_slot.container():
-            _data_preview()
+    if fit_slot is not None:
+        if not shown.active and shown.status != "error" and shown.config.data == config.data:
+            with fit_slot.container():
+                views.fit_chart(shown, key="explore_fit")
+        else:
+            fit_slot.caption("The fitted function appears here when a run on these data has finished.")
     if not shown.active:
         col_csv, _ = st.columns([1, 3])
         with col_csv:

@@ -1,6 +1,6 @@
 """Explore answers at once: the data are drawn before any run (an SVG image, so no chart library
-has to load first), and a small problem runs by itself on every change (a large one waits for Run
-and says why)."""
+has to load first; it stays, the fit goes beside it), and a small problem runs by itself on every
+change (a large one waits for Run and says why)."""
 from __future__ import annotations
 
 import base64
@@ -56,8 +56,9 @@ def test_small_problems_run_by_themselves_on_every_change(app):
     at = wait_for_runs(at.slider(key="log_lambda").set_value(-5.0).run())
     runs = at.session_state["_krr_runs"].runs()
     assert [r.config.penalty for r in runs] == [1e-3, 1e-5] and "finished" in _texts(at.success)
-    # The finished run's fit replaces the data's own picture (a decision surface over the points).
-    assert "Decision surface" in _texts(at.markdown) and not _svgs(at)
+    # The finished run's fit goes beside the data's picture, which stays (a decision surface over the points).
+    assert "Decision surface" in _texts(at.markdown) and len(_svgs(at)) == 1
+    assert len(at.get("plotly_chart")) == 2                      # the convergence chart and the fit
 
 
 def test_a_problem_that_is_not_small_waits_for_run_and_says_why(app):
