@@ -65,7 +65,7 @@ if auto_run and can_run and not small:
 
 def _data_preview():
     st.markdown(f"**The data** — {preview.summary(dataset)}")
-    st.image(preview.data_svg(dataset))     # an image, not a chart: it appears without loading plotly
+    st.image(preview.data_svg(dataset), width="stretch")   # an image, not a chart: no plotly to load first
 
 
 # The page's parts in order. The data's picture is drawn first, before a run is started or

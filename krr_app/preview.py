@@ -112,12 +112,12 @@ def _label(value: float) -> str:
     return f"{value:.3g}".replace("-", "−")
 
 
-def data_svg(data, *, width: int = 760, height: int = 400) -> str:
+def data_svg(data, *, width: int = 600, height: int = 440) -> str:
     """The data's picture (:func:`point_sets`) as a self-contained SVG image: it appears with the
     page, without waiting for a chart library to load in the browser (plotly takes seconds on a
     loaded machine), so a student sees the data at once."""
     sets, x_title, y_title = point_sets(data)
-    left, right, top, bottom = 64, 150, 12, 48
+    left, right, top, bottom = 60, 120, 12, 48
     xs = np.concatenate([p.x for p in sets])
     ys = np.concatenate([p.y for p in sets])
     (x0, x1), (y0, y1) = [(v.min() - 0.04 * (np.ptp(v) or 1), v.max() + 0.04 * (np.ptp(v) or 1)) for v in (xs, ys)]
@@ -129,7 +129,7 @@ def data_svg(data, *, width: int = 760, height: int = 400) -> str:
         return height - bottom - (v - y0) / (y1 - y0) * (height - top - bottom)
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" fill="#555">']
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="14" fill="#555">']
     for t in _ticks(x0, x1):
         out.append(f'<line x1="{sx(t):.1f}" x2="{sx(t):.1f}" y1="{top}" y2="{height - bottom}" stroke="#e6e6e6"/>'
                    f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_label(t)}</text>')
