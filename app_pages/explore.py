@@ -79,7 +79,9 @@ if dataset is not None:
         _data_preview()
     fit_slot = fit_col.empty() if fit_col is not None else None
 
-started = can_run and (clicked or (auto_run and small and run is None))
+# Run on a configuration that is already running (e.g. started by itself on the last change) does
+# not start it a second time.
+started = can_run and ((clicked and not (run is not None and run.active)) or (auto_run and small and run is None))
 if started:
     if previous is not None and previous.active and previous.config != config:
         previous.stop()     # a new run replaces the one in progress, as in TF Playground

@@ -66,3 +66,16 @@ def test_a_problem_that_is_not_small_waits_for_run_and_says_why(app):
     assert not at.session_state["_krr_runs"].runs()
     assert f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**." in _texts(at.caption)
     assert _points(_svgs(at)[0]) == 2000                         # the data are drawn all the same (a subsample)
+
+
+def test_run_does_not_start_a_configuration_that_is_already_running(app, monkeypatch, in_process):
+    from test_app import SlowKRR, _register
+
+    _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
+    at = app(n=200, M=10, maxiter=100000, solver="slow")          # small: it starts by itself
+    (running,) = at.session_state["_krr_runs"].runs()
+    assert running.active
+    at = at.button(key="run").click().run()
+    assert at.session_state["_krr_runs"].runs() == [running]
+    at.button(key="stop").click().run()
+    assert running.wait(5)
