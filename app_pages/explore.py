@@ -84,7 +84,12 @@ if dataset is not None:
 started = can_run and ((clicked and not (run is not None and run.active)) or (auto_run and small and run is None))
 if started:
     if previous is not None and previous.active and previous.config != config:
-        previous.stop()     # a new run replaces the one in progress, as in TF Playground
+        # A new run replaces the one in progress, as in TF Playground; one replaced before its
+        # first iteration (a knob moved on quickly) leaves nothing worth a row in Compare.
+        if previous.records:
+            previous.stop()
+        else:
+            registry.remove([previous.id])
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = run
     previous = run

@@ -79,3 +79,33 @@ def test_run_does_not_start_a_configuration_that_is_already_running(app, monkeyp
     assert at.session_state["_krr_runs"].runs() == [running]
     at.button(key="stop").click().run()
     assert running.wait(5)
+
+
+def test_a_run_replaced_before_its_first_iteration_leaves_no_row(app, monkeypatch, in_process):
+    """A knob moved while the last run is still running: a run that has iterations is kept as
+    stopped; one replaced before its first record (still setting up) is dropped."""
+    import time
+
+    from test_app import SlowKRR, _register
+
+    class SlowSetupKRR(SlowKRR):
+        def _setup(self, X, Y):
+            time.sleep(1.0)
+            super()._setup(X, Y)
+
+    _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
+    _register(monkeypatch, "slow_setup", SlowSetupKRR, "Slow set-up test solver")
+    at = app(n=200, M=10, maxiter=100000, solver="slow")
+    (first,) = at.session_state["_krr_runs"].runs()
+    deadline = time.time() + 10
+    while not first.records and time.time() < deadline:
+        time.sleep(0.02)
+    at = at.selectbox(key="solver").set_value("slow_setup").run()      # first has records: kept, stopped
+    (kept, second) = at.session_state["_krr_runs"].runs()
+    assert kept is first and first.wait(5) and first.status == "stopped"
+    assert second.active and not second.records
+    at = at.number_input(key="M").set_value(12).run()                  # second is still setting up: dropped
+    runs = at.session_state["_krr_runs"].runs()
+    assert [r.id for r in runs][:1] == [first.id] and second not in runs and runs[-1].config.M == 12
+    at.button(key="stop").click().run()
+    assert runs[-1].wait(5)
