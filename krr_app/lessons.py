@@ -283,5 +283,5 @@ def index() -> None:
                       help=f"{lesson.idea} — {len(lesson.steps)} steps. Share it as ?lesson={name}")
         for name, error in errors.items():
             st.error(f"Lesson {name!r} cannot be used: {error}")
-        st.caption(f"A lesson is a file in `lessons/` (Markdown with the settings of each step): "
+        st.caption("A lesson is a file in `lessons/` (Markdown with the settings of each step): "
                    "add one to add a lesson. Share one as `?lesson=<name>`.")

@@ -26,7 +26,7 @@ import difflib
 import inspect
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import streamlit as st
 

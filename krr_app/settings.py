@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .cli import app_dir
+
 
 def _env_float(name: str, default: float, minimum: float) -> float:
     raw = os.environ.get(name)
@@ -92,4 +94,4 @@ AUTO_RUN_MAX_M = 1_000
 AUTO_RUN_WAIT_SECONDS = 0.5
 #: The folder of lesson files (``<name>.md``, see krr_app.lessons): a teacher may point the server at
 #: their own. Env: KRR_LESSONS_DIR.
-LESSONS_DIR = Path(os.environ.get("KRR_LESSONS_DIR") or Path(__file__).resolve().parents[1] / "lessons")
+LESSONS_DIR = Path(os.environ.get("KRR_LESSONS_DIR") or app_dir() / "lessons")

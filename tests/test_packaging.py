@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-SOURCES = ("pyproject.toml", "README.md", "app.py", "app_pages", ".streamlit", "krrcore", "krr_app")
+SOURCES = ("pyproject.toml", "README.md", "app.py", "app_pages", ".streamlit", "lessons", "krrcore", "krr_app")
 
 
 def test_every_package_of_the_tree_is_listed():
@@ -71,6 +71,8 @@ def test_wheel_holds_library_app_and_entry_point(wheel):
             assert path.relative_to(ROOT).as_posix() in names, f"{path} missing from the wheel"
     for path in ("app.py", "app_pages/explore.py", "app_pages/conditioning.py", ".streamlit/config.toml"):
         assert f"krr_explorer/{path}" in names
+    for path in (ROOT / "lessons").glob("*.md"):                      # lessons are data files, not code
+        assert f"krr_explorer/lessons/{path.name}" in names
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()
     assert "Requires-Dist: torch==2.13.0" in metadata
@@ -91,11 +93,12 @@ def test_installed_wheel_imports_outside_the_repo_and_its_command_serves_the_app
     python = env_dir / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True, capture_output=True, timeout=300)
-    where = subprocess.run([python, "-c", "import krrcore, krr_app.cli; print(krrcore.__file__); "
-                            "print(krr_app.cli.app_dir())"], cwd=tmp_path, check=True, capture_output=True,
-                           text=True, timeout=120).stdout.split()
+    where = subprocess.run([python, "-c", "import krrcore, krr_app.cli, krr_app.settings as s; print(krrcore.__file__); "
+                            "print(krr_app.cli.app_dir()); print(s.LESSONS_DIR); print(len(list(s.LESSONS_DIR.glob('*.md'))))"],
+                           cwd=tmp_path, check=True, capture_output=True, text=True, timeout=120).stdout.split()
     site = str(env_dir)
-    assert where[0].startswith(site) and where[1].startswith(site)      # the wheel's copy, not the checkout's
+    assert all(path.startswith(site) for path in where[:3])          # the wheel's copies, not the checkout's
+    assert int(where[3]) == len(list((ROOT / "lessons").glob("*.md")))   # the installed app has its lessons
 
     port = _free_port()
     log = tmp_path / "server.log"
