@@ -92,9 +92,13 @@ def _iteration(page) -> int:
 
 
 def _chart_points(page) -> int:
-    """Points drawn in the first trace of the first plotly chart (the residual curve)."""
+    """Points drawn in the first trace of the first plotly chart (the residual curve). Read from
+    plotly.js's decoded ``_fullData``: plotly.py sends numpy columns base64-encoded, and ``data``'s
+    ``x`` can still be that encoding ({dtype, bdata}, no ``length``) right after a redraw."""
     return page.evaluate("() => { const p = document.querySelector('.js-plotly-plot');"
-                         " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
+                         " const traces = p && (p._fullData || p.data);"
+                         " const x = traces && traces.length ? traces[0].x : null;"
+                         " return x && x.length !== undefined ? x.length : 0; }")
 
 
 def _save(page, name: str, tmp_path: Path) -> Path:
