@@ -13,12 +13,16 @@ from pathlib import Path
 
 
 def app_dir() -> Path:
-    """The directory holding ``app.py``: the installed ``krr_explorer`` package, else the checkout
-    this module lives in."""
+    """The directory holding ``app.py``: the checkout this module lives in, else the installed
+    ``krr_explorer`` package. The checkout comes first: an editable install of another checkout
+    also answers to ``krr_explorer``."""
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "app.py").is_file():
+        return checkout
     spec = importlib.util.find_spec("krr_explorer")
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parents[1]
+    return checkout
 
 
 def main(argv: list[str] | None = None) -> None:
