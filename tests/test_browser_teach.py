@@ -15,6 +15,8 @@ import time
 import pytest
 from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
 
+expect = pytest.importorskip("playwright.sync_api").expect
+
 pytestmark = pytest.mark.browser
 #: The first picture: the data (an SVG image) or a plotly chart, whichever the page shows first.
 PICTURE = "[data-testid=stImage] img, .js-plotly-plot"
@@ -28,6 +30,10 @@ def _seconds_until(locator, start: float, timeout: float = 120.0) -> float:
 def _finished(page, label_part: str):
     """The status line of a finished run whose label holds ``label_part`` (e.g. "M=50")."""
     return page.get_by_test_id("stAlert").filter(has_text=re.compile(rf"{re.escape(label_part)}\b.* finished — "))
+
+
+# Widget values are read with expect(...).to_have_value, which waits: after a rerun the number
+# input can show its previous value for a moment before the server's value arrives.
 
 
 def _open(page, url: str) -> tuple[float, float]:
@@ -70,7 +76,7 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             for part in ("M=-5", "dataset=nope", "n=10000000000", "using the default, 100",
                          "using the largest allowed, 200,000"):
                 assert part in text, text
-            assert page.get_by_label("M (Nyström centres)", exact=True).input_value() == "100"
+            expect(page.get_by_label("M (Nyström centres)", exact=True)).to_have_value("100")
             assert "n=200000" in page.url and "M=" not in page.url
 
             # A lesson: its link sets the experiment; Next applies step 2 (M = 20) and runs it.
@@ -78,11 +84,11 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             page.get_by_text("Lesson: How many Nyström centres?").first.wait_for()
             _finished(page, "M=5").first.wait_for()
             _wait_idle(page)
-            assert page.get_by_label("M (Nyström centres)", exact=True).input_value() == "5"
+            expect(page.get_by_label("M (Nyström centres)", exact=True)).to_have_value("5")
             page.get_by_role("button", name="Next").click()
             _finished(page, "M=20").first.wait_for()
             _wait_idle(page)
-            assert page.get_by_label("M (Nyström centres)", exact=True).input_value() == "20"
+            expect(page.get_by_label("M (Nyström centres)", exact=True)).to_have_value("20")
             assert "step=2" in page.url and page.get_by_text("Fitted function").count() == 1
             _save(page, "screenshot-lesson.png", tmp_path)
         except Exception:
