@@ -68,9 +68,10 @@ def test_slow_fits_are_refused_past_their_timeout_and_warned_otherwise(make, n):
     refused at once with the estimated time; without one a SlowFitWarning states it before the set-up."""
     X, y = _data(n)
     est = make(TrippedKernel(3.0))
-    with pytest.raises(TimeLimitError, match=r"set-up and one iteration would take about .* beyond timeout=30"):
+    with pytest.raises(TimeLimitError, match=r"set-up and one iteration would take about .* beyond timeout=30") as info:
         est.fit(X, y)
     estimate = est.memory_estimate(n, X.shape[1])
+    assert estimate.suggestion and str(info.value).endswith(f"; {estimate.suggestion}.")     # what to change
     assert estimate.fits and estimate.seconds_for(1) > 30
     est.set_params(timeout=None)
     with pytest.warns(SlowFitWarning, match=r"per iteration on this CPU"), pytest.raises(KernelEvaluated):
