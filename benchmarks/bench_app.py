@@ -7,22 +7,18 @@ solver seconds the page reports. The same fit then runs through ``krrcore.remote
 the reproduce snippet does) in a fresh process, once with the workers' torch thread count and once
 with every core. Each figure is the median of ``--repeats`` runs; read the ratios.
 
-    python benchmarks/bench_app.py [--quick] [--repeats 3]
+    python -m benchmarks.bench_app [--quick] [--repeats 3]   (or: python -m benchmarks --case app)
 """
 from __future__ import annotations
 
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import child_config, emit, print_table, quick_parser, run_isolated  # noqa: E402
+from benchmarks.common import call_isolated, print_table, quick_parser
 
 PROBLEMS = {
     "default Two moons (n = 2,000, M = 200, t = 20)": "dataset=moons&solver=falkon&maxiter=20",
@@ -93,34 +89,35 @@ def app_fits(queries: dict[str, str], repeats: int) -> dict[str, dict]:
     return out
 
 
-def main() -> None:
-    config = child_config()
-    if config is not None:
-        emit(library_fit(config))
-        return
-    parser = quick_parser(__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    from krr_app import settings
-
-    queries = QUICK if args.quick else PROBLEMS
-    repeats = 1 if args.quick else args.repeats
-    in_app = app_fits(queries, repeats)
-    rows = []
+def measure(quick: bool, repeats: int) -> list[dict]:
+    """One row per problem: median in-app solver seconds, Run → first chart, Run → result, and the
+    same fit through krrcore with the workers' thread count and with every core."""
     import os
 
+    from krr_app import settings
+
+    queries = QUICK if quick else PROBLEMS
+    in_app = app_fits(queries, repeats)
+    rows = []
     for label, query in queries.items():
         library = {}
         for threads in sorted({settings.WORKER_THREADS, os.cpu_count() or 1}):
-            runs = [run_isolated(__file__, {"query": query, "threads": threads}) for _ in range(repeats)]
+            runs = [call_isolated(library_fit, {"query": query, "threads": threads}) for _ in range(repeats)]
             library[threads] = statistics.median(r["solver_seconds"] for r in runs)
         app = in_app[label]
         same = library[settings.WORKER_THREADS]
-        rows.append({"problem": label, "app solver s": app["solver_seconds"],
-                     f"krrcore s ({settings.WORKER_THREADS} thread)": same,
-                     "app / krrcore": app["solver_seconds"] / same,
-                     f"krrcore s ({max(library)} threads)": library[max(library)],
+        rows.append({"problem": label, "app solver s": app["solver_seconds"], "krrcore s (same threads)": same,
+                     "worker threads": settings.WORKER_THREADS, "app / krrcore": app["solver_seconds"] / same,
+                     "krrcore s (all cores)": library[max(library)],
                      "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"]})
+    return rows
+
+
+def main() -> None:
+    parser = quick_parser(__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows = measure(args.quick, 1 if args.quick else args.repeats)
     print_table(rows, "In-app solver seconds against krrcore on the same fit (medians)")
 
 

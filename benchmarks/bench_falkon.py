@@ -6,15 +6,16 @@ preconditioner in float64). Each case runs in a fresh process; for each we print
 seconds per CG iteration, the raw time of one blocked kernel pass (kernel blocks only, no
 mat-vecs, no cache) and their ratio: how close an iteration comes to the cost of merely evaluating
 K_nM — below 1 when the rows of K_nM cached within the storage budget (``cached_rows``) are read
-instead of evaluated. ``--budgets`` lists memory budgets in MiB, 0 meaning krrcore's default.
+instead of evaluated — and the ratio to the hardware floor (one uncached K_nMᵀ(K_nM v) pass,
+``benchmarks.common.hardware_floor``). ``--budgets`` lists memory budgets in MiB, 0 meaning krrcore's default.
 Run: python -m benchmarks.bench_falkon [--quick] [--max-n N] [--sizes 50000,1000000] [--budgets 0,256]
 """
 from __future__ import annotations
 
 import statistics
 
-from benchmarks.common import (child_config, emit, print_table, quick_parser, run_isolated,
-                               set_threads, timed)
+from benchmarks.common import (child_config, emit, hardware_floor, print_table, quick_parser,
+                               run_isolated, set_threads, timed)
 from krrcore.memory import PeakMemory
 
 
@@ -42,10 +43,12 @@ def measure(cfg: dict) -> dict:
 
     raw = KernelOperator(GaussianKernel(5.0), X, model.centers_, memory_budget=budget)
     pass_s, _ = timed(lambda: [None for _ in raw.blocks()], repeats=1)
+    floor = hardware_floor(GaussianKernel(5.0), X, model.centers_, budget)
     err = float((torch.sign(torch.as_tensor(model.predict(data.X_test))) != torch.as_tensor(data.y_test)).double().mean())
     return {"n": cfg["n"], "M": cfg["M"], "block_rows": raw.block_rows, "cached_rows": cached_rows,
             "setup_s": model.trace_[0].seconds,
             "s_per_iter": per_iter, "kernel_pass_s": pass_s, "iter/pass": per_iter / pass_s,
+            **floor, "iter/floor": per_iter / floor["floor_s"],
             "peak_extra_MiB": mem.extra_bytes / 2**20, "MxM_MiB": cfg["M"] ** 2 * 8 / 2**20,
             "budget_MiB": cfg["budget_MiB"] or "default", f"test_err@{cfg['iters']}it": err}
 

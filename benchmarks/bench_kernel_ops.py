@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks.common import (child_config, emit, gemm_gflops, print_table, quick_parser,
+from benchmarks.common import (child_config, emit, gemm_gflops, pass_flops, print_table, quick_parser,
                                run_isolated, set_threads, timed)
 from krrcore.memory import PeakMemory
 from krrcore.kernels import GaussianKernel
 from krrcore.ops import KernelOperator
-
-
-def pass_flops(n: int, M: int, d: int) -> float:
-    """Floating-point work of one fused pass: distances GEMM (2nMd) + two mat-vecs (4nM)."""
-    return 2.0 * n * M * d + 4.0 * n * M
 
 
 def measure(cfg: dict) -> dict:

@@ -87,6 +87,8 @@ def run_racc(X, kernel, label: str, seeds: list[int]) -> list[dict]:
     rows = []
     for name, runs in per_method.items():
         rows.append({"method": name, **{k: statistics.fmean(r[k] for r in runs) for k in runs[0]}})
+    rows.append({"method": "exact", **racc_stats(exact, exact), "|J|": n, "d_eff_est": d_eff, "seconds": exact_s,
+                 "score_s": 0.0})
     flat = torch.full_like(exact, d_eff / n)
     rows.append({"method": "flat d_eff/n (no sampling)", **racc_stats(flat, exact), "|J|": 0, "d_eff_est": d_eff,
                  "seconds": 0.0, "score_s": 0.0})
@@ -96,7 +98,7 @@ def run_racc(X, kernel, label: str, seeds: list[int]) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------ (2) run time
-def run_times(sizes: list[int], exact_max_n: int, rrls_max_n: int) -> None:
+def run_times(sizes: list[int], exact_max_n: int, rrls_max_n: int) -> list[dict]:
     X_all, kernel = gaussian_data(max(sizes), seed=1)
     rows = []
     for n in sizes:
@@ -124,6 +126,7 @@ def run_times(sizes: list[int], exact_max_n: int, rrls_max_n: int) -> None:
         print(f"  n={n} done", flush=True)
     print_table(rows, f"Run time (s) against n, λ={LAMBDA:g}, X ~ N(0, I₁₀), σ=√10 (paper Fig. 2); "
                       f"nan: not run at this n")
+    return rows
 
 
 # ---------------------------------------------------------------------- (3) FALKON-BLESS

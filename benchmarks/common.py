@@ -1,8 +1,13 @@
-"""Shared benchmark plumbing: isolated child processes, the GEMM roof, table printing.
+"""Shared benchmark plumbing: isolated child processes, the hardware floor, table printing.
 
-Run every script as a module from the repository root (``python -m benchmarks.bench_falkon``), with
-krrcore installed (``pip install -r requirements.txt``) or importable from there: no script edits
-``sys.path``. Peak memory is :class:`krrcore.memory.PeakMemory`.
+Run every script as a module from the repository root (``python -m benchmarks.bench_falkon``, or
+the whole suite with ``python -m benchmarks``), with krrcore installed (``pip install -r
+requirements.txt``) or importable from there: no script edits ``sys.path``.
+
+Peak memory is :class:`krrcore.memory.PeakMemory`: the process's resident set (RSS) high-water
+mark, reset when a measured block starts — sampled by the kernel at every page fault, so it sees
+torch, BLAS and peers alike (tracemalloc sees only Python's allocator) and misses no short peak,
+as a polling thread could.
 """
 from __future__ import annotations
 
@@ -58,6 +63,58 @@ def emit(result: dict) -> None:
     print(json.dumps(result), flush=True)
 
 
+#: False: :func:`call_isolated` runs in this process (the suite's --quick smoke run, where five
+#: seconds of imports per child would dominate). Peak memory then still starts from each call.
+ISOLATE = True
+
+
+def call_isolated(func, config: dict, timeout: float = 3600) -> dict:
+    """``func(config)`` in a fresh interpreter (see :func:`run_isolated`), or in this one when
+    :data:`ISOLATE` is off; ``func`` is a module-level function returning a JSON-able dict. A
+    failure comes back as the config plus ``error`` (the exception's last line)."""
+    if not ISOLATE:
+        try:
+            return func(config)
+        except Exception as exc:          # reported in the case's table, as a child's failure is
+            return {**config, "error": f"{type(exc).__name__}: {exc}"}
+    return run_isolated(__spec__.name, {"call": f"{func.__module__}:{func.__qualname__}", "config": config},
+                        timeout=timeout)
+
+
+def _serve_call(request: dict) -> dict:
+    import importlib
+
+    module, name = request["call"].split(":")
+    return getattr(importlib.import_module(module), name)(request["config"])
+
+
+def pass_flops(n: int, M: int, d: int) -> float:
+    """Floating-point work of one fused pass K_nMᵀ(K_nM v): distances GEMM (2nMd) + two mat-vecs (4nM)."""
+    return 2.0 * n * M * d + 4.0 * n * M
+
+
+def hardware_floor(kernel, X: torch.Tensor, C: torch.Tensor, memory_budget: int | None = None) -> dict:
+    """The floor an iteration over K_nM = kernel(X, C) is measured against: one blocked pass
+    K_nMᵀ(K_nM v) (distance GEMM + kernel function + two mat-vecs, nothing cached) at the same n, M,
+    d and dtype, and the machine's GEMM rate in that dtype.
+
+    ``floor_s`` is the best of three passes (one when a pass takes over two seconds); ``floor_GFLOP/s`` counts the pass's GEMM and
+    mat-vec flops (:func:`pass_flops`), so its ratio to ``GEMM_GFLOP/s`` says how far the pass is
+    from compute-bound (exp and memory traffic are the rest).
+    """
+    from krrcore.ops import KernelOperator
+
+    v = torch.randn(C.shape[0], 1, dtype=X.dtype, generator=torch.Generator().manual_seed(0))
+    KernelOperator(kernel, X[:256], C, block_rows=128).fused(v)       # warm BLAS workspaces
+    op = KernelOperator(kernel, X, C, memory_budget=memory_budget)
+    seconds, _ = timed(lambda: op.fused(v))
+    if seconds < 2:
+        seconds = min(seconds, timed(lambda: op.fused(v), repeats=2)[0])
+    n, M, d = X.shape[0], C.shape[0], X.shape[1]
+    return {"floor_s": seconds, "floor_GFLOP/s": pass_flops(n, M, d) / seconds / 1e9,
+            "GEMM_GFLOP/s": gemm_gflops(X.dtype), "floor_block_rows": op.block_rows}
+
+
 def gemm_gflops(dtype=torch.float32, size: int = 2048, repeats: int = 3) -> float:
     """Measured matrix-multiply throughput: the compute roof for kernel passes."""
     a = torch.randn(size, size, dtype=dtype)
@@ -108,3 +165,7 @@ def quick_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="small sizes: checks the script runs, not a measurement")
     return p
+
+
+if __name__ == "__main__":          # the child side of call_isolated
+    emit(_serve_call(child_config()))

@@ -1,0 +1,461 @@
+"""The suite's cases: what each measures (``measure``) and how it is shown (``summarise``).
+
+A case's ``measure(quick, sizes)`` returns plain result dicts (one per fit, floor or app run, each
+measured in a fresh process where memory is reported); ``summarise(results)`` turns them into
+tables and plotly figures. The two are apart so that a full run can be measured in several
+invocations (``--sizes``, ``--merge``: each hold of the machine stays short) and shown as one.
+Every iterative row carries ``x floor``: its seconds per iteration over the hardware floor at the
+same n, M, d and dtype (:func:`benchmarks.common.hardware_floor`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable
+
+from benchmarks.common import call_isolated
+from benchmarks.solvers import fit_one
+
+#: "Same test error" for times-to-target: within this factor of the reference error.
+SAME_ERROR = 1.01
+
+
+@dataclass
+class Summary:
+    tables: dict[str, list[dict]] = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    title: str
+    measure: Callable[[bool, list[int] | None], list[dict]]
+    summarise: Callable[[list[dict]], Summary]
+    sized: bool = False          # takes --sizes (results merge by n)
+
+
+def seconds_to(points: list[dict], target: float, key: str = "test_mse") -> float:
+    """Solver seconds of the first point at or below ``target`` (NaN if none)."""
+    return next((p["seconds"] for p in points if p[key] <= target), math.nan)
+
+
+def _go():
+    import plotly.graph_objects as go
+
+    return go
+
+
+def _log_axes(fig, x=True, y=False, x_title="", y_title="", title=""):
+    fig.update_layout(title=title, template="plotly_white", width=900, height=520,
+                      legend=dict(orientation="h", y=-0.18))
+    fig.update_xaxes(type="log" if x else "linear", title=x_title)
+    fig.update_yaxes(type="log" if y else "linear", title=y_title)
+    return fig
+
+
+def _floor_of(results: list[dict], n, M, dtype) -> dict:
+    return next((r for r in results if r["solver"] == "floor" and r["n"] == n and r.get("M") == M
+                 and r["dtype"] == dtype and "floor_s" in r), {})
+
+
+def _fits(results):
+    return [r for r in results if r["solver"] != "floor"]
+
+
+def _skips(results) -> list[str]:
+    return [f"{r.get('label', r['solver'])} at n = {r['n']:,}: skipped — {r['skipped']}" for r in results
+            if "skipped" in r] + [f"{r.get('solver')} at n = {r.get('n')}: FAILED — {r['error']}" for r in results
+                                  if "error" in r]
+
+
+# ------------------------------------------------------------------ FALKON vs Nystroem + Ridge
+def falkon_vs_nystroem_measure(quick: bool, sizes=None) -> list[dict]:
+    n = (sizes or [3_000 if quick else 40_000])[0]
+    base = {"n": n, "n_test": 1_000 if quick else 5_000, "sigma": 5.0, "penalty": 1e-6,
+            "maxiter": 30 if quick else 100, "time_limit": 10.0 if quick else 120.0}
+    results = []
+    for M in ((100, 300) if quick else (1_000, 5_000)):
+        runs = [("floor", "float64"), ("floor", "float32"), ("sk_nystroem", "float64"),
+                ("falkon", "float64"), ("falkon", "float32")]
+        for solver, dtype in runs:
+            results.append(call_isolated(fit_one, {**base, "M": M, "solver": solver, "dtype": dtype}))
+            print(f"  falkon_vs_nystroem: M={M} {solver} {dtype} done", flush=True)
+    return results
+
+
+def falkon_vs_nystroem_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    from plotly.subplots import make_subplots
+
+    out = Summary(notes=_skips(results))
+    rows = []
+    Ms = sorted({r["M"] for r in results})
+    fig = make_subplots(rows=1, cols=len(Ms), subplot_titles=[f"M = {M:,}" for M in Ms], shared_yaxes=True)
+    for col, M in enumerate(Ms, start=1):
+        ref = next((r for r in results if r["solver"] == "sk_nystroem" and r["M"] == M and "points" in r), None)
+        target = ref["points"][-1]["test_mse"] if ref else math.nan
+        for r in _fits(results):
+            if r["M"] != M or "points" not in r:
+                continue
+            floor = _floor_of(results, r["n"], M, r["dtype"])
+            reach = seconds_to(r["points"], SAME_ERROR * target) if r["solver"] == "falkon" else r["points"][-1]["seconds"]
+            rows.append({"solver": r["label"], "dtype": r["dtype"], "n": r["n"], "M": M,
+                         "seconds": r["points"][-1]["seconds"], "test MSE": r["points"][-1]["test_mse"],
+                         "s to sklearn's MSE": reach, "speed-up vs sklearn": ref["points"][-1]["seconds"] / reach
+                         if ref else math.nan,
+                         "iterations": r["iterations"], "s/iter": r["s_per_iter"],
+                         "x floor": r["s_per_iter"] / floor["floor_s"] if floor else math.nan,
+                         "peak MiB": r["peak_MiB"]})
+            xs = [p["seconds"] for p in r["points"]]
+            ys = [p["test_mse"] for p in r["points"]]
+            fig.add_trace(go.Scatter(x=xs, y=ys, name=f"{r['label']} {r['dtype']}", legendgroup=r["label"] + r["dtype"],
+                                     showlegend=col == 1, mode="lines+markers" if len(xs) > 1 else "markers",
+                                     marker=dict(size=7 if len(xs) > 1 else 14)), row=1, col=col)
+    fig.update_xaxes(type="log", title="solver seconds")
+    fig.update_yaxes(title="test MSE", col=1)
+    fig.update_layout(title="FALKON against scikit-learn's Nystroem + Ridge at equal M (HIGGS look-alike)",
+                      template="plotly_white", width=1000, height=520, legend=dict(orientation="h", y=-0.2))
+    floors = [{"n": r["n"], "M": r["M"], "dtype": r["dtype"], "floor s": r["floor_s"],
+               "floor GFLOP/s": r["floor_GFLOP/s"], "GEMM GFLOP/s": r["GEMM_GFLOP/s"]}
+              for r in results if r["solver"] == "floor" and "floor_s" in r]
+    out.tables = {"summary": rows, "floor": floors}
+    out.figures = {"test_error_vs_seconds": fig}
+    out.notes.append(f"s to sklearn's MSE: FALKON's solver seconds until its test MSE ≤ {SAME_ERROR} × Nystroem+Ridge's "
+                     f"at the same M (sklearn: its fit time); x floor: s/iter over one K_nMᵀ(K_nM v) pass.")
+    return out
+
+
+# ------------------------------------------------------------------ the full n×n system against n
+FULL_SOLVERS = ("falkon", "nystrom_pcg", "rlaopt", "cg", "askotch", "gpytorch", "exact", "sk_krr")
+
+
+def full_system_measure(quick: bool, sizes=None) -> list[dict]:
+    sizes = sizes or ([1_000, 2_000] if quick else [10_000, 30_000, 100_000])
+    results = []
+    for n in sizes:
+        base = {"n": n, "n_test": 500 if quick else 2_000, "sigma": 5.0, "penalty": 1e-4, "dtype": "float32",
+                "M": 300 if quick else 2_000, "maxiter": 10**5, "max_n": 20_000,
+                "time_limit": 2.0 if quick else (60.0 if n <= 30_000 else 100.0)}
+        results.append(call_isolated(fit_one, {**base, "solver": "floor", "M": n}))
+        results.append(call_isolated(fit_one, {**base, "solver": "floor"}))
+        for solver in FULL_SOLVERS:
+            results.append(call_isolated(fit_one, {**base, "solver": solver}, timeout=1800))
+            print(f"  full_system: n={n} {solver} done", flush=True)
+    return results
+
+
+def full_system_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    out = Summary(notes=_skips(results))
+    fits = [r for r in _fits(results) if "points" in r]
+    rows = []
+    for n in sorted({r["n"] for r in fits}):
+        at_n = [r for r in fits if r["n"] == n]
+        full = [r for r in at_n if r["solver"] != "falkon"]
+        best = min((r["points"][-1]["test_mse"] for r in full), default=math.nan)
+        for r in at_n:
+            M = r["M"] if r["solver"] == "falkon" else n
+            floor = _floor_of(results, n, M, r["dtype"])
+            per_iter = r["s_per_iter"]
+            if r["solver"] == "askotch" and r.get("blocks"):
+                per_iter *= r["blocks"]        # B block iterations = one pass over K
+            rows.append({"solver": r["label"], "n": n, "K": r.get("K") or "", "seconds": r["points"][-1]["seconds"],
+                         "test MSE": r["points"][-1]["test_mse"],
+                         "s to best full MSE": seconds_to(r["points"], SAME_ERROR * best),
+                         "iterations": r["iterations"], "s/pass": per_iter,
+                         "x floor": per_iter / floor["floor_s"] if floor else math.nan, "peak MiB": r["peak_MiB"]})
+    fig_time = go.Figure()
+    fig_err = go.Figure()
+    for label in dict.fromkeys(r["solver"] for r in rows):
+        mine = [r for r in rows if r["solver"] == label]
+        fig_time.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["s to best full MSE"] for r in mine],
+                                      name=label, mode="lines+markers"))
+        fig_err.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["test MSE"] for r in mine],
+                                     name=label, mode="lines+markers"))
+    _log_axes(fig_time, y=True, x_title="n (training points)", y_title=f"seconds to {SAME_ERROR} × best full-KRR test MSE",
+              title="Full-system solvers against n: time to the best test error (HIGGS look-alike, float32)")
+    _log_axes(fig_err, x_title="n (training points)", y_title="final test MSE",
+              title="Test MSE reached within each solver's time limit")
+    fig_curves = go.Figure()
+    largest = max((r["n"] for r in fits), default=0)
+    for r in fits:
+        if r["n"] == largest:
+            fig_curves.add_trace(go.Scatter(x=[p["seconds"] for p in r["points"]], y=[p["test_mse"] for p in r["points"]],
+                                            name=r["label"], mode="lines+markers"))
+    _log_axes(fig_curves, x_title="solver seconds", y_title="test MSE", title=f"Test MSE against seconds at n = {largest:,}")
+    out.tables = {"summary": rows}
+    out.figures = {"time_vs_n": fig_time, "error_vs_n": fig_err, "curves_largest_n": fig_curves}
+    out.notes.append(f"s to best full MSE: solver seconds until the test MSE ≤ {SAME_ERROR} × the best final test MSE of "
+                     "the full-system solvers at that n (FALKON solves the Nyström problem, M = its M); s/pass: seconds per "
+                     "pass over K (ASkotch: per B block iterations); x floor: s/pass over one blocked pass at the same n, "
+                     "M (n for the full system), d and dtype; K: how krrcore/rlaopt held K.")
+    return out
+
+
+# ------------------------------------------------------------------ QM9 HOMO: SMAPE against seconds
+def qm9_measure(quick: bool, sizes=None) -> list[dict]:
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks import bench_askotch
+
+    n = (sizes or [800 if quick else 10_000])[0]
+    args = SimpleNamespace(n=n, n_test=200 if quick else 2_000, dtype="float32")
+    time_limit = 2.0 if quick else 60.0
+    solvers = ("askotch_default", "nystrom_pcg_stored", "falkon") if quick else ("askotch_default", *bench_askotch.SOLVERS)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = bench_askotch.prepare_data(args, Path(tmp))
+        results.append({"solver": "floor", "n": data["n_train"], "M": data["n_train"], "dtype": "float32",
+                        **call_isolated(qm9_floor, {"data": data["data"], "kernel": data["kernel"]})})
+        for solver in solvers:
+            cfg = {"solver": solver, "data": data["data"], "kernel": data["kernel"], "penalty": data["penalty"],
+                   "dtype": "float32", "time_limit": time_limit, "budget": 512 * 2**20,
+                   "falkon_M": 200 if quick else 5_000, "threads": 0}
+            result = call_isolated(bench_askotch.run_solver, cfg, timeout=20 * time_limit + 1800)
+            results.append({**result, "n": data["n_train"], "data_note": data["note"], "dataset": data["name"]})
+            print(f"  qm9: {solver} done", flush=True)
+    return results
+
+
+def qm9_floor(cfg: dict) -> dict:
+    """Child: the floor for QM9's kernel (the L1 Laplacian has no distance GEMM: cdist instead)."""
+    import numpy as np
+    import torch
+
+    from benchmarks.common import hardware_floor, set_threads
+    from krrcore.kernels import make_kernel
+
+    set_threads()
+    X = torch.as_tensor(np.load(cfg["data"])["X_train"])
+    kernel = make_kernel(cfg["kernel"]["name"], **{k: v for k, v in cfg["kernel"].items() if k != "name"})
+    return hardware_floor(kernel, X, X, 512 * 2**20)
+
+
+def qm9_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    out = Summary(notes=[f"{r['solver']}: FAILED — {r['error']}" for r in results if "error" in r])
+    out.notes += sorted({r["data_note"] for r in results if r.get("data_note")})
+    floor = next((r for r in results if r["solver"] == "floor" and "floor_s" in r), {})
+    fig = go.Figure()
+    rows = []
+    for r in results:
+        if r["solver"] == "floor" or "points" not in r:
+            continue
+        per_pass = r["s_per_iter"] * (r["blocks"] or 1)
+        rows.append({"solver": r["solver"], "n": r["n"], "setup s": r["setup_s"], "iterations": r["iterations"],
+                     "solver s": r["seconds"], "final SMAPE": r["points"][-1]["smape"],
+                     "best SMAPE": min(p["smape"] for p in r["points"]), "s/pass": per_pass,
+                     "x floor": per_pass / floor["floor_s"] if floor and r["solver"] != "falkon" else math.nan,
+                     "peak MiB": r["peak_rss_MiB"]})
+        fig.add_trace(go.Scatter(x=[max(p["seconds"], 1e-3) for p in r["points"]], y=[p["smape"] for p in r["points"]],
+                                 name=r["solver"], mode="lines+markers"))
+    _log_axes(fig, x_title="solver seconds", y_title="test SMAPE (HOMO, eV)",
+              title=f"QM9 HOMO: test SMAPE against seconds (n = {rows[0]['n']:,} train)" if rows else "QM9 HOMO")
+    out.tables = {"summary": rows, "floor": [{k: floor[k] for k in ("n", "floor_s", "floor_GFLOP/s", "GEMM_GFLOP/s")}]
+                  if floor else []}
+    out.figures = {"smape_vs_seconds": fig}
+    out.notes.append("s/pass: seconds per pass over K (ASkotch: per B block iterations; FALKON: per iteration over "
+                     "K_nM, M = its M, not comparable with the floor of the n×n pass); x floor: over one blocked "
+                     "pass of the n×n L1-Laplacian K (cdist: no distance GEMM for L1).")
+    return out
+
+
+# ------------------------------------------------------------------ leverage scores against n
+def leverage_measure(quick: bool, sizes=None) -> list[dict]:
+    from benchmarks import bench_leverage
+
+    sizes = sizes or ([1_000, 2_000] if quick else [2_000, 5_000, 10_000, 30_000, 100_000])
+    exact_max = 2_000 if quick else 10_000
+    results = []
+    for n in sizes:
+        if n <= exact_max:
+            X, kernel = bench_leverage.gaussian_data(n)
+            for row in bench_leverage.run_racc(X, kernel, f"n = {n:,}", [0]):
+                results.append({"n": n, "solver": row["method"], **{k: v for k, v in row.items() if k != "method"}})
+        else:
+            for row in bench_leverage.run_times([n], exact_max_n=0, rrls_max_n=n):
+                for method in ("bless", "bless_r", "rrls"):
+                    results.append({"n": n, "solver": {"bless": "BLESS", "bless_r": "BLESS-R",
+                                                       "rrls": "Recursive-RLS"}[method],
+                                    "seconds": row[f"{method}_s"], "|J|": row[f"{method}_|J|"]})
+    return results
+
+
+def leverage_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    from plotly.subplots import make_subplots
+
+    keep = ("BLESS", "BLESS-R", "Recursive-RLS", "Uniform (same |J| as BLESS)", "exact")
+    rows = [{"method": r["solver"], "n": r["n"], "seconds": r["seconds"], "|J|": r["|J|"],
+             "R-ACC mean": r.get("mean", math.nan), "R-ACC q5": r.get("q5", math.nan),
+             "R-ACC q95": r.get("q95", math.nan)} for r in results if r["solver"] in keep]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("R-ACC (approximate / exact score; bars: 5th–95th pct)",
+                                                        "seconds"))
+    for method in keep:
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["n"])
+        acc = [r for r in mine if not math.isnan(r["R-ACC mean"])]
+        fig.add_trace(go.Scatter(x=[r["n"] for r in acc], y=[r["R-ACC mean"] for r in acc], name=method,
+                                 legendgroup=method, mode="lines+markers",
+                                 error_y=dict(type="data", symmetric=False,
+                                              array=[r["R-ACC q95"] - r["R-ACC mean"] for r in acc],
+                                              arrayminus=[r["R-ACC mean"] - r["R-ACC q5"] for r in acc])), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["seconds"] for r in mine], name=method,
+                                 legendgroup=method, showlegend=False, mode="lines+markers"), row=1, col=2)
+    fig.update_xaxes(type="log", title="n")
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(title="Leverage scores: BLESS, BLESS-R, Recursive-RLS against exact (X ~ N(0, I₁₀), λ = 1e-3)",
+                      template="plotly_white", width=1000, height=520, legend=dict(orientation="h", y=-0.2))
+    return Summary(tables={"summary": rows}, figures={"racc_and_time_vs_n": fig},
+                   notes=["R-ACC where exact scores are computed (blocked Cholesky, float64); beyond that, time only. "
+                          "seconds: the sampler (BLESS's path of dictionaries), not scoring all n points. "
+                          "No hardware floor: these samplers do not iterate over K."])
+
+
+# ------------------------------------------------------------------ FALKON per-iteration time and memory against n
+#: Memory budgets (MiB) of the scaling case: 0 is krrcore's default (K_nM rows cached in what the
+#: storage budget leaves), 512 leaves no room to cache: every iteration evaluates K_nM again.
+SCALING_BUDGETS = (0, 512)
+
+
+def scaling_measure(quick: bool, sizes=None) -> list[dict]:
+    from benchmarks import bench_falkon
+
+    sizes = sizes or ([5_000, 20_000] if quick else [10_000, 100_000, 1_000_000])
+    M, iters = (500, 3) if quick else (2_000, 6)
+    results = []
+    for n in sizes:
+        for budget in SCALING_BUDGETS:
+            results.append(call_isolated(bench_falkon.measure, {"n": n, "M": M, "iters": iters, "budget_MiB": budget},
+                                         timeout=3 * 3600))
+            print(f"  scaling: n={n} budget={budget or 'default'} done", flush=True)
+    return results
+
+
+def scaling_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    from plotly.subplots import make_subplots
+
+    ok = sorted((r for r in results if "error" not in r), key=lambda r: r["n"])
+    rows = [{"n": r["n"], "M": r["M"], "d": 28, "dtype": "float32", "budget MiB": r["budget_MiB"],
+             "s/iter": r["s_per_iter"], "floor s": r["floor_s"],
+             "x floor": r["s_per_iter"] / r["floor_s"], "floor GFLOP/s": r["floor_GFLOP/s"],
+             "GEMM GFLOP/s": r["GEMM_GFLOP/s"], "cached rows": r["cached_rows"], "setup s": r["setup_s"],
+             "peak MiB": r["peak_extra_MiB"]} for r in ok]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("seconds per iteration", "peak resident memory of the fit (MiB)"))
+    for budget in dict.fromkeys(r["budget MiB"] for r in rows):
+        mine = [r for r in rows if r["budget MiB"] == budget]
+        label = "krrcore's default budget" if budget == "default" else f"{budget} MiB budget"
+        fig.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["s/iter"] for r in mine], mode="lines+markers",
+                                 name=f"FALKON iteration, {label}"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["peak MiB"] for r in mine], mode="lines+markers",
+                                 name=f"peak MiB, {label}"), row=1, col=2)
+    floors = [r for r in rows if r["budget MiB"] == rows[0]["budget MiB"]] if rows else []
+    fig.add_trace(go.Scatter(x=[r["n"] for r in floors], y=[r["floor s"] for r in floors], mode="lines+markers",
+                             name="floor: one uncached K_nMᵀ(K_nM v) pass", line=dict(dash="dash")), row=1, col=1)
+    fig.update_xaxes(type="log", title="n")
+    fig.update_yaxes(type="log")
+    fig.update_layout(title=f"FALKON against n (HIGGS look-alike, d = 28, float32, M = {rows[0]['M'] if rows else ''})",
+                      template="plotly_white", width=1000, height=520, legend=dict(orientation="h", y=-0.2))
+    return Summary(tables={"summary": rows}, figures={"iteration_and_memory_vs_n": fig},
+                   notes=[f"n = {r['n']}: FAILED — {r['error']}" for r in results if "error" in r] + [
+                       "x floor below 1: rows of K_nM cached within krrcore's storage budget are read, not recomputed."])
+
+
+# ------------------------------------------------------------------ the app against the library
+def app_measure(quick: bool, sizes=None) -> list[dict]:
+    from benchmarks import bench_app
+
+    return bench_app.measure(quick, repeats=1 if quick else 3)
+
+
+def app_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    rows = [r for r in results if "error" not in r]
+    fig = go.Figure()
+    for key in ("app solver s", "krrcore s (same threads)", "Run → first chart s", "Run → result s"):
+        fig.add_trace(go.Bar(x=[r["problem"] for r in rows], y=[r[key] for r in rows], name=key))
+    fig.update_layout(barmode="group", title="The app against the library on the same fit (medians)",
+                      template="plotly_white", width=900, height=520, yaxis_title="seconds",
+                      legend=dict(orientation="h", y=-0.2))
+    return Summary(tables={"summary": rows}, figures={"app_vs_library": fig},
+                   notes=[f"{r.get('problem')}: FAILED — {r['error']}" for r in results if "error" in r]
+                   + ["No hardware floor: this case measures the app's overhead against the same library fit."])
+
+
+CASES: dict[str, Case] = {c.name: c for c in [
+    Case("falkon_vs_nystroem", "FALKON vs scikit-learn Nystroem + Ridge at equal M: time to equal test error",
+         falkon_vs_nystroem_measure, falkon_vs_nystroem_summarise, sized=False),
+    Case("full_system", "FALKON, NyströmPCG, rlaopt, CG, ASkotch, GPyTorch, exact KRR against n: time and test error",
+         full_system_measure, full_system_summarise, sized=True),
+    Case("qm9", "QM9 HOMO: test SMAPE against seconds", qm9_measure, qm9_summarise),
+    Case("leverage", "BLESS, BLESS-R, Recursive-RLS and exact scores: time and R-ACC against n",
+         leverage_measure, leverage_summarise, sized=True),
+    Case("scaling", "FALKON time per iteration and peak memory against n, with the floor", scaling_measure,
+         scaling_summarise, sized=True),
+    Case("app", "The app: Run to first chart, in-app solver seconds against krrcore", app_measure, app_summarise),
+]}
+
+
+# ------------------------------------------------------------------ targets (issue 14)
+def targets(results: dict[str, list[dict]]) -> list[dict]:
+    """The issue's three targets, measured value beside each, from whichever cases have results."""
+    rows = []
+    scaling = [r for r in results.get("scaling", []) if "error" not in r]
+    big = {r["budget_MiB"]: r for r in scaling if r["n"] >= 1_000_000 and r["M"] == 2_000}
+    if big:
+        text = []
+        for budget, r in big.items():
+            text.append(f"{r['s_per_iter'] / r['floor_s']:.2f} × with {'the default budget' if budget == 'default' else f'{budget} MiB'}"
+                        f" ({r['s_per_iter']:.2f} s / {r['floor_s']:.2f} s, {r['cached_rows']:,} rows cached)")
+        default = big.get("default", next(iter(big.values())))
+        rows.append({"target": "FALKON iteration ≤ 1.2 × floor (n = 10⁶, M = 2,000, d = 28, float32)",
+                     "measured": "; ".join(text),
+                     "holds": "yes" if default["s_per_iter"] / default["floor_s"] <= 1.2 else "NO"})
+    else:
+        rows.append({"target": "FALKON iteration ≤ 1.2 × floor (n = 10⁶, M = 2,000, d = 28, float32)",
+                     "measured": "not run (scaling at n = 10⁶ not in these results)", "holds": "—"})
+    fvn = falkon_vs_nystroem_summarise(results["falkon_vs_nystroem"]).tables["summary"] \
+        if results.get("falkon_vs_nystroem") else []
+    at = [r for r in fvn if r["M"] == 5_000 and r["solver"].startswith("FALKON")]
+    if at:
+        text, holds, reach = [], [], "s to sklearn's MSE"
+        for r in at:
+            text.append(f"{r['dtype']}: {r['speed-up vs sklearn']:.1f}× ({r[reach]:.1f} s to sklearn's MSE)")
+            holds.append(r["speed-up vs sklearn"] >= 5)
+        rows.append({"target": "FALKON ≥ 5× faster than Nystroem+Ridge to the same test error (M = 5,000)",
+                     "measured": "; ".join(text),
+                     "holds": "yes" if all(holds) else ("float32 only" if holds[-1] else "NO")})
+    else:
+        rows.append({"target": "FALKON ≥ 5× faster than Nystroem+Ridge to the same test error (M = 5,000)",
+                     "measured": "not run at M = 5,000", "holds": "—"})
+    full = results.get("full_system", [])
+    rows.append(_askotch_vs_gpytorch(full))
+    return rows
+
+
+def _askotch_vs_gpytorch(full: list[dict]) -> dict:
+    target = "ASkotch ahead of GPyTorch's CG on the full system where K cannot be stored"
+    if not full:
+        return {"target": target, "measured": "full_system not run", "holds": "—"}
+    table = full_system_summarise(full).tables["summary"]
+    n_max = max(r["n"] for r in table)
+    ask = next((r for r in table if r["n"] == n_max and r["solver"].startswith("ASkotch")), None)
+    gp = next((r for r in table if r["n"] == n_max and r["solver"].startswith("CG + pivoted")), None)
+    skipped = next((r for r in full if r["n"] == n_max and r["solver"] == "gpytorch" and "skipped" in r), None)
+    if ask is None:
+        return {"target": target, "measured": f"ASkotch did not run at n = {n_max:,}", "holds": "—"}
+    where = f"n = {n_max:,} (K = {n_max**2 * 4 / 2**30:.0f} GiB in float32; krrcore K: {ask['K'] or 'on the fly'})"
+    if gp is None:
+        why = skipped["skipped"] if skipped else "not run"
+        return {"target": target, "measured": f"{where}: GPyTorch cannot run ({why}); ASkotch: test MSE "
+                                              f"{ask['test MSE']:.4f} in {ask['seconds']:.0f} s",
+                "holds": "yes (GPyTorch cannot run)"}
+    a, g = ask["s to best full MSE"], gp["s to best full MSE"]
+    ahead = (not math.isnan(a)) and (math.isnan(g) or a < g)
+    return {"target": target, "measured": f"{where}: seconds to {SAME_ERROR} × best MSE: ASkotch {a:.1f}, GPyTorch {g:.1f}",
+            "holds": "yes" if ahead else "NO"}
+

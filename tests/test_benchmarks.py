@@ -1,0 +1,148 @@
+"""The benchmark suite runs end to end: ``python -m benchmarks --quick`` prints every case's tables
+and writes its CSV and figures (HTML and PNG) with finite numbers. Nothing here asserts that
+anything is fast: the figures are measurements for the README, not claims a test can check.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import cases, solvers, suite
+from benchmarks.common import call_isolated
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Columns of each case's summary that must be finite numbers in every row.
+FINITE = {
+    "falkon_vs_nystroem-summary": ("seconds", "test MSE", "peak MiB"),
+    "falkon_vs_nystroem-floor": ("floor s", "floor GFLOP/s", "GEMM GFLOP/s"),
+    "full_system-summary": ("seconds", "test MSE", "peak MiB"),
+    "qm9-summary": ("solver s", "final SMAPE", "best SMAPE", "peak MiB"),
+    "qm9-floor": ("floor_s",),
+    "leverage-summary": ("seconds", "|J|"),
+    "scaling-summary": ("s/iter", "floor s", "x floor", "peak MiB", "GEMM GFLOP/s"),
+    "app-summary": ("app solver s", "krrcore s (same threads)", "Run → first chart s", "Run → result s"),
+}
+#: Every solver and peer the quick run must have measured (the test extra installs the peers).
+FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases.FULL_SOLVERS}
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc.stdout
+
+
+def test_quick_run_prints_every_case_table(quick_run):
+    _, stdout = quick_run
+    for name in cases.CASES:
+        assert f"## {name}: summary" in stdout, name
+    assert "## Targets (issue 14)" in stdout
+    assert "FAILED" not in stdout, [line for line in stdout.splitlines() if "FAILED" in line]
+    assert "skipped" not in stdout, [line for line in stdout.splitlines() if "skipped" in line]
+
+
+def test_quick_run_writes_csv_with_finite_numbers(quick_run):
+    out, _ = quick_run
+    for table, columns in FINITE.items():
+        rows = _rows(out / f"{table}.csv")
+        assert rows, table
+        for row in rows:
+            for column in columns:
+                assert math.isfinite(float(row[column])), (table, column, row)
+    full = _rows(out / "full_system-summary.csv")
+    assert {r["solver"] for r in full} == FULL_SYSTEM_LABELS
+    assert len({r["n"] for r in full}) == 2                        # against n
+    peers = {r["solver"] for r in _rows(out / "falkon_vs_nystroem-summary.csv")}
+    assert {"FALKON (krrcore)", "Nystroem+Ridge (scikit-learn)"} <= peers
+    # Iterative rows are shown as multiples of the floor measured at their n, M, d and dtype.
+    for row in full:
+        if row["solver"] in {"FALKON (krrcore)", "NyströmPCG (krrcore)", "CG (krrcore)", "ASkotch (krrcore)"}:
+            assert float(row["x floor"]) > 0, row
+    targets = _rows(out / "targets.csv")
+    assert len(targets) == 3 and all(r["measured"] for r in targets)
+
+
+def test_quick_run_writes_html_and_png_figures(quick_run):
+    from PIL import Image
+
+    out, _ = quick_run
+    for name in cases.CASES:
+        htmls = sorted(out.glob(f"{name}-*.html"))
+        assert htmls, name
+        for html in htmls:
+            text = html.read_text()
+            assert "Plotly.newPlot" in text, html
+            png = html.with_suffix(".png")
+            image = Image.open(png)
+            assert image.size[0] >= 800 and image.size[1] >= 400, png
+            assert len(image.convert("RGB").getcolors(maxcolors=1 << 16) or range(1 << 16)) > 20, png  # not blank
+    # The curves of the figures are the CSV's numbers: FALKON's trace carries finite test errors.
+    results = json.loads((out / "falkon_vs_nystroem.json").read_text())
+    falkon = [r for r in results if r["solver"] == "falkon"]
+    assert falkon and all(math.isfinite(p["test_mse"]) and p["seconds"] >= 0 for r in falkon for p in r["points"])
+
+
+def test_list_names_every_case():
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--list"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == list(cases.CASES)
+
+
+def test_unknown_case_is_refused_with_the_choices():
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--case", "falkon_vs_sklearn"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "invalid choice: 'falkon_vs_sklearn'" in proc.stderr and "full_system" in proc.stderr
+
+
+def test_fit_runs_in_a_fresh_process_and_a_failure_comes_back_as_its_message():
+    floor = call_isolated(solvers.fit_one, {"solver": "floor", "n": 300, "n_test": 50, "M": 30, "dtype": "float32",
+                                            "sigma": 5.0, "threads": 1})
+    assert floor["floor_s"] > 0 and math.isfinite(floor["floor_GFLOP/s"]), floor
+    failed = call_isolated(solvers.fit_one, {"solver": "no_such_solver", "n": 300, "n_test": 50, "dtype": "float32",
+                                             "sigma": 5.0, "penalty": 1e-3, "threads": 1})
+    assert "unknown peer 'no_such_solver'" in failed["error"]
+
+
+def test_a_missing_peer_is_skipped_with_its_reason(monkeypatch):
+    import torch
+
+    monkeypatch.setitem(sys.modules, "gpytorch", None)          # import gpytorch now raises ImportError
+    threads = torch.get_num_threads()
+    try:
+        result = solvers.fit_one({"solver": "gpytorch", "n": 200, "n_test": 50, "dtype": "float32", "sigma": 5.0,
+                                  "penalty": 1e-3, "threads": threads})
+    finally:
+        torch.set_num_threads(threads)
+    assert result["skipped"].startswith("gpytorch is not installed") and "pip install gpytorch" in result["skipped"]
+    summary = cases.full_system_summarise([result])
+    assert any("CG + pivoted Cholesky (GPyTorch) at n = 200: skipped — gpytorch is not installed" in note
+               for note in summary.notes)
+
+
+def test_merge_keeps_earlier_sizes_and_replaces_remeasured_ones():
+    old = [{"n": 10, "v": 1}, {"n": 20, "v": 2}]
+    new = [{"n": 20, "v": 3}, {"n": 30, "v": 4}]
+    assert suite.merge(old, new) == [{"n": 10, "v": 1}, {"n": 20, "v": 3}, {"n": 30, "v": 4}]
+
+
+def test_seconds_to_target_is_the_first_point_at_or_below_it():
+    points = [{"seconds": 1.0, "test_mse": 0.9}, {"seconds": 2.0, "test_mse": 0.5}, {"seconds": 3.0, "test_mse": 0.4}]
+    assert cases.seconds_to(points, 0.5) == 2.0
+    assert math.isnan(cases.seconds_to(points, 0.1))
