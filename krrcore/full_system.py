@@ -58,6 +58,19 @@ def evaluation_blocks(model: CostModel, n: int, M: int, k: int, budget: int) -> 
                                                           scratch_blocks=model.scratch_blocks), "scratch")
 
 
+def make_full_system(kernel: Kernel, X, lam_n: float, *, kernel_storage: str = "auto",
+                     memory_budget: int | None = None):
+    """The system K + λnI on X: a :class:`FullKernelSystem` with ``kernel_storage`` resolved here, or
+    for rows sharded on a Dask cluster a :class:`krrcore.sharded.ShardedFullSystem` (which resolves
+    it per worker); ``storage`` says what was chosen."""
+    from .sharded import ShardedArray, ShardedFullSystem
+
+    if isinstance(X, ShardedArray):
+        return ShardedFullSystem(kernel, X, lam_n, storage=kernel_storage, memory_budget=memory_budget)
+    storage = resolve_kernel_storage(kernel_storage, X.shape[0], X.element_size(), memory_budget, X.device)
+    return FullKernelSystem(kernel, X, lam_n, storage=storage, memory_budget=memory_budget)
+
+
 class FullKernelSystem:
     """A = K + λnI on the training points (ASkotch paper Eq. 3 with its λ = λn).
 
@@ -111,6 +124,10 @@ class FullKernelSystem:
         return product, evaluation
 
     # -- products in the solver's dtype ----------------------------------------------------
+    def kernel_trace(self) -> float:
+        """Tr K = Σ K(x_i, x_i)."""
+        return float(self.kernel.diag(self.X).sum())
+
     def kernel_matvec(self, W: torch.Tensor) -> torch.Tensor:
         """K W for W of shape (n, k)."""
         if self.K is not None:

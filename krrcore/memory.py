@@ -69,6 +69,24 @@ def available_bytes(device: torch.device | str | None = None) -> int:
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
+def worker_memory_left() -> int:
+    """Bytes this process may still use: on a Dask worker, its memory limit minus its resident
+    memory (the nanny restarts a worker past its limit), never more than the machine's free
+    memory; elsewhere the free memory. The sharded products size their blocks from it."""
+    free = available_bytes("cpu")
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError):
+        limit = None
+    if limit:
+        import psutil
+
+        free = min(free, max(int(limit) - psutil.Process().memory_info().rss, 0))
+    return int(free)
+
+
 def check_memory_budget(memory_budget) -> int | None:
     """``memory_budget`` as given by a user: None, or a positive whole number of bytes."""
     if memory_budget is None:
@@ -79,22 +97,25 @@ def check_memory_budget(memory_budget) -> int | None:
     return int(memory_budget)
 
 
-def scratch_budget(memory_budget: int | None = None, device=None) -> int:
+def scratch_budget(memory_budget: int | None = None, device=None, *, available: int | None = None) -> int:
     """Bytes a blocked kernel product may use for scratch: ``memory_budget`` when given, else
-    ``min(SCRATCH_FRACTION × free memory, SCRATCH_CAP)``."""
+    ``min(SCRATCH_FRACTION × free memory, SCRATCH_CAP)``. ``available`` replaces the free memory
+    of ``device`` (a Dask worker passes what its memory limit leaves, :mod:`krrcore.sharded`)."""
     given = check_memory_budget(memory_budget)
     if given is not None:
         return given
-    return int(min(SCRATCH_FRACTION * available_bytes(device), SCRATCH_CAP))
+    free = available_bytes(device) if available is None else available
+    return int(min(SCRATCH_FRACTION * free, SCRATCH_CAP))
 
 
-def storage_budget(memory_budget: int | None = None, device=None) -> int:
+def storage_budget(memory_budget: int | None = None, device=None, *, available: int | None = None) -> int:
     """Bytes a computation may hold in stored matrices: ``memory_budget`` when given, else
-    ``STORAGE_FRACTION × free memory``."""
+    ``STORAGE_FRACTION × free memory`` (``available`` as in :func:`scratch_budget`)."""
     given = check_memory_budget(memory_budget)
     if given is not None:
         return given
-    return int(STORAGE_FRACTION * available_bytes(device))
+    free = available_bytes(device) if available is None else available
+    return int(STORAGE_FRACTION * free)
 
 
 def fits(need_bytes: int, memory_budget: int | None = None, device=None) -> bool:
@@ -270,11 +291,14 @@ class CostModel:
     """
 
     def __init__(self, *, d: int, dtype: torch.dtype, device, memory_budget: int | None = None,
-                 scratch_blocks: int = 0):
+                 scratch_blocks: int = 0, available: int | None = None):
         self.d, self.dtype, self.itemsize = d, dtype, torch.finfo(dtype).bits // 8
         self.device = torch.device(device) if device is not None else torch.device("cpu")
-        self.limit_bytes = storage_budget(memory_budget, self.device)
-        self.scratch_bytes = scratch_budget(memory_budget, self.device)
+        # ``available``: the memory this model may count on instead of the device's free memory
+        # (a Dask worker's limit minus what it holds already).
+        self.available = available
+        self.limit_bytes = storage_budget(memory_budget, self.device, available=available)
+        self.scratch_bytes = scratch_budget(memory_budget, self.device, available=available)
         self.scratch_blocks = scratch_blocks
         self.parts: dict[str, MemoryPart] = {}
         self.setup = 0.0
@@ -316,7 +340,8 @@ class CostModel:
         timed = self.device.type == "cpu"
         return MemoryEstimate(solver=solver, n=int(n), d=int(self.d), n_outputs=int(n_outputs),
                               dtype=str(self.dtype).removeprefix("torch."), parts=parts,
-                              limit_bytes=self.limit_bytes, available_bytes=available_bytes(self.device),
+                              limit_bytes=self.limit_bytes,
+                              available_bytes=available_bytes(self.device) if self.available is None else self.available,
                               setup_seconds=self.setup if timed else None,
                               seconds_per_iteration=self.iteration if timed else None,
                               suggestion=suggestion)

@@ -217,6 +217,18 @@ class KernelOperator:
         return out if proj is None else (out, proj)
 
 
+def make_operator(kernel: Kernel, X, C: torch.Tensor, *, cache_bytes: int | None = None, **options):
+    """The blocked operator for K(X, C): a :class:`KernelOperator`, or for rows sharded on a Dask
+    cluster (:class:`krrcore.sharded.ShardedArray`) a :class:`krrcore.sharded.ShardedKernelOperator`
+    with the same products — the one seam through which solvers run on many machines.
+    ``cache_bytes`` None: none locally; on shards, what each worker's storage budget leaves."""
+    from .sharded import ShardedArray, ShardedKernelOperator
+
+    if isinstance(X, ShardedArray):
+        return ShardedKernelOperator(kernel, X, C, cache_bytes=cache_bytes, **options)
+    return KernelOperator(kernel, X, C, cache_bytes=cache_bytes or 0, **options)
+
+
 def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:
     """K(A, B) as one dense matrix, filled in row blocks so kernel scratch stays within the budget."""
     out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)

@@ -10,14 +10,11 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from dask_processes import scheduler_and_workers
 
 from krr_app import executor as executor_module
 from krr_app.config import DataSpec, make_config
@@ -26,7 +23,6 @@ from krr_app.runs import RunRegistry
 from krrcore import datasets
 from krrcore.remote import DataRef, FitSpec, run_fit
 
-ROOT = Path(__file__).resolve().parents[1]
 MOONS = DataSpec("moons", n=2000)
 
 
@@ -155,25 +151,9 @@ def test_a_killed_worker_costs_only_its_run(own_cluster, moons):
     assert again.wait(120) and again.status == "done", again.message
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
     """`dask scheduler` and `dask worker` started as the README says, on localhost."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
-    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    log = open(tmp_path / "cluster.log", "w")
-    processes = [subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
-                                          "--preload", "krrcore.worker_setup"], env=env, stdout=log, stderr=log)]
-    address = f"tcp://127.0.0.1:{port}"
-    try:
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard",
-             "--preload", "krrcore.worker_setup"], env={**env, "KRR_TORCH_THREADS": "1"}, stdout=log, stderr=log))
+    with scheduler_and_workers(tmp_path, n_workers=1) as address:
         executor = DaskExecutor.connect(address)
         _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
         previous = executor_module.use_executor(executor)
@@ -185,12 +165,6 @@ def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
         finally:
             executor_module.use_executor(previous)
             executor.close()
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            process.wait(20)
-        log.close()
 
 
 def test_run_fit_reports_bad_data_and_a_stop_before_the_start():

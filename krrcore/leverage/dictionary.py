@@ -6,8 +6,9 @@ import torch
 from .._validation import check_positive
 from ..kernels import Kernel
 from ..linalg import jitter_cholesky
-from ..memory import check_fits, scratch_budget
+from ..memory import check_fits, scratch_budget, worker_memory_left
 from ..ops import block_rows_for_budget
+from ..sharded import ShardedArray
 from ._inputs import _as_float64, _check_kernel, _index_tensor
 from .results import LeverageLevel, LeverageResult
 
@@ -24,6 +25,7 @@ class _Dictionary:
                  ridge: float, memory_budget: int | None = None):
         self.kernel, self.X, self.ridge = kernel, X, float(ridge)
         self.size = int(indices.numel())
+        self._given_budget = memory_budget
         self.memory_budget = scratch_budget(memory_budget, X.device)
         if self.size == 0:
             return
@@ -35,8 +37,28 @@ class _Dictionary:
         B.mul_(self._s.unsqueeze(0)).mul_(self._s.unsqueeze(1)).diagonal().add_(self.ridge)
         self._L, _ = jitter_cholesky(B, 0.0, name="S K_JJ S + λnI")
 
+    def state(self) -> tuple:
+        """What :meth:`from_state` needs to score rows elsewhere (a Dask worker holding a shard):
+        the factor, not the data."""
+        if self.size == 0:
+            return (self.kernel, self.ridge, self._given_budget, 0, None, None, None)
+        return (self.kernel, self.ridge, self._given_budget, self.size, self._PJ, self._s, self._L)
+
+    @classmethod
+    def from_state(cls, state: tuple, X: torch.Tensor) -> "_Dictionary":
+        """The dictionary of :meth:`state`, scoring rows of ``X`` (no new factorisation) with a
+        scratch budget from this process's memory (a worker's limit, on a worker)."""
+        self = cls.__new__(cls)
+        self.kernel, self.ridge, self._given_budget, self.size, self._PJ, self._s, self._L = state
+        self.memory_budget = scratch_budget(self._given_budget, available=worker_memory_left())
+        self.X = X
+        return self
+
     def scores(self, idx: torch.Tensor) -> torch.Tensor:
-        """ℓ̃_J(i, λ) for the rows ``idx`` of X, kernel blocks of K(J, ·) under the memory budget."""
+        """ℓ̃_J(i, λ) for the rows ``idx`` of X, kernel blocks of K(J, ·) under the memory budget;
+        on sharded rows each worker scores its own (:meth:`ShardedArray.leverage_scores`)."""
+        if isinstance(self.X, ShardedArray):
+            return self.X.leverage_scores(self.state(), idx)
         m = int(idx.numel())
         out = torch.empty(m, dtype=torch.float64, device=self.X.device)
         if self.size == 0:

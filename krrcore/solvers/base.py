@@ -37,6 +37,7 @@ from ..linalg import residual_and_objective
 from ..memory import SLOW_FIT_SECONDS, CostModel, MemoryEstimate, SlowFitWarning, scratch_budget
 from ..metrics import DEFAULT_METRIC, METRICS
 from ..ops import KernelOperator
+from ..sharded import ShardedArray, is_distributed, start_sharded_fit
 from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
 
 
@@ -93,7 +94,8 @@ class _Recorder:
             Y_val = None
         self.estimator = estimator
         self.X, self.Y, self.X_val, self.Y_val = X, Y, X_val, Y_val
-        self.metric_name = estimator._metric_name(Y)
+        # Sharded targets stay on their workers: a few distinct rows tell the task.
+        self.metric_name = estimator._metric_name(Y if isinstance(Y, torch.Tensor) else Y.distinct_rows())
         self.metric_fn = METRICS[self.metric_name]
         self.eval_train = bool(getattr(estimator, "eval_train", False))
 
@@ -186,8 +188,11 @@ class KRRBase(RegressorMixin, BaseEstimator):
         :class:`~krrcore.memory.TimeLimitError` when set-up plus one iteration would exceed
         ``timeout``, and a :class:`~krrcore.memory.SlowFitWarning` past a minute.
         """
-        X, Y = self._prepare_fit(X, y)
-        estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1])
+        if is_distributed(X):       # rows sharded on a Dask cluster (krrcore.sharded)
+            X, Y, estimate = start_sharded_fit(self, X, y)
+        else:
+            X, Y = self._prepare_fit(X, y)
+            estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1])
         self.memory_estimate_ = estimate.check(timeout=getattr(self, "timeout", None))
         first = estimate.seconds_for(1)
         if first is not None and first > SLOW_FIT_SECONDS:
@@ -240,6 +245,8 @@ class KRRBase(RegressorMixin, BaseEstimator):
 
     # -- prediction ------------------------------------------------------------------------
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.centers_, ShardedArray):      # full KRR fitted on sharded rows
+            return self.centers_.kernel_expansion(self._kernel(), X, self.coef_, getattr(self, "memory_budget", None))
         op = KernelOperator(self._kernel(), X, self.centers_, memory_budget=getattr(self, "memory_budget", None),
                             n_rhs=self.coef_.shape[1])
         return op.matvec(self.coef_)

@@ -23,6 +23,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
+from ..sharded import is_distributed
 from .askotch import ASkotch, Skotch
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
@@ -68,6 +69,9 @@ class KRRClassifierMixin(ClassifierMixin):
 
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
         """The regressor's record stream on the encoded labels; sets ``classes_`` first."""
+        if is_distributed(y):
+            raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
+                             f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
         labels = _labels(y, "y")
         classes = np.unique(labels)
         if len(classes) < 2:

@@ -20,7 +20,7 @@ from .._validation import check_int
 from ..centers import center_count, select_centers
 from ..cg import conjugate_gradient
 from ..memory import CostModel
-from ..ops import KernelOperator, operator_bytes
+from ..ops import make_operator, operator_bytes
 from ..preconditioner import FalkonPreconditioner
 from .base import IterativeKRR, Step
 
@@ -60,12 +60,14 @@ class _NystromIterative(IterativeKRR):
         self.center_indices_ = cs.indices
         self.center_weights_ = cs.weights
         planned = {part.name: part.bytes for part in self.memory_estimate_.parts}
-        self.operator_ = KernelOperator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
-                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
-                                        cache_bytes=planned.get(KERNEL_CACHE, 0))
-        self._y_sq = float((Y.double() ** 2).sum()) / self.n_
+        self.operator_ = make_operator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
+                                       n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
+                                       cache_bytes=planned.get(KERNEL_CACHE))
+        self._y_sq = (float((Y.double() ** 2).sum()) if isinstance(Y, torch.Tensor) else Y.sum_of_squares()) / self.n_
         return self.operator_.rmatvec(Y) / self.n_        # b̃
 
+    #: How these solvers run on rows sharded on a Dask cluster (:mod:`krrcore.sharded`).
+    _sharded_kind = "nystrom"
     #: dtype of the CG vectors and of K_nMᵀ(·) sums (None: the data dtype).
     _VECTOR_DTYPE = None
     #: Name of the M×M matrix the solver holds, its itemsize (None: the data dtype's) and the

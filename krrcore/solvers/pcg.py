@@ -12,7 +12,7 @@ import torch
 
 from .._validation import check_int
 from ..cg import CGState, conjugate_gradient
-from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
+from ..full_system import FullKernelSystem, check_residual_mode, make_full_system, resolve_kernel_storage
 from ..nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
 from ..memory import CostModel
 from .base import IterativeKRR, Step
@@ -65,23 +65,28 @@ class _FullSystemCG(IterativeKRR):
     def _estimate_preconditioner(self, model: CostModel, n: int, product_seconds: float) -> None:
         pass
 
+    #: How this solver runs on rows sharded on a Dask cluster (:mod:`krrcore.sharded`).
+    _sharded_kind = "full"
+
     def _setup(self, X, Y):
         lam = self._penalty()
         n = X.shape[0]
-        self.kernel_storage_ = resolve_kernel_storage(self.kernel_storage, n, X.element_size(),
-                                                      self.memory_budget, X.device)
         self._set_eval_every(1)
         check_residual_mode(self.residual)
         generator = torch.Generator().manual_seed(int(self.seed))
-        self._system = FullKernelSystem(self._kernel(), X, lam * n, storage=self.kernel_storage_,
+        self._system = make_full_system(self._kernel(), X, lam * n, kernel_storage=self.kernel_storage,
                                         memory_budget=self.memory_budget)
+        self.kernel_storage_ = self._system.storage
         self._precond = self._preconditioner(self._system, generator)
-        self._Y64 = Y.to(torch.float64)
+        # CG's vectors are n-long and live here; sharded targets are gathered once (O(n·k)).
+        self._Y = Y if isinstance(Y, torch.Tensor) else Y.gather()
+        self._Y64 = self._Y.to(torch.float64)
         self.centers_ = X
-        self.coef_ = torch.zeros_like(Y)
+        self.coef_ = torch.zeros_like(self._Y)
 
     def _steps(self, X, Y):
         precond = self._precond.solve if self._precond is not None else None
+        Y = self._Y
         for state in conjugate_gradient(self._system.matvec, Y, preconditioner=precond):
             self.coef_ = state.x                  # one tensor, updated in place by CG
             if state.converged or self._report_due(state.iteration):
@@ -152,7 +157,7 @@ class NystromPCG(_FullSystemCG):
     def _preconditioner(self, system, generator):
         rank = self.check_sizes(system.n)
         X = system.X
-        trace = float(self._kernel().diag(X).sum())
+        trace = system.kernel_trace()
         approx = randomized_nystrom(system.kernel_matvec, system.n, rank, trace, generator=generator, dtype=X.dtype,
                                     device=X.device)
         self.nystrom_eigvals_ = approx.eigvals
