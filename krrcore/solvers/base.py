@@ -196,7 +196,8 @@ class KRRBase(RegressorMixin, BaseEstimator):
         self.memory_estimate_ = estimate.check(timeout=getattr(self, "timeout", None))
         first = estimate.seconds_for(1)
         if first is not None and first > SLOW_FIT_SECONDS:
-            warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while.",
+            faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
+            warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
                           SlowFitWarning, stacklevel=3)
         recorder = _Recorder(self, X, Y, X_val, y_val)
         self.trace_ = []
