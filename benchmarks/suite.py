@@ -11,6 +11,8 @@ Output folder (``--out``, default ``benchmark-results/``, git-ignored), for each
 * ``targets.csv`` — the issue's targets beside the measured values, from every case's results
   in the folder, and ``machine.json`` — the machine, the date and the versions of the run.
 
+``--docs docs`` copies the README's key figures (:data:`KEY_FIGURES`) into ``docs/``.
+
 ``--quick`` is a smoke run (small sizes, seconds per solver, every fit in this process rather
 than a fresh one each): it checks that every case and peer runs; its figures are not measurements.
 """
@@ -32,6 +34,16 @@ from benchmarks import common
 from benchmarks.common import print_table
 
 DEFAULT_OUT = Path("benchmark-results")
+#: The figures the README shows, copied by ``--docs`` from the results folder into docs/.
+KEY_FIGURES = {
+    "falkon_vs_nystroem-test_error_vs_seconds": "bench-falkon-vs-nystroem.png",
+    "full_system-time_vs_n": "bench-full-system-time.png",
+    "full_system-curves_largest_n": "bench-full-system-largest-n.png",
+    "scaling-iteration_and_memory_vs_n": "bench-falkon-scaling.png",
+    "qm9-smape_vs_seconds": "bench-qm9.png",
+    "leverage-racc_and_time_vs_n": "bench-leverage.png",
+    "app-app_vs_library": "bench-app.png",
+}
 
 
 def machine() -> dict:
@@ -136,6 +148,8 @@ def parse(argv=None) -> argparse.Namespace:
                         help="keep the folder's earlier results at other sizes and draw from all of them")
     parser.add_argument("--summarise-only", action="store_true",
                         help="measure nothing: redraw tables, figures and targets from the folder's results")
+    parser.add_argument("--docs", type=Path, default=None, metavar="DIR",
+                        help="copy the README's key figures (PNG) from the results folder into DIR (e.g. docs)")
     return parser.parse_args(argv)
 
 
@@ -168,6 +182,13 @@ def main(argv=None) -> int:
     rows = targets(load_results(out))
     print_table(rows, "Targets (issue 14), from every case's results in " + str(out))
     write_csv(out / "targets.csv", rows)
+    if args.docs:
+        import shutil
+
+        for source, target in KEY_FIGURES.items():
+            if (out / f"{source}.png").exists():
+                shutil.copyfile(out / f"{source}.png", args.docs / target)
+                print(f"# {args.docs / target}")
     print(f"\n# results in {out.resolve()}", flush=True)
     return 0
 
