@@ -48,6 +48,16 @@ def _go():
     return go
 
 
+_COLOURS: dict[str, str] = {}
+
+
+def _colour(key: str) -> str:
+    """One colour per solver/method across every panel and figure of a run."""
+    from plotly.colors import qualitative
+
+    return _COLOURS.setdefault(key, qualitative.Plotly[len(_COLOURS) % len(qualitative.Plotly)])
+
+
 def _log_axes(fig, x=True, y=False, x_title="", y_title="", title=""):
     fig.update_layout(title=title, template="plotly_white", width=900, height=520,
                       legend=dict(orientation="h", y=-0.18))
@@ -97,6 +107,9 @@ def falkon_vs_nystroem_summarise(results: list[dict]) -> Summary:
     for col, M in enumerate(Ms, start=1):
         ref = next((r for r in results if r["solver"] == "sk_nystroem" and r["M"] == M and "points" in r), None)
         target = ref["points"][-1]["test_mse"] if ref else math.nan
+        if ref:
+            fig.add_hline(y=SAME_ERROR * target, line_dash="dot", line_color="grey", row=1, col=col,
+                          annotation_text=f"{SAME_ERROR} × sklearn's test MSE", annotation_position="top right")
         for r in _fits(results):
             if r["M"] != M or "points" not in r:
                 continue
@@ -113,7 +126,9 @@ def falkon_vs_nystroem_summarise(results: list[dict]) -> Summary:
             ys = [p["test_mse"] for p in r["points"]]
             fig.add_trace(go.Scatter(x=xs, y=ys, name=f"{r['label']} {r['dtype']}", legendgroup=r["label"] + r["dtype"],
                                      showlegend=col == 1, mode="lines+markers" if len(xs) > 1 else "markers",
-                                     marker=dict(size=7 if len(xs) > 1 else 14)), row=1, col=col)
+                                     line=dict(color=_colour(r["label"] + r["dtype"])),
+                                     marker=dict(size=7 if len(xs) > 1 else 14, color=_colour(r["label"] + r["dtype"]))),
+                          row=1, col=col)
     fig.update_xaxes(type="log", title="solver seconds")
     fig.update_yaxes(title="test MSE", col=1)
     fig.update_layout(title="FALKON against scikit-learn's Nystroem + Ridge at equal M (HIGGS look-alike)",
@@ -172,9 +187,9 @@ def full_system_summarise(results: list[dict]) -> Summary:
     for label in dict.fromkeys(r["solver"] for r in rows):
         mine = [r for r in rows if r["solver"] == label]
         fig_time.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["s to best full MSE"] for r in mine],
-                                      name=label, mode="lines+markers"))
+                                      name=label, mode="lines+markers", line=dict(color=_colour(label))))
         fig_err.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["test MSE"] for r in mine],
-                                     name=label, mode="lines+markers"))
+                                     name=label, mode="lines+markers", line=dict(color=_colour(label))))
     _log_axes(fig_time, y=True, x_title="n (training points)", y_title=f"seconds to {SAME_ERROR} × best full-KRR test MSE",
               title="Full-system solvers against n: time to the best test error (HIGGS look-alike, float32)")
     _log_axes(fig_err, x_title="n (training points)", y_title="final test MSE",
@@ -184,7 +199,7 @@ def full_system_summarise(results: list[dict]) -> Summary:
     for r in fits:
         if r["n"] == largest:
             fig_curves.add_trace(go.Scatter(x=[p["seconds"] for p in r["points"]], y=[p["test_mse"] for p in r["points"]],
-                                            name=r["label"], mode="lines+markers"))
+                                            name=r["label"], mode="lines+markers", line=dict(color=_colour(r["label"]))))
     _log_axes(fig_curves, x_title="solver seconds", y_title="test MSE", title=f"Test MSE against seconds at n = {largest:,}")
     out.tables = {"summary": rows}
     out.figures = {"time_vs_n": fig_time, "error_vs_n": fig_err, "curves_largest_n": fig_curves}
@@ -252,7 +267,7 @@ def qm9_summarise(results: list[dict]) -> Summary:
                      "x floor": per_pass / floor["floor_s"] if floor and r["solver"] != "falkon" else math.nan,
                      "peak MiB": r["peak_rss_MiB"]})
         fig.add_trace(go.Scatter(x=[max(p["seconds"], 1e-3) for p in r["points"]], y=[p["smape"] for p in r["points"]],
-                                 name=r["solver"], mode="lines+markers"))
+                                 name=r["solver"], mode="lines+markers", line=dict(color=_colour(r["solver"]))))
     _log_axes(fig, x_title="solver seconds", y_title="test SMAPE (HOMO, eV)",
               title=f"QM9 HOMO: test SMAPE against seconds (n = {rows[0]['n']:,} train)" if rows else "QM9 HOMO")
     out.tables = {"summary": rows, "floor": [{k: floor[k] for k in ("n", "floor_s", "floor_GFLOP/s", "GEMM_GFLOP/s")}]
@@ -299,12 +314,13 @@ def leverage_summarise(results: list[dict]) -> Summary:
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["n"])
         acc = [r for r in mine if not math.isnan(r["R-ACC mean"])]
         fig.add_trace(go.Scatter(x=[r["n"] for r in acc], y=[r["R-ACC mean"] for r in acc], name=method,
-                                 legendgroup=method, mode="lines+markers",
+                                 legendgroup=method, mode="lines+markers", line=dict(color=_colour(method)),
                                  error_y=dict(type="data", symmetric=False,
                                               array=[r["R-ACC q95"] - r["R-ACC mean"] for r in acc],
                                               arrayminus=[r["R-ACC mean"] - r["R-ACC q5"] for r in acc])), row=1, col=1)
         fig.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["seconds"] for r in mine], name=method,
-                                 legendgroup=method, showlegend=False, mode="lines+markers"), row=1, col=2)
+                                 legendgroup=method, showlegend=False, mode="lines+markers",
+                                 line=dict(color=_colour(method))), row=1, col=2)
     fig.update_xaxes(type="log", title="n")
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_layout(title="Leverage scores: BLESS, BLESS-R, Recursive-RLS against exact (X ~ N(0, I₁₀), λ = 1e-3)",
@@ -350,12 +366,13 @@ def scaling_summarise(results: list[dict]) -> Summary:
         mine = [r for r in rows if r["budget MiB"] == budget]
         label = "krrcore's default budget" if budget == "default" else f"{budget} MiB budget"
         fig.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["s/iter"] for r in mine], mode="lines+markers",
-                                 name=f"FALKON iteration, {label}"), row=1, col=1)
+                                 name=f"FALKON iteration, {label}", line=dict(color=_colour(label))), row=1, col=1)
         fig.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["peak MiB"] for r in mine], mode="lines+markers",
-                                 name=f"peak MiB, {label}"), row=1, col=2)
+                                 name=f"peak MiB, {label}", line=dict(color=_colour(label), dash="dot")), row=1, col=2)
     floors = [r for r in rows if r["budget MiB"] == rows[0]["budget MiB"]] if rows else []
     fig.add_trace(go.Scatter(x=[r["n"] for r in floors], y=[r["floor s"] for r in floors], mode="lines+markers",
-                             name="floor: one uncached K_nMᵀ(K_nM v) pass", line=dict(dash="dash")), row=1, col=1)
+                             name="floor: one uncached K_nMᵀ(K_nM v) pass", line=dict(dash="dash", color="black")),
+                  row=1, col=1)
     fig.update_xaxes(type="log", title="n")
     fig.update_yaxes(type="log")
     fig.update_layout(title=f"FALKON against n (HIGGS look-alike, d = 28, float32, M = {rows[0]['M'] if rows else ''})",
