@@ -152,7 +152,7 @@ def full_system_measure(quick: bool, sizes=None) -> list[dict]:
     results = []
     for n in sizes:
         base = {"n": n, "n_test": 500 if quick else 2_000, "sigma": 5.0, "penalty": 1e-4, "dtype": "float32",
-                "M": 300 if quick else 2_000, "maxiter": 10**5, "max_n": 20_000,
+                "M": 300 if quick else 2_000, "maxiter": 10**5, "direct_max_n": 20_000,
                 "time_limit": 2.0 if quick else 60.0}
         results.append(call_isolated(fit_one, {**base, "solver": "floor", "M": n}))
         results.append(call_isolated(fit_one, {**base, "solver": "floor"}))

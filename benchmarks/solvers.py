@@ -21,8 +21,8 @@ from benchmarks import peers
 from benchmarks.common import hardware_floor, set_threads
 from krrcore.memory import PeakMemory, available_bytes
 
-#: Nyström-problem solvers (M centres); the rest solve the full n×n system.
-NYSTROM = ("falkon", "sk_nystroem")
+#: Direct solves of the full system: O(n³) time, refused past the case's ``direct_max_n``.
+DIRECT = ("exact", "sk_krr")
 LABELS = {
     "falkon": "FALKON (krrcore)", "nystrom_pcg": "NyströmPCG (krrcore)", "cg": "CG (krrcore)",
     "askotch": "ASkotch (krrcore)", "exact": "Exact KRR (krrcore)", "sk_krr": "KernelRidge (scikit-learn)",
@@ -125,8 +125,8 @@ def _refusal(cfg: dict, n: int, itemsize: int) -> str | None:
         what = ("scikit-learn's KernelRidge holds K and its factor in float64" if cfg["solver"] == "sk_krr" else
                 "GPyTorch (without KeOps) evaluates the whole K")
         return f"{what}: ~{need / 2**30:.1f} GiB, more than this machine has free"
-    if cfg.get("max_n") and n > cfg["max_n"]:
-        return f"n > {cfg['max_n']:,}: O(n³) time, beyond this case's time limit"
+    if cfg["solver"] in DIRECT and cfg.get("direct_max_n") and n > cfg["direct_max_n"]:
+        return f"n > {cfg['direct_max_n']:,}: a direct O(n³) solve, beyond this case's time limit"
     return None
 
 

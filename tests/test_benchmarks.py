@@ -146,3 +146,13 @@ def test_seconds_to_target_is_the_first_point_at_or_below_it():
     points = [{"seconds": 1.0, "test_mse": 0.9}, {"seconds": 2.0, "test_mse": 0.5}, {"seconds": 3.0, "test_mse": 0.4}]
     assert cases.seconds_to(points, 0.5) == 2.0
     assert math.isnan(cases.seconds_to(points, 0.1))
+
+
+def test_only_direct_solves_are_refused_past_the_case_size_limit():
+    config = {"direct_max_n": 20_000}
+    for solver in ("falkon", "nystrom_pcg", "askotch", "rlaopt"):
+        assert solvers._refusal({**config, "solver": solver}, 30_000, 4) is None, solver
+    for solver in ("exact", "sk_krr"):
+        assert "n > 20,000: a direct O(n³) solve" in solvers._refusal({**config, "solver": solver}, 30_000, 4)
+    # GPyTorch without KeOps holds K: refused where two n×n float32 matrices exceed the free memory.
+    assert "GPyTorch (without KeOps) evaluates the whole K" in solvers._refusal({"solver": "gpytorch"}, 10**6, 4)
