@@ -149,10 +149,10 @@ def test_seconds_to_target_is_the_first_point_at_or_below_it():
 
 
 def test_only_direct_solves_are_refused_past_the_case_size_limit():
-    config = {"direct_max_n": 20_000}
+    config = {"direct_max_n": 5_000}
     for solver in ("falkon", "nystrom_pcg", "askotch", "rlaopt"):
-        assert solvers._refusal({**config, "solver": solver}, 30_000, 4) is None, solver
+        assert solvers._refusal({**config, "solver": solver}, 6_000, 4) is None, solver
     for solver in ("exact", "sk_krr"):
-        assert "n > 20,000: a direct O(n³) solve" in solvers._refusal({**config, "solver": solver}, 30_000, 4)
+        assert "n > 5,000: a direct O(n³) solve" in solvers._refusal({**config, "solver": solver}, 6_000, 4)
     # GPyTorch without KeOps holds K: refused where two n×n float32 matrices exceed the free memory.
     assert "GPyTorch (without KeOps) evaluates the whole K" in solvers._refusal({"solver": "gpytorch"}, 10**6, 4)
