@@ -4,7 +4,7 @@ Output folder (``--out``, default ``benchmark-results/``, git-ignored), for each
 
 * ``NAME.json`` — the raw results (one dict per fit), so that a later ``--merge`` run at other
   ``--sizes`` adds to them and the tables and figures are drawn from all of them;
-* ``NAME-TABLE.csv`` — each printed table;
+* ``NAME-TABLE.csv`` — each printed table, and ``NAME.md`` all of them in Markdown;
 * ``NAME-FIGURE.html`` and ``NAME-FIGURE.png`` — each figure, the PNG exported by plotly's
   ``write_image`` (kaleido, which drives the Chrome/Chromium it finds: Debian's
   ``/usr/bin/chromium`` here; ``BROWSER_PATH`` points it elsewhere);
@@ -90,6 +90,20 @@ def write_csv(path: Path, rows: list[dict]) -> None:
             writer.writerow({k: _cell(row.get(k, "")) for k in columns})
 
 
+def markdown_table(rows: list[dict]) -> str:
+    """The rows as a Markdown table (numbers to 3 significant digits), for the README."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+
+    def cell(value):
+        if isinstance(value, float):
+            return "—" if math.isnan(value) else f"{value:,.3g}" if abs(value) < 1e5 else f"{value:,.0f}"
+        return f"{value:,}" if isinstance(value, int) else str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Path]:
     """HTML (plotly.js inlined: opens offline) and PNG for each figure; the PNGs in one kaleido
     session. Returns the paths written."""
@@ -114,11 +128,14 @@ def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Pa
 
 def summarise_case(name: str, results: list[dict], out: Path) -> None:
     summary = CASES[name].summarise(results)
+    markdown = [f"## {name}: {CASES[name].title}"]
     for table, rows in summary.tables.items():
         print_table(rows, f"{name}: {table}")
         write_csv(out / f"{name}-{table}.csv", rows)
+        markdown += [f"### {table}", markdown_table(rows)]
     for note in summary.notes:
         print(f"# {note}")
+    (out / f"{name}.md").write_text("\n\n".join(markdown + [f"- {note}" for note in summary.notes]) + "\n")
     write_figures(summary.figures, out, name)
 
 
@@ -182,6 +199,7 @@ def main(argv=None) -> int:
     rows = targets(load_results(out))
     print_table(rows, "Targets (issue 14), from every case's results in " + str(out))
     write_csv(out / "targets.csv", rows)
+    (out / "targets.md").write_text(markdown_table(rows) + "\n")
     if args.docs:
         import shutil
 
