@@ -219,7 +219,7 @@ def qm9_measure(quick: bool, sizes=None) -> list[dict]:
 
     n = (sizes or [800 if quick else 10_000])[0]
     args = SimpleNamespace(n=n, n_test=200 if quick else 2_000, dtype="float32")
-    time_limit = 2.0 if quick else 60.0
+    time_limit = 2.0 if quick else 40.0
     solvers = ("askotch_default", "nystrom_pcg_stored", "falkon") if quick else ("askotch_default", *bench_askotch.SOLVERS)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -386,7 +386,7 @@ def scaling_summarise(results: list[dict]) -> Summary:
 def app_measure(quick: bool, sizes=None) -> list[dict]:
     from benchmarks import bench_app
 
-    return bench_app.measure(quick, repeats=1 if quick else 3)
+    return bench_app.measure(quick, repeats=1 if quick else 2)
 
 
 def app_summarise(results: list[dict]) -> Summary:
