@@ -108,7 +108,7 @@ def falkon_vs_nystroem_summarise(results: list[dict]) -> Summary:
         ref = next((r for r in results if r["solver"] == "sk_nystroem" and r["M"] == M and "points" in r), None)
         target = ref["points"][-1]["test_mse"] if ref else math.nan
         if ref:
-            fig.add_hline(y=SAME_ERROR * target, line_dash="dot", line_color="grey", row=1, col=col,
+            fig.add_hline(y=SAME_ERROR * target, line_dash="dot", line_color="grey", row=1, col=col, exclude_empty_subplots=False,
                           annotation_text=f"{SAME_ERROR} × sklearn's test MSE", annotation_position="top right")
         for r in _fits(results):
             if r["M"] != M or "points" not in r:

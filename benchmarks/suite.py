@@ -96,7 +96,7 @@ def markdown_table(rows: list[dict]) -> str:
 
     def cell(value):
         if isinstance(value, float):
-            return "—" if math.isnan(value) else f"{value:,.3g}" if abs(value) < 1e5 else f"{value:,.0f}"
+            return "—" if math.isnan(value) else f"{value:,.3g}" if abs(value) < 1e3 else f"{value:,.0f}"
         return f"{value:,}" if isinstance(value, int) else str(value)
 
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
