@@ -24,7 +24,7 @@ shards, measured rather than extrapolated; it assumes the workers' own compute r
 their own cores and that a network adds its latency (localhost here) to each round.
 
 Run: python -m benchmarks.bench_distributed [--quick] [--n N] [--M M] [--iterations K] [--workers 1 2]
-(under ``flock /tmp/krr-heavy.lock``; the default run takes about five minutes on 2 idle cores).
+(under ``flock /tmp/krr-heavy.lock``).
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ kernel block once into the buffer and accumulates:
   own (SketchySAGA's gradient-table update needs K_BM w and K_BMᵀ(·) from one block).
 
 :func:`dense_kernel` materialises K(A, B) in row blocks when the whole matrix is wanted.
+:func:`make_operator` is the seam solvers build their operator through: for rows sharded on a Dask
+cluster it returns :class:`krrcore.sharded.ShardedKernelOperator`, with the same products.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from krrcore import ASkotch, Falkon, GaussianKernel, NystromCG, NystromGD, Nystr
 from krrcore.cluster import LocalClusterShape, connect
 from krrcore.leverage import bless, bless_r
 from krrcore.memory import MemoryLimitError
+from krrcore.ops import KernelOperator
 from krrcore import sharded
 
 TOL = 1e-10
@@ -63,6 +64,28 @@ def assert_same_fit(estimator, problem, shards, tol=TOL):
     assert relative(residuals, [r.residual for r in distributed.trace_]) < tol
     assert relative(predictions, distributed.predict(X_test)) < tol
     return distributed
+
+
+def test_every_product_of_the_sharded_operator_equals_the_local_one(problem, shards):
+    X, y, _ = problem
+    Xs, ys = shards
+    C = torch.as_tensor(X[:100])
+    local = KernelOperator(KERNEL, torch.as_tensor(X), C)
+    distributed = sharded.ShardedKernelOperator(KERNEL, Xs, C)
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(100, 2, generator=g, dtype=torch.float64)
+    u = torch.randn(2000, 2, generator=g, dtype=torch.float64)
+    Y = torch.as_tensor(y)[:, None]
+    rows = torch.tensor([5, 1999, 0, 1000, 999])
+    pairs = [(local.matvec(v), distributed.matvec(v)), (local.matvec(v, rows=rows), distributed.matvec(v, rows=rows)),
+             (local.rmatvec(u), distributed.rmatvec(u)), (local.rmatvec(Y), distributed.rmatvec(ys)),
+             (local.fused(v, u), distributed.fused(v, u)), (local.fused(None, Y), distributed.fused(None, ys)),
+             (local.gram(), distributed.gram()), (local.gram(u)[1], distributed.gram(u)[1])]
+    for expected, got in pairs:
+        assert got.shape == expected.shape and relative(expected, got) < 1e-13
+    assert distributed.times.calls == len(pairs)
+    with pytest.raises(NotImplementedError, match="never hands them out"):
+        next(distributed.blocks())
 
 
 # Unpreconditioned CG/GD on H̃ (condition number 1e5–5e7 here) amplify the round-off of the sums'
