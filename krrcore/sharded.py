@@ -243,16 +243,21 @@ class ShardedArray:
         shard = np.searchsorted(self.offsets, idx.numpy(), side="right") - 1
         return idx, {int(s): np.flatnonzero(shard == s) for s in np.unique(shard)}
 
+    def _rowwise(self, fn, idx, *args, width: tuple = (), dtype=None) -> torch.Tensor:
+        """``fn(rows, *args, local indices)`` on each shard holding some of the global indices
+        ``idx``; the per-row results put back in ``idx`` order."""
+        idx, where = self._locate(idx)
+        futures = {s: self.submit(fn, s, *args, idx[pos] - int(self.offsets[s])) for s, pos in where.items()}
+        out = torch.empty(idx.numel(), *width, dtype=dtype or self.dtype)
+        for s, part in zip(futures, self.client.gather(list(futures.values()))):
+            out[torch.from_numpy(where[s])] = part
+        return out
+
     def __getitem__(self, idx) -> torch.Tensor:
         """Rows by global index, gathered in this process (a few: centres, a dictionary)."""
         if isinstance(idx, (slice, int)):
             raise TypeError("index a ShardedArray with an index tensor or array (rows are gathered by index)")
-        idx, where = self._locate(idx)
-        out = torch.empty(idx.numel(), self.width, dtype=self.dtype)
-        futures = {s: self.submit(_take, s, idx[pos] - int(self.offsets[s])) for s, pos in where.items()}
-        for s, rows in zip(futures, self.client.gather(list(futures.values()))):
-            out[torch.from_numpy(where[s])] = rows
-        return out
+        return self._rowwise(_take, idx, width=(self.width,))
 
     def sum_of_squares(self) -> float:
         """Σ of the squared entries, in float64 on the workers."""
@@ -271,14 +276,8 @@ class ShardedArray:
     def leverage_scores(self, dictionary_state: tuple, idx) -> torch.Tensor:
         """Eq. (3) of the BLESS paper for the rows ``idx`` (global indices), each scored on its
         shard's worker from the dictionary's factor (sent once per call), in ``idx`` order."""
-        idx, where = self._locate(idx)
         state = self.client.scatter(dictionary_state, broadcast=True, hash=False)
-        futures = {s: self.submit(_dictionary_scores, s, state, idx[pos] - int(self.offsets[s]))
-                   for s, pos in where.items()}
-        out = torch.empty(idx.numel(), dtype=torch.float64)
-        for s, scores in zip(futures, self.client.gather(list(futures.values()))):
-            out[torch.from_numpy(where[s])] = scores
-        return out
+        return self._rowwise(_dictionary_scores, idx, state, dtype=torch.float64)
 
     def kernel_expansion(self, kernel, Xq: torch.Tensor, W: torch.Tensor, memory_budget=None) -> torch.Tensor:
         """Σ_j K(Xq, x_j) W_j over the sharded rows x_j (a full-KRR model's prediction): each
@@ -552,9 +551,9 @@ class ProductTimes:
 
     ``wall``: seconds from submitting a product to holding its reduced result here; ``worker``:
     the slowest shard's compute seconds per call (what the call would cost if sending, scheduling
-    and gathering were free); ``reduce``: the client's summing of the shards' results. So
-    ``wall − worker`` is communication and scheduling (plus waiting on an unbalanced shard's
-    peers, which the slowest shard already counts), ``reduce`` the reduction."""
+    and gathering were free); ``worker_total``: all shards' compute seconds; ``reduce``: the
+    client's summing of the shards' results. :attr:`communication` = wall − slowest shard −
+    reduce: sending, scheduling and gathering."""
 
     calls: int = 0
     wall: float = 0.0
@@ -577,7 +576,8 @@ class ProductTimes:
 class _ShardOperator:
     """A worker's :class:`~krrcore.ops.KernelOperator` on its shard, kept between products: its
     block buffer and K_nM row-block cache are sized from this worker's memory by krrcore's policy
-    (scratch budget; the cache gets what the storage budget leaves, as on one machine)."""
+    applied to what the worker's memory limit leaves (the scratch budget for blocks; the storage
+    budget for the cache unless ``cache_bytes`` is given)."""
 
     def __init__(self, X, kernel, C, memory_budget, block_rows, n_rhs, accumulate_dtype, cache_bytes):
         _use_worker_threads()
