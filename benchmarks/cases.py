@@ -192,7 +192,7 @@ def full_system_summarise(results: list[dict]) -> Summary:
                                      name=label, mode="lines+markers", line=dict(color=_colour(label))))
     _log_axes(fig_time, y=True, x_title="n (training points)", y_title=f"seconds to {SAME_ERROR} × best full-KRR test MSE",
               title="Full-system solvers against n: time to the best test error (HIGGS look-alike, float32)")
-    _log_axes(fig_err, x_title="n (training points)", y_title="final test MSE",
+    _log_axes(fig_err, y=True, x_title="n (training points)", y_title="final test MSE (log scale)",
               title="Test MSE reached within each solver's time limit")
     fig_curves = go.Figure()
     largest = max((r["n"] for r in fits), default=0)
@@ -200,7 +200,8 @@ def full_system_summarise(results: list[dict]) -> Summary:
         if r["n"] == largest:
             fig_curves.add_trace(go.Scatter(x=[p["seconds"] for p in r["points"]], y=[p["test_mse"] for p in r["points"]],
                                             name=r["label"], mode="lines+markers", line=dict(color=_colour(r["label"]))))
-    _log_axes(fig_curves, x_title="solver seconds", y_title="test MSE", title=f"Test MSE against seconds at n = {largest:,}")
+    _log_axes(fig_curves, y=True, x_title="solver seconds", y_title="test MSE (log scale)",
+              title=f"Test MSE against seconds at n = {largest:,}")
     out.tables = {"summary": rows}
     out.figures = {"time_vs_n": fig_time, "error_vs_n": fig_err, "curves_largest_n": fig_curves}
     out.notes.append(f"s to best full MSE: solver seconds until the test MSE ≤ {SAME_ERROR} × the best final test MSE of "
