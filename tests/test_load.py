@@ -30,7 +30,7 @@ pytestmark = pytest.mark.browser
 SESSIONS = int(os.environ.get("KRR_LOAD_SESSIONS", "8"))
 LINK = "/?dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20"
 #: The whole test ends by then, finished or not.
-DEADLINE_SECONDS = 300 + 30 * SESSIONS
+DEADLINE_SECONDS = 240 + 15 * SESSIONS
 SERVER_RSS_LIMIT = 2 * 2**30
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time after ([\d.]+) s in the queue")
 
@@ -143,8 +143,9 @@ def test_a_class_presses_run_at_once(server, tmp_path):
         cpu_before = sum(_cpu_seconds(p) for p in browser_pids())
         with TreeSampler(server_pid) as sampler:
             clicked = time.time()
-            for button in buttons:      # the whole class, within a fraction of a second
+            for button in buttons:      # the whole class, as fast as one browser can click
                 button.click(no_wait_after=True)
+            clicks_took = time.time() - clicked
             results: dict[int, tuple[float, re.Match | None, str]] = {}
             while len(results) < len(pages) and time.time() - clicked < DEADLINE_SECONDS:
                 for i, page in enumerate(pages):
@@ -159,6 +160,11 @@ def test_a_class_presses_run_at_once(server, tmp_path):
                 time.sleep(0.5)
         browser_cpu = sum(_cpu_seconds(p) for p in browser_pids()) - cpu_before
         wall = time.time() - clicked
+        unfinished = {}                 # what a page without a result shows, for the report
+        for i, page in enumerate(pages):
+            if i not in results:
+                page.screenshot(path=str(tmp_path / f"unfinished-{i}.png"), full_page=True)
+                unfinished[i] = page.get_by_test_id("stMain").inner_text()[:600]
 
     log = Path(log_path).read_text()
     finished = {i: r for i, r in results.items() if r[1] is not None}
@@ -168,7 +174,8 @@ def test_a_class_presses_run_at_once(server, tmp_path):
     workers = max(1, len(sampler.worker_peaks))
     target = 2 * sum(solver) / workers
     worker_peak = max(sampler.worker_peaks.values(), default=0)
-    print(f"\n{SESSIONS} sessions (pages loaded in {loaded:.1f} s), all pressed Run at once:"
+    print(f"\n{SESSIONS} sessions (pages loaded in {loaded:.1f} s), all pressed Run at once "
+          f"(the {SESSIONS} clicks took {clicks_took:.1f} s):"
           f"\n  completed {len(finished)} of {SESSIONS}; exceptions/errors: {len(results) - len(finished)}; "
           f"unfinished at the deadline: {SESSIONS - len(results)}"
           f"\n  time to result: first {to_result[0] if to_result else float('nan'):.1f} s, median "
@@ -182,6 +189,8 @@ def test_a_class_presses_run_at_once(server, tmp_path):
           f"browsers {browser_cpu:.1f} s")
     errors = [text for _, m, text in results.values() if m is None]
     assert not errors, "sessions showed an error:\n" + "\n---\n".join(errors[:3])
-    assert len(finished) == SESSIONS, f"only {len(finished)} of {SESSIONS} sessions got their result"
+    assert len(finished) == SESSIONS, (f"only {len(finished)} of {SESSIONS} sessions got their result; the others "
+                                       f"show (screenshots in {tmp_path}):\n" + "\n---\n".join(
+                                           f"session {i}: {text}" for i, text in unfinished.items()))
     assert "Traceback" not in log, log[-3000:]
     assert sampler.server_peak < SERVER_RSS_LIMIT
