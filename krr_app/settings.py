@@ -60,8 +60,6 @@ SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
 #: Seconds between two looks of a page at its active run (the live chart's refresh). Every look is a
 #: fragment rerun in the web server; see .streamlit/config.toml for what one costs. Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
-#: The same while the page's runs only wait for a worker. Env: KRR_QUEUED_POLL_SECONDS.
-QUEUED_POLL_SECONDS = _env_float("KRR_QUEUED_POLL_SECONDS", 2.0, minimum=0.1)
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset): sizes bounded so a click never
 # starts minutes of work; krrcore.diagnostics takes them as parameters.

@@ -16,7 +16,7 @@ from krrcore.diagnostics.data import subsample
 from . import charts, explain, links
 from .executor import format_bytes, started_executor
 from .runs import Run
-from .settings import POLL_SECONDS, QUEUED_POLL_SECONDS
+from .settings import POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
@@ -189,31 +189,22 @@ def reproduce(run_config, *, key: str) -> None:
                            mime="application/x-ipynb+json", on_click="ignore", icon=":material/download:")
 
 
-def _phase(runs) -> str | None:
-    """"running" if a run computes, "queued" if runs only wait, None when none is active."""
-    if any(r.status == "running" for r in runs):
-        return "running"
-    return "queued" if any(r.active for r in runs) else None
-
-
 def live(runs_getter, render, *, key: str) -> None:
-    """Render ``render(runs)`` now and, while a run is active, again every POLL_SECONDS while
-    one computes, every QUEUED_POLL_SECONDS while they only wait (a queue position needs no
-    twice-a-second refresh, and a classroom's waiting tabs would otherwise keep the web server
-    busy redrawing them).
+    """Render ``render(runs)`` now and, while a run is active (queued or computing), again every
+    POLL_SECONDS; when the last active run ends, rerun the whole page once so the final results
+    and the buttons follow.
 
-    A fragment reruns only itself; when the phase changes (a queued run starts, the last active
-    run finishes) it reruns the whole page once, so the polling rate, the final results and the
-    Stop button follow.
+    One interval for queued and computing runs: changing a fragment's ``run_every`` takes a full
+    rerun started from inside the fragment, and in the 30-tab load test 2 of 30 pages lost their
+    refresh timer at that switch (stuck at iteration 0 while their runs finished).
     """
-    phase = _phase(runs_getter())
-    every = {"running": POLL_SECONDS, "queued": QUEUED_POLL_SECONDS}.get(phase)
+    polling = any(r.active for r in runs_getter())
 
-    @st.fragment(run_every=every, key=key)
+    @st.fragment(run_every=POLL_SECONDS if polling else None, key=key)
     def _view():
         runs = runs_getter()
         render(runs)
-        if phase is not None and _phase(runs) != phase:
+        if polling and not any(r.active for r in runs):
             st.rerun()
 
     _view()
