@@ -32,6 +32,8 @@ LINK = "/?dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20"
 #: The whole test ends by then, finished or not.
 DEADLINE_SECONDS = 240 + 15 * SESSIONS
 SERVER_RSS_LIMIT = 2 * 2**30
+#: A page that still shows no run this long after the class clicked gets a second click.
+RECLICK_AFTER_SECONDS = 60
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time after ([\d.]+) s in the queue")
 
 
@@ -147,10 +149,18 @@ def test_a_class_presses_run_at_once(server, tmp_path):
                 button.click(no_wait_after=True)
             clicks_took = time.time() - clicked
             results: dict[int, tuple[float, re.Match | None, str]] = {}
+            clicked_again: set[int] = set()
             while len(results) < len(pages) and time.time() - clicked < DEADLINE_SECONDS:
                 for i, page in enumerate(pages):
                     if i in results:
                         continue
+                    # A click that landed while the page was being redrawn (30 tabs on 2 cores) is
+                    # lost: the page still says nothing has run. Click once more, as a student
+                    # would, and report it.
+                    if (i not in clicked_again and time.time() - clicked > RECLICK_AFTER_SECONDS
+                            and page.get_by_text("Nothing has run with these settings yet").count()):
+                        clicked_again.add(i)
+                        buttons[i].click(no_wait_after=True)
                     done = page.get_by_text(RESULT).first
                     failed = page.get_by_test_id("stException").count() or page.get_by_text(" failed: ").count()
                     if done.count():
@@ -175,7 +185,7 @@ def test_a_class_presses_run_at_once(server, tmp_path):
     target = 2 * sum(solver) / workers
     worker_peak = max(sampler.worker_peaks.values(), default=0)
     print(f"\n{SESSIONS} sessions (pages loaded in {loaded:.1f} s), all pressed Run at once "
-          f"(the {SESSIONS} clicks took {clicks_took:.1f} s):"
+          f"(the {SESSIONS} clicks took {clicks_took:.1f} s; lost and clicked again: {len(clicked_again)}):"
           f"\n  completed {len(finished)} of {SESSIONS}; exceptions/errors: {len(results) - len(finished)}; "
           f"unfinished at the deadline: {SESSIONS - len(results)}"
           f"\n  time to result: first {to_result[0] if to_result else float('nan'):.1f} s, median "
