@@ -253,7 +253,7 @@ def qm9_floor(cfg: dict) -> dict:
 
 def qm9_summarise(results: list[dict]) -> Summary:
     go = _go()
-    out = Summary(notes=[f"{r['solver']}: FAILED — {r['error']}" for r in results if "error" in r])
+    out = Summary(notes=[f"{r.get('solver')}: did not run — {r['error']}" for r in results if "error" in r])
     out.notes += sorted({r["data_note"] for r in results if r.get("data_note")})
     floor = next((r for r in results if r["solver"] == "floor" and "floor_s" in r), {})
     fig = go.Figure()
@@ -306,7 +306,7 @@ def leverage_summarise(results: list[dict]) -> Summary:
     from plotly.subplots import make_subplots
 
     keep = ("BLESS", "BLESS-R", "Recursive-RLS", "Uniform (same |J| as BLESS)", "exact")
-    rows = [{"method": r["solver"], "n": r["n"], "seconds": r["seconds"], "|J|": r["|J|"],
+    rows = [{"method": r["solver"], "n": r["n"], "seconds": r["seconds"], "dictionary size": r["|J|"],
              "R-ACC mean": r.get("mean", math.nan), "R-ACC q5": r.get("q5", math.nan),
              "R-ACC q95": r.get("q95", math.nan)} for r in results if r["solver"] in keep]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("R-ACC (approximate / exact score; bars: 5th–95th pct)",

@@ -77,8 +77,9 @@ def call_isolated(func, config: dict, timeout: float = 3600) -> dict:
             return func(config)
         except Exception as exc:          # reported in the case's table, as a child's failure is
             return {**config, "error": f"{type(exc).__name__}: {exc}"}
-    return run_isolated(__spec__.name, {"call": f"{func.__module__}:{func.__qualname__}", "config": config},
-                        timeout=timeout)
+    result = run_isolated(__spec__.name, {"call": f"{func.__module__}:{func.__qualname__}", "config": config},
+                          timeout=timeout)
+    return {**config, "error": result["error"]} if "error" in result else result
 
 
 def _serve_call(request: dict) -> dict:

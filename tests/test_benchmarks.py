@@ -25,7 +25,7 @@ FINITE = {
     "full_system-summary": ("seconds", "test MSE", "peak MiB"),
     "qm9-summary": ("solver s", "final SMAPE", "best SMAPE", "peak MiB"),
     "qm9-floor": ("floor_s",),
-    "leverage-summary": ("seconds", "|J|"),
+    "leverage-summary": ("seconds", "dictionary size"),
     "scaling-summary": ("s/iter", "floor s", "x floor", "peak MiB", "GEMM GFLOP/s"),
     "app-summary": ("app solver s", "krrcore s (same threads)", "Run → first chart s", "Run → result s"),
 }
@@ -117,7 +117,7 @@ def test_fit_runs_in_a_fresh_process_and_a_failure_comes_back_as_its_message():
     assert floor["floor_s"] > 0 and math.isfinite(floor["floor_GFLOP/s"]), floor
     failed = call_isolated(solvers.fit_one, {"solver": "no_such_solver", "n": 300, "n_test": 50, "dtype": "float32",
                                              "sigma": 5.0, "penalty": 1e-3, "threads": 1})
-    assert "unknown peer 'no_such_solver'" in failed["error"]
+    assert failed["solver"] == "no_such_solver" and "unknown peer 'no_such_solver'" in failed["error"]
 
 
 def test_a_missing_peer_is_skipped_with_its_reason(monkeypatch):
