@@ -374,24 +374,41 @@ def from_dask(X, y, *, cluster=None, dtype=None) -> tuple[ShardedArray, ShardedA
     dtype_name = "float32" if dtype in ("float32", torch.float32) else "float64"
     parts = [dask.delayed(_as_tensor_pair)(xc, yc, dtype_name)
              for xc, yc in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
+    return _shards_of(client, parts, X.shape[1], 1 if was_1d else y.shape[1], was_1d)
+
+
+def _pair_rows(pair):
+    return pair[0].shape[0]
+
+
+def _shards_of(client, parts, d: int, k: int, was_1d: bool) -> tuple[ShardedArray, ShardedArray]:
+    """Delayed (X_s, Y_s) tensor pairs computed on the workers and kept there, in order;
+    contiguous pairs on one worker joined into one shard there."""
+    from distributed import wait
+
     futures = client.compute(parts)
-    client.gather(futures)           # raises here if a chunk cannot be computed
+    wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()                  # raises the chunk's error here, moves no rows
     holders = client.who_has(futures)
     owner = [sorted(holders[f.key])[0] for f in futures]
-    runs: list[tuple[str, list]] = []
-    for f, w in zip(futures, owner):
+    rows = client.gather([client.submit(_pair_rows, f, workers=[w], pure=False) for f, w in zip(futures, owner)])
+    runs: list[tuple[str, list, int]] = []
+    for f, w, n in zip(futures, owner, rows):
+        if n == 0:
+            continue
         if runs and runs[-1][0] == w:
             runs[-1][1].append(f)
+            runs[-1][2] += n
         else:
-            runs.append((w, [f]))
+            runs.append([w, [f], n])
+    if not runs:
+        raise ValueError("the data has no rows")
     pairs = [group[0] if len(group) == 1 else
              client.submit(_concat_pairs, *group, workers=[w], allow_other_workers=False, pure=False)
-             for w, group in runs]
-    sizes, chunk = [], iter(X.chunks[0])
-    for _w, group in runs:
-        sizes.append(sum(next(chunk) for _ in group))
-    k = 1 if was_1d else y.shape[1]
-    return _pairs_to_arrays(client, pairs, sizes, [w for w, _ in runs], X.shape[1], k, was_1d)
+             for w, group, _ in runs]
+    return _pairs_to_arrays(client, pairs, [n for *_, n in runs], [w for w, *_ in runs], d, k, was_1d)
 
 
 @dataclass
@@ -511,7 +528,8 @@ def read_table(path, target: str, *, cluster=None, features=None, dtype="float64
     """A CSV or Parquet table (``path``: a file, a glob or a folder every worker can read) read by
     the workers through ``dask.dataframe``; ``target`` names the regression target column,
     ``features`` the feature columns (default: every other numeric column). Features and target
-    are z-scored with statistics computed by Dask on the workers; rows never pass through here."""
+    are z-scored with statistics summed over the shards on the workers; rows never pass through here."""
+    import dask
     import dask.dataframe as dd
 
     client = resolve_client(cluster)
@@ -525,9 +543,11 @@ def read_table(path, target: str, *, cluster=None, features=None, dtype="float64
     missing = [c for c in features if c not in frame.columns]
     if missing:
         raise ValueError(f"feature column(s) {missing} are not in {path}: it has {list(frame.columns)}")
-    X = frame[list(features)].astype("float64").to_dask_array(lengths=True)
-    y = frame[target].astype("float64").to_dask_array(lengths=True)
-    Xs, ys = from_dask(X, y, cluster=client, dtype="float64")
+    # Each partition becomes a shard where it is read: no row comes here. (Dask's dataframe
+    # optimiser looks for the current client.)
+    with client.as_current():
+        parts = [dask.delayed(_frame_pair)(part, list(features), target) for part in frame.to_delayed()]
+        Xs, ys = _shards_of(client, parts, len(features), 1, was_1d=True)
     raw = [client.submit(_as_numpy_pair, xf, yf, workers=[w], allow_other_workers=False, pure=False)
            for xf, yf, w in zip(Xs.futures, ys.futures, Xs.workers)]
     dtype_name = "float32" if dtype in ("float32", torch.float32) else "float64"
@@ -536,6 +556,12 @@ def read_table(path, target: str, *, cluster=None, features=None, dtype="float64
     name = os.path.basename(text.rstrip("/")) or text
     return ShardedDataset(name, "regression", Xn, yn, feature_mean=mean, feature_scale=scale, y_mean=y_mean,
                           y_scale=y_scale, info={"path": text, "features": list(features)})
+
+
+def _frame_pair(frame, features, target):
+    """A pandas partition as (features, target column) float64 tensors."""
+    return (torch.as_tensor(frame[features].to_numpy(dtype="float64")),
+            torch.as_tensor(frame[target].to_numpy(dtype="float64"))[:, None])
 
 
 def _as_numpy_pair(X, Y):

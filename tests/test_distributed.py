@@ -188,13 +188,18 @@ def test_data_generated_on_the_workers_by_seed_and_shard(cluster):
     assert error < 0.45            # better than chance on the look-alike's overlapping classes
 
 
-def test_a_table_read_by_the_workers(cluster, problem, tmp_path):
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_table_read_by_the_workers(kind, cluster, problem, tmp_path):
     pd = pytest.importorskip("pandas")
     X, y, _ = problem
     frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(5)]).assign(target=y)
     for part, rows in enumerate(np.array_split(np.arange(len(frame)), 4)):
-        frame.iloc[rows].to_csv(tmp_path / f"part{part}.csv", index=False)
-    data = sharded.read_table(str(tmp_path / "part*.csv"), "target", cluster=cluster)
+        if kind == "csv":
+            frame.iloc[rows].to_csv(tmp_path / f"part{part}.csv", index=False)
+        else:
+            frame.iloc[rows].to_parquet(tmp_path / f"part{part}.parquet", index=False)
+    path = tmp_path / "part*.csv" if kind == "csv" else tmp_path
+    data = sharded.read_table(str(path), "target", cluster=cluster)
     assert data.X.shape == (2000, 5) and data.info["features"] == [f"x{i}" for i in range(5)]
     Z = (X - X.mean(0)) / X.std(0)
     z = (y - y.mean()) / y.std()
