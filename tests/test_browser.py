@@ -151,11 +151,13 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             # Run: the progress text and the convergence chart grow while it runs.
             run_button.click()
             page.get_by_text(re.compile(r"iteration \d+ / ")).first.wait_for()
-            first = (_iteration(page), _chart_points(page))
+            first = second = (_iteration(page), _chart_points(page))
             deadline = time.time() + 30
-            while time.time() < deadline and (_iteration(page) <= first[0] or _chart_points(page) <= first[1]):
+            while time.time() < deadline:       # the reading that shows growth is the one asserted:
+                second = (_iteration(page), _chart_points(page))    # a later one can fall mid-redraw
+                if second[0] > first[0] and second[1] > first[1]:
+                    break
                 time.sleep(0.2)
-            second = (_iteration(page), _chart_points(page))
             assert second[0] > first[0] and second[1] > first[1], (first, second)
             _save(page, "screenshot-explore-running.png", tmp_path)
 
