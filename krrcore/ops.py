@@ -79,6 +79,9 @@ class KernelOperator:
     The budget bounds the block buffer and the per-block intermediates (prepared features, K v);
     it excludes X, C and the outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
 
+    ``dtype``: the kernel blocks' dtype when it is not X's (float64 blocks of float32 data, for
+    FALKON's refinement): X's rows are cast one block at a time, never X whole.
+
     ``cache_bytes``: the first row blocks of K_nM that fit in this many bytes are kept when a
     whole-matrix walk first computes them, and every later walk reads them instead of evaluating
     the kernel again (FALKON's CG touches all of K_nM every iteration: a cached block then costs
@@ -87,27 +90,28 @@ class KernelOperator:
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
                  memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
-                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0):
+                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0, dtype: torch.dtype | None = None):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
-        if C.dtype != X.dtype or C.device != X.device:
-            C = C.to(dtype=X.dtype, device=X.device)
         self.kernel = kernel
         self.n, self.M = X.shape[0], C.shape[0]
-        self.dtype, self.device = X.dtype, X.device
+        self.dtype, self.device = dtype or X.dtype, X.device
+        if C.dtype != self.dtype or C.device != X.device:
+            C = C.to(dtype=self.dtype, device=X.device)
+        itemsize = C.element_size()
         # K_nMᵀ(·) sums n terms: float32 blocks may accumulate across blocks in float64 (FALKON float32).
-        self.accumulate_dtype = accumulate_dtype or X.dtype
+        self.accumulate_dtype = accumulate_dtype or self.dtype
         self.memory_budget = scratch_budget(memory_budget, X.device)
         if block_rows is None:
             block_rows = block_rows_for_budget(
-                self.n, self.M, itemsize=X.element_size(), budget_bytes=self.memory_budget,
+                self.n, self.M, itemsize=itemsize, budget_bytes=self.memory_budget,
                 d=X.shape[1], n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks)
         self.block_rows = min(check_int(block_rows, "block_rows"), self.n)
         # X is prepared block by block (O(block·d) extra), the centres once.
         self._X = X
         self._C = prepare_checked(kernel, C, "the centres")
         #: Bytes of the block buffer at its largest (the dominant term of the budget), for reports.
-        self.buffer_bytes = self.block_rows * self.M * X.element_size()
+        self.buffer_bytes = self.block_rows * self.M * itemsize
         # Allocated on first use and only as tall as the rows walked need: a product over a few
         # rows (an ASkotch block, a SAGA batch) holds |rows| × M, not block_rows × M.
         self._buffer = None
@@ -140,7 +144,7 @@ class KernelOperator:
         row_bytes = self.M * buffer.element_size()
         while start < count:
             stop = min(start + buffer.shape[0], count)
-            X = self._X[start:stop] if rows is None else self._X[rows[start:stop]]
+            X = (self._X[start:stop] if rows is None else self._X[rows[start:stop]]).to(self.dtype)
             K = self.kernel.block(prepare_checked(self.kernel, X), self._C, out=buffer[: stop - start])
             keep = min(stop - start, self._cache_room // row_bytes)
             if rows is None and keep > 0 and start == self.cached_rows:

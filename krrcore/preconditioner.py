@@ -21,9 +21,11 @@ JITTER_EPS_FLOAT64 = 1e-13
 #: Float32 data: the ridge ρ = FLOAT32_RIDGE·eps(float32)·κ⁴ the solved system gets (see
 #: :func:`default_jitter`); chosen by the sweep in benchmarks/bench_falkon_float32.py.
 FLOAT32_RIDGE = 1e-2
+#: The same when Falkon refines the float32 solve in float64 (``Falkon(refine=...)``).
+FLOAT32_RIDGE_REFINED = 1e-3
 
 
-def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: float) -> float:
+def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: float, refined: bool = False) -> float:
     """The jitter added to diag(D K_MM D) when none is given.
 
     float64: εM with ε = 1e-13 (the FALKON library's), invisible in the solution. float32: the
@@ -33,10 +35,15 @@ def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: floa
     (κ² = max k(x, x), so ρ is on the scale of K_nMᵀK_nM/n's entries) whatever λ. The FALKON
     library's float32 jitter 1e-5·M is a ridge proportional to λ instead: too strong at λ = 1e-4
     (3–13% worse test error than float64 in benchmarks/bench_falkon_float32.py), too weak at 1e-8.
+
+    ``refined``: the solve is followed by float64 iterative refinement of this same system, which
+    removes the float32 noise from the answer; the ridge then only has to keep float32 CG
+    convergent, so it is the smaller FLOAT32_RIDGE_REFINED (its bias is what remains).
     """
     if data_dtype == torch.float64:
         return JITTER_EPS_FLOAT64 * M
-    return FLOAT32_RIDGE * torch.finfo(torch.float32).eps * kappa2 * kappa2 / penalty
+    ridge = FLOAT32_RIDGE_REFINED if refined else FLOAT32_RIDGE
+    return ridge * torch.finfo(torch.float32).eps * kappa2 * kappa2 / penalty
 _JITTER_STEP, _JITTER_TRIES = 100.0, 8
 
 
@@ -55,11 +62,12 @@ class FalkonPreconditioner:
     """Apply P = D T⁻¹ A⁻¹ (= √n B) and Pᵀ; K_MM, T and A are computed in float64.
 
     ``weights`` is diag(D) (None: D = I, uniform centres). ``jitter_`` is the εM actually added
-    (raised in steps of 100× if K_MM is numerically singular: duplicate centres, tiny σ).
+    (raised in steps of 100× if K_MM is numerically singular: duplicate centres, tiny σ); the
+    default is :func:`default_jitter`'s (``refined``: the solve will be refined in float64).
     """
 
     def __init__(self, kernel, centers: torch.Tensor, penalty: float, *, weights: torch.Tensor | None = None,
-                 data_dtype: torch.dtype = torch.float64, jitter: float | None = None):
+                 data_dtype: torch.dtype = torch.float64, jitter: float | None = None, refined: bool = False):
         C = centers.double()
         self.M = M = C.shape[0]
         self.penalty = penalty
@@ -67,7 +75,7 @@ class FalkonPreconditioner:
         self._sqrt_M = math.sqrt(M)
         if jitter is None:
             kappa2 = float(kernel.diag(C).max())
-            jitter = default_jitter(data_dtype, M, penalty, kappa2)
+            jitter = default_jitter(data_dtype, M, penalty, kappa2, refined)
         eps = float(jitter)
         self._packed = torch.empty(M, M, dtype=torch.float64, device=C.device)   # the one M×M buffer
         prepared = kernel.prepare(C)
@@ -154,6 +162,18 @@ class FalkonPreconditioner:
         if self.weights is not None:
             w = w * self.weights.unsqueeze(1)
         return self._solve(self._solve(w, "T", True), "A", True).to(v.dtype)
+
+    def times_T(self, u: torch.Tensor, chunk: int = 256) -> torch.Tensor:
+        """T u (T = L_Tᵀ, L_T in the buffer's lower triangle), float64, in row chunks of L_T so no
+        M×M temporary is made: with it Pᵀ(K_MM + jD⁻²)α = A⁻ᵀ T D⁻¹α without K_MM (refinement)."""
+        buf, u = self._packed, u.double()
+        buf.diagonal().copy_(self.diag_T)
+        out = torch.zeros_like(u)
+        for r0 in range(0, self.M, chunk):
+            r1 = min(r0 + chunk, self.M)
+            rows = torch.tril(buf[r0:r1, :r1], diagonal=r0)          # L_T[r0:r1, :r1]
+            out[:r1].addmm_(rows.T, u[r0:r1])
+        return out
 
     def solve_A(self, u: torch.Tensor) -> torch.Tensor:
         return self._solve(u.double(), "A", False)

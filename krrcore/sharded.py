@@ -605,14 +605,14 @@ class _ShardOperator:
     applied to what the worker's memory limit leaves (the scratch budget for blocks; the storage
     budget for the cache unless ``cache_bytes`` is given)."""
 
-    def __init__(self, X, kernel, C, memory_budget, block_rows, n_rhs, accumulate_dtype, cache_bytes):
+    def __init__(self, X, kernel, C, memory_budget, block_rows, n_rhs, accumulate_dtype, cache_bytes, dtype=None):
         _use_worker_threads()
         available = worker_memory_left()
         scratch = scratch_budget(memory_budget, available=available)
         if cache_bytes is None:
             cache_bytes = storage_budget(memory_budget, available=available)
         self.op = KernelOperator(kernel, X, C, memory_budget=scratch, block_rows=block_rows, n_rhs=n_rhs,
-                                 accumulate_dtype=accumulate_dtype, cache_bytes=cache_bytes)
+                                 accumulate_dtype=accumulate_dtype, cache_bytes=cache_bytes, dtype=dtype)
 
 
 def _op_describe(state):
@@ -650,18 +650,18 @@ class ShardedKernelOperator:
 
     def __init__(self, kernel, X: ShardedArray, C: torch.Tensor, *, memory_budget: int | None = None,
                  block_rows: int | None = None, n_rhs: int = 1, accumulate_dtype: torch.dtype | None = None,
-                 cache_bytes: int | None = None):
+                 cache_bytes: int | None = None, dtype: torch.dtype | None = None):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel, self.X = kernel, X
         self.n, self.M = X.shape[0], C.shape[0]
-        self.dtype, self.device = X.dtype, torch.device("cpu")
-        self.accumulate_dtype = accumulate_dtype or X.dtype
+        self.dtype, self.device = dtype or X.dtype, torch.device("cpu")
+        self.accumulate_dtype = accumulate_dtype or self.dtype
         self.client = X.client
-        C = C.to(dtype=X.dtype, device="cpu")
+        C = C.to(dtype=self.dtype, device="cpu")
         centres = self.client.scatter(C, broadcast=True, hash=False)
         self._states = X.map(_ShardOperator, kernel, centres, memory_budget, block_rows, n_rhs,
-                             self.accumulate_dtype, cache_bytes)
+                             self.accumulate_dtype, cache_bytes, dtype)
         self.shards = self._gather_each(_op_describe)
         self.block_rows = max(s["block_rows"] for s in self.shards)
         self.buffer_bytes = max(s["buffer_bytes"] for s in self.shards)

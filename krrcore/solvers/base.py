@@ -306,7 +306,8 @@ class IterativeKRR(KRRBase):
         ``ConvergenceWarning`` says so (a stop asked for — ``stop_event``, ``callback``,
         ``timeout`` — does not warn). A NaN or
         infinite residual raises :class:`SolverDivergedError`, leaving the last finite
-        coefficients in ``coef_`` and the records so far in ``trace_``.
+        coefficients in ``coef_`` and the records so far in ``trace_``. After the loop, unless a
+        stop was asked for, :meth:`_finish` may add records (FALKON's float64 refinement).
         """
         maxiter = check_int(self.maxiter, "maxiter", minimum=0)
         tol = getattr(self, "tol", None)
@@ -375,6 +376,13 @@ class IterativeKRR(KRRBase):
         else:
             self.stop_reason_ = self.stop_reason_ or "solver finished"
         self.n_iter_ = iteration
+        if stopper.reason:              # a stop asked for ends the fit here
+            return
+        timer.resume()
+        for step in self._finish(X, Y):
+            rec = recorder.record(step.iteration, step, timer)
+            self.trace_.append(rec)
+            yield rec
 
     def _set_eval_every(self, default: int) -> None:
         """``eval_every_``: the ``eval_every`` parameter, or the solver's ``default`` when it is None."""
@@ -391,6 +399,11 @@ class IterativeKRR(KRRBase):
         CG: recomputed in float64 even for float32 solves), else the solve's dtype (FALKON's CG
         residual, the "estimate" modes). A solver evaluating otherwise overrides this."""
         return torch.float64 if getattr(self, "residual", None) == "float64" else X.dtype
+
+    def _finish(self, X, Y):
+        """Steps after the loop has stopped, each with its ``iteration`` (FALKON's float64 refinement
+        of a float32 solve); not run when a stop was asked for. None by default."""
+        return iter(())
 
     def _initial_step(self, X, Y) -> Step:
         """Residual of the starting point (coef_ = 0): 1.0 for relative residuals."""

@@ -13,8 +13,10 @@ Each iteration costs one fused pass K_nMᵀ(K_nM v) over the data (``KernelOpera
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import check_int
 from ..centers import center_count, select_centers
@@ -27,6 +29,10 @@ from .base import IterativeKRR, Step
 
 #: Name of the memory part holding cached row blocks of K_nM (sized by the estimate, used by the fit).
 KERNEL_CACHE = "cached K_nM blocks"
+#: float32 Falkon's ``refine="auto"``: at most this many refinement rounds (benchmarks/bench_falkon_float32.py).
+REFINE_ROUNDS = 2
+#: A refinement round's CG stops when its residual has fallen by this factor (or at ``maxiter``).
+REFINE_INNER_TOL = 1e-1
 
 
 class _NystromIterative(IterativeKRR):
@@ -85,9 +91,17 @@ class _NystromIterative(IterativeKRR):
         if isinstance(self.centers, str) and self.centers.startswith("bless"):
             M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
         system_itemsize = self._SYSTEM_ITEMSIZE or s
+
+        def block_buffer(itemsize):
+            return operator_bytes(n, M, itemsize=itemsize, budget_bytes=model.scratch_bytes, d=d, n_rhs=k,
+                                  scratch_blocks=model.scratch_blocks)
+
         model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * system_itemsize)
-        model.hold("kernel block buffer", operator_bytes(n, M, itemsize=s, budget_bytes=model.scratch_bytes, d=d,
-                                                         n_rhs=k, scratch_blocks=model.scratch_blocks), "scratch")
+        model.hold("kernel block buffer", block_buffer(s), "scratch")
+        rounds = self._refine_rounds()
+        if rounds:      # Falkon's float64 refinement: a float64 block buffer beside it, 1 + rounds float64 passes
+            model.hold("float64 refinement block buffer", block_buffer(8), "scratch")
+            model.setup += (1 + rounds) * model.entry_seconds(n * M, torch.float64)
         model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
         if isinstance(self.centers, str) and self.centers.startswith("bless"):
             model.hold("BLESS scoring blocks", model.scratch_bytes, "scratch")
@@ -103,6 +117,10 @@ class _NystromIterative(IterativeKRR):
                             + model.stream_seconds(4 * M * M * system_itemsize))
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
+
+    def _refine_rounds(self) -> int:
+        """Rounds of float64 refinement after the solve (:class:`Falkon` only)."""
+        return 0
 
     def _H(self, alpha: torch.Tensor) -> torch.Tensor:
         """H̃ α = K_nMᵀK_nM α / n + λ K_MM α."""
@@ -128,41 +146,66 @@ class Falkon(_NystromIterative):
         How centres are chosen; weighted selectors supply FALKON's D matrix (Alg. 2).
     maxiter, tol : CG iterations; stop when the relative CG residual ‖Pᵀ(b̃ − H̃α)‖/‖Pᵀb̃‖ ≤ tol.
     dtype : "float64" | "float32"
-        Data and kernel blocks. K_MM, the preconditioner, the CG vectors (O(M) each) and the sums
-        K_nMᵀ(·) over the blocks are always float64: the kernel pass dominates the cost, and float32
-        CG recurrences drift in long runs (a float32 model ends within 2% of float64's test error
-        for λ down to 1e-8 and 500 iterations; ``tests/test_falkon_float32.py``).
+        Data, kernel blocks and the fitted model (``centers_``, ``coef_``; ``predict`` answers in
+        this dtype). K_MM, the preconditioner, the CG vectors (O(M) each) and the sums K_nMᵀ(·) over
+        the blocks are always float64: the kernel pass dominates the cost, and float32 CG
+        recurrences drift in long runs. float32 solves are refined in float64 (``refine``);
+        ``tests/test_falkon_float32.py`` checks float32's test error against float64's.
     memory_budget : bytes for the blocked kernel product (default: krrcore's scratch budget,
         :mod:`krrcore.memory`).
     jitter : added to diag(D K_MM D) (FALKON's εM); default
         :func:`krrcore.preconditioner.default_jitter`: 1e-13·M in float64; in float32 ρ/λ, which
-        makes the solved system's ridge ρ ≈ 1e-2·eps(float32)·κ⁴ independent of λ. Raised
-        automatically if the Cholesky fails (``jitter_``).
+        makes the solved system's ridge ρ = c·eps(float32)·κ⁴ independent of λ (c smaller when the
+        solve is refined). Raised automatically if the Cholesky fails (``jitter_``).
     refresh_every : restart CG from the current iterate (exact residual, fresh direction) every k
         iterations; "auto" (default): never — with float64 vectors the recursive residual holds.
+    refine : "auto" | int
+        Rounds of mixed-precision iterative refinement after a float32 solve ("auto": up to
+        :data:`REFINE_ROUNDS` for float32 data, none for float64; 0 turns it off). A round computes
+        the true residual Pᵀ(b̃ − H̃α) of the system CG solves (Alg. 1, ``BHB``; λ K_MM with its
+        jitter) with float64 kernel blocks — one blocked float64 pass — solves W δ = that residual
+        with the same float32-block CG (at most ``maxiter`` iterations, until its residual falls by
+        :data:`REFINE_INNER_TOL`, or in a ``tol`` run as far as reaching ``tol`` needs) and adds
+        α += P δ in float64 (classical mixed-precision iterative refinement: each round divides
+        the error by about the inner solve's accuracy). float32 blocks bound what CG alone can
+        reach; refinement removes that bound, so the float32 jitter can be the smaller
+        :data:`~krrcore.preconditioner.FLOAT32_RIDGE_REFINED`. Rounds stop early at ``tol`` or when
+        the true residual stops falling (the best α is kept); with ``tol``, ``converged_`` says
+        whether the true residual met it. Each round is a record (``residual_kind`` "float64
+        refinement") whose residual is that true residual. A stop asked for (``stop_event``,
+        ``callback``, ``timeout``) skips refinement.
     callback : f(record) -> bool, True stops; ``iter_fit(..., stop_event=)`` also stops.
 
-    Fitted: ``centers_``, ``coef_`` (α, M×k), ``trace_``, ``stop_reason_``, ``n_iter_``,
-    ``jitter_``, ``preconditioner_``, ``operator_`` (block size in ``operator_.block_rows``).
+    Fitted: ``centers_``, ``coef_`` (α, M×k), ``trace_``, ``stop_reason_``, ``n_iter_`` (CG
+    iterations, the refinement's included), ``jitter_``, ``preconditioner_``, ``operator_`` (block
+    size in ``operator_.block_rows``).
     """
 
     def __init__(self, kernel=None, penalty=1e-6, M=100, *, centers="uniform", maxiter=20, tol=None, seed=0,
                  dtype="float64", device=None, memory_budget=None, callback=None, timeout=None,
-                 eval_train=False, metric="auto", stall_patience=50, jitter=None, refresh_every="auto"):
+                 eval_train=False, metric="auto", stall_patience=50, jitter=None, refresh_every="auto",
+                 refine="auto"):
         super().__init__(kernel, penalty, M, centers=centers, maxiter=maxiter, tol=tol, seed=seed, dtype=dtype,
                          device=device, memory_budget=memory_budget, callback=callback, timeout=timeout,
                          eval_train=eval_train, metric=metric, stall_patience=stall_patience)
         self.jitter = jitter
         self.refresh_every = refresh_every
+        self.refine = refine
 
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE = "preconditioner (one float64 M×M buffer)", 8
     _VECTOR_DTYPE = torch.float64
+
+    def _refine_rounds(self) -> int:
+        """Refinement rounds after the solve: ``refine``, or for "auto" REFINE_ROUNDS on float32 data."""
+        if self.refine == "auto":
+            return REFINE_ROUNDS if self._dtype() != torch.float64 else 0
+        return check_int(self.refine, "refine", minimum=0)
 
     def _setup(self, X, Y):
         b = self._setup_operator(X, Y)
         self.preconditioner_ = FalkonPreconditioner(self._kernel(), self.centers_, self.penalty_,
                                                     weights=self.center_weights_, data_dtype=X.dtype,
-                                                    jitter=self.jitter)
+                                                    jitter=self.jitter, refined=self._refine_rounds() > 0)
         self.jitter_ = self.preconditioner_.jitter_
         self._b = b
         self._rhs = self.preconditioner_.apply_t(b)        # Pᵀ b̃, float64
@@ -173,10 +216,60 @@ class Falkon(_NystromIterative):
         return torch.float64
 
     def _W(self, beta: torch.Tensor) -> torch.Tensor:
-        """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D)."""
+        """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D + jI)."""
         pc = self.preconditioner_
         kernel_term = pc.apply_t(self.operator_.fused(pc.apply(beta)) / self.n_)
         return kernel_term + self.penalty_ * pc.solve_A_t(pc.solve_A(beta)).to(beta.dtype)
+
+    def _finish(self, X, Y):
+        """Mixed-precision iterative refinement of α (see ``refine``), one record per round.
+
+        With α = Pβ, W β − Pᵀb̃ = Pᵀ(H̃_j α − b̃), H̃_j = K_nMᵀK_nM/n + λ(K_MM + j D⁻²), so the true
+        residual is taken in α (the model the loop kept, a stalled run's best iterate included):
+        one blocked float64 pass for Pᵀ K_nMᵀ(y − K_nM α)/n, and λ Pᵀ(K_MM + j D⁻²)α = λ A⁻ᵀ T D⁻¹α
+        (TᵀT = D K_MM D + jI) from the preconditioner's float64 factors."""
+        rounds = self._refine_rounds()
+        if not rounds:
+            return
+        pc, n, lam = self.preconditioner_, self.n_, self.penalty_
+        data64 = make_operator(self._kernel(), X, self.centers_, memory_budget=self.memory_budget, n_rhs=Y.shape[1],
+                               dtype=torch.float64, accumulate_dtype=torch.float64)
+        weights = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
+
+        def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α), float64
+            return pc.apply_t(data64.fused(-alpha, Y) / n) - lam * pc.solve_A_t(pc.times_T(alpha / weights))
+
+        rhs_norm = float(torch.linalg.norm(self._rhs)) or 1.0
+        alpha = self.coef_.double()
+        r = true_residual(alpha)
+        start = best = float(torch.linalg.norm(r)) / rhs_norm
+        target = max(self.tol or 0.0, self.residual_floor_)
+        iteration, improved = self.n_iter_, 0
+        for _ in range(rounds):
+            if best <= target:
+                break
+            # A tol run's correction needs the accuracy that takes the true residual to tol.
+            inner_tol = REFINE_INNER_TOL if self.tol is None else min(REFINE_INNER_TOL, self.tol / best)
+            for state in conjugate_gradient(self._W, r):
+                if state.iteration >= self.maxiter or state.converged or state.rel_residual <= inner_tol:
+                    break
+            iteration += state.iteration
+            candidate = alpha + pc.apply(state.x)
+            r_new = true_residual(candidate)
+            residual = float(torch.linalg.norm(r_new)) / rhs_norm
+            if not residual < best:         # no gain (or not finite): keep the best α
+                break
+            alpha, r, best, improved = candidate, r_new, residual, improved + 1
+            self.coef_ = alpha.to(X.dtype)
+            yield Step(residual=best, iteration=iteration,
+                       extras={"residual_kind": "float64 refinement", "refinement_round": improved})
+        self.n_iter_ = iteration
+        self.stop_reason_ += f"; {improved} float64 refinement round(s): true residual {start:.3g} -> {best:.3g}"
+        if self.tol is not None:            # tol is met, or not, by the true residual
+            self.converged_ = best <= self.tol
+            if not self.converged_:
+                warnings.warn(f"Falkon's true float64 residual {best:.3g} is above tol={self.tol:g} after "
+                              f"{improved} refinement round(s); raise refine or maxiter", ConvergenceWarning, stacklevel=3)
 
     def _steps(self, X, Y):
         refresh = self.refresh_every
