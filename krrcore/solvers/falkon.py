@@ -233,7 +233,7 @@ class Falkon(_NystromIterative):
             return
         pc, n, lam = self.preconditioner_, self.n_, self.penalty_
         data64 = make_operator(self._kernel(), X, self.centers_, memory_budget=self.memory_budget, n_rhs=Y.shape[1],
-                               dtype=torch.float64, accumulate_dtype=torch.float64)
+                               dtype=torch.float64, accumulate_dtype=torch.float64, cache_bytes=0)
         weights = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
 
         def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α), float64
