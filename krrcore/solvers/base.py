@@ -383,6 +383,7 @@ class IterativeKRR(KRRBase):
             rec = recorder.record(step.iteration, step, timer)
             self.trace_.append(rec)
             yield rec
+            timer.resume()
 
     def _set_eval_every(self, default: int) -> None:
         """``eval_every_``: the ``eval_every`` parameter, or the solver's ``default`` when it is None."""

@@ -243,13 +243,17 @@ class Falkon(_NystromIterative):
         alpha = self.coef_.double()
         r = true_residual(alpha)
         start = best = float(torch.linalg.norm(r)) / rhs_norm
-        target = max(self.tol or 0.0, self.residual_floor_)
+        # What the run paid for: tol, else the residual CG reported for the model kept. Refinement
+        # restores what float32 blocks lost; it does not run on past that (maxiter keeps its meaning).
+        claimed = min(rec.residual for rec in self.trace_)
+        target = max(claimed if self.tol is None else self.tol, self.residual_floor_)
         iteration, improved = self.n_iter_, 0
         for _ in range(rounds):
             if best <= target:
                 break
-            # A tol run's correction needs the accuracy that takes the true residual to tol.
-            inner_tol = REFINE_INNER_TOL if self.tol is None else min(REFINE_INNER_TOL, self.tol / best)
+            # Each round's CG asks for a tenth of the residual: at least that in a tol run, at most
+            # that, and no further than the target, otherwise.
+            inner_tol = (min if self.tol is not None else max)(REFINE_INNER_TOL, target / best)
             for state in conjugate_gradient(self._W, r):
                 if state.iteration >= self.maxiter or state.converged or state.rel_residual <= inner_tol:
                     break
