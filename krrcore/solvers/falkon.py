@@ -164,14 +164,15 @@ class Falkon(_NystromIterative):
         :data:`REFINE_ROUNDS` for float32 data, none for float64; 0 turns it off). A round computes
         the true residual Pᵀ(b̃ − H̃α) of the system CG solves (Alg. 1, ``BHB``; λ K_MM with its
         jitter) with float64 kernel blocks — one blocked float64 pass — solves W δ = that residual
-        with the same float32-block CG (at most ``maxiter`` iterations, until its residual falls by
+        with the same float32-block CG (at most ``maxiter`` iterations; until its residual falls by
         :data:`REFINE_INNER_TOL`, or in a ``tol`` run as far as reaching ``tol`` needs) and adds
         α += P δ in float64 (classical mixed-precision iterative refinement: each round divides
         the error by about the inner solve's accuracy). float32 blocks bound what CG alone can
         reach; refinement removes that bound, so the float32 jitter can be the smaller
-        :data:`~krrcore.preconditioner.FLOAT32_RIDGE_REFINED`. Rounds stop early at ``tol`` or when
-        the true residual stops falling (the best α is kept); with ``tol``, ``converged_`` says
-        whether the true residual met it. Each round is a record (``residual_kind`` "float64
+        :data:`~krrcore.preconditioner.FLOAT32_RIDGE_REFINED`. Rounds stop once the true residual is
+        down to what the run paid for (``tol``, else the CG residual of the model kept, so
+        ``maxiter`` keeps its meaning) or when it stops falling (the best α is kept); with ``tol``,
+        ``converged_`` says whether the true residual met it. Each round is a record (``residual_kind`` "float64
         refinement") whose residual is that true residual. A stop asked for (``stop_event``,
         ``callback``, ``timeout``) skips refinement.
     callback : f(record) -> bool, True stops; ``iter_fit(..., stop_event=)`` also stops.
