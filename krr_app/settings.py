@@ -57,9 +57,14 @@ DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
 #: Runs one session has on the cluster at once; its further runs wait their turn in the session
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
-#: Seconds between two looks of a page at its active run (the live chart's refresh). Every look is a
-#: fragment rerun in the web server; see .streamlit/config.toml for what one costs. Env: KRR_POLL_SECONDS.
+#: Seconds between two looks of a page at its computing run (the live chart's refresh). Every look is
+#: a fragment rerun: in the web server (see .streamlit/config.toml) and, costlier, a redraw of the
+#: whole page in the browser. Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
+#: Seconds between two looks of a page whose run waits for a worker (its queue position). Measured
+#: with 6 chromium tabs on 2 cores: a tab looking every 0.5 s took ~150 ms of CPU per second, one
+#: looking every 2 s ~40 ms; in a classroom most tabs wait, so they look seldom. Env: KRR_QUEUED_POLL_SECONDS.
+QUEUED_POLL_SECONDS = _env_float("KRR_QUEUED_POLL_SECONDS", 3.0, minimum=0.1)
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset): sizes bounded so a click never
 # starts minutes of work; krrcore.diagnostics takes them as parameters.

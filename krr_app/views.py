@@ -16,7 +16,7 @@ from krrcore.diagnostics.data import subsample
 from . import charts, explain, links
 from .executor import format_bytes, started_executor
 from .runs import Run
-from .settings import POLL_SECONDS
+from .settings import POLL_SECONDS, QUEUED_POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
@@ -190,24 +190,39 @@ def reproduce(run_config, *, key: str) -> None:
 
 
 def live(runs_getter, render, *, key: str) -> None:
-    """Render ``render(runs)`` now and, while a run is active (queued or computing), again every
-    POLL_SECONDS; when the last active run ends, rerun the whole page once so the final results
-    and the buttons follow.
+    """Render ``render(runs)`` now and keep it current while a run is active: every
+    QUEUED_POLL_SECONDS while the runs wait for a worker, every POLL_SECONDS while one computes;
+    when the last active run ends, rerun the whole page once so the final results and the
+    buttons follow.
 
-    One interval for queued and computing runs: changing a fragment's ``run_every`` takes a full
-    rerun started from inside the fragment, and in the 30-tab load test 2 of 30 pages lost their
-    refresh timer at that switch (stuck at iteration 0 while their runs finished).
+    Every look is a fragment rerun, and each costs the *browser* a redraw of the whole page
+    (~0.1 s of script time in chromium, measured): a waiting page looks seldom, a computing one
+    often. The fast look is a nested fragment registered by the slow one's rerun — Streamlit
+    sends the browser its timer then — so the switch needs no full rerun (a full rerun started
+    from inside a fragment lost the browser's refresh timer on 2 of 30 tabs under load).
     """
-    polling = any(r.active for r in runs_getter())
+    if not any(r.active for r in runs_getter()):
+        render(runs_getter())
+        return
 
-    @st.fragment(run_every=POLL_SECONDS if polling else None, key=key)
-    def _view():
+    @st.fragment(run_every=QUEUED_POLL_SECONDS, key=key)
+    def _waiting():
+        runs = runs_getter()
+        if not any(r.active for r in runs):
+            st.rerun()
+        if any(r.status == "running" for r in runs):
+            _computing()
+        else:
+            render(runs)
+
+    @st.fragment(run_every=POLL_SECONDS, key=f"{key}-computing")
+    def _computing():
         runs = runs_getter()
         render(runs)
-        if polling and not any(r.active for r in runs):
+        if not any(r.active for r in runs):
             st.rerun()
 
-    _view()
+    _waiting()
 
 
 def server_load() -> None:
