@@ -254,8 +254,9 @@ class DaskExecutor(Executor):
         if message["kind"] == "started":
             self._left_queue(run)
             run._started(message.get("worker", ""), message.get("pid"))
-        elif message["kind"] == "record":
-            run._append(IterationRecord(**message["record"]))
+        elif message["kind"] == "records":
+            for row in message["records"]:
+                run._append(IterationRecord(**row))
 
     def _on_done(self, future) -> None:
         run_id = future.key.removeprefix("krr-run-")

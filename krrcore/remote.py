@@ -9,9 +9,10 @@ the metrics, the timings, the worker's peak memory, the compact model (centres a
 coefficients, see :meth:`~krrcore.solvers.base.KRRBase.compact`) and the predictions on a plotting
 grid for 1-D/2-D data — never K, K_nM or a preconditioner.
 
-:func:`dask_fit_task` is the Dask task around it: records travel as worker events on
-:data:`RECORDS_TOPIC` (``Client.subscribe_topic``), and a ``distributed.Event`` named by
-:func:`stop_event_name` carries Stop back to the worker within :data:`STOP_POLL_SECONDS`.
+:func:`dask_fit_task` is the Dask task around it: records travel in batches
+(:class:`RecordBatches`) as worker events on :data:`RECORDS_TOPIC` (``Client.subscribe_topic``),
+and a ``distributed.Event`` named by :func:`stop_event_name` carries Stop back to the worker
+within :data:`STOP_POLL_SECONDS`.
 """
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ log = logging.getLogger(__name__)
 RECORDS_TOPIC = "krr-run"
 #: How often a worker looks at its run's distributed stop event (seconds).
 STOP_POLL_SECONDS = 0.25
+#: Records leave the worker in batches, at most this often (seconds); the first goes at once. Each
+#: worker event wakes the worker's event loop, which competes with the solver for the GIL: one event
+#: per record cost ~1.5 ms of solver time per iteration (20 iterations of the default Two moons fit
+#: took 0.055 s on a worker against 0.025 s without events). The page looks twice a second.
+RECORDS_EVERY_SECONDS = 0.2
 #: Data sets a worker keeps built (all runs of that worker together).
 DATA_CACHE_SIZE = 4
 
@@ -184,6 +190,27 @@ def record_message(record: IterationRecord) -> dict:
     return row
 
 
+class RecordBatches:
+    """``emit`` for :func:`run_fit` on a worker: collects records and logs them as one
+    ``{"kind": "records"}`` event per :data:`RECORDS_EVERY_SECONDS` (:meth:`flush` sends the rest)."""
+
+    def __init__(self, log_event, run_id: str):
+        self._log_event, self._run_id = log_event, run_id
+        self._pending: list[dict] = []
+        self._last = -math.inf
+
+    def __call__(self, record: IterationRecord) -> None:
+        self._pending.append(record_message(record))
+        if time.perf_counter() - self._last >= RECORDS_EVERY_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._log_event(RECORDS_TOPIC, {"run": self._run_id, "kind": "records", "records": self._pending})
+            self._pending = []
+        self._last = time.perf_counter()
+
+
 def dask_fit_task(spec: FitSpec, data_name: str | None = None) -> FitOutcome:
     """The Dask task of one run (see the module docstring). ``data_name`` names an uploaded table
     published on the cluster (``Client.publish_dataset``); it is fetched by name, not passed as a
@@ -212,11 +239,11 @@ def dask_fit_task(spec: FitSpec, data_name: str | None = None) -> FitOutcome:
     threading.Thread(target=watch, daemon=True, name=f"krr-stop-{spec.run_id}").start()
     worker.log_event(RECORDS_TOPIC, {"run": spec.run_id, "kind": "started", "worker": worker.address,
                                      "pid": os.getpid()})
+    emit = RecordBatches(worker.log_event, spec.run_id)
     try:
-        outcome = run_fit(spec, emit=lambda r: worker.log_event(
-            RECORDS_TOPIC, {"run": spec.run_id, "kind": "record", "record": record_message(r)}),
-            stop_event=stop, dataset=dataset)
+        outcome = run_fit(spec, emit=emit, stop_event=stop, dataset=dataset)
     finally:
+        emit.flush()
         finished.set()
     outcome.worker = worker.address
     return outcome

@@ -7,6 +7,7 @@ reaches the other tests.
 """
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import signal
@@ -21,7 +22,8 @@ from krr_app.config import DataSpec, make_config
 from krr_app.executor import DaskExecutor
 from krr_app.runs import RunRegistry
 from krrcore import datasets
-from krrcore.remote import DataRef, FitSpec, run_fit
+from krrcore import remote
+from krrcore.remote import DataRef, FitSpec, RecordBatches, run_fit
 
 MOONS = DataSpec("moons", n=2000)
 
@@ -59,6 +61,29 @@ def test_a_run_streams_records_from_a_worker_and_matches_the_library(moons):
     np.testing.assert_allclose(run.estimator.predict(moons.X_test), local.model.predict(moons.X_test), rtol=1e-8)
     assert run.metrics["test_classification_error"] == pytest.approx(local.metrics["test_classification_error"])
     assert run.surface is not None and run.surface.values.shape == (80 * 80, 1)
+
+
+def test_records_leave_the_worker_in_batches_first_at_once_none_lost(monkeypatch):
+    """One worker event per RECORDS_EVERY_SECONDS, not per record (each event costs the solver a
+    wake-up of the worker's event loop); the first record goes at once, flush sends the rest."""
+    now = [100.0]
+    monkeypatch.setattr(remote.time, "perf_counter", lambda: now[0])
+    events = []
+    send = RecordBatches(lambda topic, message: events.append((topic, message)), "r1")
+    local = run_fit(_config(maxiter=12).fit_spec("batches"))
+    for record in local.trace:                # 13 records, one every 0.06 s of the fake clock
+        send(record)
+        now[0] += 0.06
+    send.flush()
+    batches = [message["records"] for _, message in events]
+    assert {topic for topic, _ in events} == {remote.RECORDS_TOPIC}
+    assert {message["run"] for _, message in events} == {"r1"}
+    assert len(batches[0]) == 1                                   # the first chart does not wait
+    per_batch = math.ceil(remote.RECORDS_EVERY_SECONDS / 0.06)
+    assert [len(b) for b in batches[1:-1]] == [per_batch] * (len(batches) - 2)
+    assert [row["iteration"] for b in batches for row in b] == [r.iteration for r in local.trace]
+    send.flush()
+    assert len(events) == len(batches)                            # nothing left, nothing resent
 
 
 def test_what_comes_back_is_small_and_the_server_stays_flat(moons):
