@@ -65,7 +65,8 @@ if auto_run and can_run and not small:
 
 def _data_preview():
     st.markdown(f"**The data** — {preview.summary(dataset)}")
-    st.image(preview.data_svg(dataset), width="stretch")   # an image, not a chart: no plotly to load first
+    # An image, not a chart (no plotly to load first), sent as Markdown (see preview.data_img).
+    st.markdown(state.data_picture(dataset, settings.data), unsafe_allow_html=True)
 
 
 # The page's parts in order. The data's picture is drawn first, before a run is started or
@@ -90,10 +91,15 @@ if started:
             previous.stop()
         else:
             registry.remove([previous.id])
+    first_run = previous is None
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = run
     previous = run
-    if small:      # most small runs end within this wait: drawn complete, not as a progress bar first
+    # Most small runs end within this wait: drawn complete, not as a progress bar first. Not the
+    # session's first run: the page that just loaded sends its controls and the data's picture
+    # alone, and the run's charts follow with the live view's next look (plotly.js, evaluated by
+    # the browser ahead of the picture, held the first picture back).
+    if small and not first_run:
         run.wait(AUTO_RUN_WAIT_SECONDS)
 
 # Drawn after a click started a run, so it is enabled for the whole run (the polling fragment

@@ -4,11 +4,12 @@
 class or target. More dimensions: the training points on their first two principal components
 (:func:`krrcore.diagnostics.data.projection_2d`, with the share of variance each holds), coloured
 the same way, and a one-line summary. Plain data in, an SVG image (:func:`data_svg`, drawn the
-moment the page arrives) or plotly traces (:func:`point_traces`, for the fit figures) out; no
-Streamlit here.
+moment the page arrives; :func:`data_img` wraps it in an HTML ``<img>``) or plotly traces
+(:func:`point_traces`, for the fit figures) out; no Streamlit here.
 """
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from html import escape
 
@@ -164,6 +165,17 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
                    'stroke="white" stroke-width="0.5"/>' for a, b, c in zip(points.x, points.y, colours))
     out.append("</svg>")
     return "".join(out)
+
+
+def data_img(data) -> str:
+    """:func:`data_svg` as an HTML ``<img>`` (a base64 data URL) as wide as its column.
+
+    Explore sends it as Markdown: the browser has Streamlit's Markdown renderer from the start,
+    while ``st.image`` waits for its own script to be fetched and run, which queues behind every
+    other element's (the sidebar's widgets, plotly.js) on a busy page."""
+    svg = base64.b64encode(data_svg(data).encode()).decode()
+    alt = escape(f"The data: {summary(data)}", quote=True)
+    return f'<img src="data:image/svg+xml;base64,{svg}" alt="{alt}" style="width: 100%; height: auto">'
 
 
 def summary(data) -> str:

@@ -20,7 +20,7 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
-from . import explain, lessons, links, state
+from . import explain, lessons, links, state, views
 from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
                      knob_default, solver_keys)
 
@@ -345,9 +345,7 @@ def render(*, page: str, solver_section: bool = True) -> Settings:
                   {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
         if lesson is None:
             lessons.index()
-        with st.expander("What do these knobs mean?"):
-            for key in ("krr", "sigma", "lambda", "M"):
-                st.markdown(explain.TEXT[key])
+        views.explanation("krr", "sigma", "lambda", "M", title="What do these knobs mean?")
     links.settle_pending(page)
     links.show_notes()
     lessons.panel(lesson)

@@ -16,7 +16,7 @@ import io
 
 import streamlit as st
 
-from . import settings
+from . import preview, settings
 from .config import DataSpec
 from .executor import get_executor
 from .runs import RunRegistry
@@ -60,6 +60,12 @@ def load_spec(spec: DataSpec, raw: bytes | None = None):
     if spec.is_csv:
         return load_csv(raw, spec.csv_digest, spec.csv_target, spec.seed, spec.n, spec.csv_filename or "uploaded CSV")
     return load_dataset(spec.name, spec.n, spec.seed, spec.knobs)
+
+
+@st.cache_data(max_entries=2 * MAX_DATASETS, show_spinner=False)
+def data_picture(_dataset, spec: DataSpec) -> str:
+    """The data's picture as HTML (:func:`krr_app.preview.data_img`), drawn once per data spec."""
+    return preview.data_img(_dataset)
 
 
 @st.cache_data(max_entries=64, show_spinner="Computing the median heuristic…")

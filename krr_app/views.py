@@ -237,9 +237,20 @@ def server_load() -> None:
 
 
 def explanation(*keys: str, title: str = "What am I looking at?") -> None:
-    with st.expander(title):
-        for key in keys:
-            st.markdown(explain.TEXT[key])
+    """An expander with the texts ``keys`` of :data:`krr_app.explain.TEXT`, written only while it
+    is open (opening it reruns the page): a closed expander's content is still laid out by the
+    browser, and these texts' formulas (KaTeX) were the costliest part of a page load, in front of
+    Explore's first picture."""
+    box = st.expander(title, key=explanation_key(*keys), on_change="rerun")
+    if box.open:
+        with box:
+            for key in keys:
+                st.markdown(explain.TEXT[key])
+
+
+def explanation_key(*keys: str) -> str:
+    """The session_state key of the expander :func:`explanation` draws for ``keys``."""
+    return "explain_" + "_".join(keys)
 
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset): bounded inputs, κ labels, CSV

@@ -19,8 +19,8 @@ from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: 
 expect = pytest.importorskip("playwright.sync_api").expect
 
 pytestmark = pytest.mark.browser
-#: The first picture: the data (an SVG image) or a plotly chart, whichever the page shows first.
-PICTURE = "[data-testid=stImage] img, .js-plotly-plot"
+#: The first picture: the data (an SVG image in Markdown) or a plotly chart, whichever the page shows first.
+PICTURE = '[data-testid=stMarkdownContainer] img[alt^="The data"], .js-plotly-plot'
 
 
 def _seconds_until(locator, start: float, timeout: float = 120.0) -> float:

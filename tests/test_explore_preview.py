@@ -12,10 +12,9 @@ from krr_app.config import SMALL_TEXT
 
 
 def _svgs(at) -> list[str]:
-    """The SVG pictures on the page (st.image sends an SVG as a base64 data URL)."""
-    urls = [img.url for element in at.get("image") for img in element.proto.imgs]
-    prefix = "data:image/svg+xml;base64,"
-    return [base64.b64decode(url[len(prefix):]).decode() for url in urls if url.startswith(prefix)]
+    """The SVG pictures on the page (an <img> in Markdown with the SVG as a base64 data URL)."""
+    urls = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)"', _texts(at.markdown))
+    return [base64.b64decode(url).decode() for url in urls]
 
 
 def _points(svg: str) -> int:
@@ -109,3 +108,20 @@ def test_a_run_replaced_before_its_first_iteration_leaves_no_row(app, monkeypatc
     assert [r.id for r in runs][:1] == [first.id] and second not in runs and runs[-1].config.M == 12
     at.button(key="stop").click().run()
     assert runs[-1].wait(5)
+
+
+def test_explanations_are_written_when_their_expander_is_opened(app):
+    """Closed, an explanation's formulas are not sent (the browser lays out a closed expander's
+    content too, in front of the first picture); opening one reruns the page with them."""
+    from krr_app import explain, views
+
+    at = app(auto_run="false")
+    knobs = views.explanation_key("krr", "sigma", "lambda", "M")
+    solved = views.explanation_key("krr", "lambda", "M", "falkon")
+    assert {"What do these knobs mean?", "What is being solved?"} <= {e.label for e in at.get("expander")}
+    assert explain.TEXT["sigma"].strip() not in _texts(at.sidebar.markdown) + _texts(at.markdown)
+    at.session_state[knobs] = True
+    at = at.run()
+    shown = _texts(at.sidebar.markdown) + _texts(at.markdown)
+    assert all(explain.TEXT[k].strip() in shown for k in ("krr", "sigma", "lambda", "M"))
+    assert explain.TEXT["falkon"].strip() not in shown and not at.session_state[solved]     # the other stays closed
