@@ -61,9 +61,10 @@ SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
 #: a fragment rerun: in the web server (see .streamlit/config.toml) and, costlier, a redraw of the
 #: whole page in the browser. Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
-#: Seconds between two looks of a page whose run waits for a worker (its queue position). Measured
-#: with 6 chromium tabs on 2 cores: a tab looking every 0.5 s took ~150 ms of CPU per second, one
-#: looking every 2 s ~40 ms; in a classroom most tabs wait, so they look seldom. Env: KRR_QUEUED_POLL_SECONDS.
+#: Seconds between two looks of a page whose run waits behind others for a worker (its queue
+#: position). Measured with 6 chromium tabs on 2 cores: a tab looking every 0.5 s spent ~150 ms of
+#: CPU per second redrawing the page; in a classroom most tabs wait, so they look seldom.
+#: Env: KRR_QUEUED_POLL_SECONDS.
 QUEUED_POLL_SECONDS = _env_float("KRR_QUEUED_POLL_SECONDS", 3.0, minimum=0.1)
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset): sizes bounded so a click never

@@ -189,28 +189,38 @@ def reproduce(run_config, *, key: str) -> None:
                            mime="application/x-ipynb+json", on_click="ignore", icon=":material/download:")
 
 
+def _starts_now(run: Run) -> bool:
+    """Whether a queued run gets a worker at once (nothing else waits for one), so its page
+    should look as often as for a computing run."""
+    executor = started_executor()
+    return (run.status == "queued" and not run.waiting_in_session and executor is not None
+            and executor.waiting() + executor.computing() <= executor.workers)
+
+
 def live(runs_getter, render, *, key: str) -> None:
-    """Render ``render(runs)`` now and keep it current while a run is active: every
-    QUEUED_POLL_SECONDS while the runs wait for a worker, every POLL_SECONDS while one computes;
-    when the last active run ends, rerun the whole page once so the final results and the
-    buttons follow.
+    """Render ``render(runs)`` now and keep it current while a run is active: every POLL_SECONDS
+    while one computes or is about to, every QUEUED_POLL_SECONDS while the runs wait behind
+    others for a worker; when the last active run ends, rerun the whole page once so the final
+    results and the buttons follow.
 
     Every look is a fragment rerun, and each costs the *browser* a redraw of the whole page
-    (~0.1 s of script time in chromium, measured): a waiting page looks seldom, a computing one
-    often. The fast look is a nested fragment registered by the slow one's rerun — Streamlit
-    sends the browser its timer then — so the switch needs no full rerun (a full rerun started
-    from inside a fragment lost the browser's refresh timer on 2 of 30 tabs under load).
+    (~0.1 s of script time in chromium, measured): a page waiting in a queue looks seldom. Its
+    fast look, once its run computes, is a nested fragment registered by the slow one's rerun —
+    Streamlit sends the browser its timer then — so the switch needs no full rerun (a full rerun
+    started from inside a fragment lost the browser's refresh timer on 2 of 30 tabs under load).
     """
-    if not any(r.active for r in runs_getter()):
-        render(runs_getter())
+    runs = runs_getter()
+    if not any(r.active for r in runs):
+        render(runs)
         return
+    queued = not any(r.status == "running" for r in runs) and not all(_starts_now(r) for r in runs if r.active)
 
-    @st.fragment(run_every=QUEUED_POLL_SECONDS, key=key)
-    def _waiting():
+    @st.fragment(run_every=QUEUED_POLL_SECONDS if queued else POLL_SECONDS, key=key)
+    def _view():
         runs = runs_getter()
         if not any(r.active for r in runs):
             st.rerun()
-        if any(r.status == "running" for r in runs):
+        if queued and any(r.status == "running" for r in runs):
             _computing()
         else:
             render(runs)
@@ -222,7 +232,7 @@ def live(runs_getter, render, *, key: str) -> None:
         if not any(r.active for r in runs):
             st.rerun()
 
-    _waiting()
+    _view()
 
 
 def server_load() -> None:

@@ -226,3 +226,31 @@ def test_a_run_that_can_never_fit_a_worker_is_refused_with_the_numbers(moons):
         assert small.wait(60) and small.status == "done", small.message
     finally:
         executor_module.use_executor(previous)
+
+
+def test_a_waiting_page_looks_often_only_when_its_run_gets_a_worker_at_once():
+    """views.live polls every POLL_SECONDS when a queued run starts at once (one user: the chart
+    must not wait for a slow look) and every QUEUED_POLL_SECONDS behind a queue (a classroom)."""
+    from types import SimpleNamespace
+
+    from krr_app import views
+
+    class Busy:                                  # only what _starts_now asks of an executor
+        workers = 2
+
+        def __init__(self, waiting, computing):
+            self.waiting, self.computing = (lambda: waiting), (lambda: computing)
+
+    queued = SimpleNamespace(status="queued", waiting_in_session=False)
+    previous = executor_module.use_executor(Busy(waiting=1, computing=0))
+    try:
+        assert views._starts_now(queued)
+        executor_module.use_executor(Busy(waiting=1, computing=1))
+        assert views._starts_now(queued)
+        executor_module.use_executor(Busy(waiting=28, computing=2))
+        assert not views._starts_now(queued)
+        executor_module.use_executor(Busy(waiting=1, computing=0))
+        assert not views._starts_now(SimpleNamespace(status="queued", waiting_in_session=True))
+        assert not views._starts_now(SimpleNamespace(status="running", waiting_in_session=False))
+    finally:
+        executor_module.use_executor(previous)
