@@ -189,11 +189,12 @@ def reproduce(run_config, *, key: str) -> None:
                            mime="application/x-ipynb+json", on_click="ignore", icon=":material/download:")
 
 
-def _starts_now(run: Run) -> bool:
-    """Whether a queued run gets a worker at once (nothing else waits for one), so its page
-    should look as often as for a computing run."""
+def _start_at_once(runs) -> bool:
+    """Whether every queued run among ``runs`` gets a worker at once (nothing else waits for
+    one), so the page should look as often as for a computing run. Asks the executor once."""
     executor = started_executor()
-    return (run.status == "queued" and not run.waiting_in_session and executor is not None
+    queued = [r for r in runs if r.status == "queued"]
+    return (executor is not None and not any(r.waiting_in_session for r in queued)
             and executor.waiting() + executor.computing() <= executor.workers)
 
 
@@ -213,24 +214,24 @@ def live(runs_getter, render, *, key: str) -> None:
     if not any(r.active for r in runs):
         render(runs)
         return
-    queued = not any(r.status == "running" for r in runs) and not all(_starts_now(r) for r in runs if r.active)
+    queued = not any(r.status == "running" for r in runs) and not _start_at_once(runs)
 
-    @st.fragment(run_every=QUEUED_POLL_SECONDS if queued else POLL_SECONDS, key=key)
-    def _view():
+    def _look(nested: bool):
         runs = runs_getter()
         if not any(r.active for r in runs):
             st.rerun()
-        if queued and any(r.status == "running" for r in runs):
+        if nested and any(r.status == "running" for r in runs):
             _computing()
         else:
             render(runs)
 
+    @st.fragment(run_every=QUEUED_POLL_SECONDS if queued else POLL_SECONDS, key=key)
+    def _view():
+        _look(nested=queued)
+
     @st.fragment(run_every=POLL_SECONDS, key=f"{key}-computing")
     def _computing():
-        runs = runs_getter()
-        render(runs)
-        if not any(r.active for r in runs):
-            st.rerun()
+        _look(nested=False)
 
     _view()
 
