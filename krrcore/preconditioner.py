@@ -25,6 +25,10 @@ FLOAT32_RIDGE = 1e-2
 FLOAT32_RIDGE_REFINED = 1e-3
 
 
+class PrecisionWarning(UserWarning):
+    """The data dtype cannot resolve the problem as asked (float32 FALKON at a very small λ)."""
+
+
 def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: float, refined: bool = False) -> float:
     """The jitter added to diag(D K_MM D) when none is given.
 
@@ -64,6 +68,10 @@ class FalkonPreconditioner:
     ``weights`` is diag(D) (None: D = I, uniform centres). ``jitter_`` is the εM actually added
     (raised in steps of 100× if K_MM is numerically singular: duplicate centres, tiny σ); the
     default is :func:`default_jitter`'s (``refined``: the solve will be refined in float64).
+
+    For data in a lower precision than float64, ``unresolved_`` counts the eigenvalues of D K_MM D
+    that the solution at this λ uses but the data dtype's kernel values cannot resolve (in
+    ``(λM, resolution_floor_)``, see :meth:`_count_unresolved`); 0 otherwise.
     """
 
     def __init__(self, kernel, centers: torch.Tensor, penalty: float, *, weights: torch.Tensor | None = None,
@@ -87,12 +95,58 @@ class FalkonPreconditioner:
             self._packed.diagonal().add_(jitter_value)
             return self._packed
 
+        self.unresolved_, self.resolution_floor_ = 0, 0.0
+        if data_dtype != torch.float64:
+            self.unresolved_, self.resolution_floor_ = self._count_unresolved(load_DKD, penalty, data_dtype)
         if C.device.type == "cpu":
             self.jitter_ = self._factor_in_place(load_DKD, eps, penalty)
         else:
             self.jitter_ = self._factor_with_torch(load_DKD, eps, penalty)
 
     # -- set-up ------------------------------------------------------------------------------
+    def _count_unresolved(self, load_DKD, penalty: float, data_dtype: torch.dtype) -> tuple[int, float]:
+        """How many eigenvalues of D K_MM D lie in (λM, eps·‖D K_MM D‖_∞), and that upper end.
+
+        FALKON's model of the Nyström system, BBᵀ ≈ ((D K_MM D)²/M + λ D K_MM D)⁻¹ (Def. 3), passes
+        the directions with eigenvalue s ≳ λM into the solution and damps those below. Kernel
+        values rounded to ``data_dtype`` carry nothing of the directions with s below eps·λ_max
+        (‖·‖_∞ bounds λ_max), so the directions in between are ones the answer needs and that dtype
+        cannot represent: its model is a differently regularised one. Counted by Sylvester's law
+        of inertia on two LDLᵀ factorisations of D K_MM D − τI, in the one buffer; nothing to count
+        (no factorisation) when the interval is empty."""
+        DKD = load_DKD(0.0)
+        norm = max(float(DKD[r0:r0 + 256].abs().sum(1).max()) for r0 in range(0, self.M, 256))
+        floor, low = torch.finfo(data_dtype).eps * norm, penalty * self.M
+        if floor <= low:
+            return 0, floor
+        below = [self._eigenvalues_below(load_DKD, shift) for shift in (low, floor)]
+        return below[1] - below[0], floor
+
+    def _eigenvalues_below(self, load_DKD, shift: float) -> int:
+        """Number of eigenvalues of D K_MM D below ``shift``: the negative ones of D K_MM D − shift·I,
+        read from the block-diagonal factor of its Bunch–Kaufman LDLᵀ (LAPACK sytrf, in place)."""
+        A = load_DKD(-shift)
+        if A.device.type != "cpu":          # torch has no in-place LDLᵀ: a transient copy, as below
+            return int((torch.linalg.eigvalsh(A) < 0).sum())
+        from scipy.linalg import lapack
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            ldu, ipiv, info = lapack.dsytrf(A.numpy().T, lower=1, overwrite_a=1)
+        if info < 0:
+            raise ValueError(f"LAPACK dsytrf rejected argument {-info}")
+        negative, k = 0, 0
+        while k < self.M:
+            if ipiv[k] > 0:                 # a 1×1 block of D
+                negative += int(ldu[k, k] < 0)
+                k += 1
+            else:                           # a 2×2 block: one negative eigenvalue if det < 0
+                a, b, c = ldu[k, k], ldu[k + 1, k], ldu[k + 1, k + 1]
+                det = a * c - b * b
+                negative += 1 if det < 0 else (2 if det > 0 and a < 0 else 0)
+                k += 2
+        return negative
+
     def _factor_in_place(self, load_DKD, eps: float, penalty: float) -> float:
         """LAPACK in place on the buffer's transpose view A (Fortran order): A's lower triangle
         gets L_T (T = L_Tᵀ), is mirrored to the upper one, then lauum turns the lower one into

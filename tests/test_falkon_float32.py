@@ -1,12 +1,16 @@
 """Float32 FALKON holds in long runs (issue 12): float32 kernel blocks, float64 CG vectors and sums,
 a ridge at float32's noise level, restarts that are CG again, the best iterate kept on a stall, and
-float64 iterative refinement of the float32 solve (``Falkon(refine=...)``)."""
+float64 iterative refinement of the float32 solve (``Falkon(refine=...)``), and a warning where
+float32 kernel values cannot hold float64's answer at all (λ below float32's resolution)."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 from krrcore.cg import conjugate_gradient
 from krrcore.kernels import GaussianKernel
+from krrcore.preconditioner import FalkonPreconditioner, PrecisionWarning
 from krrcore.solvers.base import IterativeKRR, Step
 from krrcore.solvers.falkon import Falkon
 
@@ -166,3 +170,54 @@ def test_refinement_is_off_for_float64_with_refine_0_and_after_a_stop(rough_prob
     assert stopped.n_iter_ == 5 and "float64 refinement" not in kinds(stopped)
     with pytest.raises(ValueError, match="refine"):
         Falkon(GaussianKernel(0.7), 1e-4, M=400, dtype="float32", refine=-1).fit(X, y)
+
+
+@pytest.mark.parametrize("sigma, lam", [(5.0, 1e-8), (2.0, 1e-8), (5.0, 1e-6)])
+def test_unresolved_directions_are_the_eigenvalues_between_lambda_m_and_float32s_floor(sigma, lam, one_thread):
+    """The inertia count (two LDLᵀ) equals the number of eigenvalues of K_MM in (λM, eps32·‖K_MM‖_∞)
+    found by eigvalsh; none is counted in float64."""
+    C = torch.as_tensor(np.random.default_rng(0).standard_normal((300, 5)))
+    kernel = GaussianKernel(sigma)
+    pc = FalkonPreconditioner(kernel, C, lam, data_dtype=torch.float32, refined=True)
+    K = kernel(C, C)
+    assert pc.resolution_floor_ == pytest.approx(torch.finfo(torch.float32).eps * float(K.abs().sum(1).max()))
+    s = torch.linalg.eigvalsh(K)
+    assert pc.unresolved_ == int(((s > lam * 300) & (s < pc.resolution_floor_)).sum())
+    assert (pc.unresolved_ > 0) == (lam == 1e-8)
+    assert FalkonPreconditioner(kernel, C, lam).unresolved_ == 0
+
+
+@pytest.fixture(scope="module")
+def smooth_problem():
+    """The issue's problem (n = 2,000, M = 400, σ = 5, d = 5) of benchmarks/bench_falkon_float32.py."""
+    X, y = make_problem(3000, 5, seed=1)
+    return X[:2000], y[:2000], X[2000:], y[2000:]
+
+
+def test_float32_warns_where_its_kernel_values_cannot_hold_float64s_answer(smooth_problem, one_thread):
+    """At σ = 5, λ = 1e-8 float64 FALKON is the exact Nyström solution (QR least squares, to 1%), whose
+    coefficients cancel so much that float32 kernel values lose it (> 10% worse evaluated with them):
+    no float32 model holds it, refinement included. The float32 fit says so (the smallest λ it
+    resolves, float64 as the remedy) and still fits in float32; at λ = 1e-6, and in float64, no warning."""
+    X, y, X_test, y_test = smooth_problem
+    n, M, lam, kernel = X.shape[0], 400, 1e-8, GaussianKernel(5.0)
+    model64 = Falkon(kernel, lam, M=M, maxiter=500).fit(X, y)
+    C = model64.centers_
+    mse = lambda prediction: float(np.mean((np.asarray(prediction, dtype=np.float64).ravel() - y_test) ** 2))  # noqa: E731
+    s, U = torch.linalg.eigh(kernel(C, C))
+    stacked = torch.cat([kernel(torch.as_tensor(X), C) / n ** 0.5, lam ** 0.5 * s.clamp_min(0).sqrt()[:, None] * U.T])
+    rhs = np.concatenate([y / n ** 0.5, np.zeros(M)])
+    exact = torch.as_tensor(np.linalg.lstsq(stacked.numpy(), rhs, rcond=None)[0])
+    K_test = kernel(torch.as_tensor(X_test), C)
+    mse64 = mse(model64.predict(X_test))
+    assert mse(K_test @ exact) == pytest.approx(mse64, rel=0.01)
+    assert mse(K_test.float().double() @ exact) > 1.1 * mse64
+    with pytest.warns(PrecisionWarning, match=r"float32 cannot resolve penalty=1e-08 .* dtype='float64' .* "
+                                              r"penalty of at least 1\.\d+e-07 in float32"):
+        model32 = Falkon(kernel, lam, M=M, maxiter=500, dtype="float32").fit(X, y)
+    assert model32.unresolved_directions_ > 0 and model32.coef_.dtype == torch.float32
+    assert mse(model32.predict(X_test)) <= 1.06 * mse64           # regularised differently: 4.6% measured
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        assert Falkon(kernel, 1e-6, M=M, maxiter=20, dtype="float32").fit(X, y).unresolved_directions_ == 0
+        assert Falkon(kernel, lam, M=M, maxiter=20).fit(X, y).unresolved_directions_ == 0

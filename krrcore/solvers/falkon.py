@@ -23,7 +23,7 @@ from ..centers import center_count, select_centers
 from ..cg import conjugate_gradient
 from ..memory import CostModel
 from ..ops import make_operator, operator_bytes
-from ..preconditioner import FalkonPreconditioner
+from ..preconditioner import FalkonPreconditioner, PrecisionWarning
 from .base import IterativeKRR, Step
 
 
@@ -79,6 +79,8 @@ class _NystromIterative(IterativeKRR):
     #: Name of the M×M matrix the solver holds, its itemsize (None: the data dtype's) and the
     #: number of fused kernel passes its set-up makes beyond b̃ (NystromGD's power iteration).
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE, _SETUP_PASSES = "K_MM", None, 0
+    #: Whether the set-up counts, below float64, the directions the data dtype cannot resolve (Falkon).
+    _CHECKS_RESOLUTION = False
 
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """Centres, one M×M matrix, the kernel block buffer, O(M) CG vectors; a fused pass over K_nM
@@ -108,6 +110,8 @@ class _NystromIterative(IterativeKRR):
             if s != 8:
                 model.hold("float64 copy of X (BLESS)", n * d * 8)
             model.setup += model.entry_seconds(n * M, torch.float64)
+        if self._CHECKS_RESOLUTION and s != 8:     # at most two LDLᵀ of K_MM (FalkonPreconditioner.unresolved_)
+            model.setup += model.flop_seconds(2 * M ** 3 / 3, torch.float64)
         model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
                         + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
         M_fit = model.largest_fitting(M * M * system_itemsize, system_itemsize)
@@ -174,12 +178,16 @@ class Falkon(_NystromIterative):
         ``maxiter`` keeps its meaning) or when it stops falling (the best α is kept); with ``tol``,
         ``converged_`` says whether the true residual met it. Each round is a record (``residual_kind`` "float64
         refinement") whose residual is that true residual. A stop asked for (``stop_event``,
-        ``callback``, ``timeout``) skips refinement.
+        ``callback``, ``timeout``) skips refinement. Refinement cannot restore what float32 kernel
+        values do not hold: when λ is so small that the solution uses directions of K_MM below
+        float32's rounding (``unresolved_directions_`` > 0), the fit warns (:class:`PrecisionWarning`,
+        naming the smallest λ float32 resolves) and keeps float32.
     callback : f(record) -> bool, True stops; ``iter_fit(..., stop_event=)`` also stops.
 
     Fitted: ``centers_``, ``coef_`` (α, M×k), ``trace_``, ``stop_reason_``, ``n_iter_`` (CG
     iterations, the refinement's included), ``jitter_``, ``preconditioner_``, ``operator_`` (block
-    size in ``operator_.block_rows``).
+    size in ``operator_.block_rows``), ``unresolved_directions_`` (eigen-directions of K_MM the
+    solution at this λ uses that the data dtype cannot resolve; 0 in float64).
     """
 
     def __init__(self, kernel=None, penalty=1e-6, M=100, *, centers="uniform", maxiter=20, tol=None, seed=0,
@@ -195,6 +203,7 @@ class Falkon(_NystromIterative):
 
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE = "preconditioner (one float64 M×M buffer)", 8
     _VECTOR_DTYPE = torch.float64
+    _CHECKS_RESOLUTION = True
 
     def _refine_rounds(self) -> int:
         """Refinement rounds after the solve: ``refine``, or for "auto" REFINE_ROUNDS on float32 data."""
@@ -208,9 +217,24 @@ class Falkon(_NystromIterative):
                                                     weights=self.center_weights_, data_dtype=X.dtype,
                                                     jitter=self.jitter, refined=self._refine_rounds() > 0)
         self.jitter_ = self.preconditioner_.jitter_
+        self.unresolved_directions_ = self.preconditioner_.unresolved_
+        if self.unresolved_directions_:
+            self._warn_unresolved(X.dtype)
         self._b = b
         self._rhs = self.preconditioner_.apply_t(b)        # Pᵀ b̃, float64
         self.coef_ = torch.zeros(b.shape, dtype=X.dtype, device=X.device)
+
+    def _warn_unresolved(self, dtype: torch.dtype) -> None:
+        pc, lam = self.preconditioner_, self.penalty_
+        name = str(dtype).replace("torch.", "")
+        warnings.warn(
+            f"{name} cannot resolve penalty={lam:g} with this kernel and these {pc.M:,} centres: "
+            f"{self.unresolved_directions_} eigen-directions of K_MM that the solution at this penalty uses "
+            f"(eigenvalues between penalty·M = {lam * pc.M:.3g} and {name}'s resolution eps·‖K_MM‖ = "
+            f"{pc.resolution_floor_:.3g}) are below the rounding of {name} kernel values, so the {name} model "
+            f"is more strongly regularised than the float64 one and its predictions may differ from float64's "
+            f"by several percent; fitting in {name} anyway. Use dtype='float64' for this penalty, or a penalty of "
+            f"at least {pc.resolution_floor_ / pc.M:.3g} in {name}.", PrecisionWarning, stacklevel=4)
 
     def _residual_dtype(self, X) -> torch.dtype:
         """CG's vectors, hence its residual, are float64 whatever the data dtype."""
