@@ -7,6 +7,8 @@ their diagonals kept aside and swapped in before each triangular solve. B is nev
 On the CPU the factorisations run in place through LAPACK (potrf, then lauum for T Tᵀ, a third
 of a GEMM's flops), so set-up holds that single buffer; elsewhere torch ops use transient copies.
 We factor T Tᵀ + λM·I = L Lᵀ and keep A = Lᵀ/√M implicitly (the √M is applied in the solves).
+Before that, for float32 data, the same buffer serves to count the directions of K_MM that the
+solution at λ uses and float32 kernel values cannot hold (Falkon then warns: PrecisionWarning).
 """
 from __future__ import annotations
 
@@ -113,14 +115,26 @@ class FalkonPreconditioner:
         (‖·‖_∞ bounds λ_max), so the directions in between are ones the answer needs and that dtype
         cannot represent: its model is a differently regularised one. Counted by Sylvester's law
         of inertia on two LDLᵀ factorisations of D K_MM D − τI, in the one buffer; nothing to count
-        (no factorisation) when the interval is empty."""
+        when the interval is empty, or when one Cholesky shows every eigenvalue above it (the
+        usual case on rough kernels: HIGGS-like data, d = 28)."""
         DKD = load_DKD(0.0)
         norm = max(float(DKD[r0:r0 + 256].abs().sum(1).max()) for r0 in range(0, self.M, 256))
         floor, low = torch.finfo(data_dtype).eps * norm, penalty * self.M
-        if floor <= low:
+        if floor <= low or self._positive_definite(load_DKD(-floor)):
             return 0, floor
         below = [self._eigenvalues_below(load_DKD, shift) for shift in (low, floor)]
         return below[1] - below[0], floor
+
+    @staticmethod
+    def _positive_definite(A: torch.Tensor) -> bool:
+        """Whether A's Cholesky succeeds (in place on the CPU; A is overwritten)."""
+        if A.device.type != "cpu":
+            return int(torch.linalg.cholesky_ex(A).info) == 0
+        from scipy.linalg import lapack
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return lapack.dpotrf(A.numpy().T, lower=1, overwrite_a=1, clean=0)[1] == 0
 
     def _eigenvalues_below(self, load_DKD, shift: float) -> int:
         """Number of eigenvalues of D K_MM D below ``shift``: the negative ones of D K_MM D − shift·I,

@@ -172,7 +172,7 @@ def test_refinement_is_off_for_float64_with_refine_0_and_after_a_stop(rough_prob
         Falkon(GaussianKernel(0.7), 1e-4, M=400, dtype="float32", refine=-1).fit(X, y)
 
 
-@pytest.mark.parametrize("sigma, lam", [(5.0, 1e-8), (2.0, 1e-8), (5.0, 1e-6)])
+@pytest.mark.parametrize("sigma, lam", [(5.0, 1e-8), (2.0, 1e-8), (5.0, 1e-6), (0.5, 1e-11)])
 def test_unresolved_directions_are_the_eigenvalues_between_lambda_m_and_float32s_floor(sigma, lam, one_thread):
     """The inertia count (two LDLᵀ) equals the number of eigenvalues of K_MM in (λM, eps32·‖K_MM‖_∞)
     found by eigvalsh; none is counted in float64."""

@@ -110,8 +110,8 @@ class _NystromIterative(IterativeKRR):
             if s != 8:
                 model.hold("float64 copy of X (BLESS)", n * d * 8)
             model.setup += model.entry_seconds(n * M, torch.float64)
-        if self._CHECKS_RESOLUTION and s != 8:     # at most two LDLᵀ of K_MM (FalkonPreconditioner.unresolved_)
-            model.setup += model.flop_seconds(2 * M ** 3 / 3, torch.float64)
+        if self._CHECKS_RESOLUTION and s != 8:     # FalkonPreconditioner.unresolved_: at most a Cholesky and two LDLᵀ
+            model.setup += model.flop_seconds(M ** 3, torch.float64)
         model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
                         + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
         M_fit = model.largest_fitting(M * M * system_itemsize, system_itemsize)
