@@ -87,7 +87,8 @@ class RunConfig:
         from the parameters alone; None when the parameters themselves are invalid (the run says why)."""
         k = 1 if dataset.y_train.ndim == 1 else dataset.y_train.shape[1]
         try:
-            return self.fit_spec("estimate").build_estimator().memory_estimate(dataset.n_train, dataset.d, k)
+            return self.fit_spec("estimate").build_estimator().memory_estimate(dataset.n_train, dataset.d, k,
+                                                                                 n_val=dataset.n_test)
         except (ValueError, ImportError):
             return None
 

@@ -1,5 +1,6 @@
 """K_nM blocks cached within the storage budget and reused across CG iterations (issue 12, part 4)."""
 import numpy as np
+import pytest
 import torch
 
 from krrcore.kernels import GaussianKernel
@@ -48,3 +49,33 @@ def test_falkon_caches_what_the_budget_leaves_and_fits_the_same_model():
     np.testing.assert_allclose(part.predict(X[:200]), whole.predict(X[:200]), rtol=0, atol=1e-6)   # summation order differs
     gd = NystromGD(kernel, 1e-6, M=100, maxiter=3).fit(X, y)            # its power iteration reuses them too
     assert gd.operator_.cached_rows == 3000
+
+
+def _validation_rows_evaluated(memory_budget=None):
+    """Kernel rows a fit evaluates for its records' validation metric, the records, and the fit."""
+    rng = np.random.default_rng(1)
+    X, X_val = rng.standard_normal((3000, 4)), rng.standard_normal((777, 4))
+    y, y_val = np.sin(X[:, 0]), np.sin(X_val[:, 0])
+    counts = []
+    for validation in ((), (X_val, y_val)):
+        kernel = CountingKernel(2.0)
+        model = Falkon(kernel, 1e-3, M=100, maxiter=15, memory_budget=memory_budget).fit(X, y, *validation)
+        counts.append(kernel.rows)
+    return counts[1] - counts[0], model, X_val, y_val
+
+
+def test_validation_kernel_rows_are_kept_for_the_records_when_they_fit_the_scratch_budget():
+    kept, model, X_val, y_val = _validation_rows_evaluated()
+    assert kept == 777                                      # once, not once per record
+    assert len(model.trace_) == 16
+    parts = {p.name: p for p in model.memory_estimate_.parts}
+    assert parts["validation kernel rows K(X_val, centres)"].bytes == 777 * 100 * 8
+    assert parts["validation data X_val, y_val"].bytes == 777 * 5 * 8
+    final = model.trace_[-1].val_metric
+    assert final == pytest.approx(np.mean((model.predict(X_val) - y_val) ** 2), rel=1e-10)
+    # Below one scratch budget's worth the rows are evaluated at every record, as before, and the
+    # records' metrics do not change.
+    recomputed, small, _, _ = _validation_rows_evaluated(memory_budget=600_000)
+    assert recomputed == 777 * 16
+    assert "validation kernel rows K(X_val, centres)" not in {p.name for p in small.memory_estimate_.parts}
+    np.testing.assert_allclose([r.val_metric for r in small.trace_], [r.val_metric for r in model.trace_], rtol=1e-8)

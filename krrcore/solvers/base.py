@@ -74,6 +74,15 @@ class Step:
         return tuple(float(v() if callable(v) else v) for v in (self.residual, self.objective))
 
 
+def validation_cache_bytes(n_val: int, n_centres: int, itemsize: int, scratch_bytes: int) -> int:
+    """Bytes of K(X_val, centres) a fit keeps for its records: all of it when it fits one scratch
+    budget (:mod:`krrcore.memory`; the blocked prediction of every record would allocate that much
+    anyway), else none. Kept, a record's validation metric costs one product with it instead of
+    n_val × n_centres kernel evaluations."""
+    need = n_val * n_centres * itemsize
+    return int(need) if need <= scratch_bytes else 0
+
+
 class _Recorder:
     """Turns a solver's :class:`Step` into an :class:`IterationRecord`: one fit's validation data,
     metric and timing rules, shared by :class:`IterativeKRR` and :class:`DirectKRR`.
@@ -98,6 +107,23 @@ class _Recorder:
         self.metric_name = estimator._metric_name(Y if isinstance(Y, torch.Tensor) else Y.distinct_rows())
         self.metric_fn = METRICS[self.metric_name]
         self.eval_train = bool(getattr(estimator, "eval_train", False))
+        self._val_operator, self._val_centres = None, None
+
+    def _validation_outputs(self) -> torch.Tensor:
+        """The model's outputs on X_val, from K(X_val, centres_) kept across records while the
+        centres stay the same (:func:`validation_cache_bytes`)."""
+        est = self.estimator
+        centres = est.centers_
+        if self._val_centres is not centres and isinstance(centres, torch.Tensor):
+            keep = validation_cache_bytes(self.X_val.shape[0], centres.shape[0], self.X_val.element_size(),
+                                          est._block_budget())
+            self._val_operator = None if not keep else KernelOperator(
+                est._kernel(), self.X_val, centres, memory_budget=getattr(est, "memory_budget", None),
+                n_rhs=est.coef_.shape[1], cache_bytes=keep)
+            self._val_centres = centres
+        if self._val_operator is None or self._val_centres is not centres:
+            return est._predict_tensor(self.X_val)
+        return self._val_operator.matvec(est.coef_)
 
     def record(self, iteration: int, step: Step, timer: Timer) -> IterationRecord:
         seconds = timer.pause()
@@ -109,7 +135,7 @@ class _Recorder:
         if self.eval_train:
             rec.train_metric = self.metric_fn(self.Y, predict(self.X))
         if self.X_val is not None:
-            rec.val_metric = self.metric_fn(self.Y_val, predict(self.X_val))
+            rec.val_metric = self.metric_fn(self.Y_val, self._validation_outputs())
         rec.eval_seconds = t_eval.pause()
         return rec
 
@@ -192,7 +218,8 @@ class KRRBase(RegressorMixin, BaseEstimator):
             X, Y, estimate = start_sharded_fit(self, X, y)
         else:
             X, Y = self._prepare_fit(X, y)
-            estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1])
+            estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1],
+                                            n_val=0 if X_val is None else len(X_val))
         self.memory_estimate_ = estimate.check(timeout=getattr(self, "timeout", None))
         first = estimate.seconds_for(1)
         if first is not None and first > SLOW_FIT_SECONDS:
@@ -205,9 +232,11 @@ class KRRBase(RegressorMixin, BaseEstimator):
         return X, Y, recorder
 
     # -- resources ---------------------------------------------------------------------------
-    def memory_estimate(self, n: int, d: int, n_outputs: int = 1) -> MemoryEstimate:
+    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0) -> MemoryEstimate:
         """Peak memory (and, on a CPU, time) of fitting this estimator, as configured, on ``n`` points
         with ``d`` features and ``n_outputs`` targets — from the parameters alone, allocating nothing.
+        ``n_val``: validation points given to ``fit``, with the kernel rows its records keep
+        (:func:`validation_cache_bytes`).
 
         What it stores is checked against the storage budget of ``memory_budget`` (krrcore's one
         policy, :mod:`krrcore.memory`), its whole peak against the free memory; a front end with a
@@ -221,7 +250,17 @@ class KRRBase(RegressorMixin, BaseEstimator):
                           scratch_blocks=self._kernel().scratch_blocks)
         model.hold("training data X, y", n * (d + k) * model.itemsize, "data")
         suggestion = self._estimate_resources(model, n, k)
+        n_val = check_int(n_val, "n_val", minimum=0)
+        if n_val:
+            model.hold("validation data X_val, y_val", n_val * (d + k) * model.itemsize, "data")
+            model.hold("validation kernel rows K(X_val, centres)",
+                       validation_cache_bytes(n_val, self._center_count(n), model.itemsize, model.scratch_bytes),
+                       "scratch")
         return model.build(type(self).__name__, n, k, suggestion)
+
+    def _center_count(self, n: int) -> int:
+        """How many centres the fitted model expands over: n for full KRR (Nyström solvers: M)."""
+        return n
 
     def _block_budget(self) -> int:
         """Bytes one blocked kernel product may use (:func:`krrcore.memory.scratch_budget`)."""

@@ -76,9 +76,12 @@ class NystromKRR(DirectKRR):
         self.device = device
         self.memory_budget = memory_budget
 
+    def _center_count(self, n: int) -> int:
+        return center_count(self.centers, self.M, n)
+
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """K_nMᵀK_nM + λnK_MM and its Cholesky factor (M×M float64); one kernel pass, 2nM² + M³/3 flops."""
-        M, d = center_count(self.centers, self.M, n), model.d
+        M, d = self._center_count(n), model.d
         model.hold(f"K_nMᵀK_nM + λnK_MM ({M:,}×{M:,}, float64)", M * M * 8)
         model.hold("its Cholesky factor (float64)", M * M * 8)
         model.hold("kernel block buffer (float64)", operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes,

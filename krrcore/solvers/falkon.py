@@ -89,9 +89,7 @@ class _NystromIterative(IterativeKRR):
         What is left of the storage budget holds the first row blocks of K_nM (:data:`KERNEL_CACHE`),
         computed by the first pass and read by every later one: a cached row costs two reads of
         its M entries per iteration instead of a kernel evaluation."""
-        M, d, s = center_count(self.centers, self.M, n), model.d, model.itemsize
-        if isinstance(self.centers, str) and self.centers.startswith("bless"):
-            M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
+        M, d, s = self._center_count(n), model.d, model.itemsize
         system_itemsize = self._SYSTEM_ITEMSIZE or s
 
         def block_buffer(itemsize):
@@ -121,6 +119,12 @@ class _NystromIterative(IterativeKRR):
                             + model.stream_seconds(4 * M * M * system_itemsize))
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
+
+    def _center_count(self, n: int) -> int:
+        M = center_count(self.centers, self.M, n)
+        if isinstance(self.centers, str) and self.centers.startswith("bless"):
+            M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
+        return M
 
     def _refine_rounds(self) -> int:
         """Rounds of float64 refinement after the solve (:class:`Falkon` only)."""

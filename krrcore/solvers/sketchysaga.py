@@ -130,10 +130,13 @@ class SketchySAGA(IterativeKRR):
                 size(self.precond_batch_size, max(1, math.isqrt(n)), "precond_batch_size"),
                 size(self.lr_batch_size, max(1, n // 50), "lr_batch_size"))
 
+    def _center_count(self, n: int) -> int:
+        return center_count(self.centers, self.M, n)
+
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """The gradient table (n×k), batch rows of K_nM, K_MM in row blocks, the M×r preconditioner; per
         iteration b_g·M + M² kernel entries (K_MM w is recomputed), 1/pass of a float64 evaluation."""
-        M, d, s, scratch = center_count(self.centers, self.M, n), model.d, model.itemsize, model.scratch_blocks
+        M, d, s, scratch = self._center_count(n), model.d, model.itemsize, model.scratch_blocks
         b_g, b_h1, b_h2 = self._batch_sizes(n)
         rank = min(DEFAULT_RANK, M) if self.rank is None else check_int(self.rank, "rank")
         budget = model.scratch_bytes
