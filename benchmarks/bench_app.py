@@ -2,10 +2,12 @@
 ``krrcore`` run directly, and the time from Run to the first chart and to the result.
 
 For each problem the app is driven in headless chromium (``streamlit run app.py`` on 127.0.0.1):
-open the shared link, press Run, time the first convergence chart and the result line, read the
-solver seconds the page reports. The same fit then runs through ``krrcore.remote.run_fit`` (what
-the reproduce snippet does) in a fresh process, once with the workers' torch thread count and once
-with every core. Each figure is the median of ``--repeats`` runs; read the ratios.
+open the shared link (with "Run on every change" off, so the click starts the page's first run),
+press Run, time the first convergence chart and the result line, read the solver seconds the page
+reports. After each app run the same fit runs through ``krrcore.remote.run_fit`` (what the
+reproduce snippet does) in a fresh process with the workers' torch thread count: app and library
+runs alternate, so a change in the shared machine's load reaches both. Once more with every core
+at the end. Each figure is the median of ``--repeats`` runs; read the ratios.
 
     python -m benchmarks.bench_app [--quick] [--repeats 3]   (or: python -m benchmarks --case app)
 """
@@ -20,11 +22,13 @@ from pathlib import Path
 
 from benchmarks.common import call_isolated, print_table, quick_parser
 
+# auto_run=false: a small problem would otherwise run by itself when the page opens, and Run would
+# time a repeat whose chart is already drawn.
 PROBLEMS = {
-    "default Two moons (n = 2,000, M = 200, t = 20)": "dataset=moons&solver=falkon&maxiter=20",
-    "Two moons, n = 40,000, M = 1,000, t = 20": "dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20",
+    "default Two moons (n = 2,000, M = 200, t = 20)": "dataset=moons&solver=falkon&maxiter=20&auto_run=false",
+    "Two moons, n = 40,000, M = 1,000, t = 20": "dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20&auto_run=false",
 }
-QUICK = {"Two moons, n = 2,000, M = 100, t = 5": "dataset=moons&solver=falkon&n=2000&M=100&maxiter=5"}
+QUICK = {"Two moons, n = 2,000, M = 100, t = 5": "dataset=moons&solver=falkon&n=2000&M=100&maxiter=5&auto_run=false"}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
@@ -40,6 +44,7 @@ def library_fit(config: dict) -> dict:
 
     torch.set_num_threads(config["threads"])
     query = dict(item.split("=") for item in config["query"].split("&"))
+    query.pop("auto_run", None)
     name = query["dataset"]
     info = DATASETS[name]
     spec = DataSpec(name, n=int(query.get("n", info.default_n)), knobs=info.defaults)
@@ -50,8 +55,19 @@ def library_fit(config: dict) -> dict:
     return {"solver_seconds": outcome.timings["solver_seconds"], "status": outcome.status}
 
 
-def app_fits(queries: dict[str, str], repeats: int) -> dict[str, dict]:
-    """Median in-app solver seconds, Run → first chart and Run → result, per problem."""
+def _library_seconds(query: str, threads: int) -> float:
+    """Solver seconds of :func:`library_fit` in a fresh process; its error, if it failed."""
+    from benchmarks import bench_app     # by module name: the child imports it (also when run as __main__)
+
+    result = call_isolated(bench_app.library_fit, {"query": query, "threads": threads})
+    if "error" in result:
+        raise RuntimeError(f"the krrcore fit of {query} failed: {result['error']}")
+    return result["solver_seconds"]
+
+
+def app_fits(queries: dict[str, str], repeats: int, threads: int) -> dict[str, dict]:
+    """Per problem, ``repeats`` alternating samples: an app run (in-app solver seconds, Run → first
+    chart, Run → result), then the same fit through krrcore with ``threads`` torch threads."""
     from playwright.sync_api import sync_playwright
 
     from krr_app.server import running_app
@@ -81,41 +97,40 @@ def app_fits(queries: dict[str, str], repeats: int) -> dict[str, dict]:
                 result.wait_for()
                 to_result = time.perf_counter() - clicked
                 seconds = float(RESULT.search(result.inner_text()).group(2))
-                samples.append((seconds, first_chart, to_result))
                 page.context.close()
+                library = _library_seconds(query, threads)
+                samples.append((seconds, library, first_chart, to_result))
             out[label] = {k: statistics.median(s[i] for s in samples)
-                          for i, k in enumerate(("solver_seconds", "first_chart", "to_result"))}
+                          for i, k in enumerate(("solver_seconds", "library_seconds", "first_chart", "to_result"))}
         browser.close()
     return out
 
 
 def measure(quick: bool, repeats: int) -> list[dict]:
-    """One row per problem: median in-app solver seconds, Run → first chart, Run → result, and the
-    same fit through krrcore with the workers' thread count and with every core."""
+    """One row per problem: median in-app solver seconds, the same fit through krrcore with the
+    workers' thread count (alternating with the app's runs) and with every core, Run → first chart,
+    Run → result."""
     import os
 
     from krr_app import settings
 
     queries = QUICK if quick else PROBLEMS
-    in_app = app_fits(queries, repeats)
+    in_app = app_fits(queries, repeats, settings.WORKER_THREADS)
     rows = []
     for label, query in queries.items():
-        library = {}
-        for threads in sorted({settings.WORKER_THREADS, os.cpu_count() or 1}):
-            runs = [call_isolated(library_fit, {"query": query, "threads": threads}) for _ in range(repeats)]
-            library[threads] = statistics.median(r["solver_seconds"] for r in runs)
         app = in_app[label]
-        same = library[settings.WORKER_THREADS]
+        all_cores = statistics.median(_library_seconds(query, os.cpu_count() or 1) for _ in range(repeats))
+        same = app["library_seconds"]
         rows.append({"problem": label, "app solver s": app["solver_seconds"], "krrcore s (same threads)": same,
                      "worker threads": settings.WORKER_THREADS, "app / krrcore": app["solver_seconds"] / same,
-                     "krrcore s (all cores)": library[max(library)],
+                     "krrcore s (all cores)": all_cores,
                      "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"]})
     return rows
 
 
 def main() -> None:
     parser = quick_parser(__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     rows = measure(args.quick, 1 if args.quick else args.repeats)
     print_table(rows, "In-app solver seconds against krrcore on the same fit (medians)")

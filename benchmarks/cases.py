@@ -387,7 +387,7 @@ def scaling_summarise(results: list[dict]) -> Summary:
 def app_measure(quick: bool, sizes=None) -> list[dict]:
     from benchmarks import bench_app
 
-    return bench_app.measure(quick, repeats=1 if quick else 2)
+    return bench_app.measure(quick, repeats=1 if quick else 3)
 
 
 def app_summarise(results: list[dict]) -> Summary:

@@ -14,6 +14,7 @@ timings next to the issue's target, never asserting one.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -42,6 +43,8 @@ PAGE_STATE = """() => {
   return failed + (main ? main.textContent : '');
 }"""
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time after ([\d.]+) s in the queue")
+#: The run's wall time on its worker, from the metric cards (drawn by the full rerun after the result).
+WALL = re.compile(r"Wall time([\d.]+) s")
 
 
 # -- the process tree, from /proc (Linux) ------------------------------------------------------------
@@ -152,8 +155,10 @@ def test_a_class_presses_run_at_once(server, tmp_path):
         cpu_before = sum(_cpu_seconds(p) for p in browser_pids())
         with TreeSampler(server_pid) as sampler:
             clicked = time.time()
+            click_times = []
             for button in buttons:      # the whole class, as fast as one browser can click
                 button.click(no_wait_after=True)
+                click_times.append(time.time() - clicked)
             clicks_took = time.time() - clicked
             results: dict[int, tuple[float, re.Match | None, str]] = {}
             clicked_again: set[int] = set()
@@ -178,7 +183,10 @@ def test_a_class_presses_run_at_once(server, tmp_path):
         browser_cpu = sum(_cpu_seconds(p) for p in browser_pids()) - cpu_before
         wall = time.time() - clicked
         unfinished = {}                 # what a page without a result shows, for the report
+        walls = {}
         for i, page in enumerate(pages):
+            if i in results and (wall_seen := WALL.search(page.evaluate(PAGE_STATE))):
+                walls[i] = float(wall_seen.group(1))
             if i not in results:
                 page.screenshot(path=str(tmp_path / f"unfinished-{i}.png"), full_page=True)
                 unfinished[i] = page.get_by_test_id("stMain").inner_text()[:600]
@@ -204,6 +212,14 @@ def test_a_class_presses_run_at_once(server, tmp_path):
           f"({len(sampler.worker_peaks)} worker processes seen)"
           f"\n  CPU while the runs went ({wall:.1f} s of wall time): web server {sampler.server_cpu:.1f} s, "
           f"browsers {browser_cpu:.1f} s")
+    # Per session, in the order the results were seen: when its click went, its queue wait, its
+    # worker's wall and solver seconds, and what is left — the page seeing the end late.
+    print("  session: clicked at / queued / worker wall / solver / result seen at / seen late by (s)")
+    for i, (seen, m, _) in sorted(finished.items(), key=lambda item: item[1][0]):
+        worker_wall = walls.get(i, math.nan)
+        late = seen - click_times[i] - float(m.group(3)) - worker_wall
+        print(f"  {i:3d}: {click_times[i]:5.1f} / {float(m.group(3)):6.1f} / {worker_wall:5.2f} / "
+              f"{float(m.group(2)):5.2f} / {seen:6.1f} / {late:5.1f}")
     errors = [text for _, m, text in results.values() if m is None]
     assert not errors, "sessions showed an error:\n" + "\n---\n".join(errors[:3])
     assert len(finished) == SESSIONS, (f"only {len(finished)} of {SESSIONS} sessions got their result; the others "

@@ -183,6 +183,12 @@ def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
         _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
         previous = executor_module.use_executor(executor)
         try:
+            # The preload ran before any task: krrcore loaded on both sides (the first run waited
+            # 4-16 s for the imports when it did not), the worker's threads from KRR_TORCH_THREADS.
+            loaded = lambda: ("krrcore.remote" in __import__("sys").modules,  # noqa: E731 (by value)
+                              __import__("torch").get_num_threads())
+            assert list(executor.connection.client.run(loaded).values()) == [(True, 1)]
+            assert executor.connection.client.run_on_scheduler(loaded)[0] is True
             assert "Dask scheduler at " + address in executor.describe()
             run = RunRegistry().start(_config(maxiter=4), moons)
             assert run.wait(120) and run.status == "done", run.message
