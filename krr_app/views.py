@@ -97,7 +97,7 @@ def queue_text(run: Run) -> str:
     if executor is None:
         return "waiting for the workers to start (the first run after the server started)…"
     position, seconds = executor.queue_position(run)
-    if position == 0:
+    if position <= executor.workers - executor.computing():     # a free worker takes it now
         return "starting on a worker…"
     eta = "" if seconds is None else f", about {seconds:.0f} s"
     return (f"queued — number {position} in line for {executor.workers} worker"

@@ -241,11 +241,12 @@ def test_a_waiting_page_looks_often_only_when_its_run_gets_a_worker_at_once():
 
     from krr_app import views
 
-    class Busy:                              # only what _start_at_once asks of an executor
+    class Busy:                              # only what _start_at_once and queue_text ask of an executor
         workers = 2
 
         def __init__(self, waiting, computing):
             self.waiting, self.computing = (lambda: waiting), (lambda: computing)
+            self.queue_position = lambda run: (waiting, 30.0)    # the run is last in line
 
     queued = [SimpleNamespace(status="queued", waiting_in_session=False)]
     previous = executor_module.use_executor(Busy(waiting=1, computing=0))
@@ -263,5 +264,10 @@ def test_a_waiting_page_looks_often_only_when_its_run_gets_a_worker_at_once():
         assert views._start_at_once([running, queued[0]])
         executor_module.use_executor(Busy(waiting=2, computing=1))
         assert not views._start_at_once([running, queued[0]])
+        # What the page says: a run a free worker takes now is not "number 1 in line".
+        executor_module.use_executor(Busy(waiting=1, computing=1))
+        assert views.queue_text(queued[0]) == "starting on a worker…"
+        executor_module.use_executor(Busy(waiting=2, computing=1))
+        assert views.queue_text(queued[0]) == "queued — number 2 in line for 2 workers, about 30 s…"
     finally:
         executor_module.use_executor(previous)
