@@ -108,7 +108,9 @@ class _NystromIterative(IterativeKRR):
             if s != 8:
                 model.hold("float64 copy of X (BLESS)", n * d * 8)
             model.setup += model.entry_seconds(n * M, torch.float64)
-        if self._CHECKS_RESOLUTION and s != 8:     # FalkonPreconditioner.unresolved_: at most a Cholesky and two LDLᵀ
+        # FalkonPreconditioner.unresolved_ (at most a Cholesky and two LDLᵀ) runs only when
+        # λ < eps·‖K_MM‖_∞/M ≤ eps·κ², with κ² = 1 for the Gaussian, Laplacian and Matérn kernels.
+        if self._CHECKS_RESOLUTION and s != 8 and self._penalty() < torch.finfo(model.dtype).eps:
             model.setup += model.flop_seconds(M ** 3, torch.float64)
         model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
                         + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
