@@ -1,8 +1,9 @@
 """KRR Explorer — the Streamlit entry point and router.
 
 Run with ``streamlit run app.py``. This script runs on every interaction: it declares the pages,
-draws the shared sidebar (data, kernel, λ, M, solver — all bound to the URL), then runs the
-selected page. Every page goes through here, so every page sees the same sidebar.
+draws the shared sidebar (data, kernel, λ, M, solver — all bound to the URL; its data section
+first, the rest when the page asks for the settings), then runs the selected page. Every page goes
+through here, so every page sees the same sidebar.
 
 Pages are listed explicitly with ``st.navigation`` (the current API) and live in ``app_pages/``,
 deliberately not in ``pages/``: a ``pages/`` folder next to this file switches Streamlit to the
@@ -30,5 +31,8 @@ page = st.navigation([explore, compare, conditioning, leverage, dataset])
 # The name a lesson step uses for each page (krr_app.lessons.PAGES maps them back to the scripts).
 PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
               leverage.url_path: "leverage", dataset.url_path: "dataset"}
+# The sidebar's data section now; its other controls when the page asks for the settings (Explore
+# draws the data's picture first), or after the page for one that never does.
 sidebar.render(page=PAGE_NAMES[page.url_path], solver_section=page.url_path in SOLVER_PAGES)
 page.run()
+sidebar.finish()

@@ -18,27 +18,35 @@ from krrcore.full_system import storage_advice
 
 RUN_KEY = "explore_run"     # session_state handle of the last run started here (tests wait on it)
 
-settings = sidebar.current()
+data = sidebar.data()
 registry = state.session_runs()
+dataset = data.dataset
 
 st.title("Explore")
 st.caption("Pick data, a kernel, λ and a solver in the sidebar: small problems run by themselves on every change, "
            "larger ones when you press **Run**; the convergence chart grows with every iteration. Every setting "
            "is in the URL — copy it to share this exact view.")
-views.data_messages(settings)
-views.dropped_runs_note(registry)
 
-dataset = settings.dataset
+# The page's parts in order. The data's picture is drawn first — before the rest of the sidebar
+# (sidebar.current) and before a run is started or waited for, so it is the first thing a new
+# visitor's browser gets to draw — and stays: a finished run's fit goes beside it (1-D and 2-D
+# data), so the picture a student sees first is never replaced by a chart that still has to load
+# plotly.
+head, live_slot, metrics_slot = st.container(), st.container(), st.container()
+fit_slot = None
+if dataset is not None:
+    data_col, fit_col = st.columns(2) if dataset.d in (1, 2) else (st.container(), None)
+    with data_col:
+        st.markdown(f"**The data** — {preview.summary(dataset)}")
+        # An image, not a chart (no plotly to load first), sent as Markdown (see preview.data_image_markdown).
+        st.markdown(state.data_picture(dataset, data.spec))
+    fit_slot = fit_col.empty() if fit_col is not None else None
+
+settings = sidebar.current()
 config = settings.config() if settings.data is not None else None
 issues = problems(config, dataset.n_train if dataset is not None else None) if config is not None else []
-views.show_problems(issues)
-if config is not None and dataset is not None and config.info.problem == "full":
-    st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))
 can_run = dataset is not None and config is not None and not issues
-if can_run:
-    views.estimate_caption(config, dataset)
 small = can_run and is_small(config, dataset.n_train + dataset.n_test)
-
 run = registry.get(config) if config is not None else None
 previous = st.session_state.get(RUN_KEY)
 
@@ -49,36 +57,26 @@ def _stop_active():
         active.stop()
 
 
-col_run, col_stop, col_auto, col_x = st.columns([1, 1, 2, 3], vertical_alignment="center")
-with col_run:
-    clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
-                        help=None if can_run else "Fix the messages above first.", key="run")
-with col_auto:
-    auto_run = links.widget(st.toggle, "Run on every change", value=True, key="auto_run", persist=False,
-                            help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.")
-with col_x:
-    x_axis = links.widget(st.radio, "x axis", options=["iteration", "seconds"], key="x_axis", horizontal=True,
-                          help=explain.HELP["x_axis"], label_visibility="collapsed", persist=False)
-if auto_run and can_run and not small:
-    st.caption(f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**.")
-
-
-def _data_preview():
-    st.markdown(f"**The data** — {preview.summary(dataset)}")
-    # An image, not a chart (no plotly to load first), sent as Markdown (see preview.data_img).
-    st.markdown(state.data_picture(dataset, settings.data), unsafe_allow_html=True)
-
-
-# The page's parts in order. The data's picture is drawn first, before a run is started or
-# waited for, and stays: a finished run's fit goes beside it (1-D and 2-D data), so the picture a
-# student sees first is never replaced by a chart that still has to load plotly.
-live_slot, metrics_slot = st.container(), st.container()
-fit_slot = None
-if dataset is not None:
-    data_col, fit_col = st.columns(2) if dataset.d in (1, 2) else (st.container(), None)
-    with data_col:
-        _data_preview()
-    fit_slot = fit_col.empty() if fit_col is not None else None
+with head:
+    views.data_messages(settings)
+    views.dropped_runs_note(registry)
+    views.show_problems(issues)
+    if config is not None and dataset is not None and config.info.problem == "full":
+        st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))
+    if can_run:
+        views.estimate_caption(config, dataset)
+    col_run, col_stop, col_auto, col_x = st.columns([1, 1, 2, 3], vertical_alignment="center")
+    with col_run:
+        clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
+                            help=None if can_run else "Fix the messages above first.", key="run")
+    with col_auto:
+        auto_run = links.widget(st.toggle, "Run on every change", value=True, key="auto_run", persist=False,
+                                help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.")
+    with col_x:
+        x_axis = links.widget(st.radio, "x axis", options=["iteration", "seconds"], key="x_axis", horizontal=True,
+                              help=explain.HELP["x_axis"], label_visibility="collapsed", persist=False)
+    if auto_run and can_run and not small:
+        st.caption(f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**.")
 
 # Run on a configuration that is already running (e.g. started by itself on the last change) does
 # not start it a second time.

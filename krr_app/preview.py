@@ -4,12 +4,13 @@
 class or target. More dimensions: the training points on their first two principal components
 (:func:`krrcore.diagnostics.data.projection_2d`, with the share of variance each holds), coloured
 the same way, and a one-line summary. Plain data in, an SVG image (:func:`data_svg`, drawn the
-moment the page arrives; :func:`data_img` wraps it in an HTML ``<img>``) or plotly traces
+moment the page arrives; :func:`data_image_markdown` makes it a Markdown image) or plotly traces
 (:func:`point_traces`, for the fit figures) out; no Streamlit here.
 """
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from html import escape
 
@@ -167,15 +168,16 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
     return "".join(out)
 
 
-def data_img(data) -> str:
-    """:func:`data_svg` as an HTML ``<img>`` (a base64 data URL) as wide as its column.
+def data_image_markdown(data) -> str:
+    """:func:`data_svg` as a Markdown image (a base64 data URL; its alt text is the summary).
 
-    Explore sends it as Markdown: the browser has Streamlit's Markdown renderer from the start,
-    while ``st.image`` waits for its own script to be fetched and run, which queues behind every
-    other element's (the sidebar's widgets, plotly.js) on a busy page."""
+    Explore sends it as plain Markdown, the one element the browser can draw as soon as it
+    arrives: Streamlit's Markdown renderer is loaded with the page, while HTML in Markdown first
+    fetches and runs an HTML parser (rehype-raw) and ``st.image`` its own element script, both
+    queued behind every other element's (the sidebar's widgets) on a new visitor's first load."""
     svg = base64.b64encode(data_svg(data).encode()).decode()
-    alt = escape(f"The data: {summary(data)}", quote=True)
-    return f'<img src="data:image/svg+xml;base64,{svg}" alt="{alt}" style="width: 100%; height: auto">'
+    alt = re.sub(r"([\\\[\]])", r"\\\1", f"The data: {summary(data)}")
+    return f"![{alt}](data:image/svg+xml;base64,{svg})"
 
 
 def summary(data) -> str:

@@ -5,14 +5,17 @@ controls and a link reproduces the view (every control is bound to the URL: the 
 the query parameter's name). Every control is drawn through :func:`krr_app.links.widget`, which checks the
 link's value first and names what it refuses or adjusts. ``persist_state="session"`` keeps a
 value while its widget is hidden (e.g. ``noise`` while a data set without noise is selected).
-Pages read the result with :func:`current`. In a lesson (``?lesson=<name>``, see
-:mod:`krr_app.lessons`) the controls the lesson does not use are hidden and take their defaults.
+Pages read the result with :func:`current`; the data section is drawn first and a page may draw
+what needs only the data (:func:`data`) before the rest of the sidebar follows. In a lesson
+(``?lesson=<name>``, see :mod:`krr_app.lessons`) the controls the lesson does not use are hidden
+and take their defaults.
 """
 from __future__ import annotations
 
 import inspect
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import streamlit as st
 
@@ -30,6 +33,8 @@ DEFAULT_SOLVER = "falkon"
 DEFAULT_M = 100
 LOG_LAMBDA_RANGE = (-12.0, 1.0)
 SETTINGS_KEY = "_krr_settings"
+DATA_KEY = "_krr_data"
+FINISH_KEY = "_krr_sidebar_rest"      # this script run's rest of the sidebar, until a page asks for it
 #: session_state: the uploaded CSV (digest, target) whose suggested σ and λ were applied.
 CSV_SUGGESTED_KEY = "_krr_csv_suggested"
 #: Choices for kernel parameters that only take a few values.
@@ -68,8 +73,34 @@ class Settings:
                            solver_params=self.solver_params, eval_train=self.eval_train)
 
 
+class DataChoice(NamedTuple):
+    """The sidebar's data section: the spec, the loaded dataset (None if it could not be loaded)
+    and why not."""
+
+    spec: DataSpec | None
+    dataset: object | None
+    error: str | None
+
+
+def data() -> DataChoice:
+    """The data chosen in this script run's sidebar, before the rest of it is drawn (:func:`render`)."""
+    if DATA_KEY not in st.session_state:
+        raise RuntimeError("the sidebar has not been rendered: run the app through app.py")
+    return st.session_state[DATA_KEY]
+
+
+def finish() -> None:
+    """Draw the rest of the sidebar if no page has asked for it in this script run (the router
+    calls it after the page; a no-op when :func:`current` has drawn it)."""
+    rest = st.session_state.pop(FINISH_KEY, None)
+    if rest is not None:
+        rest()
+
+
 def current() -> Settings:
-    """The settings the sidebar rendered in this script run (pages call this)."""
+    """The settings of this script run, drawing the rest of the sidebar first if the page is the
+    first to ask (pages call this; see :func:`render`)."""
+    finish()
     if SETTINGS_KEY not in st.session_state:
         raise RuntimeError("the sidebar has not been rendered: run the app through app.py")
     return st.session_state[SETTINGS_KEY]
@@ -325,31 +356,43 @@ def _data_key(spec: DataSpec | None) -> tuple:
     return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target)
 
 
-def render(*, page: str, solver_section: bool = True) -> Settings:
-    """Draw the sidebar (and, above the page, the link's notes and the lesson) for ``page`` (a key
-    of :data:`krr_app.lessons.PAGES`); return, and remember for the page, the resulting settings."""
+def render(*, page: str, solver_section: bool = True) -> None:
+    """Draw the sidebar's data section for ``page`` (a key of :data:`krr_app.lessons.PAGES`), and
+    keep the rest — the model and solver controls, and above the page the link's notes and the
+    lesson — for :func:`current`, which the page calls once it has drawn what needs the data alone
+    (:func:`data`). Explore draws the data's picture first, so it reaches a new visitor's browser
+    ahead of some twenty widgets whose scripts the browser must first fetch, compile and lay out.
+    Each part goes in a container reserved here, so the page looks the same whatever the order."""
+    st.session_state.pop(SETTINGS_KEY, None)
     links.read_url_once()
     lesson = lessons.sync(page)
-
-    def shown(key: str) -> bool:
-        return lesson is None or key in lesson.keys
-
+    above_page = st.container()
     with st.sidebar:
         if lesson is not None:
             st.info(f"**Lesson: {lesson.title}** — the controls it does not use are hidden.")
         spec, dataset, data_error = _data_section()
         if data_error:
             st.warning(data_error)
-        kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
-        solver = (_solver_section(shown) if solver_section else
-                  {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
-        if lesson is None:
-            lessons.index()
-        views.explanation("krr", "sigma", "lambda", "M", title="What do these knobs mean?")
-    links.settle_pending(page)
-    links.show_notes()
-    lessons.panel(lesson)
-    settings = Settings(lesson=lesson, data=spec, dataset=dataset, data_error=data_error, kernel=kernel,
-                        kernel_params=kernel_params, penalty=penalty, M=M, **solver)
-    st.session_state[SETTINGS_KEY] = settings
-    return settings
+        rest = st.container()
+    st.session_state[DATA_KEY] = DataChoice(spec, dataset, data_error)
+
+    def shown(key: str) -> bool:
+        return lesson is None or key in lesson.keys
+
+    def draw_rest() -> None:
+        with rest:
+            kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
+            solver = (_solver_section(shown) if solver_section else
+                      {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
+            if lesson is None:
+                lessons.index()
+            views.explanation("krr", "sigma", "lambda", "M", title="What do these knobs mean?")
+        links.settle_pending(page)
+        with above_page:
+            links.show_notes()
+            lessons.panel(lesson)
+        st.session_state[SETTINGS_KEY] = Settings(
+            lesson=lesson, data=spec, dataset=dataset, data_error=data_error, kernel=kernel,
+            kernel_params=kernel_params, penalty=penalty, M=M, **solver)
+
+    st.session_state[FINISH_KEY] = draw_rest

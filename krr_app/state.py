@@ -64,8 +64,8 @@ def load_spec(spec: DataSpec, raw: bytes | None = None):
 
 @st.cache_data(max_entries=2 * MAX_DATASETS, show_spinner=False)
 def data_picture(_dataset, spec: DataSpec) -> str:
-    """The data's picture as HTML (:func:`krr_app.preview.data_img`), drawn once per data spec."""
-    return preview.data_img(_dataset)
+    """The data's picture as Markdown (:func:`krr_app.preview.data_image_markdown`), drawn once per data spec."""
+    return preview.data_image_markdown(_dataset)
 
 
 @st.cache_data(max_entries=64, show_spinner="Computing the median heuristic…")

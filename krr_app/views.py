@@ -180,13 +180,23 @@ def fit_chart(run: Run, key: str) -> None:
 
 
 def reproduce(run_config, *, key: str) -> None:
-    """The run as krrcore code, and as a Jupyter notebook to download (:mod:`krr_app.snippet`)."""
-    with st.expander("Reproduce in Python"):
+    """The run as krrcore code, and as a Jupyter notebook to download (:mod:`krr_app.snippet`),
+    written only while the expander is open (``st.code`` makes a new visitor's browser fetch and
+    compile a 1.5 MB highlighter, in front of the page's first picture)."""
+    box = st.expander("Reproduce in Python", key=reproduce_key(key), on_change="rerun")
+    if not box.open:
+        return
+    with box:
         st.caption("The same run with krrcore alone, generated from the configuration that keys this run:")
         st.code(reproduce_snippet(run_config), language="python")
         st.download_button("Download as a Jupyter notebook", notebook_json(run_config), key=key,
                            file_name=f"krr-{run_config.solver}-{run_config.data.name}.ipynb",
                            mime="application/x-ipynb+json", on_click="ignore", icon=":material/download:")
+
+
+def reproduce_key(key: str) -> str:
+    """The session_state key of the expander :func:`reproduce` draws with ``key``."""
+    return f"{key}_open"
 
 
 def _start_at_once(runs) -> bool:

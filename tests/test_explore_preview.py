@@ -12,8 +12,8 @@ from krr_app.config import SMALL_TEXT
 
 
 def _svgs(at) -> list[str]:
-    """The SVG pictures on the page (an <img> in Markdown with the SVG as a base64 data URL)."""
-    urls = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)"', _texts(at.markdown))
+    """The SVG pictures on the page (a Markdown image of the SVG as a base64 data URL)."""
+    urls = re.findall(r'!\[The data: [^\n]*\]\(data:image/svg\+xml;base64,([^)]+)\)', _texts(at.markdown))
     return [base64.b64decode(url).decode() for url in urls]
 
 
@@ -125,3 +125,26 @@ def test_explanations_are_written_when_their_expander_is_opened(app):
     shown = _texts(at.sidebar.markdown) + _texts(at.markdown)
     assert all(explain.TEXT[k].strip() in shown for k in ("krr", "sigma", "lambda", "M"))
     assert explain.TEXT["falkon"].strip() not in shown and not at.session_state[solved]     # the other stays closed
+
+
+def test_the_picture_is_drawn_before_the_model_and_solver_controls(app, monkeypatch):
+    """The data's picture is made once the sidebar's data section is drawn and before its model and
+    solver controls are (the order the browser gets them in: a new visitor's browser draws the
+    picture before it has fetched and laid out those widgets); the page holds all of them."""
+    import streamlit as st
+
+    from krr_app import preview
+
+    drawn_before = []
+    make_picture = preview.data_image_markdown
+
+    def recording(data):
+        drawn_before.append({k for k in ("dataset", "n", "seed", "kernel", "sigma", "log_lambda", "M", "solver")
+                             if k in st.session_state})
+        return make_picture(data)
+
+    monkeypatch.setattr(preview, "data_image_markdown", recording)
+    at = app(auto_run="false", M=30)
+    assert drawn_before == [{"dataset", "n", "seed"}]
+    assert at.number_input(key="M").value == 30 and at.selectbox(key="solver").value == "falkon"
+    assert len(_svgs(at)) == 1 and at.button(key="run").disabled is False
