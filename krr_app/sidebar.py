@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import inspect
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
@@ -352,6 +354,19 @@ def _solver_section(shown) -> dict:
     return out
 
 
+@contextmanager
+def _as_router():
+    """Draw as the router does, also while a page runs (:func:`current`): Streamlit tells a page's
+    widgets from the router's by the script running them, and a widget of the page's would get a new
+    identity on another page — its value (a link's M, say) would not follow the user there."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        yield
+        return
+    with ctx.run_with_active_hash(ctx.pages_manager.main_script_hash):
+        yield
+
+
 def _data_key(spec: DataSpec | None) -> tuple:
     return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target)
 
@@ -380,7 +395,7 @@ def render(*, page: str, solver_section: bool = True) -> None:
         return lesson is None or key in lesson.keys
 
     def draw_rest() -> None:
-        with rest:
+        with _as_router(), rest:
             kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
             solver = (_solver_section(shown) if solver_section else
                       {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
