@@ -114,10 +114,10 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             page = fresh_page()
             _open(page, url, run=True)
             _wait_idle(page)
-            visits["returning visitor, 2nd visit"] = _open(page, f"{url}/?seed=1")
+            visits["returning visitor, 2nd visit"] = _open(page, f"{url}/?seed=1", run=True)
             _wait_idle(page)
             assert page.get_by_text("Decision surface").count() == 1      # the fit over the data
-            visits["returning visitor, 3rd visit"] = _open(page, f"{url}/?seed=2")
+            visits["returning visitor, 3rd visit"] = _open(page, f"{url}/?seed=2", run=True)
             _wait_idle(page)
 
             # A change: M = 50, Enter; the new run is drawn finished, without pressing Run.
