@@ -23,6 +23,8 @@ from krrcore.diagnostics.data import projection_2d
 #: Points drawn (a seeded subsample beyond this keeps the browser quick).
 MAX_POINTS = 2000
 _COLOURS = {"train": "#7f7f7f", "test": "#ff7f0e"}
+#: Radius of a point in the SVG picture (pixels of its 600 × 440 canvas).
+DOT_RADIUS = 3.2
 #: Colours a value scale is drawn with in the SVG picture (more are not told apart by eye).
 _LEVELS = 64
 
@@ -162,10 +164,21 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
                 out.append(f'<circle cx="{width - right + 16}" cy="{y - 4}" r="4" '
                            f'fill="{palette[level(value)]}"/>'
                            f'<text x="{width - right + 26}" y="{y}">{escape(text)}</text>')
-        out.extend(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="3.2" fill="{c}" fill-opacity="{points.opacity}" '
-                   'stroke="white" stroke-width="0.5"/>' for a, b, c in zip(points.x, points.y, colours))
+        out.append(_dots(sx(np.asarray(points.x)), sy(np.asarray(points.y)), colours, points.opacity))
     out.append("</svg>")
     return "".join(out)
+
+
+def _dots(x: np.ndarray, y: np.ndarray, colours: list[str], opacity: float) -> str:
+    """Points as round dots of radius DOT_RADIUS: per colour one path of zero-length round-capped
+    strokes ("M x y h0" a point, whole pixels). A tenth of the bytes of a <circle> per point, so the
+    picture's message — text the browser's Markdown renderer parses before it can draw it — stays
+    small (two moons: ~7 kB instead of ~63 kB)."""
+    groups: dict[str, list[str]] = {}
+    for a, b, c in zip(np.rint(x).astype(int), np.rint(y).astype(int), colours):
+        groups.setdefault(c, []).append(f"M{a} {b}h0")
+    return "".join(f'<path class="dots" d="{"".join(d)}" stroke="{c}" stroke-opacity="{opacity}" '
+                   f'stroke-width="{2 * DOT_RADIUS}" stroke-linecap="round" fill="none"/>' for c, d in groups.items())
 
 
 def data_image_markdown(data) -> str:

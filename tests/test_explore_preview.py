@@ -18,8 +18,8 @@ def _svgs(at) -> list[str]:
 
 
 def _points(svg: str) -> int:
-    """Data points drawn (legend markers have r="4", points r="3.2")."""
-    return len(re.findall(r'<circle [^>]*r="3.2"', svg))
+    """Data points drawn: the dots ("M x y h0" each) of the points' paths (legend markers are circles)."""
+    return sum(len(re.findall(r"M-?\d+ -?\d+h0", d)) for d in re.findall(r'<path class="dots" d="([^"]*)"', svg))
 
 
 def _texts(elements) -> str:
@@ -33,6 +33,8 @@ def test_the_data_are_drawn_before_any_run(app):
     assert _points(svg) == 240                                   # every training point of Two moons
     assert ">x1 (standardised)<" in svg and ">class<" in svg
     assert "n = 240 training + 60 test points · d = 2 features · task: binary" in _texts(at.markdown)
+    picture = next(m.value for m in at.markdown if m.value.startswith("![The data"))
+    assert len(picture) < 8_000          # a small message: the browser parses it before drawing it
     assert not at.get("plotly_chart")                            # nothing waits for plotly to load
 
 
