@@ -171,9 +171,9 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
 
 def _dots(x: np.ndarray, y: np.ndarray, colours: list[str], opacity: float) -> str:
     """Points as round dots of radius DOT_RADIUS: per colour one path of zero-length round-capped
-    strokes ("M x y h0" a point, whole pixels). A tenth of the bytes of a <circle> per point, so the
-    picture's message — text the browser's Markdown renderer parses before it can draw it — stays
-    small (two moons: ~7 kB instead of ~63 kB)."""
+    strokes ("M x y h0" a point, whole pixels), a few bytes a point where a <circle> takes a
+    hundred, so the picture's message — text the browser's Markdown renderer parses before it can
+    draw it — stays small."""
     groups: dict[str, list[str]] = {}
     for a, b, c in zip(np.rint(x).astype(int), np.rint(y).astype(int), colours):
         groups.setdefault(c, []).append(f"M{a} {b}h0")
