@@ -6,7 +6,7 @@ from a copy, so the file cannot find the checkout itself) — the scheduler need
 unpickles the tasks — and set a worker's torch intra-op threads from ``KRR_TORCH_THREADS`` so
 that workers × threads never exceeds the cores. Both import :mod:`krrcore.remote` (torch and the
 solvers) at start: the scheduler unpickles the first task, a worker runs it, and neither should
-make a user's first run wait for torch to load (4–16 s measured on a busy 2-core machine).
+make a user's first run wait for torch to load (seconds on a busy machine).
 """
 from __future__ import annotations
 
