@@ -108,16 +108,22 @@ class Executor(ABC):
 
     def queue_position(self, run) -> tuple[int, float | None]:
         """(position among runs waiting for a worker, 1 = next; estimated seconds until it
-        starts from the recent runs' mean wall time, None before any run finished). 0 if not queued."""
+        starts: the recent runs' mean wall time per turn, or before any run finished krrcore's
+        estimate of this run's time (``run.estimate``), None without either). 0 if not queued."""
         with self._lock:
             ids = list(self._pending)
             recent = list(self._wall_seconds)
         if run.id not in ids:
             return 0, None
         position = ids.index(run.id) + 1
-        if not recent:
+        if recent:
+            per_run = sum(recent) / len(recent)
+        else:
+            estimate = getattr(run, "estimate", None)
+            per_run = None if estimate is None else estimate.seconds_for(run.config.maxiter or 1)
+        if per_run is None:
             return position, None
-        return position, math.ceil(position / max(1, self.workers)) * sum(recent) / len(recent)
+        return position, math.ceil(position / max(1, self.workers)) * per_run
 
     def waiting(self) -> int:
         """Runs of this server waiting for a worker."""

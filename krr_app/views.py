@@ -16,7 +16,7 @@ from krrcore.diagnostics.data import subsample
 from . import charts, explain, links
 from .executor import format_bytes, started_executor
 from .runs import Run
-from .settings import POLL_SECONDS, QUEUED_POLL_SECONDS
+from .settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
@@ -199,19 +199,32 @@ def reproduce_key(key: str) -> str:
     return f"{key}_open"
 
 
-def _start_at_once(runs) -> bool:
-    """Whether every queued run among ``runs`` gets a worker at once (nothing else waits for
-    one), so the page should look as often as for a computing run. Asks the executor once."""
+def look_intervals(runs) -> tuple[float, float]:
+    """(seconds between looks while ``runs`` wait for a worker, while one computes), asked of the
+    executor once per page run.
+
+    One user, or a queued run a free worker takes at once: POLL_SECONDS for both. While other runs
+    wait for a worker (a classroom), every look costs the browsers — on the workers' machine when
+    the class sits at it — a whole-page redraw: a computing page looks every BUSY_POLL_SECONDS,
+    a waiting one every quarter of its estimated wait, between QUEUED_POLL_SECONDS and
+    QUEUED_POLL_MAX_SECONDS (its first look after its run started is that late at most; the run
+    itself does not wait for it)."""
     executor = started_executor()
     queued = [r for r in runs if r.status == "queued"]
-    return (executor is not None and not any(r.waiting_in_session for r in queued)
-            and executor.waiting() + executor.computing() <= executor.workers)
+    if executor is None:
+        return QUEUED_POLL_SECONDS, POLL_SECONDS
+    if executor.waiting() + executor.computing() <= executor.workers:
+        at_once = not any(r.waiting_in_session for r in queued)
+        return (POLL_SECONDS if at_once else QUEUED_POLL_SECONDS), POLL_SECONDS
+    waits = [executor.queue_position(r)[1] for r in queued]
+    known = [w for w in waits if w is not None]
+    waiting = min(max(min(known) / 4, QUEUED_POLL_SECONDS), QUEUED_POLL_MAX_SECONDS) if known else QUEUED_POLL_SECONDS
+    return waiting, BUSY_POLL_SECONDS
 
 
 def live(runs_getter, render, *, key: str) -> None:
-    """Render ``render(runs)`` now and keep it current while a run is active: every POLL_SECONDS
-    while one computes or is about to, every QUEUED_POLL_SECONDS while the runs wait behind
-    others for a worker; when the last active run ends, rerun the whole page once so the final
+    """Render ``render(runs)`` now and keep it current while a run is active, at the intervals of
+    :func:`look_intervals`; when the last active run ends, rerun the whole page once so the final
     results and the buttons follow.
 
     Every look is a fragment rerun, and each costs the *browser* a redraw of the whole page
@@ -224,7 +237,8 @@ def live(runs_getter, render, *, key: str) -> None:
     if not any(r.active for r in runs):
         render(runs)
         return
-    queued = not any(r.status == "running" for r in runs) and not _start_at_once(runs)
+    waiting, computing = look_intervals(runs)
+    queued = not any(r.status == "running" for r in runs)
 
     def _look(nested: bool):
         runs = runs_getter()
@@ -235,11 +249,11 @@ def live(runs_getter, render, *, key: str) -> None:
         else:
             render(runs)
 
-    @st.fragment(run_every=QUEUED_POLL_SECONDS if queued else POLL_SECONDS, key=key)
+    @st.fragment(run_every=waiting if queued else computing, key=key)
     def _view():
-        _look(nested=queued)
+        _look(nested=queued and waiting != computing)
 
-    @st.fragment(run_every=POLL_SECONDS, key=f"{key}-computing")
+    @st.fragment(run_every=computing, key=f"{key}-computing")
     def _computing():
         _look(nested=False)
 

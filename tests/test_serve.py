@@ -234,36 +234,42 @@ def test_a_run_that_can_never_fit_a_worker_is_refused_with_the_numbers(moons):
         executor_module.use_executor(previous)
 
 
-def test_a_waiting_page_looks_often_only_when_its_run_gets_a_worker_at_once():
-    """views.live polls every POLL_SECONDS when a queued run starts at once (one user: the chart
-    must not wait for a slow look) and every QUEUED_POLL_SECONDS behind a queue (a classroom)."""
+def test_how_often_a_page_looks_follows_the_queue():
+    """views.look_intervals: one user (or a queued run a free worker takes at once) looks every
+    POLL_SECONDS; in a classroom a computing page looks every BUSY_POLL_SECONDS and a waiting one
+    every quarter of its estimated wait, between QUEUED_POLL_SECONDS and QUEUED_POLL_MAX_SECONDS."""
     from types import SimpleNamespace
 
     from krr_app import views
+    from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 
-    class Busy:                              # only what _start_at_once and queue_text ask of an executor
+    class Busy:                              # only what look_intervals and queue_text ask of an executor
         workers = 2
 
-        def __init__(self, waiting, computing):
+        def __init__(self, waiting, computing, wait_seconds=30.0):
             self.waiting, self.computing = (lambda: waiting), (lambda: computing)
-            self.queue_position = lambda run: (waiting, 30.0)    # the run is last in line
+            self.queue_position = lambda run: (waiting, wait_seconds)    # the run is last in line
 
     queued = [SimpleNamespace(status="queued", waiting_in_session=False)]
-    previous = executor_module.use_executor(Busy(waiting=1, computing=0))
+    running = SimpleNamespace(status="running", waiting_in_session=True)
+    alone = (POLL_SECONDS, POLL_SECONDS)
+    cases = [  # (executor, runs, expected (waiting, computing) intervals)
+        (None, queued, (QUEUED_POLL_SECONDS, POLL_SECONDS)),                    # the workers are starting
+        (Busy(1, 0), queued, alone),
+        (Busy(1, 1), queued, alone),
+        (Busy(1, 0), [SimpleNamespace(status="queued", waiting_in_session=True)], (QUEUED_POLL_SECONDS, POLL_SECONDS)),
+        (Busy(1, 1), [running, queued[0]], alone),
+        (Busy(28, 2, 30.0), queued, (7.5, BUSY_POLL_SECONDS)),
+        (Busy(28, 2, 400.0), queued, (QUEUED_POLL_MAX_SECONDS, BUSY_POLL_SECONDS)),
+        (Busy(3, 2, 4.0), queued, (QUEUED_POLL_SECONDS, BUSY_POLL_SECONDS)),
+        (Busy(3, 2, None), queued, (QUEUED_POLL_SECONDS, BUSY_POLL_SECONDS)),   # no estimate
+        (Busy(2, 1, 30.0), [running, queued[0]], (7.5, BUSY_POLL_SECONDS)),
+    ]
+    previous = executor_module.use_executor(None)
     try:
-        assert views._start_at_once(queued)
-        executor_module.use_executor(Busy(waiting=1, computing=1))
-        assert views._start_at_once(queued)
-        executor_module.use_executor(Busy(waiting=28, computing=2))
-        assert not views._start_at_once(queued)
-        executor_module.use_executor(Busy(waiting=1, computing=0))
-        assert not views._start_at_once([SimpleNamespace(status="queued", waiting_in_session=True)])
-        # A computing run is not asked about (live() polls fast for it anyway): only the queue counts.
-        executor_module.use_executor(Busy(waiting=1, computing=1))
-        running = SimpleNamespace(status="running", waiting_in_session=True)
-        assert views._start_at_once([running, queued[0]])
-        executor_module.use_executor(Busy(waiting=2, computing=1))
-        assert not views._start_at_once([running, queued[0]])
+        for executor, runs, expected in cases:
+            executor_module.use_executor(executor)
+            assert views.look_intervals(runs) == pytest.approx(expected), (executor and executor.waiting(), runs)
         # What the page says: a run a free worker takes now is not "number 1 in line".
         executor_module.use_executor(Busy(waiting=1, computing=1))
         assert views.queue_text(queued[0]) == "starting on a worker…"
@@ -271,3 +277,20 @@ def test_a_waiting_page_looks_often_only_when_its_run_gets_a_worker_at_once():
         assert views.queue_text(queued[0]) == "queued — number 2 in line for 2 workers, about 30 s…"
     finally:
         executor_module.use_executor(previous)
+
+
+def test_the_queue_estimate_uses_krrcore_s_estimate_until_a_run_has_finished():
+    from types import SimpleNamespace
+
+    from krr_app.executor import InProcessExecutor
+
+    executor = InProcessExecutor()           # one worker; its queue book-keeping is every executor's
+    estimate = SimpleNamespace(seconds_for=lambda iterations: 0.5 + 0.1 * iterations)
+    first, second = (SimpleNamespace(id=name, estimate=estimate, config=SimpleNamespace(maxiter=20))
+                     for name in ("a", "b"))
+    executor._queued(first)
+    executor._queued(second)
+    assert executor.queue_position(second) == (2, pytest.approx(2 * 2.5))
+    executor._left_queue(first)
+    executor._finished(SimpleNamespace(id="a", timings={"wall_seconds": 4.0}))
+    assert executor.queue_position(second) == (1, pytest.approx(4.0))        # measured walls win
