@@ -140,7 +140,9 @@ class KernelOperator:
             for K in self._cache:
                 yield start, start + K.shape[0], K
                 start += K.shape[0]
-        buffer = self._block_buffer(max(count - start, 1))
+        if start == count:                     # every row cached: no buffer needed
+            return
+        buffer = self._block_buffer(count - start)
         row_bytes = self.M * buffer.element_size()
         while start < count:
             stop = min(start + buffer.shape[0], count)
@@ -152,6 +154,8 @@ class KernelOperator:
                 self._cache_room -= keep * row_bytes
             yield start, stop, K
             start = stop
+        if rows is None and self.cached_rows == self.n:
+            self._buffer = None                # the cache holds K whole: later walks read it alone
 
     def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
         v = v.to(dtype=self.dtype, device=self.device)

@@ -31,6 +31,7 @@ def test_cached_rows_are_computed_once_and_products_do_not_change():
             torch.testing.assert_close(op.rmatvec(w), reference.rmatvec(w))
         assert op.cached_rows == cache_rows
         assert kernel.rows == 1000 + 5 * (1000 - cache_rows)       # the cached prefix is evaluated once
+        assert (op._buffer is None) == (cache_rows == 1000)          # a whole cache needs no block buffer beside it
 
 
 def test_falkon_caches_what_the_budget_leaves_and_fits_the_same_model():
