@@ -12,6 +12,7 @@ solution at λ uses and float32 kernel values cannot hold (Falkon then warns: Pr
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -29,6 +30,18 @@ FLOAT32_RIDGE_REFINED = 1e-3
 
 class PrecisionWarning(UserWarning):
     """The data dtype cannot resolve the problem as asked (float32 FALKON at a very small λ)."""
+
+
+@contextlib.contextmanager
+def _lapack():
+    """scipy's LAPACK module, on one BLAS thread while in use (the in-place factorisations here)."""
+    from scipy.linalg import lapack
+    from threadpoolctl import threadpool_limits
+
+    # scipy's OpenBLAS threads fight torch's spinning OpenMP workers (5-10x slower measured
+    # here); a single BLAS thread was faster than torch's own two-thread Cholesky.
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield lapack
 
 
 def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: float, refined: bool = False) -> float:
@@ -130,10 +143,7 @@ class FalkonPreconditioner:
         """Whether A's Cholesky succeeds (in place on the CPU; A is overwritten)."""
         if A.device.type != "cpu":
             return int(torch.linalg.cholesky_ex(A).info) == 0
-        from scipy.linalg import lapack
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _lapack() as lapack:
             return lapack.dpotrf(A.numpy().T, lower=1, overwrite_a=1, clean=0)[1] == 0
 
     def _eigenvalues_below(self, load_DKD, shift: float) -> int:
@@ -142,10 +152,7 @@ class FalkonPreconditioner:
         A = load_DKD(-shift)
         if A.device.type != "cpu":          # torch has no in-place LDLᵀ: a transient copy, as below
             return int((torch.linalg.eigvalsh(A) < 0).sum())
-        from scipy.linalg import lapack
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _lapack() as lapack:
             # The workspace query matters: scipy's default lwork runs the unblocked sytrf, 10× slower.
             lwork = int(lapack.dsytrf_lwork(self.M, lower=1)[0])
             ldu, ipiv, info = lapack.dsytrf(A.numpy().T, lower=1, overwrite_a=1, lwork=lwork)
@@ -167,12 +174,7 @@ class FalkonPreconditioner:
         """LAPACK in place on the buffer's transpose view A (Fortran order): A's lower triangle
         gets L_T (T = L_Tᵀ), is mirrored to the upper one, then lauum turns the lower one into
         L_Tᵀ L_T = T Tᵀ, whose Cholesky (with λM on the diagonal) ends in the lower triangle."""
-        from scipy.linalg import lapack
-        from threadpoolctl import threadpool_limits
-
-        # scipy's OpenBLAS threads fight torch's spinning OpenMP workers (5-10x slower measured
-        # here); a single BLAS thread was faster than torch's own two-thread Cholesky.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _lapack() as lapack:
             return self._factor_lapack(lapack, load_DKD, eps, penalty)
 
     def _factor_lapack(self, lapack, load_DKD, eps: float, penalty: float) -> float:
