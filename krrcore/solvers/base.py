@@ -114,14 +114,16 @@ class _Recorder:
         centres stay the same (:func:`validation_cache_bytes`)."""
         est = self.estimator
         centres = est.centers_
-        if self._val_centres is not centres and isinstance(centres, torch.Tensor):
+        if not isinstance(centres, torch.Tensor):         # sharded rows: predicted where they live
+            return est._predict_tensor(self.X_val)
+        if self._val_centres is not centres:
             keep = validation_cache_bytes(self.X_val.shape[0], centres.shape[0], self.X_val.element_size(),
                                           est._block_budget())
             self._val_operator = None if not keep else KernelOperator(
                 est._kernel(), self.X_val, centres, memory_budget=getattr(est, "memory_budget", None),
                 n_rhs=est.coef_.shape[1], cache_bytes=keep)
             self._val_centres = centres
-        if self._val_operator is None or self._val_centres is not centres:
+        if self._val_operator is None:
             return est._predict_tensor(self.X_val)
         return self._val_operator.matvec(est.coef_)
 
