@@ -93,11 +93,13 @@ if started:
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = run
     previous = run
-    # Most small runs end within this wait: drawn complete, not as a progress bar first. Not the
-    # session's first run: the page that just loaded sends its controls and the data's picture
-    # alone, and the run's charts follow with the live view's next look (plotly.js, evaluated by
-    # the browser ahead of the picture, held the first picture back).
-    if small and not first_run:
+    # Most small runs end within this wait: drawn complete, not as a progress bar first (a click
+    # that started the session's first run included: its chart comes in this page run, not half a
+    # second later with the live view's first look). Not a first run that started by itself: the
+    # page that just loaded sends its controls and the data's picture alone, and the run's charts
+    # follow with the live view's next look (plotly.js, evaluated by the browser ahead of the
+    # picture, held the first picture back).
+    if small and (clicked or not first_run):
         run.wait(AUTO_RUN_WAIT_SECONDS)
 
 # Drawn after a click started a run, so it is enabled for the whole run (the polling fragment
@@ -115,7 +117,9 @@ if shown is None and previous is not None and previous.id in {r.id for r in regi
 
 if shown is None:
     if can_run:
-        st.markdown("Nothing has run with these settings yet. Press **Run**.")
+        with live_slot:
+            st.markdown("Nothing has run with these settings yet. Press **Run**.")
+            views.empty_convergence_chart(x_axis, key="explore_convergence")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
 else:
     def _render(runs):

@@ -91,7 +91,9 @@ def app_fits(queries: dict[str, str], repeats: int, threads: int) -> dict[str, d
                 time.sleep(1.0)
                 clicked = time.perf_counter()
                 button.click()
-                page.locator(".js-plotly-plot").first.wait_for()
+                # The convergence chart's data: its empty axes are drawn before any run.
+                page.locator(".js-plotly-plot", has_text="Residual (solver").locator(
+                    ".scatterlayer .trace").first.wait_for(state="attached")
                 first_chart = time.perf_counter() - clicked
                 result = page.get_by_text(RESULT).first
                 result.wait_for()

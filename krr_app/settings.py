@@ -104,6 +104,10 @@ AUTO_RUN_MAX_M = 1_000
 #: Seconds Explore waits for a small run it just started before drawing the page, so a run that
 #: finishes in time appears complete instead of as a progress bar first.
 AUTO_RUN_WAIT_SECONDS = 0.5
+#: Seconds after a page first shows Explore before it sends the convergence chart's empty axes
+#: (:func:`krr_app.views.empty_convergence_chart`): the data's picture is painted first, then a
+#: new visitor's browser fetches and evaluates plotly.js while the student looks at the data.
+EMPTY_CHART_DELAY_SECONDS = 1.0
 #: The folder of lesson files (``<name>.md``, see krr_app.lessons): a teacher may point the server at
 #: their own. Env: KRR_LESSONS_DIR.
 LESSONS_DIR = Path(os.environ.get("KRR_LESSONS_DIR") or app_dir() / "lessons")

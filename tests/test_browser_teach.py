@@ -1,5 +1,6 @@
 """Teaching in a real browser: the first picture, a small run after a change, a checked link and a
-lesson, in chromium against ``streamlit run app.py`` (helpers and the server from test_browser).
+lesson, and the convergence chart before and after Run, in chromium against ``streamlit run
+app.py`` (helpers and the server from test_browser).
 
 Measured and printed (``-s`` shows them; never asserted — the machine is shared), for each visit
 on its own: the seconds from the page's load event to the first picture (the data's image, or a
@@ -19,7 +20,7 @@ import statistics
 import time
 
 import pytest
-from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import VIEWPORT, _chart_points, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -180,3 +181,79 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
         lines.append(f"{name} {seconds:.2f} s")
     print(f"\nmeasured in chromium (a new visitor's first picture: {tmp_path / 'first-picture.png'}):\n  "
           + "\n  ".join(lines))
+
+
+#: Explore's convergence chart (the residual panel's title is in it), its axes and its data.
+CONVERGENCE = ".js-plotly-plot"
+CONVERGENCE_TEXT = "Residual (solver"
+#: Installed in the page: notes, on the page's own clock, the last click and when the convergence
+#: chart's data and a finished run's status line first appear after it (Playwright's own waits
+#: poll, ever more slowly).
+RUN_PROBE = f"""
+window.__krrRun = {{clicked: null, chart: null, result: null}};
+document.addEventListener("click", () => {{
+  window.__krrRun = {{clicked: performance.now(), chart: null, result: null}}; }}, true);
+new MutationObserver(() => {{
+  const run = window.__krrRun;
+  if (run.clicked === null) return;
+  const chart = [...document.querySelectorAll({CONVERGENCE!r})]
+    .find(p => p.textContent.includes({CONVERGENCE_TEXT!r}));
+  if (run.chart === null && chart && chart.querySelector(".scatterlayer .trace")) run.chart = performance.now();
+  const main = document.querySelector("[data-testid=stMain]");
+  if (run.result === null && main && main.textContent.includes(" finished — ")) run.result = performance.now();
+}}).observe(document, {{childList: true, subtree: true, characterData: true}});
+"""
+
+
+def test_the_convergence_chart_waits_drawn_before_run_and_fills_in_after_it(server, record_property):
+    """New visitors with a link that waits for Run (as a large problem does): the convergence
+    chart's empty axes are drawn before Run (so plotly.js is loaded while the student looks at the
+    data), after the data's picture; Run fills the same chart with the run's records.
+
+    Printed for each visitor: the picture painted and the empty axes drawn after the load event,
+    when the browser started fetching plotly.js, Run -> the chart's data drawn, Run -> the result
+    (run alone, this test's first visitor meets a cold server: it starts the workers)."""
+    url, _ = server
+    rows = []
+    with chromium() as browser:
+        for _ in range(NEW_VISITORS):
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            page.set_default_timeout(60_000)
+            page.add_init_script(PAINT_PROBE)
+            page.add_init_script(RUN_PROBE)
+            page.goto(f"{url}/?auto_run=false")
+            chart = page.locator(CONVERGENCE, has_text=CONVERGENCE_TEXT)
+            chart.locator(".xtitle").first.wait_for(state="attached")          # its axes are drawn
+            page.wait_for_function("window.__krrPicturePainted !== null")
+            assert page.get_by_text("Nothing has run with these settings yet").count() == 1
+            assert chart.count() == 1 and chart.locator(".scatterlayer .trace").count() == 0, "data before Run"
+            assert chart.locator(".xtitle").first.text_content() == "iteration t"
+            load, picture, plotly = page.evaluate(
+                "[performance.getEntriesByType('navigation')[0].loadEventEnd, window.__krrPicturePainted, "
+                "performance.getEntriesByType('resource').filter(e => /PlotlyChart/.test(e.name))[0].startTime]")
+            axes = page.evaluate("performance.now()")
+            button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
+            button.click()
+            chart.locator(".scatterlayer .trace").first.wait_for(state="attached")
+            result = page.get_by_test_id("stAlert").filter(has_text=" finished — ").first
+            result.wait_for()
+            page.wait_for_function("window.__krrRun.chart !== null && window.__krrRun.result !== null")
+            clicked, to_chart, to_result = page.evaluate("[window.__krrRun.clicked, window.__krrRun.chart, "
+                                                         "window.__krrRun.result]")
+            iterations = int(re.search(r"(\d+) iterations?,", result.inner_text()).group(1))
+            # One residual point per record of the run (its start, iteration 0, to the last), in
+            # the chart that waited for it.
+            assert chart.count() == 1 and _chart_points(page) == iterations + 1 > 1
+            rows.append({"picture painted after load": (picture - load) / 1000,
+                         "plotly.js requested after the picture": (plotly - picture) / 1000,
+                         "empty axes drawn after load (at most)": (axes - load) / 1000,
+                         "Run -> chart's data drawn": (to_chart - clicked) / 1000,
+                         "Run -> result shown": (to_result - clicked) / 1000})
+            page.context.close()
+    lines = []
+    for name in rows[0]:
+        values = [row[name] for row in rows]
+        record_property(f"convergence chart: {name}", [round(v, 3) for v in values])
+        lines.append(f"{name}: " + ", ".join(f"{v:.2f}" for v in values)
+                     + f" s (median {statistics.median(values):.2f})")
+    print("\nnew visitors, a link that waits for Run:\n  " + "\n  ".join(lines))
