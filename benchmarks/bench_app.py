@@ -2,25 +2,33 @@
 ``krrcore`` run directly, and the time from Run to the first chart and to the result.
 
 For each problem the app is driven in headless chromium (``streamlit run app.py`` on 127.0.0.1):
-open the shared link (with "Run on every change" off, so the click starts the page's first run),
-press Run, time the first convergence chart and the result line, read the solver seconds the page
-reports. After each app run the same fit runs through ``krrcore.remote.run_fit`` (what the
-reproduce snippet does) in a fresh process with the workers' torch thread count: app and library
-runs alternate, so a change in the shared machine's load reaches both. Once more with every core
-at the end. Each figure is the median of ``--repeats`` runs; read the ratios.
+open the shared link in a new browser context (with "Run on every change" off, so the click starts
+the page's first run), press Run, time the first convergence chart and the result line, read the
+solver seconds the page reports. After each app run the same fit runs through
+``krrcore.remote.run_fit`` (what the reproduce snippet does) in a warm process with the workers'
+torch thread count, as a worker is warm: app and library runs alternate, so a change in the shared
+machine's load reaches both. Each figure is the median of ``--repeats`` runs; read the ratios.
+
+Where the browser runs is a column: sharing every core with the workers (as when a visitor runs the
+app on their own 2-core machine), or confined by ``taskset`` to the last core (a visitor's browser
+on their own machine cannot take the workers' cores; the web server still shares them).
 
     python -m benchmarks.bench_app [--quick] [--repeats 3]   (or: python -m benchmarks --case app)
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 import shutil
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common import call_isolated, print_table, quick_parser
+from benchmarks.common import print_table, quick_parser
 
 # auto_run=false: a small problem would otherwise run by itself when the page opens, and Run would
 # time a repeat whose chart is already drawn.
@@ -34,99 +42,122 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
 
 
-def library_fit(config: dict) -> dict:
-    """Child: the page's configuration through krrcore alone, with ``threads`` torch threads."""
-    import torch
-
+def library_fit(query: str) -> float:
+    """The page's configuration ``query`` through krrcore alone: its solver seconds."""
     from krr_app.config import DataSpec, make_config
     from krrcore.datasets import DATASETS
     from krrcore.remote import run_fit
 
-    torch.set_num_threads(config["threads"])
-    query = dict(item.split("=") for item in config["query"].split("&"))
-    query.pop("auto_run", None)
-    name = query["dataset"]
+    params = dict(item.split("=") for item in query.split("&"))
+    params.pop("auto_run", None)
+    name = params["dataset"]
     info = DATASETS[name]
-    spec = DataSpec(name, n=int(query.get("n", info.default_n)), knobs=info.defaults)
+    spec = DataSpec(name, n=int(params.get("n", info.default_n)), knobs=info.defaults)
     run_config = make_config(spec, kernel="gaussian", kernel_params={"sigma": info.suggested_sigma},
-                             penalty=info.suggested_penalty, solver=query["solver"],
-                             M=int(query["M"]) if "M" in query else None, maxiter=int(query["maxiter"]))
+                             penalty=info.suggested_penalty, solver=params["solver"],
+                             M=int(params["M"]) if "M" in params else None, maxiter=int(params["maxiter"]))
     outcome = run_fit(run_config.fit_spec("bench"))
-    return {"solver_seconds": outcome.timings["solver_seconds"], "status": outcome.status}
+    if outcome.status != "done":
+        raise RuntimeError(f"the krrcore fit of {query} ended {outcome.status}: {outcome.message}")
+    return outcome.timings["solver_seconds"]
 
 
-def _library_seconds(query: str, threads: int) -> float:
-    """Solver seconds of :func:`library_fit` in a fresh process; its error, if it failed."""
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+@contextmanager
+def warm_library(threads: int, queries):
+    """A child process with ``threads`` torch threads that has fitted each of ``queries`` once (data
+    built, allocator and kernels warm, as on a worker); yields ``seconds(query)``."""
     from benchmarks import bench_app     # by module name: the child imports it (also when run as __main__)
 
-    result = call_isolated(bench_app.library_fit, {"query": query, "threads": threads})
-    if "error" in result:
-        raise RuntimeError(f"the krrcore fit of {query} failed: {result['error']}")
-    return result["solver_seconds"]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=bench_app._set_threads,
+                             initargs=(threads,)) as pool:
+        for query in queries:
+            pool.submit(bench_app.library_fit, query).result()
+        yield lambda query: pool.submit(bench_app.library_fit, query).result()
 
 
-def app_fits(queries: dict[str, str], repeats: int, threads: int) -> dict[str, dict]:
-    """Per problem, ``repeats`` alternating samples: an app run (in-app solver seconds, Run → first
-    chart, Run → result), then the same fit through krrcore with ``threads`` torch threads."""
-    from playwright.sync_api import sync_playwright
+def browser_placements() -> dict[str, str | None]:
+    """Label → chromium executable: on every core, and (with ``taskset`` and 2+ cores) confined to the last."""
+    chromium = shutil.which("chromium")
+    placements = {f"shares the {os.cpu_count()} cores": chromium}
+    cores = os.cpu_count() or 1
+    if shutil.which("taskset") and cores > 1:
+        wrapper = Path(tempfile.mkdtemp()) / "chromium-last-core"
+        wrapper.write_text(f'#!/bin/sh\nexec taskset -c {cores - 1} {chromium} "$@"\n')
+        wrapper.chmod(0o755)
+        placements[f"on core {cores - 1} only"] = str(wrapper)
+    return placements
 
-    from krr_app.server import running_app
 
+def app_fits(url: str, playwright, executable: str, queries: dict[str, str], repeats: int, library) -> dict[str, dict]:
+    """Per problem, ``repeats`` alternating samples: an app run in a new browser context (in-app
+    solver seconds, Run → first chart, Run → result), then the same fit through ``library``."""
     out = {}
-    log = Path(tempfile.mkdtemp()) / "server.log"
-    with running_app(log) as (url, _), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=FLAGS)
-        warm = browser.new_page()
-        warm.goto(url)           # the first visit starts the workers; wait for them like a second user
-        warm.get_by_role("button", name="Run", exact=True).wait_for(timeout=180_000)
-        time.sleep(10)
-        for label, query in queries.items():
-            samples = []
-            for _ in range(repeats):
-                page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
-                page.set_default_timeout(300_000)
-                page.goto(f"{url}/?{query}")
-                button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
-                button.wait_for()
-                time.sleep(1.0)
-                clicked = time.perf_counter()
-                button.click()
-                # The convergence chart's data: its empty axes are drawn before any run.
-                page.locator(".js-plotly-plot", has_text="Residual (solver").locator(
-                    ".scatterlayer .trace").first.wait_for(state="attached")
-                first_chart = time.perf_counter() - clicked
-                result = page.get_by_text(RESULT).first
-                result.wait_for()
-                to_result = time.perf_counter() - clicked
-                seconds = float(RESULT.search(result.inner_text()).group(2))
-                page.context.close()
-                library = _library_seconds(query, threads)
-                samples.append((seconds, library, first_chart, to_result))
-            out[label] = {k: statistics.median(s[i] for s in samples)
-                          for i, k in enumerate(("solver_seconds", "library_seconds", "first_chart", "to_result"))}
-        browser.close()
+    browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
+    warm = browser.new_page()
+    warm.goto(url)           # the first visit starts the workers; wait for them like a second user
+    warm.get_by_role("button", name="Run", exact=True).wait_for(timeout=180_000)
+    time.sleep(10)
+    for label, query in queries.items():
+        samples = []
+        for _ in range(repeats):
+            page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
+            page.set_default_timeout(300_000)
+            page.goto(f"{url}/?{query}")
+            button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
+            button.wait_for()
+            time.sleep(1.0)
+            clicked = time.perf_counter()
+            button.click()
+            # The convergence chart's data: its empty axes are drawn before any run.
+            page.locator(".js-plotly-plot", has_text="Residual (solver").locator(
+                ".scatterlayer .trace").first.wait_for(state="attached")
+            first_chart = time.perf_counter() - clicked
+            result = page.get_by_text(RESULT).first
+            result.wait_for()
+            to_result = time.perf_counter() - clicked
+            seconds = float(RESULT.search(result.inner_text()).group(2))
+            page.context.close()
+            samples.append((seconds, library(query), first_chart, to_result))
+        out[label] = {k: statistics.median(s[i] for s in samples)
+                      for i, k in enumerate(("solver_seconds", "library_seconds", "first_chart", "to_result"))}
+    browser.close()
     return out
 
 
 def measure(quick: bool, repeats: int) -> list[dict]:
-    """One row per problem: median in-app solver seconds, the same fit through krrcore with the
-    workers' thread count (alternating with the app's runs) and with every core, Run → first chart,
-    Run → result."""
-    import os
+    """One row per problem and browser placement: median in-app solver seconds, the same fit through
+    krrcore with the workers' thread count (warm, alternating with the app's runs) and with every
+    core, Run → first chart, Run → result."""
+    from playwright.sync_api import sync_playwright
 
     from krr_app import settings
+    from krr_app.server import running_app
 
     queries = QUICK if quick else PROBLEMS
-    in_app = app_fits(queries, repeats, settings.WORKER_THREADS)
+    placements = browser_placements()
+    if quick:       # the suite's smoke run: one placement is enough to show the case works
+        placements = dict(list(placements.items())[:1])
     rows = []
-    for label, query in queries.items():
-        app = in_app[label]
-        all_cores = statistics.median(_library_seconds(query, os.cpu_count() or 1) for _ in range(repeats))
-        same = app["library_seconds"]
-        rows.append({"problem": label, "app solver s": app["solver_seconds"], "krrcore s (same threads)": same,
-                     "worker threads": settings.WORKER_THREADS, "app / krrcore": app["solver_seconds"] / same,
-                     "krrcore s (all cores)": all_cores,
-                     "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"]})
+    with warm_library(settings.WORKER_THREADS, queries.values()) as same_threads, \
+            running_app(Path(tempfile.mkdtemp()) / "server.log") as (url, _), sync_playwright() as playwright:
+        for placement, executable in placements.items():
+            in_app = app_fits(url, playwright, executable, queries, repeats, same_threads)
+            for label, app in in_app.items():
+                rows.append({"problem": label, "browser": placement, "app solver s": app["solver_seconds"],
+                             "krrcore s (same threads)": app["library_seconds"],
+                             "worker threads": settings.WORKER_THREADS,
+                             "app / krrcore": app["solver_seconds"] / app["library_seconds"],
+                             "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"]})
+    with warm_library(os.cpu_count() or 1, queries.values()) as all_cores:
+        every_core = {label: statistics.median(all_cores(query) for _ in range(repeats)) for label, query in queries.items()}
+    for row in rows:
+        row["krrcore s (all cores)"] = every_core[row["problem"]]
     return rows
 
 

@@ -395,7 +395,8 @@ def app_summarise(results: list[dict]) -> Summary:
     rows = [r for r in results if "error" not in r]
     fig = go.Figure()
     for key in ("app solver s", "krrcore s (same threads)", "Run → first chart s", "Run → result s"):
-        fig.add_trace(go.Bar(x=[r["problem"] for r in rows], y=[r[key] for r in rows], name=key))
+        fig.add_trace(go.Bar(x=[f"{r['problem']}, browser {r['browser']}" for r in rows], y=[r[key] for r in rows],
+                             name=key))
     fig.update_layout(barmode="group", title="The app against the library on the same fit (medians)",
                       template="plotly_white", width=900, height=520, yaxis_title="seconds",
                       legend=dict(orientation="h", y=-0.2))
