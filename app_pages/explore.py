@@ -117,9 +117,10 @@ if shown is None and previous is not None and previous.id in {r.id for r in regi
 
 if shown is None:
     if can_run:
-        with live_slot:
-            st.markdown("Nothing has run with these settings yet. Press **Run**.")
-            views.empty_convergence_chart(x_axis, key="explore_convergence")
+        # Below the data's picture, not in live_slot above it: it arrives a moment after the
+        # picture, and must not push the picture a student is looking at down the page.
+        st.markdown("Nothing has run with these settings yet. Press **Run**.")
+        views.empty_convergence_chart(x_axis, key="explore_convergence")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
 else:
     def _render(runs):

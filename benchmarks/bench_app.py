@@ -114,9 +114,9 @@ def app_fits(url: str, playwright, executable: str, queries: dict[str, str], rep
             time.sleep(1.0)
             clicked = time.perf_counter()
             button.click()
-            # The convergence chart's data: its empty axes are drawn before any run.
+            # The convergence chart's first marker: its empty panels are drawn before any run.
             page.locator(".js-plotly-plot", has_text="Residual (solver").locator(
-                ".scatterlayer .trace").first.wait_for(state="attached")
+                ".scatterlayer .points path").first.wait_for(state="attached")
             first_chart = time.perf_counter() - clicked
             result = page.get_by_text(RESULT).first
             result.wait_for()

@@ -30,6 +30,10 @@ METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "r
                 "classification_error": "classification error", "auc": "AUC"}
 
 
+#: What an empty convergence figure (no run yet) says in each panel.
+EMPTY_TEXT = "drawn as the solver runs"
+
+
 def metric_title(name: str) -> str:
     return METRIC_NAMES.get(name, name or "metric")
 
@@ -44,6 +48,7 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
 
     Log-scale y (zero values, e.g. a perfect classification error, cannot be drawn on it and are
     left out). A direct solver has one record (its float64 residual, ~1e-13): it appears as a single marker.
+    Without records (no run yet) the panels have no scale, and say what will be drawn there.
     """
     if x not in X_AXES:
         raise ValueError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
@@ -73,6 +78,14 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
     # A test error usually spans a decade or two: plain numbers at 1, 2, 5 × 10^k read best.
     fig.update_yaxes(type="log", tickformat=".2~g", dtick="D2", row=1, col=2)
     fig.update_xaxes(title_text=X_AXES[x])
+    if not fig.data:      # before any run: the panels and their axes' titles, no invented scale
+        fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+        fig.update_yaxes(showticklabels=False, showgrid=False)
+        for col in (1, 2):    # plotly.js draws a panel only when a trace is in it: an empty one
+            fig.add_trace(go.Scatter(x=[], y=[], showlegend=False, hoverinfo="skip"), row=1, col=col)
+            fig.add_annotation(text=EMPTY_TEXT, xref="x domain" if col == 1 else "x2 domain",
+                               yref="y domain" if col == 1 else "y2 domain", x=0.5, y=0.5, showarrow=False,
+                               font={"color": "#888"})
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
     return fig

@@ -169,8 +169,8 @@ _EMPTY_CHART_DUE = "_krr_empty_chart_due"
 
 
 def empty_convergence_chart(x: str, key: str) -> None:
-    """The convergence chart's axes before any run, where the live chart will grow (drawn with the
-    same ``key``): it shows a student what Run will draw, and it makes a new visitor's browser fetch,
+    """The convergence chart's empty panels before any run (drawn with the live chart's ``key``):
+    it shows a student what Run will draw, and it makes a new visitor's browser fetch,
     evaluate and first draw plotly.js before Run is pressed instead of after it (Streamlit loads
     plotly.js with the first plotly chart; the README gives the seconds).
 

@@ -358,6 +358,17 @@ def test_registry_evicts_finished_runs_and_close_stops_active_ones():
         registry.start(configs[0], None)
 
 
+def test_the_convergence_figure_before_any_run_has_its_panels_and_no_invented_scale():
+    from krr_app import charts
+
+    fig = charts.convergence_figure([])
+    assert [len(trace.x) for trace in fig.data] == [0, 0]        # one empty trace per panel (drawn by plotly.js)
+    assert [a.text for a in fig.layout.annotations if a.text == charts.EMPTY_TEXT] == [charts.EMPTY_TEXT] * 2
+    assert {a.text for a in fig.layout.annotations} >= {"Residual (solver's own measure)", "Test metric"}
+    assert fig.layout.xaxis.title.text == "iteration t" and fig.layout.xaxis.showticklabels is False
+    assert fig.layout.yaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
+
+
 def test_traces_frame_has_one_row_per_record():
     config = make_config(DataSpec("moons", n=200), kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3,
                          solver="falkon", M=10)

@@ -183,9 +183,11 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
           + "\n  ".join(lines))
 
 
-#: Explore's convergence chart (the residual panel's title is in it), its axes and its data.
+#: Explore's convergence chart (the residual panel's title is in it), and its data: a marker (a run
+#: of up to 60 records draws them; the chart's empty traces before any run have none).
 CONVERGENCE = ".js-plotly-plot"
 CONVERGENCE_TEXT = "Residual (solver"
+CONVERGENCE_DATA = ".scatterlayer .points path"
 #: Installed in the page: notes, on the page's own clock, the last click and when the convergence
 #: chart's data and a finished run's status line are first painted after it (inserted, then the
 #: next frame's callback and the task after it, as in PAINT_PROBE: plotly.js inserts a chart's
@@ -204,7 +206,7 @@ new MutationObserver(() => {{
   if (run.clicked === null) return;
   const chart = [...document.querySelectorAll({CONVERGENCE!r})]
     .find(p => p.textContent.includes({CONVERGENCE_TEXT!r}));
-  if (run.chart === null && chart && chart.querySelector(".scatterlayer .trace")) painted("chart");
+  if (run.chart === null && chart && chart.querySelector({CONVERGENCE_DATA!r})) painted("chart");
   const main = document.querySelector("[data-testid=stMain]");
   if (run.result === null && main && main.textContent.includes(" finished — ")) painted("result");
 }}).observe(document, {{childList: true, subtree: true, characterData: true}});
@@ -232,7 +234,7 @@ def test_the_convergence_chart_waits_drawn_before_run_and_fills_in_after_it(serv
             chart.locator(".xtitle").first.wait_for(state="attached")          # its axes are drawn
             page.wait_for_function("window.__krrPicturePainted !== null")
             assert page.get_by_text("Nothing has run with these settings yet").count() == 1
-            assert chart.count() == 1 and chart.locator(".scatterlayer .trace").count() == 0, "data before Run"
+            assert chart.count() == 1 and _chart_points(page) == 0 and not chart.locator(CONVERGENCE_DATA).count()
             assert chart.locator(".xtitle").first.text_content() == "iteration t"
             load, picture, plotly = page.evaluate(
                 "[performance.getEntriesByType('navigation')[0].loadEventEnd, window.__krrPicturePainted, "
@@ -240,7 +242,7 @@ def test_the_convergence_chart_waits_drawn_before_run_and_fills_in_after_it(serv
             axes = page.evaluate("performance.now()")
             button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
             button.click()
-            chart.locator(".scatterlayer .trace").first.wait_for(state="attached")
+            chart.locator(CONVERGENCE_DATA).first.wait_for(state="attached")
             result = page.get_by_test_id("stAlert").filter(has_text=" finished — ").first
             result.wait_for()
             page.wait_for_function("window.__krrRun.chart && window.__krrRun.result")
