@@ -62,10 +62,10 @@ SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
 #: whole page in the browser. Measured 2026-11-23 (one tab; FALKON, Two moons n = 40,000, M = 1,000,
 #: 20 iterations, 1.1 s in a warm krrcore process): a look costs the server ~0.03 s of CPU and
 #: chromium ~0.17 s (0.1 s Streamlit's redraw, 0.07 s the chart). In-app solver seconds over
-#: krrcore's, at 0.5 / 1 / 2 s: 1.50 / 1.30 / 1.20× with chromium on the workers' 2 cores, 1.21 /
-#: 1.20× (0.5 / 1 s) with chromium on one core. 0.5 s is kept: a visitor's browser runs on the
-#: visitor's machine, where the rate does not slow the workers, and a slower rate shows every result
-#: later by up to the interval. Env: KRR_POLL_SECONDS.
+#: krrcore's (three servers side by side, one tab each), at 0.5 / 1 / 2 s: 1.50 / 1.30 / 1.20× with
+#: chromium on the workers' 2 cores, 1.21 / 1.20× (0.5 / 1 s) with chromium on one core. 0.5 s is
+#: kept: a visitor's browser runs on the visitor's machine, where the rate does not slow the
+#: workers, and a slower rate shows every result later by up to the interval. Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
 #: Seconds between two looks of a page whose run waits behind others for a worker (its queue
 #: position). Measured with 6 chromium tabs on 2 cores: a tab looking every 0.5 s spent ~150 ms of
