@@ -81,12 +81,13 @@ def warm_library(threads: int, queries):
         yield lambda query: pool.submit(bench_app.library_fit, query).result()
 
 
-def browser_placements() -> dict[str, str | None]:
-    """Label → chromium executable: on every core, and (with ``taskset`` and 2+ cores) confined to the last."""
+def browser_placements(confine: bool) -> dict[str, str | None]:
+    """Label → chromium executable: on every core, and (``confine``, with ``taskset`` and 2+ cores)
+    confined to the last."""
     chromium = shutil.which("chromium")
-    placements = {f"shares the {os.cpu_count()} cores": chromium}
     cores = os.cpu_count() or 1
-    if shutil.which("taskset") and cores > 1:
+    placements = {f"shares the {cores} cores": chromium}
+    if confine and shutil.which("taskset") and cores > 1:
         wrapper = Path(tempfile.mkdtemp()) / "chromium-last-core"
         wrapper.write_text(f'#!/bin/sh\nexec taskset -c {cores - 1} {chromium} "$@"\n')
         wrapper.chmod(0o755)
@@ -94,15 +95,19 @@ def browser_placements() -> dict[str, str | None]:
     return placements
 
 
-def app_fits(url: str, playwright, executable: str, queries: dict[str, str], repeats: int, library) -> dict[str, dict]:
+def start_workers(url: str, browser) -> None:
+    """The server's first visit starts its workers: wait for them once, like a second user."""
+    warm = browser.new_page()
+    warm.goto(url)
+    warm.get_by_role("button", name="Run", exact=True).wait_for(timeout=180_000)
+    time.sleep(10)
+    warm.close()
+
+
+def app_fits(url: str, browser, queries: dict[str, str], repeats: int, library) -> dict[str, dict]:
     """Per problem, ``repeats`` alternating samples: an app run in a new browser context (in-app
     solver seconds, Run → first chart, Run → result), then the same fit through ``library``."""
     out = {}
-    browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
-    warm = browser.new_page()
-    warm.goto(url)           # the first visit starts the workers; wait for them like a second user
-    warm.get_by_role("button", name="Run", exact=True).wait_for(timeout=180_000)
-    time.sleep(10)
     for label, query in queries.items():
         samples = []
         for _ in range(repeats):
@@ -126,7 +131,6 @@ def app_fits(url: str, playwright, executable: str, queries: dict[str, str], rep
             samples.append((seconds, library(query), first_chart, to_result))
         out[label] = {k: statistics.median(s[i] for s in samples)
                       for i, k in enumerate(("solver_seconds", "library_seconds", "first_chart", "to_result"))}
-    browser.close()
     return out
 
 
@@ -140,14 +144,16 @@ def measure(quick: bool, repeats: int) -> list[dict]:
     from krr_app.server import running_app
 
     queries = QUICK if quick else PROBLEMS
-    placements = browser_placements()
-    if quick:       # the suite's smoke run: one placement is enough to show the case works
-        placements = dict(list(placements.items())[:1])
+    placements = browser_placements(confine=not quick)    # quick: the suite's smoke run, one is enough
     rows = []
     with warm_library(settings.WORKER_THREADS, queries.values()) as same_threads, \
             running_app(Path(tempfile.mkdtemp()) / "server.log") as (url, _), sync_playwright() as playwright:
-        for placement, executable in placements.items():
-            in_app = app_fits(url, playwright, executable, queries, repeats, same_threads)
+        for i, (placement, executable) in enumerate(placements.items()):
+            browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
+            if i == 0:
+                start_workers(url, browser)
+            in_app = app_fits(url, browser, queries, repeats, same_threads)
+            browser.close()
             for label, app in in_app.items():
                 rows.append({"problem": label, "browser": placement, "app solver s": app["solver_seconds"],
                              "krrcore s (same threads)": app["library_seconds"],

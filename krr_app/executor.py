@@ -119,8 +119,7 @@ class Executor(ABC):
         if recent:
             per_run = sum(recent) / len(recent)
         else:
-            estimate = getattr(run, "estimate", None)
-            per_run = None if estimate is None else estimate.seconds_for(run.config.maxiter or 1)
+            per_run = None if run.estimate is None else run.estimate.seconds_for(run.config.maxiter or 1)
         if per_run is None:
             return position, None
         return position, math.ceil(position / max(1, self.workers)) * per_run
