@@ -33,6 +33,21 @@ METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "r
 #: What an empty convergence figure (no run yet) says in each panel.
 EMPTY_TEXT = "drawn as the solver runs"
 
+MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+#: Every figure's legend: one horizontal row (wrapping as needed) at the bottom of the figure,
+#: placed in the figure's own ("container") coordinates. plotly reserves the legend's height as
+#: bottom margin and lays the x axes' tick labels and titles out above it. A legend placed at
+#: y < 0 in plot ("paper") coordinates sits a fixed share of the plot's height below the axis: too
+#: little for the tick labels and title once the plot is short, the column narrow or the legend
+#: wraps, and then it covers the x-axis title.
+LEGEND_BELOW = {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0}
+
+
+def _layout(fig: go.Figure, height: int, *, top: int = MARGIN["t"], **kwargs) -> go.Figure:
+    """Every figure's height, margins (``top`` leaves room for titles) and legend (:data:`LEGEND_BELOW`)."""
+    fig.update_layout(height=height, margin={**MARGIN, "t": top}, legend=LEGEND_BELOW, **kwargs)
+    return fig
+
 
 def metric_title(name: str) -> str:
     return METRIC_NAMES.get(name, name or "metric")
@@ -86,9 +101,7 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
             fig.add_annotation(text=EMPTY_TEXT, xref="x domain" if col == 1 else "x2 domain",
                                yref="y domain" if col == 1 else "y2 domain", x=0.5, y=0.5, showarrow=False,
                                font={"color": "#888"})
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
-    return fig
+    return _layout(fig, height)
 
 
 def traces_frame(runs) -> pd.DataFrame:
@@ -145,9 +158,7 @@ def _fit_1d(data, surface, height):
     curve = data.to_original_units(pred[:, 0]) if data.task == "regression" else pred[:, 0]
     fig.add_trace(go.Scatter(x=grid, y=curve, mode="lines", name="fitted f(x)",
                              line={"color": "#1f77b4", "width": 3}))
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      xaxis_title=x_title, yaxis_title=y_title)
-    return fig
+    return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
 
 
 def _fit_2d(data, surface, height):
@@ -172,27 +183,17 @@ def _fit_2d(data, surface, height):
                                  name="predicted class"))
     points, x_title, y_title = point_traces(data, colorbar=False)     # the surface has the colour bar
     fig.add_traces(points)
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title=x_title,
-                      yaxis_title=y_title,
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})
-    return fig
+    return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
 
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset) ------------------------------
 
 #: Points drawn in a scatter (more only slows the browser down).
 MAX_POINTS = 3000
-MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
-LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0}
 
 
 def _estimate_suffix(method: str) -> str:
     return "" if method == "exact" else f" — estimate, {method}"
-
-
-def _layout(fig: go.Figure, height: int, **kwargs) -> go.Figure:
-    fig.update_layout(height=height, margin=MARGIN, legend=LEGEND_BELOW, **kwargs)
-    return fig
 
 
 def _guide(fig: go.Figure, *, x: float | None = None, y: float | None = None, label: str,
