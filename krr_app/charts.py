@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 
 from krrcore.metrics import predicted_labels
 
-from .preview import point_traces
+from .preview import browser_values, point_traces
 
 PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
@@ -156,29 +156,43 @@ def _fit_1d(data, surface, height):
     points, x_title, y_title = point_traces(data)
     fig = go.Figure(points)
     curve = data.to_original_units(pred[:, 0]) if data.task == "regression" else pred[:, 0]
-    fig.add_trace(go.Scatter(x=grid, y=curve, mode="lines", name="fitted f(x)",
+    fig.add_trace(go.Scatter(x=browser_values(grid), y=browser_values(curve), mode="lines", name="fitted f(x)",
                              line={"color": "#1f77b4", "width": 3}))
     return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
+
+
+def _zero_crossings(z: np.ndarray) -> np.ndarray:
+    """A grid with the zero crossings of ``z`` in a quarter of its float64 bytes, for a contour
+    drawn at 0 alone: z/max|z| as int16. A positive scale leaves the crossings plotly interpolates
+    linearly between neighbouring grid values z₁, z₂ where they were; rounding moves one by at most
+    (max|z|/32767)/|z₁ − z₂| of their spacing. (int16 has no NaN: a grid with gaps stays float.)"""
+    if not np.isfinite(z).all():
+        return browser_values(z)
+    return np.rint(z * (32767 / (float(np.abs(z).max()) or 1.0))).astype(np.int16)
 
 
 def _fit_2d(data, surface, height):
     (gx, gy), pred = surface.axes, surface.values
     shape = (len(gy), len(gx))
+    gx, gy = browser_values(gx), browser_values(gy)
     fig = go.Figure()
     if data.task == "regression":
         z = data.to_original_units(pred[:, 0]).reshape(shape)
-        fig.add_trace(go.Contour(x=gx, y=gy, z=z, colorscale="Viridis", opacity=0.75, name="f(x)",
+        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="Viridis", opacity=0.75, name="f(x)",
                                  colorbar={"title": data.target_name}))
     elif data.task == "binary":
         z = pred[:, 0].reshape(shape)
         bound = float(np.nanmax(np.abs(z))) or 1.0
-        fig.add_trace(go.Contour(x=gx, y=gy, z=z, colorscale="RdBu", zmin=-bound, zmax=bound, opacity=0.7,
-                                 name="f(x)", colorbar={"title": "f(x)"}, contours={"coloring": "heatmap"}))
-        fig.add_trace(go.Contour(x=gx, y=gy, z=z, showscale=False, name="decision boundary f(x) = 0",
+        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="RdBu", zmin=-bound, zmax=bound,
+                                 opacity=0.7, name="f(x)", colorbar={"title": "f(x)"},
+                                 contours={"coloring": "heatmap"}))
+        # Its hover would show the rescaled grid, not f: the surface below shows f(x) there.
+        fig.add_trace(go.Contour(x=gx, y=gy, z=_zero_crossings(z), showscale=False, hoverinfo="skip",
+                                 name="decision boundary f(x) = 0",
                                  contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
                                  line={"width": 3, "color": "black"}))
     else:
-        z = predicted_labels(pred).reshape(shape).astype(float)
+        z = predicted_labels(pred).reshape(shape).astype(np.int16)     # class indices
         fig.add_trace(go.Heatmap(x=gx, y=gy, z=z, colorscale="Turbo", opacity=0.45, showscale=False,
                                  name="predicted class"))
     points, x_title, y_title = point_traces(data, colorbar=False)     # the surface has the colour bar

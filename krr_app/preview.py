@@ -87,6 +87,12 @@ def point_sets(data) -> tuple[list[PointSet], str, str]:
                      values_title=title, legend=legend)], *titles
 
 
+def browser_values(values) -> np.ndarray:
+    """``values`` as float32, the precision a chart needs: plotly.py sends a numpy array as its raw
+    bytes (base64), so float64 doubles a chart's message for digits no screen or hover label shows."""
+    return np.asarray(values, dtype=np.float32)
+
+
 def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
     """:func:`point_sets` as plotly traces (the fit figures draw their points with it)."""
     sets, x_title, y_title = point_sets(data)
@@ -95,11 +101,12 @@ def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
         if points.colour is not None:
             marker = {"size": 5, "color": points.colour, "opacity": points.opacity}
         else:
-            marker = {"color": points.values, "colorscale": points.scale, "size": 6,
+            marker = {"color": browser_values(points.values), "colorscale": points.scale, "size": 6,
                       "line": {"width": 0.6, "color": "white"}}
             if colorbar:
                 marker["colorbar"] = {"title": points.values_title}
-        traces.append(go.Scatter(x=points.x, y=points.y, mode="markers", name=points.name, marker=marker))
+        traces.append(go.Scatter(x=browser_values(points.x), y=browser_values(points.y), mode="markers",
+                                 name=points.name, marker=marker))
     return traces, x_title, y_title
 
 
