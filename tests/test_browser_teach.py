@@ -265,3 +265,53 @@ def test_the_convergence_chart_waits_drawn_before_run_and_fills_in_after_it(serv
         lines.append(f"{name}: " + ", ".join(f"{v:.2f}" for v in values)
                      + f" s (median {statistics.median(values):.2f})")
     print("\nnew visitors, a link that waits for Run:\n  " + "\n  ".join(lines))
+
+
+#: For every plotly chart on the page: its key, its legend's entries and the boxes (viewport px) of
+#: its legend, its x-axis titles and x tick labels, and its thick black contour lines (a decision boundary).
+CHART_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => {
+  const boxes = (sel) => [...p.querySelectorAll(sel)].map(e => e.getBoundingClientRect())
+      .filter(r => r.height > 0).map(r => ({top: r.top, bottom: r.bottom, left: r.left, right: r.right}));
+  const holder = p.closest('[class*="st-key-"]');
+  return {key: holder ? [...holder.classList].find(c => c.startsWith('st-key-')).slice(7) : null,
+          entries: [...p.querySelectorAll('.legend .traces')].map(t => t.textContent),
+          legend: boxes('.legend .bg'), titles: boxes('[class^="g-x"][class$="title"]'),
+          ticks: boxes('.xtick text, .x2tick text'),
+          boundary: [...p.querySelectorAll('.contourlines path')].filter(
+              e => e.style.stroke === 'rgb(0, 0, 0)' && parseFloat(e.style.strokeWidth) >= 3).length}; })"""
+
+
+def _overlap(a, b) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def test_legends_leave_the_x_axis_titles_clear(server, tmp_path):
+    """Explore after a run, in a 1000 px window (the fit's column is then ~260 px wide and its
+    legend wraps): no legend covers an x-axis title or tick label, and the decision surface shows
+    its boundary line, named in the legend. (charts.LEGEND_BELOW; at y = -0.15 in plot
+    coordinates the decision surface's legend covered its x-axis title here by ~15 px.)"""
+    url, log_path = server
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1000, "height": 1600}).new_page()
+        page.set_default_timeout(120_000)
+        try:
+            for dataset, entry in (("moons", "decision boundary f(x) = 0"), ("sine1d", "fitted f(x)")):
+                page.goto(f"{url}/?dataset={dataset}&solver=falkon&maxiter=20")    # small: runs by itself
+                page.locator(".st-key-explore_fit .js-plotly-plot .legend").wait_for()
+                _wait_idle(page)
+                charts = {c["key"]: c for c in page.evaluate(CHART_BOXES)}
+                assert {"explore_fit", "explore_convergence"} <= charts.keys(), charts.keys()
+                for key, chart in charts.items():
+                    assert chart["legend"] and chart["titles"], (dataset, key)
+                    clash = [(legend, other) for legend in chart["legend"]
+                             for other in chart["titles"] + chart["ticks"] if _overlap(legend, other)]
+                    assert not clash, (dataset, key, clash)
+                fit = charts["explore_fit"]
+                assert entry in fit["entries"] and fit["legend"][0]["top"] > max(t["bottom"] for t in fit["titles"])
+                if dataset == "moons":
+                    assert fit["boundary"] > 0          # the black line at f(x) = 0 is drawn
+                page.locator(".st-key-explore_fit").screenshot(path=str(tmp_path / f"fit-{dataset}.png"))
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
+            raise
