@@ -1,6 +1,8 @@
 """KRR Explorer — the Streamlit entry point and router.
 
-Run with ``streamlit run app.py``. This script runs on every interaction: it declares the pages,
+Run with ``streamlit run app.py``. Streamlit imports this file once to find ``app``: the pages plus
+the live chart's records endpoint (:mod:`krr_app.live_api`) on one Starlette server. Then, as
+``__main__``, this script runs on every interaction: it declares the pages,
 draws the shared sidebar (data, kernel, λ, M, solver — all bound to the URL; its data section
 first, the rest when the page asks for the settings), then runs the selected page. Every page goes
 through here, so every page sees the same sidebar.
@@ -13,26 +15,31 @@ resets that mode before every run, would run pages without the router on every r
 """
 import streamlit as st
 
-from krr_app import executor, sidebar
+if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI app
+    from krr_app.live_api import ROUTES
 
-st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide")
-executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
+    app = st.App(__file__, routes=ROUTES)
+else:
+    from krr_app import executor, sidebar
 
-explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
-compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")
-# Pages that show the solver controls in the sidebar (the others only need the problem).
-SOLVER_PAGES = {explore.url_path, compare.url_path}
+    st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide")
+    executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
 
-conditioning = st.Page("app_pages/conditioning.py", title="Conditioning", icon=":material/tune:")
-leverage = st.Page("app_pages/leverage.py", title="Leverage scores", icon=":material/bubble_chart:")
-dataset = st.Page("app_pages/dataset.py", title="Dataset", icon=":material/table_chart:")
+    explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
+    compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")
+    # Pages that show the solver controls in the sidebar (the others only need the problem).
+    SOLVER_PAGES = {explore.url_path, compare.url_path}
 
-page = st.navigation([explore, compare, conditioning, leverage, dataset])
-# The name a lesson step uses for each page (krr_app.lessons.PAGES maps them back to the scripts).
-PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
-              leverage.url_path: "leverage", dataset.url_path: "dataset"}
-# The sidebar's data section now; its other controls when the page asks for the settings (Explore
-# draws the data's picture first), or after the page for one that never does.
-sidebar.render(page=PAGE_NAMES[page.url_path], solver_section=page.url_path in SOLVER_PAGES)
-page.run()
-sidebar.finish()
+    conditioning = st.Page("app_pages/conditioning.py", title="Conditioning", icon=":material/tune:")
+    leverage = st.Page("app_pages/leverage.py", title="Leverage scores", icon=":material/bubble_chart:")
+    dataset = st.Page("app_pages/dataset.py", title="Dataset", icon=":material/table_chart:")
+
+    page = st.navigation([explore, compare, conditioning, leverage, dataset])
+    # The name a lesson step uses for each page (krr_app.lessons.PAGES maps them back to the scripts).
+    PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
+                  leverage.url_path: "leverage", dataset.url_path: "dataset"}
+    # The sidebar's data section now; its other controls when the page asks for the settings (Explore
+    # draws the data's picture first), or after the page for one that never does.
+    sidebar.render(page=PAGE_NAMES[page.url_path], solver_section=page.url_path in SOLVER_PAGES)
+    page.run()
+    sidebar.finish()

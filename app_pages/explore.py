@@ -133,7 +133,7 @@ else:
             views.convergence_chart([current], x_axis, key="explore_convergence")
 
     with live_slot:
-        views.live(lambda: [shown], _render, key="explore_live")
+        views.live(lambda: [shown], _render, key="explore_live", x=x_axis)
     if not shown.active and shown.metrics:
         with metrics_slot:
             views.metric_cards(shown)

@@ -30,6 +30,7 @@ METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "r
                 "classification_error": "classification error", "auc": "AUC"}
 
 
+RESIDUAL_TITLE = "Residual (solver's own measure)"
 #: What an empty convergence figure (no run yet) says in each panel.
 EMPTY_TEXT = "drawn as the solver runs"
 
@@ -71,7 +72,7 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
     metric = metric_title(metrics[0]) if len(metrics) == 1 else "metric"
     tracked_train = any(math.isfinite(r.train_metric) for run in runs for r in run.records)
     title = f"Test {metric}" + (" (train: dotted)" if tracked_train else "")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Residual (solver's own measure)", title),
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(RESIDUAL_TITLE, title),
                         horizontal_spacing=0.1)
     for i, run in enumerate(runs):
         records = run.records

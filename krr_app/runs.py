@@ -10,7 +10,8 @@ How a run flows
 3. The executor streams each :class:`~krrcore.stream.IterationRecord` into the run and finally
    completes it with a :class:`~krrcore.remote.FitOutcome`: trace, metrics, timings, the worker's
    peak memory, the compact model and the fit chart's grid. Nothing O(n²) or O(nM) comes back.
-4. The page polls the run from an ``@st.fragment(run_every=...)`` while it is active. Stop, a new
+4. While it is active the page's live chart asks the server for new records
+   (:mod:`krr_app.live_api`) and reruns the page once when it ends. Stop, a new
    Run on Explore, and closing the tab (``st.cache_resource(scope="session", on_release=...)``)
    cancel it: a queued run is dropped, a running one stops after its current iteration.
 """
@@ -23,6 +24,7 @@ from collections import OrderedDict, deque
 
 from krrcore.stream import IterationRecord
 
+from . import live_api
 from .config import RunConfig
 from .executor import get_executor, started_executor
 from .settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
@@ -168,6 +170,7 @@ class RunRegistry:
             if current is not None and current.active:
                 return current
             run = Run(config, data)
+            live_api.publish(run)        # the live chart asks for its records by id
             run._on_finish.append(self._on_finish)
             run._stopper = self._cancel
             self._runs.pop(config, None)

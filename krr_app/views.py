@@ -15,6 +15,7 @@ from krrcore.diagnostics.data import subsample
 
 from . import charts, explain, links
 from .executor import format_bytes, started_executor
+from .live_chart import live_chart
 from .runs import Run
 from .settings import (BUSY_POLL_SECONDS, EMPTY_CHART_DELAY_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS,
                        QUEUED_POLL_SECONDS)
@@ -232,15 +233,13 @@ def reproduce_key(key: str) -> str:
 
 
 def look_intervals(runs) -> tuple[float, float]:
-    """(seconds between looks while ``runs`` wait for a worker, while one computes), asked of the
-    executor once per page run.
+    """(seconds between the live chart's looks while ``runs`` wait for a worker, while one
+    computes), asked of the executor at every look (:mod:`krr_app.live_api`).
 
     One user, or a queued run a free worker takes at once: POLL_SECONDS for both. While other runs
-    wait for a worker (a classroom), every look costs the browsers — on the workers' machine when
-    the class sits at it — a whole-page redraw: a computing page looks every BUSY_POLL_SECONDS,
-    a waiting one every quarter of its estimated wait, between QUEUED_POLL_SECONDS and
-    QUEUED_POLL_MAX_SECONDS (its first look after its run started is that late at most; the run
-    itself does not wait for it)."""
+    wait for a worker (a classroom), a computing page looks every BUSY_POLL_SECONDS, a waiting one
+    every quarter of its estimated wait, between QUEUED_POLL_SECONDS and QUEUED_POLL_MAX_SECONDS
+    (its first look after its run started is that late at most; the run itself does not wait)."""
     executor = started_executor()
     queued = [r for r in runs if r.status == "queued"]
     if executor is None:
@@ -254,42 +253,19 @@ def look_intervals(runs) -> tuple[float, float]:
     return waiting, BUSY_POLL_SECONDS
 
 
-def live(runs_getter, render, *, key: str) -> None:
-    """Render ``render(runs)`` now and keep it current while a run is active, at the intervals of
-    :func:`look_intervals`; when the last active run ends, rerun the whole page once so the final
-    results and the buttons follow.
+def live(runs_getter, render, *, key: str, x: str = "iteration") -> None:
+    """Render ``render(runs)`` when no run is active; while one is, draw the live chart
+    (:func:`krr_app.live_chart.live_chart`), which asks the server for new records itself and
+    reruns the page once when a run ends, so the final results and the buttons follow.
 
-    Every look is a fragment rerun, and each costs the *browser* a redraw of the whole page
-    (~0.1 s of script time in chromium, measured): a page waiting in a queue looks seldom. Its
-    fast look, once its run computes, is a nested fragment registered by the slow one's rerun —
-    Streamlit sends the browser its timer then — so the switch needs no full rerun (a full rerun
-    started from inside a fragment lost the browser's refresh timer on 2 of 30 tabs under load).
+    Until 2026-11-23 every look was a fragment rerun: each cost the browser ~0.17 s of CPU and the
+    web server ~0.03 s, and a run of 1.2 s got two or three (README, "The app against the library").
     """
     runs = runs_getter()
     if not any(r.active for r in runs):
         render(runs)
         return
-    waiting, computing = look_intervals(runs)
-    queued = not any(r.status == "running" for r in runs)
-
-    def _look(nested: bool):
-        runs = runs_getter()
-        if not any(r.active for r in runs):
-            st.rerun()
-        if nested and any(r.status == "running" for r in runs):
-            _computing()
-        else:
-            render(runs)
-
-    @st.fragment(run_every=waiting if queued else computing, key=key)
-    def _view():
-        _look(nested=queued and waiting != computing)
-
-    @st.fragment(run_every=computing, key=f"{key}-computing")
-    def _computing():
-        _look(nested=False)
-
-    _view()
+    live_chart(runs, x, key=key)
 
 
 def server_load() -> None:

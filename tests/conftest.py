@@ -15,8 +15,8 @@ APP_TIMEOUT = 120
 def wait_for_runs(at, timeout: float = 180.0):
     """Block until every run of the AppTest session finished, then rerun the script.
 
-    AppTest cannot tick ``st.fragment(run_every=...)`` timers, so tests wait on the runs'
-    events (through the session's registry handle) and rerun by hand, as the timer would.
+    AppTest runs no browser, so nothing asks the live chart's endpoint: tests wait on the runs'
+    events (through the session's registry handle) and rerun by hand, as the chart's trigger would.
     """
     registry = at.session_state["_krr_runs"]
     for run in registry.runs():

@@ -1,0 +1,203 @@
+"""The convergence chart while runs compute: a small component that asks the server for new
+records (:mod:`krr_app.live_api`) and appends them to its own SVG panels, without rerunning the
+page. When a run ends it asks for one page rerun, which draws the finished runs with plotly
+(:func:`krr_app.charts.convergence_figure`: same panels, titles and colours).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from . import charts
+from .live_api import PREFIX, run_state
+
+_JS = r"""
+const NS = 'http://www.w3.org/2000/svg';
+const HEIGHT = 330, PAD = {l: 58, r: 14, t: 30, b: 42}, GAP = 48;
+
+function el(name, attrs, parent, text) {
+  const e = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+// Log-axis ticks as plotly draws them: powers of ten over many decades (10^k), and 1, 2, 5 × 10^k
+// over two decades or fewer (a test error), labelled as plain numbers.
+function logTicks(lo, hi) {
+  const a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
+  const ticks = [];
+  if (b - a <= 2) {
+    for (let k = a; k <= b; k++) for (const m of [1, 2, 5]) {
+      const v = m * Math.pow(10, k);
+      if (v >= lo / 1.0001 && v <= hi * 1.0001) ticks.push({v, text: String(+v.toPrecision(2))});
+    }
+    return ticks;
+  }
+  const step = Math.max(1, Math.ceil((b - a) / 6));
+  for (let k = a; k <= b; k += step) {
+    const v = Math.pow(10, k);
+    if (v >= lo / 1.0001 && v <= hi * 1.0001) ticks.push({v, power: k});
+  }
+  return ticks;
+}
+
+function tickLabel(g, x, y, tick) {
+  const t = el('text', {x, y, 'text-anchor': 'end', 'font-size': 12, fill: '#555'}, g);
+  if (tick.power === undefined) { t.textContent = tick.text; return; }
+  t.textContent = '10';
+  el('tspan', {dy: -6, 'font-size': 9}, t, String(tick.power));
+}
+
+function usable(r, xkey, ykey) { return r[ykey] !== null && r[ykey] > 0 && r[xkey] !== null; }
+
+function panel(svg, x0, width, title, series, xkey, ykeys, xtitle) {
+  const g = el('g', {}, svg);
+  el('text', {x: x0 + width / 2, y: 16, 'text-anchor': 'middle', 'font-size': 14, fill: '#333'}, g, title);
+  const left = x0 + PAD.l, right = x0 + width - PAD.r, top = PAD.t, bottom = HEIGHT - PAD.b;
+  el('text', {x: (left + right) / 2, y: HEIGHT - 6, 'text-anchor': 'middle', 'font-size': 13, fill: '#444'}, g, xtitle);
+  const pts = [];
+  for (const s of series) for (const r of s.records) for (const y of ykeys) if (usable(r, xkey, y)) pts.push([r[xkey], r[y]]);
+  if (!pts.length) {
+    el('text', {x: (left + right) / 2, y: (top + bottom) / 2, 'text-anchor': 'middle', 'font-size': 13, fill: '#888'},
+       g, 'drawn as the solver runs');
+    return;
+  }
+  let xmin = Math.min(...pts.map(p => p[0])), xmax = Math.max(...pts.map(p => p[0]));
+  if (xmax === xmin) { xmin -= 0.5; xmax += 0.5; }
+  let ylo = Math.min(...pts.map(p => p[1])), yhi = Math.max(...pts.map(p => p[1]));
+  if (yhi / ylo < 3) { ylo /= 1.5; yhi *= 1.5; }
+  const ly0 = Math.log10(ylo) - 0.03 * Math.log10(yhi / ylo), ly1 = Math.log10(yhi) + 0.03 * Math.log10(yhi / ylo);
+  const X = v => left + (v - xmin) / (xmax - xmin) * (right - left);
+  const Y = v => bottom - (Math.log10(v) - ly0) / (ly1 - ly0) * (bottom - top);
+  for (const tick of logTicks(Math.pow(10, ly0), Math.pow(10, ly1))) {
+    el('line', {x1: left, y1: Y(tick.v), x2: right, y2: Y(tick.v), stroke: '#eee'}, g);
+    tickLabel(g, left - 6, Y(tick.v) + 4, tick);
+  }
+  el('line', {x1: left, y1: bottom, x2: right, y2: bottom, stroke: '#999'}, g);
+  for (const frac of [0, 0.25, 0.5, 0.75, 1]) {
+    const v = xmin + frac * (xmax - xmin);
+    if (xkey === 'iteration' && Math.abs(v - Math.round(v)) > 1e-9) continue;
+    el('text', {x: X(v), y: bottom + 16, 'text-anchor': 'middle', 'font-size': 12, fill: '#555'}, g,
+       xkey === 'iteration' ? String(Math.round(v)) : v.toFixed(2));
+  }
+  for (const s of series) for (const y of ykeys) {
+    const p = s.records.filter(r => usable(r, xkey, y));
+    if (!p.length) continue;
+    const dotted = y === 'train_metric';
+    el('path', {d: p.map((r, i) => (i ? 'L' : 'M') + X(r[xkey]).toFixed(1) + ',' + Y(r[y]).toFixed(1)).join(''),
+                fill: 'none', stroke: s.color, 'stroke-width': 2, 'stroke-dasharray': dotted ? '2 3' : 'none'}, g);
+    if (!dotted) for (const r of p)
+      el('circle', {cx: X(r[xkey]).toFixed(1), cy: Y(r[y]).toFixed(1), r: 3, fill: s.color, class: 'krr-live-point'}, g);
+  }
+}
+
+export default function (component) {
+  const {data, setTriggerValue, parentElement} = component;
+  let root = parentElement.querySelector('.krr-live');
+  if (!root) {
+    root = document.createElement('div');
+    root.className = 'krr-live';
+    parentElement.appendChild(root);
+  }
+  if (root._krrStop) root._krrStop();      // a rerun mounts it again: one loop per chart
+  root.innerHTML = '';
+  const bar = document.createElement('div');
+  bar.className = 'krr-live-bar';
+  const fill = document.createElement('div');
+  bar.appendChild(fill);
+  const text = document.createElement('div');
+  text.className = 'krr-live-text';
+  root.append(bar, text);
+  const svg = el('svg', {height: HEIGHT, width: '100%', role: 'img', 'aria-label': 'convergence, drawn as the solver runs'}, root);
+  const legend = document.createElement('div');
+  legend.className = 'krr-live-legend';
+  root.appendChild(legend);
+  const runs = data.runs.map(r => ({...r, records: r.records.slice()}));
+  let stopped = false, timer = null;
+
+  function metricTitle() {
+    const names = new Set(runs.flatMap(r => r.records.map(x => x.metric)).filter(Boolean));
+    const name = names.size === 1 ? (data.metric_names[[...names][0]] || [...names][0]) : 'metric';
+    const train = runs.some(r => r.records.some(x => x.train_metric !== null));
+    return 'Test ' + name + (train ? ' (train: dotted)' : '');
+  }
+
+  function draw() {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    const width = Math.max(root.clientWidth || 0, 400), half = (width - GAP) / 2;
+    panel(svg, 0, half, data.residual_title, runs, data.x, ['residual'], data.x_title);
+    panel(svg, half + GAP, half, metricTitle(), runs, data.x, ['val_metric', 'train_metric'], data.x_title);
+    const active = runs.filter(r => r.active);
+    const now = active.find(r => r.status === 'running') || active[0];
+    text.textContent = runs.length === 1 ? (now ? now.text : '') :
+      `${runs.length - active.length} of ${runs.length} runs finished · now: ${now ? now.text : '—'}`;
+    const done = runs.reduce((sum, r) => sum + (r.active ? (r.maxiter && r.records.length ?
+      Math.min(1, r.records[r.records.length - 1].iteration / r.maxiter) : 0) : 1), 0);
+    fill.style.width = (100 * done / runs.length).toFixed(1) + '%';
+    legend.innerHTML = '';
+    if (runs.length > 1) for (const r of runs) {
+      const item = document.createElement('span');
+      const swatch = document.createElement('i');
+      swatch.style.background = r.color;
+      item.append(swatch, document.createTextNode(r.label));
+      legend.appendChild(item);
+    }
+  }
+
+  async function look() {
+    if (stopped) return;
+    let next = data.poll_ms;
+    try {
+      for (const r of runs.filter(r => r.active)) {
+        const answer = await fetch(data.api + r.id + '?since=' + r.records.length, {cache: 'no-store'});
+        if (!answer.ok) { r.active = false; stopped = true; setTriggerValue('ended', r.id); return; }
+        const state = await answer.json();
+        r.records.push(...state.records);
+        r.text = state.text;
+        r.status = state.status;
+        r.active = state.active;
+        next = Math.min(next, state.next_ms);
+        if (!state.active) { stopped = true; draw(); setTriggerValue('ended', r.id); return; }
+      }
+      draw();
+    } catch (e) {
+      next = Math.max(next, 2000);      // the server restarts or the network blinks: ask again later
+    }
+    if (!stopped) timer = setTimeout(look, next);
+  }
+
+  draw();
+  timer = setTimeout(look, data.poll_ms);
+  root._krrStop = () => { stopped = true; if (timer) clearTimeout(timer); };
+  return root._krrStop;
+}
+"""
+
+_CSS = """
+.krr-live-bar { height: 0.5rem; border-radius: 0.25rem; background: rgba(151, 166, 195, 0.25); overflow: hidden; }
+.krr-live-bar > div { height: 100%; background: #1f77b4; }
+.krr-live-text { font-size: 0.875rem; margin: 0.3rem 0 0.2rem; min-height: 1.3rem; }
+.krr-live-legend span { margin-right: 1rem; font-size: 0.8rem; white-space: nowrap; }
+.krr-live-legend i { display: inline-block; width: 1.2rem; height: 0.2rem; margin: 0 0.3rem 0.2rem 0;
+                     vertical-align: middle; }
+"""
+
+_component = st.components.v2.component("krr_live_chart", js=_JS, css=_CSS)
+
+
+def live_chart(runs, x: str, *, key: str) -> None:
+    """Draw ``runs`` (some active) with their records so far and keep them current from the
+    browser; when one ends the page reruns once (``on_ended_change``)."""
+    data = {"api": PREFIX, "x": x, "x_title": charts.X_AXES[x], "residual_title": charts.RESIDUAL_TITLE,
+            "metric_names": charts.METRIC_NAMES, "runs": []}
+    intervals = []
+    for i, run in enumerate(runs):
+        state = run_state(run)
+        intervals.append(state["next_ms"])
+        data["runs"].append({"id": run.id, "label": run.label, "color": charts.PALETTE[i % len(charts.PALETTE)],
+                             "maxiter": run.config.maxiter, "status": state["status"], "active": state["active"],
+                             "text": state["text"],
+                             "records": state["records"]})
+    data["poll_ms"] = min(intervals)
+    _component(data=data, key=key, on_ended_change=lambda: None)

@@ -1,0 +1,78 @@
+"""The live chart's records endpoint (krr_app.live_api): what a look asks and gets.
+
+The endpoint is called as Starlette calls it (an ASGI request scope), with runs executed on
+threads of this process; tests/test_browser.py drives it from the page in chromium.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import pytest
+from starlette.requests import Request
+
+from krr_app import live_api
+from krr_app.runs import Run
+from krr_app.config import DataSpec, make_config
+from krrcore.stream import IterationRecord
+
+
+def _call(run_id: str, query: str = "") -> tuple[int, dict]:
+    scope = {"type": "http", "method": "GET", "path": live_api.PREFIX + run_id, "query_string": query.encode(),
+             "headers": [], "path_params": {"run_id": run_id}}
+    response = asyncio.run(live_api._run_endpoint(Request(scope)))
+    return response.status_code, json.loads(response.body)
+
+
+@pytest.fixture
+def run():
+    config = make_config(DataSpec("moons", n=200), kernel="gaussian", kernel_params={"sigma": 0.5},
+                         penalty=1e-3, solver="falkon", M=20, maxiter=10)
+    run = Run(config)
+    live_api.publish(run)
+    return run
+
+
+def test_a_look_gets_the_records_it_has_not_drawn_nan_as_null(run):
+    run._started("test worker")
+    for t in range(4):
+        run._append(IterationRecord(iteration=t, seconds=0.1 * t, residual=10.0 ** -t,
+                                    val_metric=math.nan if t == 0 else 0.5 / (t + 1), metric="classification_error"))
+    status, first = _call(run.id)
+    assert status == 200 and first["status"] == "running" and first["active"] is True
+    assert [r["iteration"] for r in first["records"]] == [0, 1, 2, 3] and first["count"] == 4
+    assert first["records"][0]["val_metric"] is None                 # JSON has no NaN
+    assert first["records"][2]["residual"] == pytest.approx(1e-2)
+    assert first["records"][1]["metric"] == "classification_error"
+    assert first["text"].startswith("iteration 3 / 10 · residual 0.001")
+    assert first["next_ms"] > 0
+    status, later = _call(run.id, "since=3")
+    assert status == 200 and [r["iteration"] for r in later["records"]] == [3] and later["count"] == 4
+
+
+def test_a_finished_run_says_so_and_the_page_reruns_once(run):
+    run._started("test worker")
+    run._fail("boom")
+    status, state = _call(run.id, "since=0")
+    assert status == 200 and state["active"] is False and state["status"] == "error" and state["records"] == []
+
+
+def test_unknown_runs_and_bad_queries_are_named(run):
+    status, body = _call("nosuchrun0000")
+    assert status == 404 and "no such run" in body["error"]
+    status, body = _call(run.id, "since=two")
+    assert status == 400 and body["error"] == "since must be a whole number, got 'two'"
+
+
+def test_a_run_is_forgotten_with_its_session():
+    config = make_config(DataSpec("moons", n=200), kernel="gaussian", kernel_params={"sigma": 0.5},
+                         penalty=1e-3, solver="falkon", M=20, maxiter=10)
+    run = Run(config)
+    live_api.publish(run)
+    run_id = run.id
+    del run
+    import gc
+
+    gc.collect()
+    assert _call(run_id)[0] == 404
