@@ -145,20 +145,31 @@ export default function (component) {
     }
   }
 
+  // A run ended: ask for the page rerun that draws it, and ask again until the rerun replaces this
+  // chart (a trigger sent while the page's previous run was still being drawn was seen to be lost).
+  let asked = 0;
+  function ended(id) {
+    draw();
+    setTriggerValue('ended', id + ':' + asked);
+    asked += 1;
+    if (asked < 20) timer = setTimeout(() => { if (!stopped) ended(id); }, 1500);
+  }
+
   async function look() {
     if (stopped) return;
     let next = data.poll_ms;
     try {
       for (const r of runs.filter(r => r.active)) {
         const answer = await fetch(data.api + r.id + '?since=' + r.records.length, {cache: 'no-store'});
-        if (!answer.ok) { r.active = false; stopped = true; setTriggerValue('ended', r.id); return; }
+        if (stopped) return;
+        if (!answer.ok) { r.active = false; ended(r.id); return; }     // forgotten with its session
         const state = await answer.json();
         r.records.push(...state.records);
         r.text = state.text;
         r.status = state.status;
         r.active = state.active;
         next = Math.min(next, state.next_ms);
-        if (!state.active) { stopped = true; draw(); setTriggerValue('ended', r.id); return; }
+        if (!state.active) { ended(r.id); return; }
       }
       draw();
     } catch (e) {
