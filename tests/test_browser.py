@@ -155,6 +155,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             # chart's own looks at the server: the page does not run its script again meanwhile.
             run_button.click()
             page.get_by_text(re.compile(r"iteration \d+ / ")).first.wait_for()
+            _wait_idle(page)        # the click's page run is over (the run may have started on a change)
             page.evaluate(COUNT_SCRIPT_RUNS)
             first = second = _live(page)
             deadline = time.time() + 30
