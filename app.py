@@ -16,9 +16,9 @@ resets that mode before every run, would run pages without the router on every r
 import streamlit as st
 
 if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI app
-    from krr_app.live_api import ROUTES
+    from krr_app.live_api import ROUTES, lifespan
 
-    app = st.App(__file__, routes=ROUTES)
+    app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:
     from krr_app import executor, sidebar
 

@@ -347,6 +347,13 @@ def _warm() -> None:
         log.exception("the executor could not start")
 
 
+def close_executor() -> None:
+    """Close the server's executor and the cluster it started (the server is shutting down)."""
+    executor = use_executor(None)
+    if executor is not None:
+        executor.close()
+
+
 def use_executor(executor: Executor | None) -> Executor | None:
     """Replace the server's executor (tests); returns the previous one, which the caller closes."""
     global _executor
