@@ -204,11 +204,11 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
                 page.reload()
             _wait_idle(page)
             page.get_by_role("button", name=re.compile(r"^Run \d+ configuration")).click()
-            page.get_by_test_id("stDataFrame").first.wait_for()
-            deadline = time.time() + 60
-            while time.time() < deadline and page.get_by_text(re.compile(r"runs finished · now:")).count():
-                time.sleep(0.3)
+            # While the batch runs, the live chart draws it; when the last run ends, the page draws
+            # the runs with plotly and their table.
+            page.locator(".krr-live-text").first.wait_for(state="detached", timeout=120_000)
             _wait_idle(page)
+            page.get_by_test_id("stDataFrame").first.wait_for()
             assert page.locator(".js-plotly-plot").count() >= 1
             _save(page, "screenshot-compare.png", tmp_path)
         except Exception:
