@@ -87,12 +87,7 @@ if not runs:
     st.stop()
 
 
-def _render(current):
-    active = [r for r in current if r.active]
-    if active:
-        done = len(current) - len(active)
-        st.progress(done / len(current), text=f"{done} of {len(current)} runs finished · now: "
-                    + views.progress_text(next((r for r in active if r.status == "running"), active[0])))
+def _render(current):     # finished runs (views.live draws the batch while one is active)
     tab_iter, tab_time = st.tabs(["Against iterations", "Against seconds"])
     with tab_iter:
         views.convergence_chart(current, "iteration", key="cmp_iter")

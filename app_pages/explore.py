@@ -123,12 +123,9 @@ if shown is None:
         views.empty_convergence_chart(x_axis, key="explore_convergence")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
 else:
-    def _render(runs):
+    def _render(runs):       # a finished run (views.live draws an active one)
         (current,) = runs
-        if current.active:
-            st.progress(views.progress_fraction(current), text=views.progress_text(current))
-        else:
-            views.status_message(current)
+        views.status_message(current)
         if current.records:
             views.convergence_chart([current], x_axis, key="explore_convergence")
 

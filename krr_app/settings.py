@@ -57,20 +57,18 @@ DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
 #: Runs one session has on the cluster at once; its further runs wait their turn in the session
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
-#: Seconds between two looks of a page at its computing run (the live chart's refresh). Every look is
-#: a fragment rerun: in the web server (see .streamlit/config.toml) and, costlier, a redraw of the
-#: whole page in the browser. Measured 2026-11-23 (one tab; FALKON, Two moons n = 40,000, M = 1,000,
-#: 20 iterations, 1.1 s in a warm krrcore process): a look costs the server ~0.03 s of CPU and
-#: chromium ~0.17 s (0.1 s Streamlit's redraw, 0.07 s the chart). In-app solver seconds over
-#: krrcore's (three servers side by side, one tab each), at 0.5 / 1 / 2 s: 1.50 / 1.30 / 1.20× with
-#: chromium on the workers' 2 cores, 1.21 / 1.20× (0.5 / 1 s) with chromium on one core. 0.5 s is
-#: kept: a visitor's browser runs on the visitor's machine, where the rate does not slow the
-#: workers, and a slower rate shows every result later by up to the interval. Env: KRR_POLL_SECONDS.
+#: Seconds between two looks of a page at its computing run (the live chart's refresh). A look is a
+#: small JSON request (krr_app.live_api) that the chart appends to its SVG panels. Until 2026-11-23
+#: every look was a fragment rerun, which cost the server ~0.03 s of CPU and chromium ~0.17 s
+#: (Streamlit's redraw plus plotly). On one server with the browser on the workers' 2 cores, for Run
+#: pressed again (FALKON, Two moons, n = 40,000, M = 1,000, 20 iterations), JSON looks brought
+#: in-app/krrcore solver seconds from 1.17 to 1.08x, chromium CPU per run from 2.64 to 1.94 s and the
+#: server's from 0.25 to 0.16 s (README). Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
 #: Seconds between two looks of a page whose run waits behind others for a worker (its queue
-#: position). Measured with 6 chromium tabs on 2 cores: a tab looking every 0.5 s spent ~150 ms of
-#: CPU per second redrawing the page; in a classroom most tabs wait, so they look seldom.
-#: Env: KRR_QUEUED_POLL_SECONDS.
+#: position). Chosen when every look redrew the page (6 chromium tabs looking every 0.5 s each spent
+#: ~150 ms of CPU per second); a JSON look costs far less, and a waiting page still has little new
+#: to show. Env: KRR_QUEUED_POLL_SECONDS.
 QUEUED_POLL_SECONDS = _env_float("KRR_QUEUED_POLL_SECONDS", 3.0, minimum=0.1)
 #: ... and at most this many seconds for a page far back in line, which looks every quarter of its
 #: estimated wait. 30 tabs on this 2-core machine took 1.5 of its cores (590 s of CPU in 378 s)

@@ -106,13 +106,6 @@ def queue_text(run: Run) -> str:
             f"{'s' if executor.workers != 1 else ''}{eta}…")
 
 
-def progress_fraction(run: Run) -> float:
-    records = run.records
-    if not records or not run.config.maxiter:
-        return 0.0
-    return min(1.0, records[-1].iteration / run.config.maxiter)
-
-
 def status_message(run: Run) -> None:
     """One line saying how the run ended (or that it is still going)."""
     records = run.records
@@ -258,8 +251,8 @@ def live(runs_getter, render, *, key: str, x: str = "iteration") -> None:
     (:func:`krr_app.live_chart.live_chart`), which asks the server for new records itself and
     reruns the page once when a run ends, so the final results and the buttons follow.
 
-    Until 2026-11-23 every look was a fragment rerun: each cost the browser ~0.17 s of CPU and the
-    web server ~0.03 s, and a run of 1.2 s got two or three (README, "The app against the library").
+    Until 2026-11-23 every look was a fragment rerun, which redrew the whole page in the browser
+    (README, "The app against the library", has the seconds).
     """
     runs = runs_getter()
     if not any(r.active for r in runs):
