@@ -102,8 +102,8 @@ if started:
     if small and (clicked or not first_run):
         run.wait(AUTO_RUN_WAIT_SECONDS)
 
-# Drawn after a click started a run, so it is enabled for the whole run (the polling fragment
-# below reruns only itself; the full rerun when the run ends disables it again).
+# Drawn after a click started a run, so it is enabled for the whole run (the live chart below does
+# not rerun the page; the rerun it asks for when the run ends disables it again).
 with col_stop:
     st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="stop",
               on_click=_stop_active, help="Stops after the current iteration (direct solvers cannot be "

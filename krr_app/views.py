@@ -107,7 +107,7 @@ def queue_text(run: Run) -> str:
 
 
 def status_message(run: Run) -> None:
-    """One line saying how the run ended (or that it is still going)."""
+    """One line saying how a finished run ended (an active one is drawn by :func:`live`)."""
     records = run.records
     iterations = records[-1].iteration if records else 0
     seconds = run.timings.get("solver_seconds", math.nan)
@@ -120,8 +120,6 @@ def status_message(run: Run) -> None:
         st.warning(f"**{run.label}** stopped — {run.message}: {summary}. The model is the last iterate.")
     elif run.status == "error":
         st.error(f"**{run.label}** failed: {run.message}")
-    else:
-        st.info(progress_text(run))
 
 
 def metric_cards(run: Run) -> None:

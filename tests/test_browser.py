@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.bench_app import WATCH_SCRIPT_STATE
 from krr_app.server import ServerFailed, running_app
 
 pytestmark = pytest.mark.browser
@@ -88,12 +89,6 @@ def _live(page) -> tuple[int, int]:
     return (int(match.group(1)) if match else -1), page.locator(".krr-live-point").count()
 
 
-#: Counts the page's script runs from now on (Streamlit's script-run state on the app's root).
-COUNT_SCRIPT_RUNS = """() => { const app = document.querySelector('[data-testid="stApp"]'); window.__krrRuns = 0;
-    new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running') window.__krrRuns++; })
-        .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']}); }"""
-
-
 def _chart_points(page) -> int:
     """Points drawn in the first trace of the first plotly chart (the residual curve). Read from
     plotly.js's decoded ``_fullData``: plotly.py sends numpy columns base64-encoded, and ``data``'s
@@ -156,7 +151,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             run_button.click()
             page.get_by_text(re.compile(r"iteration \d+ / ")).first.wait_for()
             _wait_idle(page)        # the click's page run is over (the run may have started on a change)
-            page.evaluate(COUNT_SCRIPT_RUNS)
+            page.evaluate(WATCH_SCRIPT_STATE)
             first = second = _live(page)
             deadline = time.time() + 30
             while time.time() < deadline:       # the reading that shows growth is the one asserted:
@@ -165,7 +160,8 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
                     break
                 time.sleep(0.2)
             assert second[0] > first[0] and second[1] > first[1], (first, second)
-            assert page.evaluate("window.__krrRuns") == 0, "a look reran the page"
+            script_runs = page.evaluate("window.__krrScriptStates.filter(s => s === 'running').length")
+            assert script_runs == 0, "a look reran the page"
             _save(page, "screenshot-explore-running.png", tmp_path)
 
             # Stop ends the run (within a second: tests/test_app.py measures it); the page says so
