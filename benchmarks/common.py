@@ -105,7 +105,7 @@ def hardware_floor(kernel, X: torch.Tensor, C: torch.Tensor, memory_budget: int 
     """
     from krrcore.ops import KernelOperator
 
-    v = torch.randn(C.shape[0], 1, dtype=X.dtype, generator=torch.Generator().manual_seed(0))
+    v = torch.randn(C.shape[0], 1, dtype=X.dtype, generator=torch.Generator().manual_seed(0)).to(X.device)
     KernelOperator(kernel, X[:256], C, block_rows=128).fused(v)       # warm BLAS workspaces
     op = KernelOperator(kernel, X, C, memory_budget=memory_budget)
     seconds, _ = timed(lambda: op.fused(v))
@@ -113,28 +113,33 @@ def hardware_floor(kernel, X: torch.Tensor, C: torch.Tensor, memory_budget: int 
         seconds = min(seconds, timed(lambda: op.fused(v), repeats=2)[0])
     n, M, d = X.shape[0], C.shape[0], X.shape[1]
     return {"floor_s": seconds, "floor_GFLOP/s": pass_flops(n, M, d) / seconds / 1e9,
-            "GEMM_GFLOP/s": gemm_gflops(X.dtype), "floor_block_rows": op.block_rows}
+            "GEMM_GFLOP/s": gemm_gflops(X.dtype, device=X.device), "floor_block_rows": op.block_rows}
 
 
-def gemm_gflops(dtype=torch.float32, size: int = 2048, repeats: int = 3) -> float:
-    """Measured matrix-multiply throughput: the compute roof for kernel passes."""
-    a = torch.randn(size, size, dtype=dtype)
-    b = torch.randn(size, size, dtype=dtype)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
+def gemm_gflops(dtype=torch.float32, size: int = 2048, repeats: int = 3, device="cpu") -> float:
+    """Measured matrix-multiply throughput on ``device``: the compute roof for kernel passes."""
+    if torch.device(device).type == "cuda":
+        size = max(size, 8192)            # a 2048² product does not fill a data-centre GPU
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
+    best, _ = timed(lambda: torch.mm(a, b), repeats=repeats + 1)
     return 2 * size ** 3 / best / 1e9
 
 
+def synchronize() -> None:
+    """Wait for queued GPU work, so that a wall-clock interval covers it (no-op on the CPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(fn, repeats: int = 1):
-    """(best seconds, last result) over ``repeats`` calls."""
+    """(best seconds, last result) over ``repeats`` calls, GPU work included."""
     best, out = float("inf"), None
     for _ in range(repeats):
+        synchronize()
         t0 = time.perf_counter()
         out = fn()
+        synchronize()
         best = min(best, time.perf_counter() - t0)
     return best, out
 

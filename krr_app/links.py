@@ -34,6 +34,7 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 
 from .config import INT_KNOBS, format_number
+from .text import plain, quoted
 
 #: session_state keys: the notes to show, the lesson values waiting for their widget, and the
 #: "the URL's parameter names were read" flag.
@@ -228,8 +229,10 @@ class Note:
     source: str = "link"            # "link", or "lesson <name>, step <k>"
 
     def text(self) -> str:
-        where = "" if self.source == "link" else f" ({self.source})"
-        return f"`{self.key}={self.given}`{where} {self.reason}."
+        """The note as Markdown: every part shown as text (:mod:`krr_app.text`), since the key,
+        the value and reasons that quote them come from the link."""
+        where = "" if self.source == "link" else f" ({plain(self.source)})"
+        return f"{quoted(f'{self.key}={self.given}')}{where} {plain(self.reason, limit=None)}."
 
 
 def add_note(note: Note) -> None:
@@ -268,7 +271,7 @@ def read_url_once() -> None:
     for key in [k for k in st.query_params if k not in known]:
         given = ", ".join(st.query_params.get_all(key))
         close = difflib.get_close_matches(key, sorted(known), n=1)
-        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         add_note(Note(key, given, f"is not a parameter of this app — ignored{hint}"))
         del st.query_params[key]
 

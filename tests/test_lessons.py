@@ -9,6 +9,7 @@ from conftest import wait_for_runs
 
 from krr_app import lessons
 from krr_app.lessons import LessonError, parse
+from krr_app.text import shown_as
 
 CATALOG, ERRORS = lessons.catalog()
 #: Keys of the widgets a page draws itself (every other setting is a sidebar control).
@@ -109,12 +110,12 @@ def test_a_lesson_hides_the_controls_it_does_not_use_and_leaving_brings_them_bac
 
 def test_an_unknown_lesson_or_step_is_named(app):
     at = app(lesson="nope")
-    text = "\n".join(w.value for w in at.warning)
-    assert "`lesson=nope` is not a lesson here — the lessons are" in text and "nystrom-centres" in text
+    text = "\n".join(shown_as(w.value) for w in at.warning)
+    assert "“lesson=nope” is not a lesson here — the lessons are" in text and "nystrom-centres" in text
     assert "lesson" not in at.query_params
     at = app(lesson="nystrom-centres", step=9)
-    text = "\n".join(w.value for w in at.warning)
-    assert "`step=9` is above the maximum — using the largest allowed, 4 (lesson nystrom-centres has 4 steps)" in text
+    text = "\n".join(shown_as(w.value) for w in at.warning)
+    assert "“step=9” is above the maximum — using the largest allowed, 4 (lesson nystrom-centres has 4 steps)" in text
     assert at.query_params["step"] == "4" and at.session_state["M"] == 400
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from krr_app import links
 from krr_app.links import Rule, decide
+from krr_app.text import plain, shown_as
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = {"auto_run": "false"}
@@ -87,7 +88,8 @@ CASES = [
 
 
 def _message(at) -> str:
-    notes = [w.value for w in at.warning if "refused or adjusted" in w.value]
+    """The link message as a reader sees it (Markdown escapes removed)."""
+    notes = [shown_as(w.value) for w in at.warning if "refused or adjusted" in w.value]
     assert len(notes) == 1, f"expected one message, got {notes}"
     return notes[0]
 
@@ -105,7 +107,7 @@ def _open(app, page: str, query: dict):
 def test_a_refused_or_adjusted_link_value_is_named_with_the_value_used(app, page, query, key, message, used, url):
     at = _open(app, page, query)
     given = query[key] if isinstance(query[key], str) else f"&{key}=".join(query[key])
-    assert f"`{key}={given}` {message}" in _message(at)
+    assert f"“{key}={given}” {message}" in _message(at)
     value = at.session_state[key]
     assert (list(value) if isinstance(value, (list, tuple)) else value) == used
     shown = at.query_params.get(key)
@@ -123,8 +125,8 @@ def test_good_values_and_option_keys_pass_without_a_message(app):
 def test_many_bad_values_give_one_message_and_it_can_be_dismissed(app):
     at = app(**QUIET, M="-5", dataset="nope", solver="nope", sigma="0", n="10000000000", maxiter="0", lamda="1e-3")
     text = _message(at)
-    for part in ("`M=-5`", "`dataset=nope`", "`solver=nope`", "`sigma=0`", "`n=10000000000`", "`maxiter=0`",
-                 "`lamda=1e-3` is not a parameter of this app — ignored (did you mean `log_lambda`?)"):
+    for part in ("“M=-5”", "“dataset=nope”", "“solver=nope”", "“sigma=0”", "“n=10000000000”", "“maxiter=0”",
+                 "“lamda=1e-3” is not a parameter of this app — ignored (did you mean 'log_lambda'?)"):
         assert part in text
     assert "lamda" not in at.query_params
     at = at.button(key="link_notes_ok").click().run()
@@ -173,3 +175,30 @@ def test_every_bound_widget_is_checked_and_its_parameter_known(app):
 def test_decide(raw, rule, value, reason):
     verdict = decide(raw, rule)
     assert verdict.value == value and verdict.reason == reason
+
+
+#: Link keys and values that would be Markdown (a clickable link, an outside image, a directive)
+#: if the message rendered them.
+INJECTIONS = [
+    {"M": "1`[Click here to log in](http://attacker.invalid/login)"},
+    {"![px](http://attacker.invalid/pixel.png)": "1"},
+    {"solver": "<img src=http://attacker.invalid/x.png>"},
+    {"dataset": ":red[**urgent**] $x^2$ :material/warning:"},
+]
+
+
+@pytest.mark.parametrize("query", INJECTIONS, ids=["value-link", "key-image", "value-html", "value-directives"])
+def test_link_keys_and_values_are_shown_as_text_not_markdown(app, query):
+    at = _open(app, "explore", query)
+    markdown = next(w.value for w in at.warning if "refused or adjusted" in w.value)
+    (key, value), = query.items()
+    assert f"“{key}={value}”" in shown_as(markdown)      # the reader sees exactly what the link held
+    assert plain(f"{key}={value}") in markdown            # ... because every character is escaped
+    # no link, image, HTML tag or directive is left unescaped in the Markdown
+    assert not re.search(r"(?<!\\)(\]\(|!\[|<img|:red\[|:material/)", markdown), markdown
+
+
+def test_a_long_link_value_is_cut_with_its_length_said(app):
+    at = _open(app, "explore", {"sigma": "9" * 5000})
+    text = _message(at)
+    assert "… (5,006 characters)” is not a finite number" in text and "9" * 200 not in text   # "sigma=" + 5,000

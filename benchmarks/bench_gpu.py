@@ -1,0 +1,152 @@
+"""FALKON and ASkotch on a CUDA device against the blocked-pass floor of the same card.
+
+``python -m benchmarks.bench_gpu [--quick] [--out DIR] [--plan NAME ...]`` runs, on the HIGGS
+look-alike (d = 28, float32, σ = 5):
+
+* the floor: one blocked pass K_nMᵀ(K_nM v) at each (n, M), and the card's GEMM rate;
+* FALKON at n = 10⁶ and 10⁷, M = 5,000 and 20,000, 20 iterations, with the test MSE on 10⁵ points;
+  at n = 10⁶, M = 5,000 also in float64, the reference the float32 error is compared with;
+* ASkotch (the library's default) on the full n×n system at n = 10⁶ for a fixed solver time.
+
+Every result is printed as one JSON line as soon as it exists and appended to ``DIR/gpu.jsonl``,
+so a run cut short keeps what it measured. Seconds are wall-clock with the GPU synchronised
+(:func:`benchmarks.common.timed`); ``x floor`` is seconds per iteration over the floor (for ASkotch,
+per pass over K: B block iterations). Without CUDA it runs the same plans on the CPU at the sizes
+``--quick`` picks, so the script itself is tested on any machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.common import hardware_floor, synchronize
+
+SIGMA, PENALTY, N_TEST = 5.0, 1e-6, 100_000
+
+#: name -> (solver, n, M, dtype, maxiter, seconds allowed)
+PLANS = {
+    "falkon-1e6-M5k-f32": ("falkon", 10**6, 5_000, "float32", 20, 60.0),
+    "falkon-1e6-M5k-f64": ("falkon", 10**6, 5_000, "float64", 20, 90.0),
+    "falkon-1e6-M20k-f32": ("falkon", 10**6, 20_000, "float32", 20, 90.0),
+    "askotch-1e6-f32": ("askotch", 10**6, None, "float32", 10**9, 45.0),
+    "falkon-1e7-M5k-f32": ("falkon", 10**7, 5_000, "float32", 20, 120.0),
+    "falkon-1e7-M20k-f32": ("falkon", 10**7, 20_000, "float32", 20, 150.0),
+}
+QUICK_SCALE = 1_000        # --quick: n / 1000, M / 50
+
+
+def _higgs_rows(n: int, n_test: int):
+    """(X, y, X_test, y_test): the catalogue's split up to its row limit; past it, independent
+    10⁶-row draws of the same generator, z-scored with the training rows' mean and spread."""
+    from krrcore import datasets
+    from krrcore.datasets.synthetic import higgs_like
+
+    if n + n_test <= datasets.get_info("higgs_like").max_n:
+        data = datasets.load("higgs_like", n=n + n_test, seed=0, test_fraction=n_test / (n + n_test))
+        return data.X_train, data.y_train, data.X_test, data.y_test
+    chunk = 10**6
+    tables = [higgs_like(min(chunk, n + n_test - start), np.random.default_rng(start // chunk), 0.0)
+              for start in range(0, n + n_test, chunk)]
+    X = np.concatenate([t.X for t in tables])
+    y = 2.0 * np.concatenate([t.target for t in tables]) - 1.0
+    mean, spread = X[n_test:].mean(0), X[n_test:].std(0)
+    X -= mean
+    X /= spread
+    return X[n_test:], y[n_test:], X[:n_test], y[:n_test]
+
+
+def _data(n: int, device, dtype: str, cache: dict):
+    key = (n, dtype)
+    if key not in cache:
+        n_test = min(N_TEST, max(n // 10, 500))
+        X, y, X_test, y_test = _higgs_rows(n, n_test)
+        as_t = lambda a: torch.as_tensor(np.asarray(a), dtype=getattr(torch, dtype)).to(device)  # noqa: E731
+        cache.clear()                       # one size on the card at a time
+        cache[key] = (as_t(X), as_t(y), as_t(X_test), np.asarray(y_test, dtype=np.float64))
+    return cache[key]
+
+
+def _mse(model, X_test, y_test) -> float:
+    pred = torch.as_tensor(model.predict(X_test)).double().cpu().numpy().reshape(-1)
+    return float(np.mean((pred - y_test) ** 2))
+
+
+def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
+    from krrcore import ASkotch, Falkon
+    from krrcore.kernels import GaussianKernel
+
+    solver, n, M, dtype, maxiter, limit = plan
+    if quick:
+        n, M, limit = n // QUICK_SCALE, (M // 50 if M else None), 10.0
+    X, y, X_test, y_test = _data(n, device, dtype, cache)
+    kernel = GaussianKernel(SIGMA)
+    out = {"plan": name, "solver": solver, "device": str(device), "n": n, "M": M, "d": X.shape[1], "dtype": dtype}
+    floor_M = M or n
+    centres = X[torch.randperm(n, generator=torch.Generator().manual_seed(0))[:floor_M].to(device)]
+    out.update(hardware_floor(kernel, X, centres))
+    del centres
+    if solver == "falkon":
+        model = Falkon(kernel=kernel, penalty=PENALTY, M=M, maxiter=maxiter, dtype=dtype, device=device, seed=0,
+                       timeout=limit)
+    else:
+        model = ASkotch(kernel=kernel, penalty=PENALTY, maxiter=maxiter, residual="estimate", eval_every=10,
+                        dtype=dtype, device=device, timeout=limit)
+    synchronize()
+    t0 = time.perf_counter()
+    model.fit(X, y)
+    synchronize()
+    wall = time.perf_counter() - t0
+    trace = model.trace_
+    setup, iters = trace[0].seconds, trace[-1].iteration
+    per_iter = (trace[-1].seconds - setup) / iters if iters else math.nan
+    blocks = getattr(model, "n_blocks_", None)
+    per_pass = per_iter * blocks if solver == "askotch" and blocks else per_iter
+    out.update({"fit_s": wall, "solver_s": trace[-1].seconds, "setup_s": setup, "iterations": iters,
+                "s_per_iter": per_iter, "blocks": blocks, "s_per_pass": per_pass,
+                "x_floor": per_pass / out["floor_s"], "residual": trace[-1].residual,
+                "stop": getattr(model, "stop_reason_", ""), "K": getattr(model, "kernel_storage_", ""),
+                "test_mse": _mse(model, X_test, y_test)})
+    if device.type == "cuda":
+        out["peak_GiB"] = torch.cuda.max_memory_allocated(device) / 2**30
+        torch.cuda.reset_peak_memory_stats(device)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run, not a measurement)")
+    parser.add_argument("--out", type=Path, default=Path("benchmark-results"))
+    parser.add_argument("--plan", nargs="*", choices=sorted(PLANS), help="the plans to run (default: all, in order)")
+    args = parser.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    quick = args.quick or device.type != "cuda"
+    args.out.mkdir(parents=True, exist_ok=True)
+    info = {"plan": "machine", "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__, "cuda": torch.version.cuda, "quick": quick}
+    lines = [info]
+    print(json.dumps(info), flush=True)
+    cache: dict = {}
+    for name in args.plan or list(PLANS):
+        try:
+            result = run_plan(name, PLANS[name], device, quick, cache)
+        except Exception as exc:          # one failing plan must not cost the others
+            traceback.print_exc()
+            result = {"plan": name, "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(result), flush=True)
+        lines.append(result)
+        with open(args.out / "gpu.jsonl", "a") as fh:
+            fh.write(json.dumps(result) + "\n")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return 0 if all("error" not in r for r in lines) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""The one rule for showing a string the user supplied (or one that may contain such a string):
+as text, never as Markdown or HTML.
+
+Streamlit renders the body of ``st.markdown``, ``st.warning``, ``st.error``, ``st.caption`` … as
+Markdown with its own directives (``:red[…]``, ``:material/…:``, ``$…$`` for LaTeX). A link key, a
+link value, a CSV header or cell, a file name, or a krrcore message that quotes one of them, could
+otherwise turn into a clickable link or an image fetched from elsewhere. :func:`plain` escapes
+every ASCII punctuation character (CommonMark allows a backslash before each of them, and then
+shows the character itself) and shortens very long strings; the app adds its own formatting
+around the escaped text, never inside it. Code spans are not used for such strings: a backslash
+does not escape inside them, so a backtick in the string would end the span.
+"""
+from __future__ import annotations
+
+import re
+
+#: Characters shown of one user string before it is cut ("… (N characters)").
+MAX_SHOWN = 120
+
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def plain(value, limit: int | None = MAX_SHOWN) -> str:
+    """``value`` as text that Streamlit's Markdown shows character for character.
+
+    Longer than ``limit`` characters: cut, with the full length said. Newlines become spaces (a
+    user string is one item of a message, not a paragraph of its own); other control characters
+    are dropped.
+    """
+    text = _CONTROL.sub("", str(value)).replace("\r", " ").replace("\n", " ")
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    return _PUNCTUATION.sub(r"\\\1", text)
+
+
+def shown_as(markdown: str) -> str:
+    """The text a reader sees for Markdown made of :func:`plain` pieces (backslash escapes
+    removed): what tests compare messages with."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def quoted(value, limit: int | None = MAX_SHOWN) -> str:
+    """:func:`plain` between typographic quotes, for naming a value inside a sentence."""
+    return f"“{plain(value, limit)}”"
