@@ -1,12 +1,12 @@
 """Which ASkotch default converges without storing K? Candidates measured in passes over the data.
 
-Issue 12: ``ASkotch(mu="auto")`` estimated μ by Lanczos on a *stored* n×n K whenever K fit the
-memory budget, and fell back to μ from λ (measured ~75× below μ_P, much slower) when it did not —
-exactly where ASkotch is meant to be used. Candidates, each run for ``--passes`` passes (B block
+Estimating μ by Lanczos on a *stored* n×n K works only where K fits the memory budget; where it
+does not — exactly where ASkotch is meant to be used — μ from λ lies far below μ_P and converges
+much more slowly. Candidates, each run for ``--passes`` passes (B block
 iterations = one pass over K's rows), the float64 residual and the test SMAPE recorded every pass (test SMAPE in eV on QM9, test MSE on the sine problem):
 
-* ``alg1, μ estimate, K stored`` — the old default where K fits: the reference;
-* ``alg1, μ bound`` — the old default where K does not fit (μ from λn ≤ λ_min, free);
+* ``alg1, μ estimate, K stored`` — μ from Lanczos on the stored K: the reference;
+* ``alg1, μ bound`` — μ from λn ≤ λ_min (free), what is left without K;
 * ``alg1, μ estimate, matrix-free`` — 40 Lanczos steps, each a kernel pass (set-up: 40 passes);
 * ``fresh blocks`` — the authors' later variant: a random block per iteration, μ = λ, ν = n/|b|;
 * ``Skotch`` — no acceleration, hence no μ;

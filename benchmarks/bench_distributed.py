@@ -1,4 +1,4 @@
-"""FALKON on rows sharded across Dask workers (issue 15): seconds per iteration with 1 and 2
+"""FALKON on rows sharded across Dask workers: seconds per iteration with 1 and 2
 workers, where each iteration's time goes, and a projection to 8 and 64 workers.
 
 Problem: the HIGGS look-alike (28 features), generated on the workers by seed and shard
@@ -24,7 +24,7 @@ shards, measured rather than extrapolated; it assumes the workers' own compute r
 their own cores and that a network adds its latency (localhost here) to each round.
 
 Run: python -m benchmarks.bench_distributed [--quick] [--n N] [--M M] [--iterations K] [--workers 1 2]
-(under ``flock /tmp/krr-heavy.lock``).
+on an otherwise idle machine: the workers' compute is meant to run in parallel on their own cores.
 """
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""The resource estimates against measurement, and what the issue-12 cases are told (issue 12, part 3).
+"""The resource estimates against measurement, and what fits too large for this machine are told.
 
 Part 1, the cost model's constant (``krrcore.memory._ENTRY_SECONDS``): seconds per kernel entry of
 one blocked Gaussian pass (distances by GEMM, exp, two mat-vecs), float32 and float64, d = 10, 28,
 435, n = 20,000 against M = 2,000 — beside the model's figure for the same pass.
 Part 2, each solver's ``memory_estimate`` against a fit of 5 iterations on n = 20,000, d = 10
 (Gaussian σ = 3, λ = 1e-6): estimated and measured set-up and seconds per iteration.
-Part 3, the issue's cases, fitted as a new user would (data allocated, ``fit`` called): the seconds
-until the refusal and its message; for the cases that fit in memory but take minutes per iteration,
-the refusal with ``timeout=60`` and the :class:`~krrcore.memory.SlowFitWarning` without one (the
+Part 3, fits too large for the machine (:func:`refusals`), fitted as a new user would (data
+allocated, ``fit`` called): the seconds until the refusal and its message; for the cases that fit in
+memory but take minutes per iteration, the refusal with ``timeout=60`` and the :class:`~krrcore.memory.SlowFitWarning` without one (the
 warning is turned into an error here, so nothing runs past it).
 Run: python -m benchmarks.bench_estimates [--quick] [--part 1,2,3] [--threads T]
 """

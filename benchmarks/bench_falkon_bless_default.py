@@ -1,4 +1,4 @@
-"""FALKON-BLESS's default centre selection: its cost against n, and its test error (issue 12).
+"""FALKON-BLESS's default centre selection: its cost against n, and its test error.
 
 ``BlessCenters(mode="sample")`` scores all n points on the BLESS dictionary (Eq. 3) and draws M
 centres from the scores: O(n·|J|·d + n·|J|²) on top of BLESS. ``mode="dictionary"`` (the BLESS

@@ -1,4 +1,4 @@
-"""Float32 FALKON against float64: test error over λ × maxiter, and the HIGGS-like long run (issue 12).
+"""Float32 FALKON against float64: test error over λ × maxiter, and the HIGGS-like long run.
 
 Grid: y = sin(Xw/√d) + 0.1·noise on standard normal X (``krrcore.datasets.synthetic.sine_projection``,
 as in the tests), Gaussian kernel,

@@ -420,9 +420,9 @@ CASES: dict[str, Case] = {c.name: c for c in [
 ]}
 
 
-# ------------------------------------------------------------------ targets (issue 14)
+# ------------------------------------------------------------------ targets
 def targets(results: dict[str, list[dict]]) -> list[dict]:
-    """The issue's three targets, measured value beside each, from whichever cases have results."""
+    """The three performance targets, measured value beside each, from whichever cases have results."""
     rows = []
     scaling = [r for r in results.get("scaling", []) if "error" not in r]
     big = {r["budget_MiB"]: r for r in scaling if r["n"] >= 1_000_000 and r["M"] == 2_000}

@@ -8,7 +8,7 @@ Output folder (``--out``, default ``benchmark-results/``, git-ignored), for each
 * ``NAME-FIGURE.html`` and ``NAME-FIGURE.png`` — each figure, the PNG exported by plotly's
   ``write_image`` (kaleido, which drives the Chrome/Chromium it finds: Debian's
   ``/usr/bin/chromium`` here; ``BROWSER_PATH`` points it elsewhere);
-* ``targets.csv`` — the issue's targets beside the measured values, from every case's results
+* ``targets.csv`` — the performance targets beside the measured values, from every case's results
   in the folder, and ``machine.json`` — the machine, the date and the versions of the run.
 
 ``--docs docs`` copies the README's key figures (:data:`KEY_FIGURES`) into ``docs/``.

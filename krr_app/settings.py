@@ -58,21 +58,17 @@ DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
 #: Seconds between two looks of a page at its computing run (the live chart's refresh). A look is a
-#: small JSON request (krr_app.live_api) that the chart appends to its SVG panels. Until 2026-11-23
-#: every look was a fragment rerun, which cost the server ~0.03 s of CPU and chromium ~0.17 s
-#: (Streamlit's redraw plus plotly). On one server with the browser on the workers' 2 cores, for Run
-#: pressed again (FALKON, Two moons, n = 40,000, M = 1,000, 20 iterations), JSON looks brought
-#: in-app/krrcore solver seconds from 1.17 to 1.08x, chromium CPU per run from 2.64 to 1.94 s and the
-#: server's from 0.25 to 0.16 s (README). Env: KRR_POLL_SECONDS.
+#: small JSON request (krr_app.live_api) that the chart appends to its SVG panels, not a rerun of
+#: the page, so that a browser on the workers' cores takes little from the run it watches
+#: (docs/measurements.md, "The app against the library"). Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
 #: Seconds between two looks of a page whose run waits behind others for a worker (its queue
-#: position). Chosen when every look redrew the page (6 chromium tabs looking every 0.5 s each spent
-#: ~150 ms of CPU per second); a JSON look costs far less, and a waiting page still has little new
-#: to show. Env: KRR_QUEUED_POLL_SECONDS.
+#: position): a waiting page has little new to show, and a classroom of waiting tabs looking often
+#: takes CPU from the workers. Env: KRR_QUEUED_POLL_SECONDS.
 QUEUED_POLL_SECONDS = _env_float("KRR_QUEUED_POLL_SECONDS", 3.0, minimum=0.1)
 #: ... and at most this many seconds for a page far back in line, which looks every quarter of its
-#: estimated wait. 30 tabs on this 2-core machine took 1.5 of its cores (590 s of CPU in 378 s)
-#: with every waiting page at 3 s and every computing page at 0.5 s, leaving the workers the rest.
+#: estimated wait: the browsers' CPU then shrinks as the line grows (docs/measurements.md, "A
+#: classroom on one machine", has 30 tabs at fixed and at growing intervals).
 #: Env: KRR_QUEUED_POLL_MAX_SECONDS.
 QUEUED_POLL_MAX_SECONDS = _env_float("KRR_QUEUED_POLL_MAX_SECONDS", 10.0, minimum=0.1)
 #: Seconds between two looks of a page at its computing run while other runs wait for a worker:

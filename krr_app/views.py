@@ -247,10 +247,9 @@ def look_intervals(runs) -> tuple[float, float]:
 def live(runs_getter, render, *, key: str, x: str = "iteration") -> None:
     """Render ``render(runs)`` when no run is active; while one is, draw the live chart
     (:func:`krr_app.live_chart.live_chart`), which asks the server for new records itself and
-    reruns the page once when a run ends, so the final results and the buttons follow.
-
-    Until 2026-11-23 every look was a fragment rerun, which redrew the whole page in the browser
-    (README, "The app against the library", has the seconds).
+    reruns the page once when a run ends, so the final results and the buttons follow. A look is a
+    JSON request, not a fragment rerun: a rerun redraws the whole page in the browser
+    (docs/measurements.md, "The app against the library", has the seconds).
     """
     runs = runs_getter()
     if not any(r.active for r in runs):

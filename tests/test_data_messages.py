@@ -1,4 +1,4 @@
-"""Silent data problems get a message or a correct result (issue 12, part 4): complex input, values
+"""Silent data problems get a message or a correct result: complex input, values
 near the float64 limit in standardisation, float32 overflow, squared distances that overflow."""
 import numpy as np
 import pandas as pd

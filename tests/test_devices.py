@@ -1,4 +1,4 @@
-"""The GPU path (issue 12, part 5): every solver and the kernel products on CUDA against the CPU
+"""The GPU path: every solver and the kernel products on CUDA against the CPU
 (skipped without a GPU), and no tensor created on torch's default device by accident — checked on
 any machine by making the default device "meta" during a fit: a stray factory call without an
 explicit device then yields a data-less tensor and the fit fails."""

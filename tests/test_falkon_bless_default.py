@@ -1,4 +1,4 @@
-"""FALKON-BLESS's default costs no pass over all n points (issue 12, part 4): its centres are the
+"""FALKON-BLESS's default costs no pass over all n points: its centres are the
 BLESS dictionary (the BLESS paper's FALKON-BLESS), whose candidates are uniform draws whose number
 depends on κ²/λ, not on n."""
 import importlib

@@ -1,4 +1,4 @@
-"""Float32 FALKON holds in long runs (issue 12): float32 kernel blocks, float64 CG vectors and sums,
+"""Float32 FALKON holds in long runs: float32 kernel blocks, float64 CG vectors and sums,
 a ridge at float32's noise level, restarts that are CG again, the best iterate kept on a stall, and
 float64 iterative refinement of the float32 solve (``Falkon(refine=...)``), and a warning where
 float32 kernel values cannot hold float64's answer at all (λ below float32's resolution)."""

@@ -1,4 +1,4 @@
-"""K_nM blocks cached within the storage budget and reused across CG iterations (issue 12, part 4)."""
+"""K_nM blocks cached within the storage budget and reused across CG iterations."""
 import numpy as np
 import pytest
 import torch

@@ -21,7 +21,7 @@ PAGE_KEYS = {"explore": {"auto_run", "x_axis"},
 ALL_PAGE_KEYS = set().union(*PAGE_KEYS.values())
 #: The sidebar's solver controls, drawn on Explore and Compare only.
 SOLVER_KEYS = {"solver", "maxiter", "eval_train", "blocks", "rank", "dtype", "solver_seed", "budget_mb"}
-#: The ideas of the papers the issue asks a lesson for (a word each lesson's `idea` must hold).
+#: The ideas of the papers that each have a lesson (a word each lesson's `idea` must hold).
 IDEAS = ("Nyström centres", "Preconditioning", "Leverage scores", "without storing K", "float32", "λ")
 
 

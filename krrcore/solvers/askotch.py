@@ -421,7 +421,7 @@ class ASkotch(_BlockCoordinateKRR):
             raise ValueError(f"mu must be one of {MU_RULES} or a positive number, got {mu!r}")
         if mu != "auto":
             return mu
-        if self.variant == "auto":         # the default path never stores K (issue 12)
+        if self.variant == "auto":         # the default path never stores K: μ from the free bound λn ≤ λ_min
             return "bound"
         return "estimate" if self._kernel_fits_budget(n, itemsize) else "bound"
 
