@@ -12,6 +12,7 @@ as a polling thread could.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -157,6 +158,20 @@ def print_table(rows: list[dict], title: str = "") -> None:
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     for t in text:
         print("  ".join(v.rjust(w) for v, w in zip(t, widths)))
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The rows as a Markdown table (numbers to 3 significant digits), for NAME.md and docs/benchmarks.md."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+
+    def cell(value):
+        if isinstance(value, float):
+            return "—" if math.isnan(value) else f"{value:,.3g}" if abs(value) < 1e3 else f"{value:,.0f}"
+        return f"{value:,}" if isinstance(value, int) else str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def _fmt(v) -> str:

@@ -9,9 +9,12 @@ Output folder (``--out``, default ``benchmark-results/``, git-ignored), for each
   ``write_image`` (kaleido, which drives the Chrome/Chromium it finds: Debian's
   ``/usr/bin/chromium`` here; ``BROWSER_PATH`` points it elsewhere);
 * ``targets.csv`` — the performance targets beside the measured values, from every case's results
-  in the folder, and ``machine.json`` — the machine, the date and the versions of the run.
+  in the folder, and ``machine.json`` — the machine, the date and the versions of the last run;
+* ``NAME.machine.json`` — the same for the run that measured NAME.
 
-``--docs docs`` copies the README's key figures (:data:`KEY_FIGURES`) into ``docs/``.
+``--docs [DIR]`` keeps each case's results in ``DIR/data/`` (default ``docs/``) and writes
+``DIR/benchmarks.md`` from them (:mod:`benchmarks.docs`); alone, it measures nothing and takes the
+results folder as it is; with ``--case``, ``--quick`` or ``--sizes`` it does so after measuring.
 
 ``--quick`` is a smoke run (small sizes, seconds per solver, every fit in this process rather
 than a fresh one each): it checks that every case and peer runs; its figures are not measurements.
@@ -31,23 +34,12 @@ from pathlib import Path
 
 from benchmarks.cases import CASES, targets
 from benchmarks import common
-from benchmarks.common import print_table
+from benchmarks.common import markdown_table, print_table
+from benchmarks.docs import write_docs
 
 DEFAULT_OUT = Path("benchmark-results")
-#: The figures the README shows, copied by ``--docs`` from the results folder into docs/.
-KEY_FIGURES = {
-    "falkon_vs_nystroem-test_error_vs_seconds": "bench-falkon-vs-nystroem.png",
-    "full_system-time_vs_n": "bench-full-system-time.png",
-    "full_system-curves_largest_n": "bench-full-system-largest-n.png",
-    "scaling-iteration_and_memory_vs_n": "bench-falkon-scaling.png",
-    "qm9-smape_vs_seconds": "bench-qm9.png",
-    "leverage-racc_and_time_vs_n": "bench-leverage.png",
-    "app-app_vs_library": "bench-app.png",
-}
-
-
 def machine() -> dict:
-    """Where and when: CPU, cores, memory, versions — printed and stored with every run."""
+    """Where and when: CPU, cores, memory, GPU, versions — printed and stored with every case."""
     import torch
 
     cpu = platform.processor() or platform.machine()
@@ -69,8 +61,10 @@ def machine() -> dict:
             versions[package] = version({"sklearn": "scikit-learn"}.get(package, package))
         except Exception:        # not installed: the case prints its own reason
             versions[package] = "not installed"
+    gpu = {"gpu": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else {}
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
-            "cores": os.cpu_count(), "memory_GiB": round(mem, 1), "torch_threads": torch.get_num_threads(), **versions}
+            "cores": os.cpu_count(), "memory_GiB": round(mem, 1), **gpu, "torch_threads": torch.get_num_threads(),
+            **versions}
 
 
 def _cell(value):
@@ -88,20 +82,6 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: _cell(row.get(k, "")) for k in columns})
-
-
-def markdown_table(rows: list[dict]) -> str:
-    """The rows as a Markdown table (numbers to 3 significant digits), for the README."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-
-    def cell(value):
-        if isinstance(value, float):
-            return "—" if math.isnan(value) else f"{value:,.3g}" if abs(value) < 1e3 else f"{value:,.0f}"
-        return f"{value:,}" if isinstance(value, int) else str(value)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Path]:
@@ -165,8 +145,9 @@ def parse(argv=None) -> argparse.Namespace:
                         help="keep the folder's earlier results at other sizes and draw from all of them")
     parser.add_argument("--summarise-only", action="store_true",
                         help="measure nothing: redraw tables, figures and targets from the folder's results")
-    parser.add_argument("--docs", type=Path, default=None, metavar="DIR",
-                        help="copy the README's key figures (PNG) from the results folder into DIR (e.g. docs)")
+    parser.add_argument("--docs", type=Path, nargs="?", const=Path("docs"), default=None, metavar="DIR",
+                        help="keep the results folder's cases in DIR/data/ and write DIR/benchmarks.md from them "
+                             "(DIR: docs)")
     return parser.parse_args(argv)
 
 
@@ -177,6 +158,9 @@ def main(argv=None) -> int:
             print(f"{case.name:20s} {case.title}")
         return 0
     out = args.out
+    if args.docs and not (args.case or args.quick or args.sizes or args.summarise_only):
+        write_docs(out, args.docs)          # --docs alone measures nothing: the results folder as it is
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     common.ISOLATE = not args.quick
     info = {**machine(), "quick": args.quick}
@@ -191,22 +175,18 @@ def main(argv=None) -> int:
             if args.merge and name in previous:
                 results = merge(previous[name], results)
             (out / f"{name}.json").write_text(json.dumps(results, indent=1, default=float))
+            (out / f"{name}.machine.json").write_text(json.dumps(info, indent=1))
             print(f"# {name}: measured in {time.perf_counter() - t0:.0f} s", flush=True)
         if (out / f"{name}.json").exists():
             summarise_case(name, json.loads((out / f"{name}.json").read_text()), out)
     if not args.summarise_only:
         (out / "machine.json").write_text(json.dumps(info, indent=1))
     rows = targets(load_results(out))
-    print_table(rows, "Targets (issue 14), from every case's results in " + str(out))
+    print_table(rows, "Targets, from every case's results in " + str(out))
     write_csv(out / "targets.csv", rows)
     (out / "targets.md").write_text(markdown_table(rows) + "\n")
     if args.docs:
-        import shutil
-
-        for source, target in KEY_FIGURES.items():
-            if (out / f"{source}.png").exists():
-                shutil.copyfile(out / f"{source}.png", args.docs / target)
-                print(f"# {args.docs / target}")
+        write_docs(out, args.docs)
     print(f"\n# results in {out.resolve()}", flush=True)
     return 0
 

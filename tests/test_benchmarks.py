@@ -1,6 +1,6 @@
 """The benchmark suite runs end to end: ``python -m benchmarks --quick`` prints every case's tables
 and writes its CSV and figures (HTML and PNG) with finite numbers. Nothing here asserts that
-anything is fast: the figures are measurements for the README, not claims a test can check.
+anything is fast: the figures are measurements for docs/benchmarks.md, not claims a test can check.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_quick_run_prints_every_case_table(quick_run):
     _, stdout = quick_run
     for name in cases.CASES:
         assert f"## {name}: summary" in stdout, name
-    assert "## Targets (issue 14)" in stdout
+    assert "## Targets, from every case" in stdout
     assert "FAILED" not in stdout, [line for line in stdout.splitlines() if "FAILED" in line]
     assert "skipped" not in stdout, [line for line in stdout.splitlines() if "skipped" in line]
 
@@ -157,3 +157,52 @@ def test_only_direct_solves_are_refused_past_the_case_size_limit():
         assert "n > 5,000: a direct O(n³) solve" in solvers._refusal({**config, "solver": solver}, 6_000, 4)
     # GPyTorch without KeOps holds K: refused where two n×n float32 matrices exceed the free memory.
     assert "GPyTorch (without KeOps) evaluates the whole K" in solvers._refusal({"solver": "gpytorch"}, 10**6, 4)
+
+
+def _docs(out: Path, docs: Path) -> subprocess.CompletedProcess:
+    """``python -m benchmarks --docs DIR`` on a results folder: it measures nothing."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--out", str(out), "--docs", str(docs)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_docs_page_holds_every_case_from_the_results_and_is_written_the_same_twice(quick_run, tmp_path):
+    from test_text_hygiene import violations
+
+    out, _ = quick_run
+    docs = tmp_path / "docs"
+    _docs(out, docs)
+    page = (docs / "benchmarks.md").read_text()
+    for name, case in cases.CASES.items():
+        assert (docs / "data" / f"{name}.json").read_text() == (out / f"{name}.json").read_text()
+        assert f"## {name}: {case.title}" in page and f"### {name}: summary\n\n| " in page, name
+        assert f"Measured with `python -m benchmarks --case {name} --quick" in page
+    assert page.count("A smoke run (`--quick`)") == len(cases.CASES)
+    assert "## Targets" in page and "| target | measured | holds |" in page
+    machine = json.loads((out / "leverage.machine.json").read_text())
+    assert f"on {machine['cpu']}, {machine['cores']} cores," in page
+    assert "![FALKON against scikit-learn's Nystroem + Ridge" in page and (docs / "bench-falkon-vs-nystroem.png").exists()
+    assert violations(docs / "benchmarks.md", docs) == []                     # no date, no clock time
+    _docs(out, docs)                                                           # again, from the same results
+    assert (docs / "benchmarks.md").read_text() == page
+
+
+def test_docs_page_draws_a_case_stored_from_another_machine_and_a_smoke_run_never_replaces_it(quick_run, tmp_path):
+    out, _ = quick_run
+    docs, empty = tmp_path / "docs", tmp_path / "no-results"
+    (docs / "data").mkdir(parents=True)
+    empty.mkdir()
+    (docs / "data" / "leverage.json").write_text((out / "leverage.json").read_text())
+    gpu = {"cpu": "Intel Xeon Platinum 8480+", "cores": 16, "memory_GiB": 125.8, "gpu": "NVIDIA H100 80GB HBM3",
+           "torch": "2.13.0+cu128", "torch_threads": 16, "quick": False}
+    (docs / "data" / "leverage.machine.json").write_text(json.dumps(gpu))
+    _docs(empty, docs)
+    page = (docs / "benchmarks.md").read_text()
+    line = "on Intel Xeon Platinum 8480+, 16 cores, 125.8 GiB, NVIDIA H100 80GB HBM3, torch 2.13.0+cu128 (16 threads)."
+    assert "## leverage: " in page and line in page and "A smoke run" not in page
+    assert "## scaling:" not in page and "not run (scaling at n = 10⁶ not in these results)" in page
+    proc = _docs(out, docs)                                    # the quick run's leverage must not replace it
+    assert "leverage: kept the stored measurement (the results folder holds a --quick smoke run)" in proc.stdout
+    page = (docs / "benchmarks.md").read_text()
+    assert line in page and "## scaling:" in page
