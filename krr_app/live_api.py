@@ -3,7 +3,7 @@
 ``GET /krr-api/runs/{run_id}?since=k`` answers the run's status, the line the page shows for it
 and its records from the k-th on, as JSON. The live chart (:mod:`krr_app.live_chart`) asks for it
 instead of rerunning a fragment of the page for every look, which redrew the whole page in the
-browser (README, "The app against the library", has the seconds). Only runs this server started are
+browser (docs/measurements.md, "The app against the library", has the seconds). Only runs this server started are
 known (:func:`publish`), by their random id;
 the answer holds no data, only the per-iteration numbers the page already shows.
 """

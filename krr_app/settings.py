@@ -1,4 +1,4 @@
-"""Every limit and environment variable of the app, in one place (the README's table lists them).
+"""Every limit and environment variable of the app, in one place (docs/serving.md's table lists them).
 
 Each setting is read once, when the server imports this module. A bad value stops the server
 with a message naming the variable, the value and what it expects, instead of being replaced.

@@ -164,7 +164,7 @@ def empty_convergence_chart(x: str, key: str) -> None:
     """The convergence chart's empty panels before any run (drawn with the live chart's ``key``):
     it shows a student what Run will draw, and it makes a new visitor's browser fetch,
     evaluate and first draw plotly.js before Run is pressed instead of after it (Streamlit loads
-    plotly.js with the first plotly chart; the README gives the seconds).
+    plotly.js with the first plotly chart; docs/measurements.md gives the seconds).
 
     Not in the page's first message: the browser starts fetching plotly.js as soon as a chart
     arrives and evaluates it on the thread that paints, so beside the data's picture it can hold

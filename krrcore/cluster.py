@@ -15,7 +15,7 @@ One function, :func:`connect`, serves both cases (Dask's client/cluster split):
 The scheduler of an embedded cluster never retries a task whose worker died
 (``allowed_failures=0``): a run that exhausted a worker's memory would otherwise be retried
 on, and kill, the next worker too. For an external scheduler set the same with
-``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0`` (the README shows it).
+``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0`` (docs/serving.md shows it).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Dask's own command-line processes for tests: `dask scheduler` and `dask worker`, started as the
-README says (separate processes on localhost, krrcore importable through PYTHONPATH, torch threads
+"""Dask's own command-line processes for tests: `dask scheduler` and `dask worker`, started as
+docs/serving.md says (separate processes on localhost, krrcore importable through PYTHONPATH, torch threads
 from KRR_TORCH_THREADS) and always ended, even when the test fails."""
 from __future__ import annotations
 

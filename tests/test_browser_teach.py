@@ -11,7 +11,7 @@ context, as each student's browser opening the teacher's link: no cached scripts
 returning visitor's 2nd and 3rd visits in one browser context. Asserted: the pictures and the
 finished runs appear, the link's message names the refused values, a lesson sets M step by step.
 The first new visitor's picture is saved as ``first-picture.png`` in pytest's tmp dir;
-``screenshot-lesson.png`` (README) also goes to ``$KRR_SAVE_SCREENSHOTS`` when set.
+``screenshot-lesson.png`` (docs/app.md) also goes to ``$KRR_SAVE_SCREENSHOTS`` when set.
 """
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def test_the_app_holds_no_linear_algebra():
 
 
 def test_no_benchmark_figures_in_docstrings():
-    """Measured figures go stale in docstrings: they live in docs/measurements.md and the README."""
+    """Measured figures go stale in docstrings: they live in docs/, beside the command that measures them."""
     pattern = re.compile(r"[Mm]easured[^.]*?\d|\d×( fewer| faster| slower| too| the iterations)|\d–\d+(\.\d+)?×")
     offenders = []
     for path in CORE.rglob("*.py"):
@@ -103,10 +103,10 @@ def test_no_benchmark_figures_in_docstrings():
 
 
 def test_readme_module_map_matches_the_code():
-    """Every row of the README's module tables names a module that exists, and every public krrcore
+    """Every row of the module tables in docs/architecture.md names a module that exists, and every public krrcore
     module and krr_app module has a row."""
     root = CORE.parent
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "architecture.md").read_text()
     rows = {m for line in readme.splitlines() if line.startswith("| `krr")
             for m in re.findall(r"`(krr(?:core|_app)\.[\w.]+)`", line.split("|")[1])}
     assert rows
@@ -118,13 +118,13 @@ def test_readme_module_map_matches_the_code():
             name = path.stem if path.suffix == ".py" else path.name
             if name.startswith("_") or not (path.suffix == ".py" or (path / "__init__.py").is_file()):
                 continue
-            assert f"{package}.{name}" in rows, f"{package}.{name} has no row in the README's module map"
+            assert f"{package}.{name}" in rows, f"{package}.{name} has no row in docs/architecture.md's module map"
 
 
 def test_readme_lists_every_app_setting():
     from krr_app import settings
 
-    readme = (CORE.parent / "README.md").read_text()
+    readme = (CORE.parent / "docs" / "serving.md").read_text()
     names = [n for n in vars(settings) if n.isupper()]
     missing = [n for n in names if f"| `{n}` |" not in readme]
     assert names and missing == []

@@ -177,7 +177,7 @@ def test_a_killed_worker_costs_only_its_run(own_cluster, moons):
 
 
 def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
-    """`dask scheduler` and `dask worker` started as the README says, on localhost."""
+    """`dask scheduler` and `dask worker` started as docs/serving.md says, on localhost."""
     with scheduler_and_workers(tmp_path, n_workers=1) as address:
         executor = DaskExecutor.connect(address)
         _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")

@@ -1,7 +1,8 @@
 """The product's text speaks of the product: no date, clock time, issue reference or team-process
-word in the README, docs/, lessons/, nor in any ``.py`` file's comments and docstrings.
+word in the README, docs/, lessons/, the configuration files, nor in any ``.py`` file's comments and
+docstrings.
 
-What is prose: all of a Markdown file; in Python, the comments (``tokenize``) and the docstrings of
+What is prose: all of a Markdown or configuration file; in Python, the comments (``tokenize``) and the docstrings of
 modules, classes and functions (``ast``). Other string literals are data (a data set's year column,
 a time format) and are not read. The rules are :data:`RULES`, and
 :func:`test_the_rules_find_each_planted_violation_and_spare_data_and_ordinary_numbers` shows what
@@ -64,9 +65,16 @@ def report(found) -> str:
     return "\n".join(f"{file}:{line}: {rule} {text!r} in {where[:100]!r}" for file, line, rule, text, where in found)
 
 
+#: Configuration and scripts a user reads, all of their text.
+CONFIG_FILES = ("pyproject.toml", "requirements.txt", "requirements-test.txt", "pytest.ini", ".streamlit/config.toml",
+                ".ci/run")
+
+
 def product_text_files(root: Path) -> list[Path]:
-    """README.md, docs/*.md, lessons/*.md and every .py file outside hidden and output folders."""
-    files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "lessons").glob("*.md"))]
+    """README.md, docs/*.md, lessons/*.md, the configuration files and every .py file outside hidden
+    and output folders."""
+    files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "lessons").glob("*.md")),
+             *(root / name for name in CONFIG_FILES)]
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).parts[:-1]
         if not any(p.startswith(".") or p in SKIPPED or p.endswith(".egg-info") or (root / Path(*parts[:i + 1]) / "pyvenv.cfg").exists()
@@ -75,11 +83,11 @@ def product_text_files(root: Path) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def test_the_code_comments_and_docstrings_have_no_dates_clock_times_issue_numbers_or_process_words():
-    files = [f for f in product_text_files(ROOT) if f.suffix == ".py"]
+def test_the_product_text_has_no_dates_clock_times_issue_numbers_or_process_words():
+    files = product_text_files(ROOT)
     names = {f.relative_to(ROOT).as_posix() for f in files}
-    assert {"app.py", "krrcore/__init__.py", "krr_app/settings.py", "tests/test_text_hygiene.py",
-            "benchmarks/suite.py"} <= names
+    assert {"README.md", "docs/measurements.md", "lessons/first-model.md", ".streamlit/config.toml", "app.py",
+            "krrcore/__init__.py", "krr_app/settings.py", "tests/test_text_hygiene.py", "benchmarks/suite.py"} <= names
     found = [v for path in files for v in violations(path, ROOT)]
     assert found == [], report(found)
 
