@@ -35,11 +35,11 @@ def _number(value: float) -> float | None:
 
 def run_state(run, since: int = 0) -> dict:
     """The run's status, progress line and records ``since`` on, and when to ask again (ms)."""
-    from . import views      # the page's texts and look intervals; views imports this module's users
+    from . import run_status    # here, not at import: the server starts before torch and plotly load
 
     records = run.records[max(0, since):]
-    waiting, computing = views.look_intervals([run])
-    return {"id": run.id, "status": run.status, "active": run.active, "text": views.progress_text(run),
+    waiting, computing = run_status.look_intervals([run])
+    return {"id": run.id, "status": run.status, "active": run.active, "text": run_status.progress_text(run),
             "records": [{**{f: _number(getattr(r, f)) for f in RECORD_FIELDS}, "metric": r.metric} for r in records],
             "count": max(0, since) + len(records),
             "next_ms": round(1000 * (waiting if run.status == "queued" else computing))}

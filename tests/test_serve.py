@@ -235,12 +235,12 @@ def test_a_run_that_can_never_fit_a_worker_is_refused_with_the_numbers(moons):
 
 
 def test_how_often_a_page_looks_follows_the_queue():
-    """views.look_intervals: one user (or a queued run a free worker takes at once) looks every
+    """run_status.look_intervals: one user (or a queued run a free worker takes at once) looks every
     POLL_SECONDS; in a classroom a computing page looks every BUSY_POLL_SECONDS and a waiting one
     every quarter of its estimated wait, between QUEUED_POLL_SECONDS and QUEUED_POLL_MAX_SECONDS."""
     from types import SimpleNamespace
 
-    from krr_app import views
+    from krr_app import run_status
     from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 
     class Busy:                              # only what look_intervals and queue_text ask of an executor
@@ -269,12 +269,12 @@ def test_how_often_a_page_looks_follows_the_queue():
     try:
         for executor, runs, expected in cases:
             executor_module.use_executor(executor)
-            assert views.look_intervals(runs) == pytest.approx(expected), (executor and executor.waiting(), runs)
+            assert run_status.look_intervals(runs) == pytest.approx(expected), (executor and executor.waiting(), runs)
         # What the page says: a run a free worker takes now is not "number 1 in line".
         executor_module.use_executor(Busy(waiting=1, computing=1))
-        assert views.queue_text(queued[0]) == "starting on a worker…"
+        assert run_status.queue_text(queued[0]) == "starting on a worker…"
         executor_module.use_executor(Busy(waiting=2, computing=1))
-        assert views.queue_text(queued[0]) == "queued — number 2 in line for 2 workers, about 30 s…"
+        assert run_status.queue_text(queued[0]) == "queued — number 2 in line for 2 workers, about 30 s…"
     finally:
         executor_module.use_executor(previous)
 
