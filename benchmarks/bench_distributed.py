@@ -4,7 +4,7 @@ workers, where each iteration's time goes, and a projection to 8 and 64 workers.
 Problem: the HIGGS look-alike (28 features), generated on the workers by seed and shard
 (:func:`krrcore.sharded.generate`), n = 10⁶ rows, M = 2,000 uniform centres, float32, Gaussian
 σ = 5, λ = 1e-6, a few FALKON iterations. Each worker count gets an embedded cluster of its own
-(:func:`krrcore.cluster.connect`: p worker processes × 1 torch thread). ``--budget`` bounds each
+(:func:`krrcore.distributed.connect`: p worker processes × 1 torch thread). ``--budget`` bounds each
 worker's memory for kernel work (default 256 MiB): its K_nM cache then holds about 3% of the rows,
 so an iteration is kernel evaluation, as it is at 10⁸ rows where no cache holds K_nM. A baseline
 runs the same fit in this process with one thread and no Dask.
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import print_table
-from krrcore.cluster import LocalClusterShape, connect
+from krrcore.distributed import LocalClusterShape, connect
 from krrcore.kernels import GaussianKernel
 from krrcore.solvers.falkon import Falkon
 

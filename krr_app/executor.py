@@ -2,7 +2,7 @@
 
 :class:`DaskExecutor` is the app's engine: each run is one Dask task (:func:`krrcore.remote.dask_fit_task`)
 on the embedded cluster or on the scheduler named by ``KRR_DASK_SCHEDULER``
-(:func:`krrcore.cluster.connect`). Records stream back as worker events, Stop travels as a
+(:func:`krrcore.distributed.connect`). Records stream back as worker events, Stop travels as a
 ``distributed.Event``, and the scheduler hands tasks to workers in submission order, one per
 single-threaded worker: first come, first served, with no scheduler of our own.
 :class:`InProcessExecutor` runs the same :func:`krrcore.remote.run_fit` on a thread of this
@@ -175,7 +175,7 @@ class DaskExecutor(Executor):
 
     @classmethod
     def connect(cls, address: str | None = None) -> "DaskExecutor":
-        from krrcore.cluster import LocalClusterShape, connect
+        from krrcore.distributed import LocalClusterShape, connect
 
         shape = None if address else LocalClusterShape.for_this_machine(settings.DASK_WORKERS, settings.WORKER_THREADS)
         return cls(connect(address, shape=shape))

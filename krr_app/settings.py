@@ -48,7 +48,7 @@ EXACT_KRR_MAX_N = 8_000
 MAX_RUNS_PER_SESSION = _env_int("KRR_MAX_RUNS_PER_SESSION", 24)
 
 #: Where runs execute: a Dask scheduler address (``tcp://host:8786``); empty starts the embedded
-#: local cluster. Env: KRR_DASK_SCHEDULER (read by :func:`krrcore.cluster.connect` too).
+#: local cluster. Env: KRR_DASK_SCHEDULER (read by :func:`krrcore.distributed.connect` too).
 DASK_SCHEDULER = os.environ.get("KRR_DASK_SCHEDULER", "").strip() or None
 #: Torch threads of each embedded worker (env KRR_WORKER_THREADS) and how many workers (env
 #: KRR_DASK_WORKERS; default: cores ÷ threads, so the workers never oversubscribe the cores).

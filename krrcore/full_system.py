@@ -58,15 +58,11 @@ def evaluation_blocks(model: CostModel, n: int, M: int, k: int, budget: int) -> 
                                                           scratch_blocks=model.scratch_blocks), "scratch")
 
 
-def make_full_system(kernel: Kernel, X, lam_n: float, *, kernel_storage: str = "auto",
-                     memory_budget: int | None = None):
-    """The system K + λnI on X: a :class:`FullKernelSystem` with ``kernel_storage`` resolved here, or
-    for rows sharded on a Dask cluster a :class:`krrcore.sharded.ShardedFullSystem` (which resolves
-    it per worker); ``storage`` says what was chosen."""
-    from .sharded import ShardedArray, ShardedFullSystem
-
-    if isinstance(X, ShardedArray):
-        return ShardedFullSystem(kernel, X, lam_n, storage=kernel_storage, memory_budget=memory_budget)
+def make_full_system(kernel: Kernel, X: torch.Tensor, lam_n: float, *, kernel_storage: str = "auto",
+                     memory_budget: int | None = None) -> "FullKernelSystem":
+    """The system K + λnI on X, a :class:`FullKernelSystem` with ``kernel_storage`` resolved here;
+    ``storage`` says what was chosen (rows kept on a Dask cluster get theirs through
+    :mod:`krrcore.rows`)."""
     storage = resolve_kernel_storage(kernel_storage, X.shape[0], X.element_size(), memory_budget, X.device)
     return FullKernelSystem(kernel, X, lam_n, storage=storage, memory_budget=memory_budget)
 

@@ -100,7 +100,7 @@ def check_memory_budget(memory_budget) -> int | None:
 def scratch_budget(memory_budget: int | None = None, device=None, *, available: int | None = None) -> int:
     """Bytes a blocked kernel product may use for scratch: ``memory_budget`` when given, else
     ``min(SCRATCH_FRACTION × free memory, SCRATCH_CAP)``. ``available`` replaces the free memory
-    of ``device`` (a Dask worker passes what its memory limit leaves, :mod:`krrcore.sharded`)."""
+    of ``device`` (a Dask worker passes what its memory limit leaves, :mod:`krrcore.distributed`)."""
     given = check_memory_budget(memory_budget)
     if given is not None:
         return given

@@ -11,9 +11,9 @@ kernel block once into the buffer and accumulates:
 * ``blocks(rows=b)`` — the row blocks themselves, for a caller whose per-block arithmetic is its
   own (SketchySAGA's gradient-table update needs K_BM w and K_BMᵀ(·) from one block).
 
-:func:`dense_kernel` materialises K(A, B) in row blocks when the whole matrix is wanted.
-:func:`make_operator` is the seam solvers build their operator through: for rows sharded on a Dask
-cluster it returns :class:`krrcore.sharded.ShardedKernelOperator`, with the same products.
+:func:`dense_kernel` materialises K(A, B) in row blocks when the whole matrix is wanted. Solvers
+build their operator through :mod:`krrcore.rows`, which gives rows kept on a Dask cluster an
+operator with the same products.
 """
 from __future__ import annotations
 
@@ -225,18 +225,6 @@ class KernelOperator:
             if proj is not None:
                 proj.addmm_(K.T, rhs[start:stop])
         return out if proj is None else (out, proj)
-
-
-def make_operator(kernel: Kernel, X, C: torch.Tensor, *, cache_bytes: int | None = None, **options):
-    """The blocked operator for K(X, C): a :class:`KernelOperator`, or for rows sharded on a Dask
-    cluster (:class:`krrcore.sharded.ShardedArray`) a :class:`krrcore.sharded.ShardedKernelOperator`
-    with the same products — the one seam through which solvers run on many machines.
-    ``cache_bytes`` None: none locally; on shards, what each worker's storage budget leaves."""
-    from .sharded import ShardedArray, ShardedKernelOperator
-
-    if isinstance(X, ShardedArray):
-        return ShardedKernelOperator(kernel, X, C, cache_bytes=cache_bytes, **options)
-    return KernelOperator(kernel, X, C, cache_bytes=cache_bytes or 0, **options)
 
 
 def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_budget: int | None = None) -> torch.Tensor:

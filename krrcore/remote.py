@@ -218,7 +218,7 @@ def dask_fit_task(spec: FitSpec, data_name: str | None = None) -> FitOutcome:
     first, and a worker fetches a table once."""
     from distributed import Event, get_client, get_worker
 
-    from .worker_setup import set_torch_threads
+    from .distributed.workers import set_torch_threads
 
     worker, client = get_worker(), get_client()
     set_torch_threads()

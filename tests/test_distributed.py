@@ -1,6 +1,6 @@
-"""One problem on two worker processes (krrcore.sharded): the same results as one process.
+"""One problem on two worker processes (krrcore.distributed, public as krrcore.sharded): the same results as one process.
 
-The cluster is krrcore's own (``krrcore.cluster.connect``: scheduler and two 1-thread workers as
+The cluster is krrcore's own (``krrcore.distributed.connect``: scheduler and two 1-thread workers as
 subprocesses, each with a 2 GiB memory limit), started once for the module and closed after it.
 Equality is checked in float64 against the same fit in this process: predictions and every
 iteration's residual to 1e-10 relative. The sums differ only in their order (per shard, then
@@ -16,7 +16,7 @@ import torch
 from dask_processes import scheduler_and_workers
 
 from krrcore import ASkotch, Falkon, GaussianKernel, NystromCG, NystromGD, NystromPCG
-from krrcore.cluster import LocalClusterShape, connect
+from krrcore.distributed import LocalClusterShape, connect
 from krrcore.leverage import bless, bless_r
 from krrcore.memory import MemoryLimitError
 from krrcore.ops import KernelOperator

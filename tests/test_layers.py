@@ -1,49 +1,109 @@
-"""krrcore's layers: nothing imports upward or in a circle, and krrcore never imports the app.
+"""The layers of krrcore, krr_app and the pages: nothing imports upward or in a circle, krrcore
+never imports the app, and docs/architecture.md's module map is the code's.
 
-Read from the sources with ``ast`` (imports inside functions count too), so a lazy import cannot
-hide a cycle.
+The graph is read from the sources by tools/import_graph.py with ``ast``: imports inside functions
+count too, so a lazy import cannot hide a cycle or an upward arrow. :data:`LAYERS` declares the
+order; a module imports only from its own layer or the layers below.
 """
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[1] / "krrcore"
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "krrcore"
+sys.path.insert(0, str(ROOT / "tools"))
+import import_graph  # noqa: E402
 
+#: The layers, bottom to top: (name, members). A member is a module, or ``pkg.*``: the package and
+#: everything under it. Every module of the graph is listed once.
+LAYERS = [
+    ("krrcore: basics", ("krrcore._validation", "krrcore.device", "krrcore.stream", "krrcore.progress",
+                         "krrcore.metrics", "krrcore.cg", "krrcore.surface")),
+    ("krrcore: kernels, linear algebra, memory", ("krrcore.kernels", "krrcore.linalg", "krrcore.memory")),
+    ("krrcore: kernel products", ("krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
+                                  "krrcore.preconditioner")),
+    ("krrcore: where rows live", ("krrcore.rows",)),
+    ("krrcore: centre sets", ("krrcore.center_set",)),
+    ("krrcore: leverage scores", ("krrcore.leverage.*",)),
+    ("krrcore: centre selection", ("krrcore.centers",)),
+    ("krrcore: data sets", ("krrcore.datasets.*",)),
+    ("krrcore: one problem on many machines", ("krrcore.distributed.*", "krrcore.sharded")),
+    ("krrcore: solvers", ("krrcore.solvers.*",)),
+    ("krrcore: registry and diagnostics", ("krrcore.registry", "krrcore.diagnostics.*")),
+    ("krrcore: runs on workers", ("krrcore.remote", "krrcore.worker_setup")),
+    ("krrcore: the package", ("krrcore",)),
+    ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.server", "krr_app.settings", "krr_app.text",
+                                    "krr_app.explain")),
+    ("krr_app: configurations, links and figures", ("krr_app.config", "krr_app.links", "krr_app.lessons",
+                                                    "krr_app.preview", "krr_app.charts", "krr_app.snippet")),
+    ("krr_app: runs and the live channel", ("krr_app.executor", "krr_app.run_status", "krr_app.live_api",
+                                            "krr_app.runs", "krr_app.live_chart", "krr_app.state")),
+    ("krr_app: page parts", ("krr_app.views", "krr_app.sidebar")),
+    ("the pages", ("app_pages.*", "app")),
+]
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(CORE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports (relative imports resolved)."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")
-            if node.level:
-                base = base[: len(base) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-    return found
-
-
-MODULES = {_module_name(p): _imports(p) for p in CORE.rglob("*.py")}
+GRAPH = import_graph.read_graph(ROOT)
 
 
 def _imports_any(module: str, prefixes: tuple[str, ...]) -> list[str]:
-    return sorted(i for i in MODULES[module] if any(i == p or i.startswith(p + ".") for p in prefixes))
+    return sorted(i for i in GRAPH[module] if any(i == p or i.startswith(p + ".") for p in prefixes))
+
+
+def test_no_import_cycle():
+    found = import_graph.cycles(GRAPH)
+    assert found == [], "import cycles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_no_upward_import():
+    assert import_graph.upward_imports(GRAPH, LAYERS) == []
+
+
+def test_every_module_has_one_layer():
+    assert [m for m in GRAPH if import_graph.layer_of(m, LAYERS) is None] == []
+    members = [m for _, layer in LAYERS for m in layer]
+    assert len(members) == len(set(members))
+
+
+def test_the_checks_see_function_level_and_relative_imports(tmp_path):
+    """A function-level ``from .solvers import base`` added to krrcore.ops is a cycle (the solvers
+    import ops) and an upward import; ``from . import x`` resolves to the module x."""
+    shutil.copytree(CORE, tmp_path / "krrcore", ignore=shutil.ignore_patterns("__pycache__"))
+    ops = tmp_path / "krrcore" / "ops.py"
+    ops.write_text(ops.read_text() + "\n\ndef _probe():\n    from .solvers import base\n    from . import rows\n")
+    graph = import_graph.read_graph(tmp_path)
+    assert {"krrcore.solvers.base", "krrcore.rows"} <= set(graph["krrcore.ops"])
+    cycles = import_graph.cycles(graph)
+    assert any("krrcore.ops" in c and "krrcore.solvers.base" in c for c in cycles), cycles
+    upward = import_graph.upward_imports(graph, LAYERS)
+    assert any(line.startswith("krrcore.ops -> krrcore.solvers.base (line") for line in upward), upward
+    assert any(line.startswith("krrcore.ops -> krrcore.rows") for line in upward), upward
+
+
+def test_distributed_is_reached_from_the_solvers_only():
+    """Below the solvers nothing imports krrcore.distributed; the fit's choice is one function
+    (solvers.base.distributed_backend), every other operation goes through krrcore.rows."""
+    importers = sorted(m for m, targets in GRAPH.items()
+                       if any(t == "krrcore.distributed" or t.startswith("krrcore.distributed.") for t in targets)
+                       and not m.startswith("krrcore.distributed"))
+    assert importers == ["krr_app.executor", "krrcore.remote", "krrcore.sharded", "krrcore.solvers.base",
+                         "krrcore.worker_setup"]
+    text = "".join(p.read_text() for p in CORE.rglob("*.py") if "distributed" not in p.parts)
+    assert re.findall(r"isinstance\([^)]*Sharded", text) == []
+
+
+def test_sharded_rows_offer_every_operation_of_local_rows():
+    from krrcore.distributed.rows import ShardedRows
+    from krrcore.rows import LocalRows
+
+    operations = {n for n, v in vars(LocalRows).items() if callable(v) and not n.startswith("_")}
+    assert operations and operations <= set(vars(ShardedRows))
+    assert ShardedRows.local is False and LocalRows.local is True
 
 
 @pytest.mark.parametrize("low, high", [
@@ -57,13 +117,21 @@ def test_low_layers_do_not_import_upward(low, high):
 
 
 def test_leverage_builds_on_center_set_not_on_centers():
-    for module in (m for m in MODULES if m.startswith("krrcore.leverage")):
+    for module in (m for m in GRAPH if m.startswith("krrcore.leverage")):
         assert _imports_any(module, ("krrcore.centers", "krrcore.solvers")) == [], module
 
 
 def test_no_krrcore_module_imports_the_app():
-    for module, imports in MODULES.items():
-        assert _imports_any(module, ("streamlit", "krr_app", "plotly")) == [], module
+    for module, imports in import_graph.all_imports(ROOT).items():
+        if module.split(".")[0] == "krrcore":
+            assert not [i for i in imports if i.split(".")[0] in ("streamlit", "krr_app", "plotly")], module
+
+
+def test_architecture_module_map_matches_the_code():
+    """docs/architecture.md's module map is what ``python tools/import_graph.py --write`` draws from
+    the code: every module, its layer, its summary and its imports."""
+    written = import_graph.written_map((ROOT / "docs" / "architecture.md").read_text())
+    assert written == import_graph.module_map(GRAPH, LAYERS), "run: python tools/import_graph.py --write"
 
 
 def test_center_selectors_are_a_static_table():
@@ -100,25 +168,6 @@ def test_no_benchmark_figures_in_docstrings():
 
     offenders += [f"registry:{key}" for key, info in SOLVERS.items() if pattern.search(info.description)]
     assert offenders == []
-
-
-def test_readme_module_map_matches_the_code():
-    """Every row of the module tables in docs/architecture.md names a module that exists, and every public krrcore
-    module and krr_app module has a row."""
-    root = CORE.parent
-    readme = (root / "docs" / "architecture.md").read_text()
-    rows = {m for line in readme.splitlines() if line.startswith("| `krr")
-            for m in re.findall(r"`(krr(?:core|_app)\.[\w.]+)`", line.split("|")[1])}
-    assert rows
-    for module in rows:
-        path = root / module.replace(".", "/")
-        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), module
-    for package in ("krrcore", "krr_app"):
-        for path in (root / package).iterdir():
-            name = path.stem if path.suffix == ".py" else path.name
-            if name.startswith("_") or not (path.suffix == ".py" or (path / "__init__.py").is_file()):
-                continue
-            assert f"{package}.{name}" in rows, f"{package}.{name} has no row in docs/architecture.md's module map"
 
 
 def test_readme_lists_every_app_setting():

@@ -180,6 +180,62 @@ def check_n(n, available: int, what: str) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class ColumnMoments:
+    """What :func:`standardize_columns` needs of some rows, per column: their count, largest
+    magnitude, and the mean and summed squared deviations of the columns divided by that magnitude
+    (so values near the float64 limit do not overflow). Moments of row shards merge
+    (:func:`merge_moments`), so rows kept on several machines are standardised by the same rule."""
+
+    count: int
+    magnitude: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+
+
+def _unit(magnitude: np.ndarray) -> np.ndarray:
+    return np.where(magnitude > 0, magnitude, 1.0)
+
+
+def column_moments(X: np.ndarray) -> ColumnMoments:
+    """The :class:`ColumnMoments` of the rows of X (two passes over X)."""
+    magnitude = np.abs(X).max(axis=0)
+    unit = X / _unit(magnitude)
+    mean = unit.mean(axis=0)
+    return ColumnMoments(X.shape[0], magnitude, mean, ((unit - mean) ** 2).sum(axis=0))
+
+
+def merge_moments(parts) -> ColumnMoments:
+    """The moments of all the parts' rows together (Chan, Golub and LeVeque's pairwise update,
+    after rescaling each part to the largest magnitude)."""
+    parts = list(parts)
+    magnitude = np.maximum.reduce([p.magnitude for p in parts])
+    count, mean, m2 = 0, np.zeros_like(magnitude), np.zeros_like(magnitude)
+    for p in parts:
+        ratio = _unit(p.magnitude) / _unit(magnitude)
+        p_mean, p_m2 = p.mean * ratio, p.m2 * ratio ** 2
+        total = count + p.count
+        delta = p_mean - mean
+        mean = mean + delta * (p.count / total)
+        m2 = m2 + p_m2 + delta ** 2 * (count * p.count / total)
+        count = total
+    return ColumnMoments(count, magnitude, mean, m2)
+
+
+def moments_statistics(moments: ColumnMoments):
+    """Mean, scale and standard deviation per column from its moments; constant columns get
+    scale 1 (centred only); a column whose statistics are not finite is named in a ValueError."""
+    magnitude = _unit(moments.magnitude)
+    mean = moments.mean * magnitude
+    std = np.sqrt(moments.m2 / moments.count) * magnitude
+    bad = ~(np.isfinite(mean) & np.isfinite(std))
+    if bad.any():
+        raise ValueError(f"feature column(s) {np.flatnonzero(bad).tolist()} cannot be standardised: their "
+                         f"values (up to {float(magnitude[bad].max()):.3g}) overflow float64; rescale them")
+    scale = np.where(_constant_mask(std, mean), 1.0, std)
+    return mean, scale, std
+
+
 def standardize_columns(X_train: np.ndarray):
     """Training mean and scale per column; constant columns get scale 1 (centred only).
 
@@ -187,17 +243,7 @@ def standardize_columns(X_train: np.ndarray):
     values near the float64 limit (1e307) give their true mean and spread instead of overflowing
     in the sum of squares; a column whose statistics still are not finite is named in a ValueError.
     """
-    magnitude = np.abs(X_train).max(axis=0)
-    magnitude = np.where(magnitude > 0, magnitude, 1.0)
-    unit = X_train / magnitude
-    mean = unit.mean(axis=0) * magnitude
-    std = unit.std(axis=0) * magnitude
-    bad = ~(np.isfinite(mean) & np.isfinite(std))
-    if bad.any():
-        raise ValueError(f"feature column(s) {np.flatnonzero(bad).tolist()} cannot be standardised: their "
-                         f"values (up to {float(magnitude[bad].max()):.3g}) overflow float64; rescale them")
-    scale = np.where(_constant_mask(std, mean), 1.0, std)
-    return mean, scale, std
+    return moments_statistics(column_moments(X_train))
 
 
 def z_scores(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._validation import as_tensor, check_int, check_positive
+from .._validation import check_int, check_positive
 from ..kernels import Kernel
-from ..sharded import ShardedArray
+from ..rows import rows_of
 
 
 def _check_kernel(kernel) -> Kernel:
@@ -17,10 +17,8 @@ def _check_kernel(kernel) -> Kernel:
 
 def _as_float64(X) -> torch.Tensor:
     """Leverage scores are computed in float64 whatever the data dtype (cancellation in Eq. 3).
-    Rows sharded on a Dask cluster stay there, cast on their workers (:mod:`krrcore.sharded`)."""
-    if isinstance(X, ShardedArray):
-        return X.to(torch.float64)
-    return as_tensor(X, "X", dtype=torch.float64, ndim=(2,))
+    Rows kept elsewhere stay there, cast where they are (:mod:`krrcore.rows`)."""
+    return rows_of(X).float64(X)
 
 
 def _generator(seed) -> torch.Generator:
@@ -32,7 +30,7 @@ def _generator(seed) -> torch.Generator:
 
 def _kernel_scale(kernel: Kernel, X: torch.Tensor) -> float:
     """κ² = max_i K(x_i, x_i): ℓ(i, λ) ≤ K_ii/(λn) ≤ κ²/(λn), so d_eff(λ) ≤ κ²/λ."""
-    kappa2 = X.kernel_diag(kernel, "max") if isinstance(X, ShardedArray) else float(kernel.diag(X).max())
+    kappa2 = rows_of(X).max_kernel_diag(X, kernel)
     if not kappa2 > 0:
         raise ValueError("kernel is zero on the diagonal of X: leverage scores are undefined")
     return kappa2

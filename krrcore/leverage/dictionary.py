@@ -8,7 +8,7 @@ from ..kernels import Kernel
 from ..linalg import jitter_cholesky
 from ..memory import check_fits, scratch_budget, worker_memory_left
 from ..ops import block_rows_for_budget
-from ..sharded import ShardedArray
+from ..rows import rows_of
 from ._inputs import _as_float64, _check_kernel, _index_tensor
 from .results import LeverageLevel, LeverageResult
 
@@ -55,10 +55,12 @@ class _Dictionary:
         return self
 
     def scores(self, idx: torch.Tensor) -> torch.Tensor:
-        """ℓ̃_J(i, λ) for the rows ``idx`` of X, kernel blocks of K(J, ·) under the memory budget;
-        on sharded rows each worker scores its own (:meth:`ShardedArray.leverage_scores`)."""
-        if isinstance(self.X, ShardedArray):
-            return self.X.leverage_scores(self.state(), idx)
+        """ℓ̃_J(i, λ) for the rows ``idx`` of X, computed where the rows are (:mod:`krrcore.rows`:
+        on rows sharded on a Dask cluster each worker scores its own, from :meth:`state`)."""
+        return rows_of(self.X).leverage_scores(self, idx)
+
+    def local_scores(self, idx: torch.Tensor) -> torch.Tensor:
+        """ℓ̃_J(i, λ) for the rows ``idx`` of X held here, kernel blocks of K(J, ·) under the memory budget."""
         m = int(idx.numel())
         out = torch.empty(m, dtype=torch.float64, device=self.X.device)
         if self.size == 0:

@@ -37,7 +37,7 @@ from ..linalg import residual_and_objective
 from ..memory import SLOW_FIT_SECONDS, CostModel, MemoryEstimate, SlowFitWarning, scratch_budget
 from ..metrics import DEFAULT_METRIC, METRICS
 from ..ops import KernelOperator
-from ..sharded import ShardedArray, is_distributed, start_sharded_fit
+from ..rows import rows_of
 from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
 
 
@@ -83,6 +83,18 @@ def validation_cache_bytes(n_val: int, n_centres: int, itemsize: int, scratch_by
     return int(need) if need <= scratch_bytes else 0
 
 
+def distributed_backend(data):
+    """:mod:`krrcore.distributed` when ``data`` lives on a Dask cluster (a sharded array, or a Dask
+    collection to shard), else None: the one place a fit chooses between here and a cluster. The
+    package is imported only then; every later operation on the rows goes through
+    :func:`krrcore.rows.rows_of`."""
+    if rows_of(data).local and type(data).__module__.partition(".")[0] != "dask":
+        return None
+    from .. import distributed
+
+    return distributed
+
+
 class _Recorder:
     """Turns a solver's :class:`Step` into an :class:`IterationRecord`: one fit's validation data,
     metric and timing rules, shared by :class:`IterativeKRR` and :class:`DirectKRR`.
@@ -103,8 +115,8 @@ class _Recorder:
             Y_val = None
         self.estimator = estimator
         self.X, self.Y, self.X_val, self.Y_val = X, Y, X_val, Y_val
-        # Sharded targets stay on their workers: a few distinct rows tell the task.
-        self.metric_name = estimator._metric_name(Y if isinstance(Y, torch.Tensor) else Y.distinct_rows())
+        # Targets kept elsewhere stay there: a few distinct rows tell the task.
+        self.metric_name = estimator._metric_name(rows_of(Y).target_rows(Y))
         self.metric_fn = METRICS[self.metric_name]
         self.eval_train = bool(getattr(estimator, "eval_train", False))
         self._val_operator, self._val_centres = None, None
@@ -114,7 +126,7 @@ class _Recorder:
         centres stay the same (:func:`validation_cache_bytes`)."""
         est = self.estimator
         centres = est.centers_
-        if not isinstance(centres, torch.Tensor):         # sharded rows: predicted where they live
+        if not rows_of(centres).local:         # rows kept elsewhere: predicted where they live
             return est._predict_tensor(self.X_val)
         if self._val_centres is not centres:
             keep = validation_cache_bytes(self.X_val.shape[0], centres.shape[0], self.X_val.element_size(),
@@ -216,8 +228,9 @@ class KRRBase(RegressorMixin, BaseEstimator):
         :class:`~krrcore.memory.TimeLimitError` when set-up plus one iteration would exceed
         ``timeout``, and a :class:`~krrcore.memory.SlowFitWarning` past a minute.
         """
-        if is_distributed(X):       # rows sharded on a Dask cluster (krrcore.sharded)
-            X, Y, estimate = start_sharded_fit(self, X, y)
+        distributed = distributed_backend(X)
+        if distributed is not None:
+            X, Y, estimate = distributed.start_fit(self, X, y)
         else:
             X, Y = self._prepare_fit(X, y)
             estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1],
@@ -275,6 +288,19 @@ class KRRBase(RegressorMixin, BaseEstimator):
         """
         return ""
 
+    #: How the solver runs on rows sharded on a Dask cluster (:mod:`krrcore.distributed`): "nystrom"
+    #: (its products are K_nM's), "full" (those of K + λnI), or None: it does not.
+    _sharded_kind = None
+
+    def _hold_model(self, model: CostModel, n: int, k: int) -> None:
+        """Add to ``model`` what a fit on n rows holds wherever its rows are (M×M matrices, CG
+        vectors): on a cluster, the client's part. Solvers with a ``_sharded_kind`` override it."""
+
+    def _hold_rows(self, model: CostModel, rows: int, n: int, k: int) -> None:
+        """Add to ``model`` what a fit on n rows allocates for ``rows`` of them where they are (kernel
+        block buffers over them): on a cluster, a worker's part for its shard. Nyström solvers
+        override it."""
+
     # -- scikit-learn's contract ---------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "coef_")
@@ -287,11 +313,8 @@ class KRRBase(RegressorMixin, BaseEstimator):
 
     # -- prediction ------------------------------------------------------------------------
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.centers_, ShardedArray):      # full KRR fitted on sharded rows
-            return self.centers_.kernel_expansion(self._kernel(), X, self.coef_, getattr(self, "memory_budget", None))
-        op = KernelOperator(self._kernel(), X, self.centers_, memory_budget=getattr(self, "memory_budget", None),
-                            n_rhs=self.coef_.shape[1])
-        return op.matvec(self.coef_)
+        return rows_of(self.centers_).expansion(self.centers_, self._kernel(), X, self.coef_,
+                                                getattr(self, "memory_budget", None))
 
     #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these
     #: (``classes_`` for the classifiers of :mod:`krrcore.solvers.classifiers`).

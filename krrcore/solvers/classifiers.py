@@ -23,8 +23,8 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
-from ..sharded import is_distributed
 from .askotch import ASkotch, Skotch
+from .base import distributed_backend
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
 from .pcg import CG, NystromPCG
@@ -69,7 +69,7 @@ class KRRClassifierMixin(ClassifierMixin):
 
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
         """The regressor's record stream on the encoded labels; sets ``classes_`` first."""
-        if is_distributed(y):
+        if distributed_backend(y) is not None:
             raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
                              f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
         labels = _labels(y, "y")

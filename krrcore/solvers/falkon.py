@@ -19,11 +19,12 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import check_int
-from ..centers import center_count, select_centers
+from ..centers import BlessCenters, BlessRCenters, center_count, select_centers
 from ..cg import conjugate_gradient
 from ..memory import CostModel
-from ..ops import make_operator, operator_bytes
+from ..ops import operator_bytes
 from ..preconditioner import FalkonPreconditioner, PrecisionWarning
+from ..rows import rows_of
 from .base import IterativeKRR, Step
 
 
@@ -66,13 +67,13 @@ class _NystromIterative(IterativeKRR):
         self.center_indices_ = cs.indices
         self.center_weights_ = cs.weights
         planned = {part.name: part.bytes for part in self.memory_estimate_.parts}
-        self.operator_ = make_operator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
+        rows = rows_of(X)
+        self.operator_ = rows.operator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
                                        cache_bytes=planned.get(KERNEL_CACHE))
-        self._y_sq = (float((Y.double() ** 2).sum()) if isinstance(Y, torch.Tensor) else Y.sum_of_squares()) / self.n_
+        self._y_sq = rows_of(Y).sum_of_squares(Y) / self.n_
         return self.operator_.rmatvec(Y) / self.n_        # b̃
 
-    #: How these solvers run on rows sharded on a Dask cluster (:mod:`krrcore.sharded`).
     _sharded_kind = "nystrom"
     #: dtype of the CG vectors and of K_nMᵀ(·) sums (None: the data dtype).
     _VECTOR_DTYPE = None
@@ -89,24 +90,14 @@ class _NystromIterative(IterativeKRR):
         What is left of the storage budget holds the first row blocks of K_nM (:data:`KERNEL_CACHE`),
         computed by the first pass and read by every later one: a cached row costs two reads of
         its M entries per iteration instead of a kernel evaluation."""
-        M, d, s = self._center_count(n), model.d, model.itemsize
+        M, s = self._center_count(n), model.itemsize
         system_itemsize = self._SYSTEM_ITEMSIZE or s
-
-        def block_buffer(itemsize):
-            return operator_bytes(n, M, itemsize=itemsize, budget_bytes=model.scratch_bytes, d=d, n_rhs=k,
-                                  scratch_blocks=model.scratch_blocks)
-
-        model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * system_itemsize)
-        model.hold("kernel block buffer", block_buffer(s), "scratch")
+        self._hold_model(model, n, k)
+        self._hold_rows(model, n, n, k)
         rounds = self._refine_rounds()
-        if rounds:      # Falkon's float64 refinement: a float64 block buffer beside it, 1 + rounds float64 passes
-            model.hold("float64 refinement block buffer", block_buffer(8), "scratch")
+        if rounds:      # Falkon's float64 refinement: 1 + rounds float64 passes
             model.setup += (1 + rounds) * model.entry_seconds(n * M, torch.float64)
-        model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
-        if isinstance(self.centers, str) and self.centers.startswith("bless"):
-            model.hold("BLESS scoring blocks", model.scratch_bytes, "scratch")
-            if s != 8:
-                model.hold("float64 copy of X (BLESS)", n * d * 8)
+        if self._uses_bless():
             model.setup += model.entry_seconds(n * M, torch.float64)
         # FalkonPreconditioner.unresolved_ (at most a Cholesky and two LDLᵀ) runs only when
         # λ < eps·‖K_MM‖_∞/M ≤ eps·κ², with κ² = 1 for the Gaussian, Laplacian and Matérn kernels.
@@ -122,9 +113,38 @@ class _NystromIterative(IterativeKRR):
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
 
+    def _hold_model(self, model: CostModel, n: int, k: int) -> None:
+        """The M×M matrix, the centres and O(M) CG vectors (on the client of a sharded fit)."""
+        M, d, s = self._center_count(n), model.d, model.itemsize
+        model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * (self._SYSTEM_ITEMSIZE or s))
+        model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
+
+    def _hold_rows(self, model: CostModel, rows: int, n: int, k: int) -> None:
+        """Over ``rows`` rows: the kernel block buffer (a float64 one beside it for Falkon's
+        refinement), and for BLESS centres its scoring blocks and a float64 copy of the rows."""
+        M, d, s = self._center_count(n), model.d, model.itemsize
+
+        def block_buffer(itemsize):
+            return operator_bytes(rows, M, itemsize=itemsize, budget_bytes=model.scratch_bytes, d=d, n_rhs=k,
+                                  scratch_blocks=model.scratch_blocks)
+
+        model.hold("kernel block buffer", block_buffer(s), "scratch")
+        if self._refine_rounds():
+            model.hold("float64 refinement block buffer", block_buffer(8), "scratch")
+        if self._uses_bless():
+            model.hold("BLESS scoring blocks", model.scratch_bytes, "scratch")
+            if s != 8:
+                model.hold("float64 copy of X (BLESS)", rows * d * 8)
+
+    def _uses_bless(self) -> bool:
+        """Whether the centres come from a BLESS dictionary (``centers="bless"``/``"bless_r"`` or its selector)."""
+        centers = self.centers
+        return (isinstance(centers, str) and centers.startswith("bless")) or isinstance(centers, (BlessCenters,
+                                                                                                  BlessRCenters))
+
     def _center_count(self, n: int) -> int:
         M = center_count(self.centers, self.M, n)
-        if isinstance(self.centers, str) and self.centers.startswith("bless"):
+        if self._uses_bless():
             M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
         return M
 
@@ -263,8 +283,9 @@ class Falkon(_NystromIterative):
         if not rounds:
             return
         pc, n, lam = self.preconditioner_, self.n_, self.penalty_
-        data64 = make_operator(self._kernel(), X, self.centers_, memory_budget=self.memory_budget, n_rhs=Y.shape[1],
-                               dtype=torch.float64, accumulate_dtype=torch.float64, cache_bytes=0)
+        data64 = rows_of(X).operator(self._kernel(), X, self.centers_, memory_budget=self.memory_budget,
+                                     n_rhs=Y.shape[1], dtype=torch.float64, accumulate_dtype=torch.float64,
+                                     cache_bytes=0)
         weights = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
 
         def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α), float64

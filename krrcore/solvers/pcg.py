@@ -12,9 +12,10 @@ import torch
 
 from .._validation import check_int
 from ..cg import CGState, conjugate_gradient
-from ..full_system import FullKernelSystem, check_residual_mode, make_full_system, resolve_kernel_storage
+from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
 from ..nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
 from ..memory import CostModel
+from ..rows import rows_of
 from .base import IterativeKRR, Step
 
 
@@ -56,16 +57,20 @@ class _FullSystemCG(IterativeKRR):
         eval_every = 1 if self.eval_every is None else check_int(self.eval_every, "eval_every")
         product, evaluation = FullKernelSystem.estimate(model, n, k, storage=storage,
                                                         float64_eval=self.residual == "float64")
-        model.hold("CG vectors (n×k each)", 5 * n * k * model.itemsize)
+        self._hold_model(model, n, k)
         model.iteration += product + evaluation / eval_every
-        self._estimate_preconditioner(model, n, product)
+        model.setup += self._preconditioner_seconds(model, n, product)
         return ("subsample, use dtype='float32', or use ASkotch, which touches one block row of K per step"
                 if storage == "stored" else "subsample, or use Falkon (Nyström) or ASkotch")
 
-    def _estimate_preconditioner(self, model: CostModel, n: int, product_seconds: float) -> None:
-        pass
+    def _hold_model(self, model: CostModel, n: int, k: int) -> None:
+        """CG's 5 vectors of n×k and the preconditioner's factors (on the client of a sharded fit)."""
+        model.hold("CG vectors (n×k each)", 5 * n * k * model.itemsize)
 
-    #: How this solver runs on rows sharded on a Dask cluster (:mod:`krrcore.sharded`).
+    def _preconditioner_seconds(self, model: CostModel, n: int, product_seconds: float) -> float:
+        """Seconds of the preconditioner's set-up (none without one)."""
+        return 0.0
+
     _sharded_kind = "full"
 
     def _setup(self, X, Y):
@@ -74,12 +79,12 @@ class _FullSystemCG(IterativeKRR):
         self._set_eval_every(1)
         check_residual_mode(self.residual)
         generator = torch.Generator().manual_seed(int(self.seed))
-        self._system = make_full_system(self._kernel(), X, lam * n, kernel_storage=self.kernel_storage,
-                                        memory_budget=self.memory_budget)
+        self._system = rows_of(X).full_system(self._kernel(), X, lam * n, kernel_storage=self.kernel_storage,
+                                              memory_budget=self.memory_budget)
         self.kernel_storage_ = self._system.storage
         self._precond = self._preconditioner(self._system, generator)
-        # CG's vectors are n-long and live here; sharded targets are gathered once (O(n·k)).
-        self._Y = Y if isinstance(Y, torch.Tensor) else Y.gather()
+        # CG's vectors are n-long and live here; targets kept elsewhere are gathered once (O(n·k)).
+        self._Y = rows_of(Y).gather(Y)
         self._Y64 = self._Y.to(torch.float64)
         self.centers_ = X
         self.coef_ = torch.zeros_like(self._Y)
@@ -140,11 +145,16 @@ class NystromPCG(_FullSystemCG):
         self.rank = rank
         self.damping = damping
 
-    def _estimate_preconditioner(self, model: CostModel, n: int, product_seconds: float) -> None:
-        """Alg. 2 on K: the sketch KΩ (one product with r columns) and four n×r factors."""
+    def _hold_model(self, model: CostModel, n: int, k: int) -> None:
+        """CG's vectors and Alg. 2's four n×r factors of K (the sketch KΩ among them)."""
+        super()._hold_model(model, n, k)
         r = min(check_int(self.rank, "rank"), n)
         model.hold(f"Nyström sketch (4 × n×r, r={r})", 4 * n * r * model.itemsize)
-        model.setup += product_seconds + model.flop_seconds(2 * n * n * r + 4 * n * r * r)
+
+    def _preconditioner_seconds(self, model: CostModel, n: int, product_seconds: float) -> float:
+        """Alg. 2 on K: the sketch KΩ (one product with r columns) and the factorisation."""
+        r = min(check_int(self.rank, "rank"), n)
+        return product_seconds + model.flop_seconds(2 * n * n * r + 4 * n * r * r)
 
     def check_sizes(self, n: int) -> int:
         """The rank r after checks against ``n`` training points (r <= n); raises ``ValueError``

@@ -12,6 +12,10 @@ One function, :func:`connect`, serves both cases (Dask's client/cluster split):
   workers while a module is being imported, which is how ``streamlit run`` runs a page; the
   subprocesses end with this process.
 
+:func:`resolve_client` says which cluster a function that places data on one uses: its
+``cluster=`` argument (a ``distributed.Client``, a :class:`ClusterConnection` or a scheduler
+address), else the active default ``Client``, else ``KRR_DASK_SCHEDULER``.
+
 The scheduler of an embedded cluster never retries a task whose worker died
 (``allowed_failures=0``): a run that exhausted a worker's memory would otherwise be retried
 on, and kill, the next worker too. For an external scheduler set the same with
@@ -26,9 +30,12 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-from .worker_setup import PACKAGE_ROOT, TORCH_THREADS_ENV
+from .workers import TORCH_THREADS_ENV
 
 SCHEDULER_ENV = "KRR_DASK_SCHEDULER"
+#: The folder holding the ``krrcore`` package, and the workers' preload (``--preload krrcore.worker_setup``).
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+PRELOAD = PACKAGE_ROOT / "krrcore" / "worker_setup.py"
 
 
 def _total_memory_bytes() -> int:
@@ -102,8 +109,7 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
     from distributed.deploy.subprocess import SubprocessCluster
 
     shape = shape or LocalClusterShape.for_this_machine()
-    preload = {"preload": [str(Path(__file__).resolve().parent / "worker_setup.py")],
-               "preload_argv": ["--package-root", PACKAGE_ROOT]}
+    preload = {"preload": [str(PRELOAD)], "preload_argv": ["--package-root", str(PACKAGE_ROOT)]}
     cluster = SubprocessCluster(
         n_workers=shape.n_workers, threads_per_worker=1, dashboard_address=None,
         scheduler_kwargs={"allowed_failures": 0, **preload},
@@ -120,3 +126,41 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
     log.info("embedded Dask cluster at %s: %d workers × %d threads, %.1f GiB each", cluster.scheduler_address,
              shape.n_workers, shape.threads, shape.memory_limit / 2**30)
     return ClusterConnection(client=client, cluster=cluster, address=cluster.scheduler_address, shape=shape)
+
+
+_connections: dict = {}
+
+
+def resolve_client(cluster=None):
+    """The ``distributed.Client`` of ``cluster``: a Client, a :class:`ClusterConnection`, a scheduler
+    address (connected once per process), or None: the active default Client, else
+    ``$KRR_DASK_SCHEDULER``."""
+    from distributed import Client, default_client
+
+    if isinstance(cluster, Client):
+        return cluster
+    if isinstance(cluster, ClusterConnection):
+        return cluster.client
+    if cluster is None:
+        try:
+            return default_client()
+        except ValueError:
+            cluster = os.environ.get(SCHEDULER_ENV) or None
+        if cluster is None:
+            raise ValueError(f"no Dask cluster to shard the data on: pass cluster= (a distributed.Client, a "
+                             f"krrcore.distributed.ClusterConnection or a scheduler address), create a Client, or "
+                             f"set {SCHEDULER_ENV}")
+    if not isinstance(cluster, str):
+        raise ValueError(f"cluster must be a distributed.Client, a krrcore.distributed.ClusterConnection or a "
+                         f"scheduler address, got {type(cluster).__name__}")
+    if cluster not in _connections:
+        _connections[cluster] = connect(cluster)
+    return _connections[cluster].client
+
+
+def worker_addresses(client) -> list[str]:
+    """The cluster's worker addresses, sorted; a cluster without workers is refused."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    if not workers:
+        raise ValueError("the Dask cluster has no workers")
+    return workers
