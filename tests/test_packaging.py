@@ -1,16 +1,18 @@
 """Packaging: pyproject.toml builds a wheel holding the library, the app and the ``krr-explorer``
 command; installed, krrcore imports from outside the repository and the command serves the app.
 
-The cheap, automatic form of the README's clean-install check: the wheel is built from a copy of
-the sources (no build/ or egg-info left in the checkout) and installed with ``--no-deps`` into a
-venv that borrows this machine's site-packages for the dependencies (a fully clean venv downloads
-~1 GB and takes minutes: the README gives that manual check and what it showed).
+The cheap, automatic form of a clean install: the wheel is built from a copy of the sources (no
+build/ or egg-info left in the checkout) and installed with ``--no-deps`` into a throw-away virtual
+environment whose dependencies are those of the interpreter running the tests — its site
+directories, added by a ``.pth`` file — whether that interpreter is the system Python or itself a
+virtual environment (a fully clean environment would download ~1 GB of dependencies).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -86,16 +88,38 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def environment_with_our_dependencies(env_dir: Path) -> Path:
+    """A virtual environment that sees the packages of the interpreter running this test, and
+    returns its python. ``venv.create(system_site_packages=True)`` would lend it the *base*
+    interpreter's packages: from inside a virtual environment, not the ones installed there. So it
+    is created plain, and a ``.pth`` file adds this interpreter's site directories after its own
+    (``site.addsitedir``, so that their own ``.pth`` files apply too): what is installed into the
+    new environment comes first."""
+    venv.create(env_dir, system_site_packages=False, with_pip=False)       # this pip installs into it
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    ours = [d for d in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(d)]
+    (Path(purelib) / "_krr_test_dependencies.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours))
+    return python
+
+
+def _without_pythonpath() -> dict:
+    """This environment minus PYTHONPATH, which would put a checkout ahead of the installed wheel."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 @pytest.mark.slow
 def test_installed_wheel_imports_outside_the_repo_and_its_command_serves_the_app(wheel, tmp_path):
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)     # this pip installs into it
-    python = env_dir / "bin" / "python"
+    python = environment_with_our_dependencies(env_dir)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True, capture_output=True, timeout=300)
     where = subprocess.run([python, "-c", "import krrcore, krr_app.cli, krr_app.settings as s; print(krrcore.__file__); "
                             "print(krr_app.cli.app_dir()); print(s.LESSONS_DIR); print(len(list(s.LESSONS_DIR.glob('*.md'))))"],
-                           cwd=tmp_path, check=True, capture_output=True, text=True, timeout=120).stdout.split()
+                           cwd=tmp_path, env=_without_pythonpath(), check=True, capture_output=True, text=True,
+                           timeout=120).stdout.split()
     site = str(env_dir)
     assert all(path.startswith(site) for path in where[:3])          # the wheel's copies, not the checkout's
     assert int(where[3]) == len(list((ROOT / "lessons").glob("*.md")))   # the installed app has its lessons
@@ -105,7 +129,8 @@ def test_installed_wheel_imports_outside_the_repo_and_its_command_serves_the_app
     with open(log, "w") as out:
         server = subprocess.Popen([env_dir / "bin" / "krr-explorer", "--server.port", str(port),
                                    "--server.headless", "true", "--server.address", "127.0.0.1"],
-                                  cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                  cwd=tmp_path, env=_without_pythonpath(), stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     try:
         deadline, health = time.monotonic() + 90, None
         while time.monotonic() < deadline and health is None:
