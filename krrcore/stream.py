@@ -35,7 +35,16 @@ class IterationRecord:
 
 
 class SolverDivergedError(RuntimeError):
-    """A run produced NaN/inf or stalled; the message says which and at what iteration."""
+    """A run diverged (a NaN/inf residual, or one grown by orders of magnitude over its best); the
+    message says which, at what iteration, and the settings to change."""
+
+
+#: A residual this many times the smallest one seen so far, and above the starting point's, means
+#: the iterates are moving away from the solution (a step too large for the problem), not noise:
+#: converging solvers, accelerated ones included, stay within a few times their best. (Below the
+#: start it is not counted: unpreconditioned CG run past its convergence lets a 1e-11 residual
+#: drift by orders of magnitude through round-off, to a model still far better than the start.)
+DIVERGENCE_FACTOR = 1e4
 
 
 class Stopper:
@@ -44,6 +53,8 @@ class Stopper:
     * ``stop_event``: a ``threading.Event`` the caller sets (the app's Stop button);
     * ``callback(record) -> bool``: return True to stop;
     * ``timeout``: seconds of solver time.
+
+    and the one rule that says a run diverged (:meth:`divergence`).
     """
 
     def __init__(self, stop_event: threading.Event | None = None, callback=None, timeout: float | None = None):
@@ -51,6 +62,27 @@ class Stopper:
         self.callback = callback
         self.timeout = timeout
         self.reason = ""
+        self.best = math.inf            # smallest residual so far, and its iteration
+        self.best_iteration = 0
+        self.start = math.inf           # the first record's residual (the starting point's)
+
+    def divergence(self, record: IterationRecord, floor: float = 0.0, finite: bool = True) -> str:
+        """Why the run diverged at ``record`` ("" if it did not): its residual is NaN or infinite
+        (or ``finite`` is False: the iterate is), or above the first record's and more than
+        :data:`DIVERGENCE_FACTOR` times the best so far. ``floor`` (the working-precision
+        residual) bounds the best from below, so round-off around a converged residual never counts."""
+        residual = record.residual
+        if not math.isfinite(residual) or not finite:
+            return f"diverged at iteration {record.iteration}: the residual became {residual}"
+        if self.start == math.inf:
+            self.start = residual
+        best = max(self.best, floor)
+        if residual > DIVERGENCE_FACTOR * best and residual > self.start:
+            return (f"diverged at iteration {record.iteration}: the residual grew to {residual:.3g}, "
+                    f"{residual / best:.2g} times its best ({self.best:.3g} at iteration {self.best_iteration})")
+        if residual < self.best:
+            self.best, self.best_iteration = residual, record.iteration
+        return ""
 
     def should_stop(self, record: IterationRecord) -> bool:
         if self.callback is not None and self.callback(record):

@@ -41,6 +41,22 @@ from ..rows import rows_of
 from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
 
 
+def target_scale(Y: torch.Tensor) -> float:
+    """The power of two the solvers multiply ``Y`` by: 1 while the squares of Y's entries (inner
+    products, norms, objectives) stay well inside its dtype's range, else the one that brings
+    max|Y| into [1/2, 1) — y ≈ 1e160 would otherwise overflow ‖y‖² to inf and the residual to NaN.
+    A power of two is exact in floating point, and the KRR solution is linear in y, so the solve is
+    the same one, scaled."""
+    peak = float(Y.abs().max()) if Y.numel() else 0.0
+    if peak == 0.0 or not math.isfinite(peak):
+        return 1.0
+    info = torch.finfo(Y.dtype)
+    # Margins: n terms per inner product, and the iterates' own growth on the way.
+    if math.sqrt(info.tiny) * 1e3 <= peak <= math.sqrt(info.max) / (1e3 * max(1, Y.numel())):
+        return 1.0
+    return math.ldexp(1.0, -math.frexp(peak)[1])
+
+
 @dataclass
 class Step:
     """What a solver reports after an (outer) iteration or a direct solve; the base class turns it
@@ -120,6 +136,7 @@ class _Recorder:
         self.metric_fn = METRICS[self.metric_name]
         self.eval_train = bool(getattr(estimator, "eval_train", False))
         self._val_operator, self._val_centres = None, None
+        self.target_scale = 1.0          # the solver's targets are Y · target_scale (see _start_fit)
 
     def _validation_outputs(self) -> torch.Tensor:
         """The model's outputs on X_val, from K(X_val, centres_) kept across records while the
@@ -143,13 +160,16 @@ class _Recorder:
         seconds = timer.pause()
         t_eval = Timer()
         residual, objective = step.values()
-        rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual, objective=objective,
-                              metric=self.metric_name, extras=dict(step.extras))
-        predict = self.estimator._predict_tensor
+        scale = self.target_scale            # relative residuals do not change with it; the objective is quadratic
+        rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual,
+                              objective=objective / scale / scale, metric=self.metric_name, extras=dict(step.extras))
+
+        def predict(X):
+            return self.estimator._predict_tensor(X) / scale
         if self.eval_train:
             rec.train_metric = self.metric_fn(self.Y, predict(self.X))
         if self.X_val is not None:
-            rec.val_metric = self.metric_fn(self.Y_val, self._validation_outputs())
+            rec.val_metric = self.metric_fn(self.Y_val, self._validation_outputs() / scale)
         rec.eval_seconds = t_eval.pause()
         return rec
 
@@ -218,6 +238,22 @@ class KRRBase(RegressorMixin, BaseEstimator):
         return self
 
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        """Generator of :class:`IterationRecord`; after it ends the estimator is fitted. When it
+        ends and what it records: ``_records`` of :class:`IterativeKRR` and :class:`DirectKRR`.
+
+        Targets so large or so small that their squares leave the dtype's range are solved scaled
+        (:func:`target_scale`); the coefficients are scaled back when the generator ends, however it
+        ends, and ``predict`` answers in the targets' units meanwhile.
+        """
+        self._target_scale = 1.0
+        try:
+            yield from self._records(X, y, X_val, y_val, stop_event=stop_event)
+        finally:
+            if self._target_scale != 1.0 and isinstance(getattr(self, "coef_", None), torch.Tensor):
+                self.coef_ = self.coef_ / self._target_scale
+            self._target_scale = 1.0
+
+    def _records(self, X, y, X_val, y_val, *, stop_event):
         raise NotImplementedError
 
     def _start_fit(self, X, y, X_val, y_val) -> tuple[torch.Tensor, torch.Tensor, _Recorder]:
@@ -242,6 +278,10 @@ class KRRBase(RegressorMixin, BaseEstimator):
             warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
                           SlowFitWarning, stacklevel=3)
         recorder = _Recorder(self, X, Y, X_val, y_val)
+        if isinstance(Y, torch.Tensor):
+            recorder.target_scale = self._target_scale = target_scale(Y)
+            if self._target_scale != 1.0:
+                Y = Y * self._target_scale
         self.trace_ = []
         self.stop_reason_ = ""
         return X, Y, recorder
@@ -338,7 +378,7 @@ class KRRBase(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         Xt = as_tensor(X, "X", dtype=self.coef_.dtype, device=self.coef_.device)
         check_features(Xt, self.n_features_in_, "X", type(self).__name__)
-        return self._predict_tensor(Xt)
+        return self._predict_tensor(Xt) / getattr(self, "_target_scale", 1.0)     # mid-fit: scaled targets
 
     def predict(self, X):
         out = self._outputs(X)
@@ -356,8 +396,8 @@ class IterativeKRR(KRRBase):
     ``callback``, ``timeout``, ``eval_train``, ``stall_patience``.
     """
 
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
-        """Generator of :class:`IterationRecord`; after it ends the estimator is fitted.
+    def _records(self, X, y, X_val, y_val, *, stop_event: threading.Event | None):
+        """Generator of :class:`IterationRecord` (:meth:`iter_fit`); after it ends the estimator is fitted.
 
         Iteration 0 is the state after set-up (its ``seconds`` include the set-up time).
         Ends on: ``maxiter``; residual ≤ ``tol``; a residual below the working-precision floor
@@ -368,9 +408,10 @@ class IterativeKRR(KRRBase):
         ``converged_`` is True when the run reached ``tol`` or working
         precision. When ``tol`` is set and the run ends on ``maxiter`` or a stall short of it, a
         ``ConvergenceWarning`` says so (a stop asked for — ``stop_event``, ``callback``,
-        ``timeout`` — does not warn). A NaN or
-        infinite residual raises :class:`SolverDivergedError`, leaving the last finite
-        coefficients in ``coef_`` and the records so far in ``trace_``. After the loop, unless a
+        ``timeout`` — does not warn). A diverging run (:meth:`krrcore.stream.Stopper.divergence`: a
+        NaN or infinite residual, or one grown by orders of magnitude over its best) raises
+        :class:`SolverDivergedError` naming the settings to change, leaving the best iterate in
+        ``coef_`` and the records so far in ``trace_``. After the loop, unless a
         stop was asked for, :meth:`_finish` may add records (FALKON's float64 refinement).
         """
         maxiter = check_int(self.maxiter, "maxiter", minimum=0)
@@ -386,28 +427,29 @@ class IterativeKRR(KRRBase):
         self.residual_floor_ = 10 * torch.finfo(floor_dtype).eps
 
         rec = recorder.record(0, self._initial_step(X, Y), timer)
+        stopper.divergence(rec)
         self.trace_.append(rec)
         yield rec
         if maxiter == 0:
             self.stop_reason_ = "maxiter=0: no iterations run"
             return
         best, since_best, best_iteration = rec.residual, 0, 0
-        last_good = best_coef = self.coef_.clone()
+        best_coef = self.coef_.clone()
         timer.resume()
         iteration = 0
         for step in self._steps(X, Y):
             iteration = step.iteration if step.iteration is not None else iteration + 1
             rec = recorder.record(iteration, step, timer)
-            if not math.isfinite(rec.residual) or not bool(torch.isfinite(self.coef_).all()):
-                self.coef_ = last_good
-                self.stop_reason_ = (f"diverged at iteration {iteration}: the residual became {rec.residual}; "
-                                     f"kept the coefficients of the last finite iteration")
+            diverged = stopper.divergence(rec, self.residual_floor_, bool(torch.isfinite(self.coef_).all()))
+            if diverged:
+                self.coef_ = best_coef
+                self.stop_reason_ = (f"{diverged}; kept the best iterate (iteration {best_iteration}, residual "
+                                     f"{best:.3g}). {self._divergence_advice()}")
                 raise SolverDivergedError(f"{type(self).__name__} {self.stop_reason_}")
-            last_good = self.coef_.clone()
             self.trace_.append(rec)
             yield rec
             if rec.residual < best * (1 - 1e-6):
-                best, since_best, best_iteration, best_coef = rec.residual, 0, iteration, last_good
+                best, since_best, best_iteration, best_coef = rec.residual, 0, iteration, self.coef_.clone()
             else:
                 since_best += 1
             short_of_tol = False
@@ -431,6 +473,10 @@ class IterativeKRR(KRRBase):
                                      f"the model is the best iterate, from iteration {best_iteration} "
                                      f"(residual {best:.3g})")
                 short_of_tol = tol is not None
+                if best_iteration == 0:     # no step ever helped: the model is the starting point (zero)
+                    warnings.warn(f"{type(self).__name__} never improved on its starting point (the zero model) "
+                                  f"in {iteration} iterations. {self._divergence_advice()}", ConvergenceWarning,
+                                  stacklevel=2)
             if short_of_tol:
                 warnings.warn(f"{type(self).__name__} did not reach tol={tol:g}: {self.stop_reason_} with "
                               f"residual {rec.residual:.3g}; raise maxiter or tol", ConvergenceWarning, stacklevel=2)
@@ -448,6 +494,23 @@ class IterativeKRR(KRRBase):
             self.trace_.append(rec)
             yield rec
             timer.resume()
+
+    #: What to change when this solver's iterates diverge, each with its value now (``{name}``:
+    #: a parameter or fitted attribute): the advice of :class:`SolverDivergedError`.
+    DIVERGENCE_ADVICE: tuple[str, ...] = ("raise penalty (now {penalty!r})", "use dtype='float64' (now {dtype!r})")
+
+    def _divergence_advice(self) -> str:
+        """'Lower lr_scale (now 4) or raise batch_size (now 1).': the settings that cure a divergence."""
+        parts = []
+        for template in self.DIVERGENCE_ADVICE:
+            try:
+                parts.append(template.format(**vars(self)))
+            except (KeyError, AttributeError):      # a subclass without that setting
+                continue
+        if not parts:
+            return "Change the solver's settings."
+        text = ", ".join(parts[:-1]) + (" or " if len(parts) > 1 else "") + parts[-1]
+        return text[0].upper() + text[1:] + "."
 
     def _set_eval_every(self, default: int) -> None:
         """``eval_every_``: the ``eval_every`` parameter, or the solver's ``default`` when it is None."""
@@ -491,7 +554,7 @@ class DirectKRR(KRRBase):
     special case for direct solvers.
     """
 
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+    def _records(self, X, y, X_val, y_val, *, stop_event: threading.Event | None):
         """Generator of exactly one :class:`IterationRecord` (iteration 1): ``seconds`` is the solve
         time, ``residual`` the solved system's relative residual, ``val_metric`` filled when
         validation data is given. ``stop_event`` is accepted for a uniform signature; a direct

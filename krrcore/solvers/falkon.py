@@ -216,6 +216,9 @@ class Falkon(_NystromIterative):
     solution at this λ uses that the data dtype cannot resolve; 0 in float64).
     """
 
+    DIVERGENCE_ADVICE = ("raise penalty (now {penalty!r})", "raise jitter (now {jitter_!r})",
+                         "use dtype='float64' (now {dtype!r})")
+
     def __init__(self, kernel=None, penalty=1e-6, M=100, *, centers="uniform", maxiter=20, tol=None, seed=0,
                  dtype="float64", device=None, memory_budget=None, callback=None, timeout=None,
                  eval_train=False, metric="auto", stall_patience=50, jitter=None, refresh_every="auto",

@@ -89,6 +89,10 @@ class SketchySAGA(IterativeKRR):
         default krrcore's default budget. Nothing of size M×M is ever allocated.
     """
 
+    #: A step η = α/L_P too large for the batch's gradient noise makes SAGA diverge.
+    DIVERGENCE_ADVICE = ("lower lr_scale (now {lr_scale!r}; the default is 0.5)",
+                         "raise batch_size (now {batch_size_!r})")
+
     def __init__(self, kernel=None, penalty=1e-3, M=1000, *, centers="uniform", rank=None, batch_size=None,
                  precond_batch_size=None, lr_batch_size=None, damping="damped", lr_scale=0.5, maxiter=1000,
                  tol=None, eval_every=None, memory_budget=None, seed=0, dtype="float64", device=None,
@@ -161,6 +165,7 @@ class SketchySAGA(IterativeKRR):
         n = X.shape[0]
         kernel = self._kernel()
         b_g, b_h1, b_h2 = self._batch_sizes(n)
+        self.batch_size_ = b_g
         rank = None if self.rank is None else check_int(self.rank, "rank")   # checked before any work
         lr_scale = check_positive(self.lr_scale, "lr_scale")
         self._set_eval_every(math.ceil(n / b_g))
