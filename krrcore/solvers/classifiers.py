@@ -38,8 +38,41 @@ def _labels(y, name: str) -> np.ndarray:
     if isinstance(y, torch.Tensor):
         y = y.detach().cpu().numpy()
     y = column_or_1d(y, warn=True)
+    if y.dtype == object:
+        y = _one_label_type(y, name)
     check_classification_targets(y)
     return y
+
+
+def _label_kind(value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "missing"
+    if isinstance(value, (str, bytes)):
+        return "string"
+    if isinstance(value, (bool, np.bool_, int, float, np.number)):
+        return "number"
+    return type(value).__name__
+
+
+def _one_label_type(labels: np.ndarray, name: str) -> np.ndarray:
+    """Object-dtype labels as one type: all numbers become a numeric array, all strings stay. A mix
+    is refused, as scikit-learn refuses it: sorting them, to give ``classes_`` an order, has no
+    rule for 'a' against 1 or None."""
+    kinds: dict[str, list] = {}
+    for value in labels.tolist():
+        kinds.setdefault(_label_kind(value), []).append(value)
+    if set(kinds) == {"number"}:
+        return np.asarray(labels.tolist())
+    if len(kinds) < 2:
+        return labels
+
+    seen = "; ".join(f"{len(values)} {kind} label{'s' if len(values) != 1 else ''} "
+                     f"(e.g. {', '.join(list(dict.fromkeys(map(repr, values)))[:3])})"
+                     for kind, values in kinds.items())
+    missing = len(kinds.get("missing", ()))
+    fix = (f"drop the {missing} sample{'s' if missing != 1 else ''} without a label (None or NaN)" if missing else
+           "convert them to one type, e.g. all to strings with y.astype(str)")
+    raise ValueError(f"{name} mixes label types — {seen}; class labels must be all numbers or all strings: {fix}")
 
 
 class KRRClassifierMixin(ClassifierMixin):
