@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common import print_table, quick_parser
+from benchmarks.common import find_chromium, print_table, quick_parser
 
 # auto_run=false: a small problem would otherwise run by itself when the page opens, and Run would
 # time a repeat whose chart is already drawn.
@@ -85,7 +85,7 @@ def warm_library(threads: int, queries):
 def browser_placements(confine: bool) -> dict[str, str | None]:
     """Label → chromium executable: on every core, and (``confine``, with ``taskset`` and 2+ cores)
     confined to the last."""
-    chromium = shutil.which("chromium")
+    chromium, _ = find_chromium()
     cores = os.cpu_count() or 1
     placements = {f"shares the {cores} cores": chromium}
     if confine and shutil.which("taskset") and cores > 1:

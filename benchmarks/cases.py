@@ -386,13 +386,18 @@ def scaling_summarise(results: list[dict]) -> Summary:
 # ------------------------------------------------------------------ the app against the library
 def app_measure(quick: bool, sizes=None) -> list[dict]:
     from benchmarks import bench_app
+    from benchmarks.common import find_chromium
 
+    chromium, where = find_chromium()
+    if chromium is None:          # the case drives the app in a browser: nothing to measure without one
+        return [{"problem": "every problem", "skipped": f"needs Chromium to drive the app ({where}); "
+                                                         "apt-get install chromium, or set BROWSER_PATH"}]
     return bench_app.measure(quick, repeats=1 if quick else 3)
 
 
 def app_summarise(results: list[dict]) -> Summary:
     go = _go()
-    rows = [r for r in results if "error" not in r]
+    rows = [r for r in results if "error" not in r and "skipped" not in r]
     fig = go.Figure()
     for key in ("app solver s (first Run)", "app solver s (Run again)", "krrcore s (same threads)",
                 "Run → first chart s", "Run → result s"):
@@ -403,6 +408,7 @@ def app_summarise(results: list[dict]) -> Summary:
                       legend=dict(orientation="h", y=-0.2))
     return Summary(tables={"summary": rows}, figures={"app_vs_library": fig},
                    notes=[f"{r.get('problem')}: FAILED — {r['error']}" for r in results if "error" in r]
+                   + [f"{r['problem']}: skipped — {r['skipped']}" for r in results if "skipped" in r]
                    + ["No hardware floor: this case measures the app's overhead against the same library fit."])
 
 

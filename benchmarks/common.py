@@ -14,11 +14,24 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+
+def find_chromium() -> tuple[str | None, str]:
+    """(the Chrome/Chromium the app case drives and kaleido exports PNGs with, or None; where it
+    was looked for). ``BROWSER_PATH`` first, as kaleido does, then ``chromium`` on the PATH."""
+    override = os.environ.get("BROWSER_PATH")
+    if override:
+        if os.path.isfile(override) and os.access(override, os.X_OK):
+            return override, f"BROWSER_PATH={override}"
+        return None, f"BROWSER_PATH={override} is not an executable file"
+    found = shutil.which("chromium")
+    return found, (f"chromium at {found}" if found else "no chromium on the PATH and BROWSER_PATH unset")
 
 
 def set_threads() -> int:

@@ -7,7 +7,8 @@ Output folder (``--out``, default ``benchmark-results/``, git-ignored), for each
 * ``NAME-TABLE.csv`` — each printed table, and ``NAME.md`` all of them in Markdown;
 * ``NAME-FIGURE.html`` and ``NAME-FIGURE.png`` — each figure, the PNG exported by plotly's
   ``write_image`` (kaleido, which drives the Chrome/Chromium it finds: Debian's
-  ``/usr/bin/chromium`` here; ``BROWSER_PATH`` points it elsewhere);
+  ``/usr/bin/chromium`` here; ``BROWSER_PATH`` points it elsewhere). Without one the PNGs, and
+  the ``app`` case (it drives the app in Chromium), are skipped and the run says why;
 * ``targets.csv`` — the performance targets beside the measured values, from every case's results
   in the folder, and ``machine.json`` — the machine, the date and the versions of the last run;
 * ``NAME.machine.json`` — the same for the run that measured NAME.
@@ -84,9 +85,15 @@ def write_csv(path: Path, rows: list[dict]) -> None:
             writer.writerow({k: _cell(row.get(k, "")) for k in columns})
 
 
+#: Why PNG export was skipped in this run (None while it works): kaleido renders with a
+#: Chrome/Chromium; without one the CSV, Markdown and HTML are still written.
+png_skipped: str | None = None
+
+
 def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Path]:
     """HTML (plotly.js inlined: opens offline) and PNG for each figure; the PNGs in one kaleido
-    session. Returns the paths written."""
+    session, skipped (and said once) when kaleido or a browser is missing. Returns the paths written."""
+    global png_skipped
     import plotly.io as pio
 
     paths = []
@@ -94,6 +101,8 @@ def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Pa
         html = out / f"{prefix}-{name}.html"
         fig.write_html(html, include_plotlyjs=True)
         paths.append(html)
+    if png_skipped or not figures:
+        return paths
     pngs = [out / f"{prefix}-{name}.png" for name in figures]
     try:
         figs = list(figures.values())
@@ -101,8 +110,10 @@ def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Pa
                          height=[f.layout.height or 520 for f in figs])
         paths += pngs
     except Exception as exc:           # kaleido missing or no Chrome: say so, keep the HTML
-        print(f"# PNG export skipped ({type(exc).__name__}: {exc}); "
-              f"pip install kaleido and a Chrome/Chromium (apt-get install chromium)")
+        first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        png_skipped = (f"{type(exc).__name__}: {first_line} ({common.find_chromium()[1]}); the figures are in the "
+                       f"HTML files. For PNGs: pip install kaleido, apt-get install chromium (or set BROWSER_PATH)")
+        print(f"# PNG export skipped — {png_skipped}", flush=True)
     return paths
 
 
@@ -187,6 +198,8 @@ def main(argv=None) -> int:
     (out / "targets.md").write_text(markdown_table(rows) + "\n")
     if args.docs:
         write_docs(out, args.docs)
+    if png_skipped:
+        print(f"\n# PNG export was skipped — {png_skipped}", flush=True)
     print(f"\n# results in {out.resolve()}", flush=True)
     return 0
 

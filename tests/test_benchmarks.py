@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,26 @@ def test_docs_page_draws_a_case_stored_from_another_machine_and_a_smoke_run_neve
     assert "leverage: kept the stored measurement (the results folder holds a --quick smoke run)" in proc.stdout
     page = (docs / "benchmarks.md").read_text()
     assert line in page and "## scaling:" in page
+
+
+def test_without_chromium_everything_but_the_png_is_written_and_the_run_says_why(tmp_path):
+    """No Chrome/Chromium (BROWSER_PATH names a missing file, PATH holds only the interpreter): the
+    app case, which drives the app in Chromium, is skipped with its reason; CSV, Markdown and HTML
+    are written; the PNG export is skipped, said once where it happened and again at the end."""
+    out = tmp_path / "results"
+    env = {**os.environ, "BROWSER_PATH": str(tmp_path / "no-chromium"), "PATH": str(Path(sys.executable).parent),
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--case", "app", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"every problem: skipped — needs Chromium to drive the app (BROWSER_PATH={tmp_path / 'no-chromium'} is " \
+           "not an executable file)" in proc.stdout
+    skipped = [line for line in proc.stdout.splitlines() if "PNG export" in line]
+    assert len(skipped) == 2 and skipped[-1].startswith("# PNG export was skipped — RuntimeError: Kaleido requires "
+                                                        "Google Chrome to be installed."), skipped
+    assert "the figures are in the HTML files" in skipped[-1]
+    written = {p.name for p in out.iterdir()}
+    assert {"app.json", "app-summary.csv", "app.md", "app-app_vs_library.html", "targets.csv"} <= written
+    assert not [name for name in written if name.endswith(".png")]
+    assert "skipped — needs Chromium" in (out / "app.md").read_text()
