@@ -22,6 +22,7 @@ its suggested σ and λ, a new solver its iteration count).
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import math
@@ -84,22 +85,40 @@ class Rule:
     clearable: bool = False
     options: tuple = ()
     labels: tuple[str, ...] = ()
+    keys_in_url: bool = False       # the URL writes an option as its key, not its label
+
+    def _url_label(self, option) -> str:
+        return str(option) if self.keys_in_url else self.labels[self.options.index(option)]
 
     def url_text(self, value) -> str | list[str] | None:
         """How the URL writes ``value`` (None for the default: bound widgets leave it out)."""
         if value == self.default:
             return None
         if self.kind == "choice":
-            return self.labels[self.options.index(value)]
+            return self._url_label(value)
         if self.kind == "multi":
-            return [self.labels[self.options.index(v)] for v in value]
+            return [self._url_label(v) for v in value]
         if self.kind == "bool":
             return "true" if value else "false"
         if self.kind == "number" and value is None:
             return ""
-        if self.kind == "number" and isinstance(value, float) and value.is_integer():
-            return str(int(value))
+        if self.kind == "number" and isinstance(value, float):
+            # Whole numbers as integers up to 1e15 (2.0 → "2"), larger ones as "1e+300", not 301 digits.
+            return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
         return str(value)
+
+    def same(self, raw: list[str], value) -> bool:
+        """Whether the URL's ``raw`` text already says ``value`` (a number may be written any way
+        Python reads it: "1e300", "1E+300" and the 301-digit integer are one value)."""
+        wanted = self.url_text(value)
+        if (wanted if isinstance(wanted, list) else [wanted]) == raw:
+            return True
+        if self.kind != "number" or len(raw) != 1 or value is None:
+            return False
+        try:
+            return float(raw[0]) == value
+        except ValueError:
+            return False
 
     def shown(self, value) -> str:
         """``value`` as a message shows it."""
@@ -276,24 +295,39 @@ def read_url_once() -> None:
         del st.query_params[key]
 
 
-def _from_url(key: str, rule: Rule) -> None:
+def _from_url(key: str, rule: Rule, bound: bool = True) -> None:
     """Check ``?key=`` before its widget first seeds from it; on a refusal or an adjustment (or a
-    value written another way than the widget reads it, e.g. a data set's key for its label), put
-    the value used in the URL and rerun, so the widget seeds from that."""
+    value written another way than the widget reads it, e.g. a solver's key for its label), put
+    the value used in the URL and rerun, so the widget seeds from that. An unbound widget (see
+    :func:`widget`'s ``url_keys``) takes the value from session state instead."""
     if key in st.session_state or key not in st.query_params:
         return
     raw = st.query_params.get_all(key)
     verdict = decide(raw, rule)
     if verdict.noted:
         add_note(Note(key, f"&{key}=".join(raw), verdict.reason))
+    if not bound:
+        st.session_state[key] = list(verdict.value) if rule.kind == "multi" else verdict.value
+        _write_url(key, rule, verdict.value)
+        return
+    if rule.same(raw, verdict.value):
+        return
     wanted = rule.url_text(verdict.value)
     if wanted is None:
         del st.query_params[key]
-    elif (wanted if isinstance(wanted, list) else [wanted]) != raw:
-        st.query_params[key] = wanted
     else:
-        return
+        st.query_params[key] = wanted
     st.rerun()
+
+
+def _write_url(key: str, rule: Rule, value) -> None:
+    """Put an unbound widget's value in the URL as its option key (the default: no parameter)."""
+    wanted = rule.url_text(value)
+    if wanted is None:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get_all(key) != (wanted if isinstance(wanted, list) else [wanted]):
+        st.query_params[key] = wanted
 
 
 def _from_lesson(key: str, rule: Rule, on_change, args) -> None:
@@ -343,17 +377,30 @@ def settle_pending(page: str) -> None:
 CHECKED_KEYS: set[str] = set()
 
 
-def check(widget_fn, key: str, kwargs: dict, *, default=None, on_change=None, args=()) -> Rule:
+def check(widget_fn, key: str, kwargs: dict, *, default=None, on_change=None, args=(), bound: bool = True) -> Rule:
     """Check the link's and a lesson step's value for the widget about to be drawn."""
     CHECKED_KEYS.add(key)
     rule = rule_for(widget_fn, kwargs, default)
-    _from_url(key, rule)
+    if not bound:
+        rule = dataclasses.replace(rule, keys_in_url=True)
+    _from_url(key, rule, bound)
     _from_lesson(key, rule, on_change, args)
     return rule
 
 
-def widget(widget_fn, label: str, *, key: str, persist: bool = True, **kwargs):
+def widget(widget_fn, label: str, *, key: str, persist: bool = True, url_keys: bool = False, **kwargs):
     """Draw a URL-bound widget after :func:`check`: ``st.selectbox``, ``st.number_input``, ... with
-    the same arguments (``persist``: keep its value while it is hidden, ``persist_state="session"``)."""
-    check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()))
-    return widget_fn(label, key=key, **kwargs, **_BIND, **(_SESSION if persist else {}))
+    the same arguments (``persist``: keep its value while it is hidden, ``persist_state="session"``).
+
+    ``url_keys`` (a choice widget): the URL holds the option's key (``?dataset=csv``), not its label
+    — Streamlit's binding writes the label, "Upload a CSV…" — so this widget is not bound: it is
+    seeded from the checked URL value through session state, and its value written back here. A
+    label in the URL (a link copied before) is still read."""
+    if not url_keys:
+        check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()))
+        return widget_fn(label, key=key, **kwargs, **_BIND, **(_SESSION if persist else {}))
+    url_rule = check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()),
+                     bound=False)
+    value = widget_fn(label, key=key, **kwargs, **(_SESSION if persist else {}))
+    _write_url(key, url_rule, value)
+    return value

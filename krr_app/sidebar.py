@@ -179,7 +179,7 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
     options = [*DATASETS, CSV_OPTION]
     name = links.widget(st.selectbox, "Dataset", options=options, index=options.index(DEFAULT_DATASET),
                         format_func=_dataset_label, key="dataset", help=explain.HELP["dataset"],
-                        on_change=_apply_dataset_suggestions)
+                        on_change=_apply_dataset_suggestions, url_keys=True)
     if name == CSV_OPTION:
         return _csv_section()
     info = DATASETS[name]

@@ -118,8 +118,28 @@ def test_good_values_and_option_keys_pass_without_a_message(app):
     at = app(**QUIET, dataset="sine1d", n="300", M="1e2", log_lambda="-6", solver="nystrom_direct", sigma="0.25")
     assert not [w for w in at.warning if "refused or adjusted" in w.value]
     assert at.session_state["dataset"] == "sine1d" and at.session_state["M"] == 100
-    assert at.query_params["dataset"] == "Noisy sine (1-D)"          # a key becomes the widget's label
+    assert at.query_params["dataset"] == "sine1d"                    # the data set's key stays in the URL
     assert at.session_state["sigma"] == 0.25 and at.session_state["log_lambda"] == -6.0
+
+
+def test_the_data_set_key_stays_in_the_url_and_a_label_is_still_read(app):
+    at = app(**QUIET, dataset="csv")
+    assert at.session_state["dataset"] == "csv" and at.query_params["dataset"] == "csv"
+    at = app(**QUIET, dataset="Concentric circles (2-D)")       # a link copied when the URL held labels
+    assert at.session_state["dataset"] == "circles" and at.query_params["dataset"] == "circles"
+    assert not [w for w in at.warning if "refused or adjusted" in w.value]
+    at = at.selectbox(key="dataset").select("diabetes").run()
+    assert at.query_params["dataset"] == "diabetes"
+    at = at.selectbox(key="dataset").select("moons").run()       # the default leaves the URL
+    assert "dataset" not in at.query_params
+
+
+def test_a_huge_number_keeps_a_short_form_in_the_url(app):
+    at = app(**QUIET, sigma="1e300")
+    assert at.session_state["sigma"] == 1e300 and at.query_params["sigma"] == "1e300"
+    assert not [w for w in at.warning if "refused or adjusted" in w.value]
+    assert Rule("number", 0.5, 1e-6).url_text(1e300) == "1e+300"      # when the app writes it: not 301 digits
+    assert Rule("number", 0.5).url_text(2.0) == "2" and Rule("number", 0.5).url_text(0.25) == "0.25"
 
 
 def test_many_bad_values_give_one_message_and_it_can_be_dismissed(app):
