@@ -412,6 +412,45 @@ def app_summarise(results: list[dict]) -> Summary:
                    + ["No hardware floor: this case measures the app's overhead against the same library fit."])
 
 
+# ------------------------------------------------------------------ tuning σ and λ
+def tune_measure(quick: bool, sizes=None) -> list[dict]:
+    from benchmarks import bench_tune
+
+    names = list(bench_tune.QUICK if quick else bench_tune.DATASETS)
+    results = []
+    for name in names:
+        results.append(call_isolated(bench_tune.measure, {"name": name, "quick": quick}, timeout=3600))
+        print(f"  tune: {name} done", flush=True)
+    return results
+
+
+def tune_summarise(results: list[dict]) -> Summary:
+    go = _go()
+    from benchmarks import bench_tune
+
+    rows = bench_tune.summary_rows(results)
+    out = Summary(tables={"summary": rows},
+                  notes=[f"{r.get('name')}: FAILED — {r['error']}" for r in results if "error" in r]
+                  + [f"{r['dataset']}: {x['method']} skipped — {x['skipped']}" for r in results if "rows" in r
+                     for x in r["rows"] if "skipped" in x])
+    fig = go.Figure()
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        fig.add_trace(go.Scatter(x=[r["seconds / grid"] for r in mine], y=[r["MSE / grid best"] for r in mine],
+                                 text=[r["data set"] for r in mine], mode="markers+text", textposition="top center",
+                                 name=method, marker=dict(size=11, color=_colour(method))))
+    fig.add_hline(y=1.05, line_dash="dot", line_color="grey", annotation_text="5% above the grid's best point")
+    fig.add_vline(x=1 / 3, line_dash="dot", line_color="grey", annotation_text="a third of the grid's time")
+    _log_axes(fig, x=True, y=False, x_title="seconds / the 10 × 10 grid's seconds",
+              y_title="test MSE / the grid's best test MSE", title="Tuning σ and λ: error and time against a 10 × 10 grid")
+    out.figures = {"error_and_time_vs_grid": fig}
+    out.notes.append("grid, best point: the 10 × 10 (σ, λ) grid of krrcore Falkon fits (same M, 20 iterations) scored "
+                     "on the test set, its best (an oracle); GridSearchCV: the same grid choosing on the hold-out fifth; "
+                     "RandomizedSearchCV: as many fits as the tuner's wall time allows; seconds are wall seconds of "
+                     "the whole call, refit included.")
+    return out
+
+
 CASES: dict[str, Case] = {c.name: c for c in [
     Case("falkon_vs_nystroem", "FALKON vs scikit-learn Nystroem + Ridge at equal M: time to equal test error",
          falkon_vs_nystroem_measure, falkon_vs_nystroem_summarise, sized=False),
@@ -423,6 +462,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("scaling", "FALKON time per iteration and peak memory against n, with the floor", scaling_measure,
          scaling_summarise, sized=True),
     Case("app", "The app: Run to first chart, in-app solver seconds (first Run, Run again) against krrcore", app_measure, app_summarise),
+    Case("tune", "Tuning σ and λ: krrcore.tune against a 10 × 10 grid, a random search and GPyTorch", tune_measure,
+         tune_summarise),
 ]}
 
 

@@ -184,3 +184,62 @@ def gpytorch_cg(X, y, X_test, y_test, *, sigma: float, penalty: float, tolerance
             seconds = time.perf_counter() - t0
         points.append({"cg_tolerance": tol, "seconds": seconds, "test_mse": _mse(mean, y_test)})
     return points
+
+
+def gpytorch_marginal_likelihood(X, y, X_test, y_test, *, ard: bool = False, steps: int = 60, lr: float = 0.1,
+                                 inducing: int | None = None, seed: int = 0) -> dict:
+    """GPyTorch's own way to choose σ and λ: Adam (``lr``, ``steps``) on the negative marginal log
+    likelihood of a zero-mean GP with a scaled RBF kernel (one length-scale, or one per feature
+    with ``ard``) over its length-scale(s), output scale s² and noise τ², from the median heuristic
+    (krrcore's start); then the posterior mean at X_test. Exact GP (Cholesky, float64), or with
+    ``inducing`` = M SGPR (Titsias's bound; InducingPointKernel on M training points, moved too).
+
+    The posterior mean is KRR with σ = the length-scale and λ = τ²/(s²n): both are returned."""
+    gpytorch = require("gpytorch")
+    from krrcore.kernels import median_heuristic
+
+    X = torch.as_tensor(np.asarray(X), dtype=torch.float64)
+    y = torch.as_tensor(np.asarray(y), dtype=torch.float64).reshape(-1)
+    X_test = torch.as_tensor(np.asarray(X_test), dtype=torch.float64)
+    d = X.shape[1] if ard else None
+    start = median_heuristic(X)
+
+    class GP(gpytorch.models.ExactGP):
+        def __init__(self, likelihood):
+            super().__init__(X, y, likelihood)
+            self.mean_module = gpytorch.means.ZeroMean()
+            base = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=d))
+            base.base_kernel.lengthscale = start
+            if inducing is not None:
+                rows = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))[:inducing]
+                self.covar_module = gpytorch.kernels.InducingPointKernel(base, inducing_points=X[rows].clone(),
+                                                                         likelihood=likelihood)
+            else:
+                self.covar_module = base
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    t0 = time.perf_counter()
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = GP(likelihood).double()
+    model.train()
+    likelihood.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    with gpytorch.settings.max_cholesky_size(10**6):
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = -mll(model(X), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        likelihood.eval()
+        with torch.no_grad(), gpytorch.settings.skip_posterior_variances(True):
+            mean = model(X_test).mean
+    seconds = time.perf_counter() - t0
+    scaled = model.covar_module.base_kernel if inducing is not None else model.covar_module
+    lengthscale = scaled.base_kernel.lengthscale.detach().reshape(-1).tolist()
+    penalty = float(likelihood.noise.detach()) / (float(scaled.outputscale.detach()) * len(X))
+    return {"seconds": seconds, "test_mse": _mse(mean, y_test), "sigma": lengthscale, "penalty": penalty,
+            "steps": steps, "model": "SGPR" if inducing is not None else "exact GP"}

@@ -4,7 +4,8 @@ Public estimators share one contract: ``penalty`` is λ of (K + λnI); ``fit``/`
 solver streams :class:`~krrcore.stream.IterationRecord` from ``iter_fit`` (a direct solver yields
 one) and keeps them in ``trace_``. Every estimator (regressors and their classifiers) is
 importable from here and from :mod:`krrcore.solvers`; :data:`SOLVERS` describes the solvers
-for front ends.
+for front ends. :func:`tune` (and :class:`FalkonCV`, its scikit-learn face) finds σ — one, or one
+per feature — and λ by gradient (:mod:`krrcore.tuning`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from .solvers import (CG, CLASSIFIERS, ASkotch, ASkotchClassifier, CGClassifier,
                       SketchySAGAClassifier, Skotch, SkotchClassifier)
 from .solvers import __all__ as _solvers
 from .stream import IterationRecord, SolverDivergedError
+from .tuning import FalkonCV, TuneResult, tune
 
 __all__ = [*_solvers, "GaussianKernel", "LaplacianKernel", "MaternKernel", "LinearKernel",
            "PolynomialKernel", "KERNELS", "make_kernel", "median_heuristic", "SOLVERS", "get_solver",
-           "IterationRecord", "SolverDivergedError"]
+           "IterationRecord", "SolverDivergedError", "tune", "TuneResult", "FalkonCV"]

@@ -70,3 +70,15 @@ def in_process():
     previous = executor.use_executor(executor.InProcessExecutor())
     yield
     executor.use_executor(previous)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny problems: two threads on a shared 2-core machine were measured 16× slower than one.
+    A test module opts in with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

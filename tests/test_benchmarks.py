@@ -28,6 +28,7 @@ FINITE = {
     "qm9-floor": ("floor_s",),
     "leverage-summary": ("seconds", "dictionary size"),
     "scaling-summary": ("s/iter", "floor s", "x floor", "peak MiB", "GEMM GFLOP/s"),
+    "tune-summary": ("test MSE", "seconds", "MSE / grid best", "seconds / grid"),
     "app-summary": ("app solver s (first Run)", "app solver s (Run again)", "krrcore s (same threads)",
                     "Run → first chart s", "Run → result s"),
 }

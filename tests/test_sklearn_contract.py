@@ -48,13 +48,7 @@ ESTIMATORS = [SOLVERS[key].make(**_params(key)) for key in SOLVERS] + [
     CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny problems: two threads on a shared 2-core machine were measured 16× slower than one."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_every_solver_and_every_classifier_is_checked():

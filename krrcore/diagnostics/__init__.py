@@ -25,10 +25,10 @@ from .data import projection_2d, subsample
 from .dimension import effective_dimension, effective_dimension_curve, interpolate_deff, nystrom_kernel_eigenvalues
 from .spectra import (SYSTEMS, Spectrum, condition_vs_M, condition_vs_penalty, full_krr_spectrum, kernel_eigenvalues,
                       nystrom_spectra, shifted_spectrum, spectrum_summary)
-from .suggest import PARAM_SYMBOLS, suggest_hyperparameters, suggested_kernel
+from .suggest import PARAM_SYMBOLS, suggest_hyperparameters, suggested_kernel, theory_penalty
 
 __all__ = ["Spectrum", "SYSTEMS", "nystrom_spectra", "kernel_eigenvalues", "full_krr_spectrum", "shifted_spectrum",
            "spectrum_summary", "condition_vs_penalty", "condition_vs_M", "askotch_blocks", "askotch_partition",
            "partition_constants", "effective_dimension", "effective_dimension_curve", "interpolate_deff",
-           "nystrom_kernel_eigenvalues", "suggest_hyperparameters", "suggested_kernel", "PARAM_SYMBOLS",
+           "nystrom_kernel_eigenvalues", "suggest_hyperparameters", "suggested_kernel", "theory_penalty", "PARAM_SYMBOLS",
            "compare_centres", "projection_2d", "subsample", "lanczos_ritz_values"]

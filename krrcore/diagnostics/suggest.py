@@ -20,6 +20,12 @@ def suggested_kernel(median_distance: float, catalogue_kernel: dict | None = Non
     return "gaussian", (("sigma", float(median_distance)),)
 
 
+def theory_penalty(n_train: int) -> float:
+    """λ = 1/√n: the regularisation under which FALKON attains the optimal statistical rate in the
+    worst case (FALKON Thm. 3) — the first λ to try, and the tuner's starting λ."""
+    return 1.0 / math.sqrt(n_train)
+
+
 def suggest_hyperparameters(n_train: int, median_distance: float, curve, *,
                             catalogue_kernel: dict | None = None, catalogue_penalty: float | None = None) -> dict:
     """Kernel/σ, λ and M for a first FALKON run, each with the reasoning as a short sentence.
@@ -45,7 +51,7 @@ def suggest_hyperparameters(n_train: int, median_distance: float, curve, *,
         reasons["sigma"] = (f"σ = median distance between training points = {median:.3g} (median heuristic): "
                             "points closer than σ count as similar, so the kernel is neither all-ones nor "
                             "all-zeros off the diagonal.")
-    theory = 1.0 / math.sqrt(n_train)
+    theory = theory_penalty(n_train)
     if catalogue_penalty is not None and catalogue_penalty > 0:
         penalty = float(catalogue_penalty)
         reasons["lambda"] = (f"λ = {penalty:.2g}, the value curated for this dataset; the worst-case theory "

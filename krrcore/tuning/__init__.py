@@ -1,0 +1,72 @@
+"""Hyperparameters found, not guessed: σ (one, or one per feature), λ and the Nyström centres of
+FALKON tuned by gradient (Meanti, Carratino, De Vito, Rosasco, "Efficient Hyperparameter Tuning
+for Large Scale Kernel Ridge Regression", AISTATS 2022).
+
+``result = krrcore.tune(X, y, M=500, ard=False, seed=0)`` tunes and refits; ``result.estimator``
+is the fitted :class:`~krrcore.solvers.falkon.Falkon`, ``result.sigma`` (a float, or one per
+feature with ``ard=True``), ``result.penalty`` and ``result.trace`` (one
+:class:`~krrcore.stream.IterationRecord` per evaluation of the objective: its value in
+``objective``, the validation error in ``val_metric`` when validation data is given, σ and λ in
+``extras``). :class:`FalkonCV` is the same tuning as a scikit-learn estimator.
+
+* :mod:`.objectives` — hold-out, GCV and the complexity-regularised objective from the sums
+  K_nMᵀK_nM, K_nMᵀY, and their exact hypergradients in two blocked passes; λ in closed form.
+* :mod:`.search` — L-BFGS-B over log σ (λ profiled, or moved by gradient), the stopping rule.
+* :mod:`.estimator` — :class:`FalkonCV`: start values, the uniform-or-BLESS centres decision, the
+  final FALKON fit, the record stream.
+* :mod:`.maps` — the objective over a (σ, λ) grid, for pictures of where the search went.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .estimator import PENALTY_BOUNDS, STAGES, FalkonCV
+from .maps import validation_map
+from .objectives import OBJECTIVES
+
+__all__ = ["tune", "TuneResult", "FalkonCV", "OBJECTIVES", "STAGES", "PENALTY_BOUNDS", "validation_map"]
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` found: the fitted FALKON at the tuned values, and how it got there."""
+
+    estimator: object                 # the fitted Falkon (predict works)
+    sigma: float | np.ndarray         # one σ, or one per feature (ARD)
+    penalty: float                    # λ of (K + λnI)
+    trace: list = field(default_factory=list)      # IterationRecord per evaluation, then the final fit
+    objective: str = "gcv"
+    objective_value: float = float("nan")
+    centers: str = "uniform"          # "uniform", "bless" or "optimised"
+    centers_comparison: dict = field(default_factory=dict)
+    path: list = field(default_factory=list)       # σ, λ, objective and stage of every record
+    stop_reason: str = ""
+    converged: bool = False
+    tuner: FalkonCV | None = None     # the fitted FalkonCV that produced this result
+
+    @property
+    def relevance(self) -> np.ndarray:
+        """1/σ_j per feature: how strongly each feature moves the kernel (ARD's feature ranking)."""
+        return self.tuner.relevance_
+
+    @property
+    def seconds(self) -> float:
+        """Tuning and final fit, solver time (evaluation of validation errors excluded)."""
+        return self.trace[-1].seconds if self.trace else float("nan")
+
+
+def tune(X, y, M: int = 500, ard: bool = False, seed: int = 0, *, X_val=None, y_val=None, stop_event=None,
+         **params) -> TuneResult:
+    """Tune σ (one per feature with ``ard``), λ and the centres of FALKON on (X, y), then refit.
+
+    ``params`` are :class:`FalkonCV`'s (``objective``, ``penalty_search``, ``centers``,
+    ``tune_centers``, ``max_steps``, ``timeout``, ``dtype``, ...). ``X_val``/``y_val``: data to
+    report the validation error on at every step (the tuning itself never reads them).
+    """
+    tuner = FalkonCV(M, ard=ard, seed=seed, **params).fit(X, y, X_val, y_val, stop_event=stop_event)
+    return TuneResult(estimator=tuner.estimator_, sigma=tuner.sigma_, penalty=tuner.penalty_, trace=list(tuner.trace_),
+                      objective=tuner.objective, objective_value=tuner.objective_value_, centers=tuner.centers_choice_,
+                      centers_comparison=dict(tuner.centers_comparison_), path=list(tuner.path_),
+                      stop_reason=tuner.stop_reason_, converged=tuner.converged_, tuner=tuner)

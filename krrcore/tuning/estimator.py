@@ -1,0 +1,445 @@
+"""FalkonCV: FALKON whose σ (one, or one per feature) and λ are tuned inside ``fit``.
+
+The scikit-learn face of :mod:`krrcore.tuning`, named like scikit-learn's ``RidgeCV`` and
+``LassoCV``: an estimator whose ``fit`` chooses its own hyperparameters and then refits on all the
+data, so it sits at the end of a ``Pipeline`` and inside ``cross_val_score`` like any regressor.
+``Falkon`` keeps its meaning (a solver at given σ and λ); tuning is a separate estimator with its
+own parameters, declared once here.
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import warnings
+
+import numpy as np
+import torch
+
+from .._validation import check_int, check_positive
+from ..centers import center_count, select_centers
+from ..diagnostics.suggest import theory_penalty
+from ..kernels import GaussianKernel, median_heuristic
+from ..memory import CostModel
+from ..ops import operator_bytes
+from ..solvers.base import KRRBase, Step
+from ..solvers.exact import NystromKRR
+from ..solvers.falkon import Falkon
+from ..stream import Stopper, Timer
+from .objectives import Problem, check_objective, sigma_value
+from .search import Point, Search, StopSearch
+
+#: The smallest λ the tuner tries, by the fitted model's dtype, and the largest. Below 1e-8 the
+#: Nyström objectives of float64 kernel blocks lose their leading digits on ill-conditioned K_MM
+#: (GCV's value and gradient at the tuned σ of Friedman-1 disagree by a percent at 1e-8 between
+#: exact formulas), and FALKON needs many more iterations; float32 kernel values resolve no finer
+#: than about 1e-6 (krrcore.preconditioner's resolution floor).
+PENALTY_BOUNDS = {torch.float64: (1e-8, 10.0), torch.float32: (1e-6, 10.0)}
+#: Fewest rows FalkonCV tunes on (a hold-out split needs rows on both sides).
+MIN_SAMPLES = 5
+#: What each record's ``extras["stage"]`` means.
+STAGES = {0: "start (median σ, λ = 1/√n)", 1: "scan of σ", 2: "one σ", 3: "one σ per feature",
+          4: "BLESS centres", 5: "final fit"}
+#: The scan that starts the search: σ × 2^s for these s, each with its best λ (L-BFGS-B then starts
+#: from the best; the objective can have several valleys in σ, and a descent finds the nearest).
+SCAN = (-2.0, -1.0, 1.0, 2.0)
+#: BLESS centres replace uniform ones when they lower the objective by more than this fraction.
+CENTRES_MARGIN = 0.01
+#: ARD's pruning (FalkonCV._prune): a switched-off feature's σ is multiplied by this (its kernel
+#: factor is then 1 to double precision even where α is large); at most MAX_PRUNED features are
+#: tried; objectives without held-out rows keep a feature off when they rise by at most PRUNE_TOL.
+OFF_FACTOR, MAX_PRUNED, PRUNE_TOL = 1e12, 64, 1e-3
+#: M×M float64 matrices a tuning step holds (sums, factors, eigenvectors, their gradients).
+MM_MATRICES = 16
+
+
+class FalkonCV(KRRBase):
+    """FALKON with σ, λ (and optionally the centres) tuned by gradient inside ``fit``.
+
+    Parameters
+    ----------
+    M : int
+        Nyström centres (as :class:`~krrcore.solvers.falkon.Falkon`'s).
+    objective : "gcv" | "holdout" | "compreg"
+        What the tuning minimises (:data:`krrcore.tuning.OBJECTIVES`). GCV by default: it needs
+        no held-out rows and scores every row, so it is steadier than the hold-out fifth on small
+        tables (concrete, 824 rows: the hold-out choice was 11% worse on the test set than the best
+        of a 10 × 10 grid, GCV's 6% better; ``python -m benchmarks --case tune``); the hold-out
+        objective's gradient pass is cheaper (O(nMd) against O(nM²)) on large ones.
+    ard : bool
+        One σ per feature (automatic relevance determination), tuned after the single σ.
+    sigma, penalty : starting σ (default: the median heuristic) and λ (default 1/√n, FALKON Thm. 3).
+    penalty_search : "profile" | "gradient"
+        "profile": λ is minimised exactly at every σ (closed form in λ); "gradient": log λ moves
+        with log σ in the descent.
+    centers : "auto" | "uniform" | "bless"
+        "auto": uniform centres, compared at the end with BLESS centres where the uniform ones
+        leave an error larger than the regularisation (Tr(K − K̃)/n > λ; the Nyström error must stay
+        within λ, Rudi, Camoriano, Rosasco 2015); BLESS is kept when it lowers the objective by
+        more than 1%.
+    tune_centers : bool
+        Also move the centres' positions by gradient.
+    validation_fraction : share of the rows held out by the hold-out objective (seeded split).
+    tune_rows : int or None
+        Tune on a seeded subsample of this many rows (None: all); the final fit uses all rows.
+    max_steps, tol, timeout : stopping rule of the search (see :mod:`krrcore.tuning.search`):
+        evaluations, L-BFGS-B's relative decrease / projected gradient tolerance, seconds.
+    solver : "auto" | "direct" | "falkon"
+        The final fit on all rows at the tuned values. "direct": the Nyström solution by Cholesky
+        (:class:`~krrcore.solvers.exact.NystromKRR`, O(nM² + M³)) — exactly the model the
+        objective scored; "falkon": :class:`Falkon` with ``maxiter`` iterations (at a small tuned λ
+        FALKON may need more, and says so); "auto": direct when the tuning ran on all rows (each of
+        its evaluations cost as much as the direct solve), FALKON when it ran on ``tune_rows``.
+    maxiter, seed, dtype, device, memory_budget : of the final fit (``dtype`` is the fitted model's;
+        the tuning's sums are float64).
+    callback : f(record) -> bool, True stops the search; ``iter_fit(..., stop_event=)`` too.
+
+    Fitted: ``sigma_`` (float, or an array with ``ard``), ``penalty_``, ``kernel_``,
+    ``estimator_`` (the final fit, compact: :class:`NystromKRR` or :class:`Falkon`),
+    ``final_solver_`` ("direct" or "falkon"), ``centers_choice_`` ("uniform", "bless"
+    or "optimised"), ``centers_comparison_`` (objective with each kind, when compared),
+    ``objective_value_``, ``path_`` (σ and λ at every record), ``trace_`` (one record per
+    evaluation, then one for the final fit), ``stop_reason_``, ``converged_``, ``n_iter_``.
+    """
+
+    def __init__(self, M=500, *, objective="gcv", ard=False, sigma=None, penalty=None,
+                 penalty_search="profile", centers="auto", tune_centers=False, validation_fraction=0.2,
+                 tune_rows=None, max_steps=40, tol=1e-4, timeout=None, solver="auto", maxiter=20, seed=0, dtype="float64",
+                 device=None, memory_budget=None, callback=None, metric="auto"):
+        self.M = M
+        self.objective = objective
+        self.ard = ard
+        self.sigma = sigma
+        self.penalty = penalty
+        self.penalty_search = penalty_search
+        self.centers = centers
+        self.tune_centers = tune_centers
+        self.validation_fraction = validation_fraction
+        self.tune_rows = tune_rows
+        self.max_steps = max_steps
+        self.tol = tol
+        self.timeout = timeout
+        self.solver = solver
+        self.maxiter = maxiter
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.memory_budget = memory_budget
+        self.callback = callback
+        self.metric = metric
+
+    _compact_attributes = KRRBase._compact_attributes + (
+        "sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_", "centers_comparison_", "objective_value_",
+        "path_")
+
+    # -- parameters ----------------------------------------------------------------------------
+    def _kernel(self):
+        if hasattr(self, "kernel_"):
+            return self.kernel_
+        return GaussianKernel(1.0 if self.sigma is None else self.sigma)
+
+    def _check_params(self) -> None:
+        check_objective(self.objective)
+        if self.penalty_search not in ("profile", "gradient"):
+            raise ValueError(f"penalty_search must be 'profile' or 'gradient', got {self.penalty_search!r}")
+        if self.solver not in ("auto", "direct", "falkon"):
+            raise ValueError(f"solver must be 'auto', 'direct' or 'falkon', got {self.solver!r}")
+        if self.centers not in ("auto", "uniform", "bless"):
+            raise ValueError(f"centers must be 'auto', 'uniform' or 'bless', got {self.centers!r}")
+        for name in ("ard", "tune_centers"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        fraction = check_positive(self.validation_fraction, "validation_fraction")
+        if fraction >= 1:
+            raise ValueError(f"validation_fraction must be between 0 and 1, got {fraction}")
+        check_int(self.M, "M")
+        check_int(self.max_steps, "max_steps")
+        check_int(self.maxiter, "maxiter", minimum=0)
+        check_positive(self.tol, "tol", allow_zero=True)
+        if self.tune_rows is not None:
+            check_int(self.tune_rows, "tune_rows", minimum=MIN_SAMPLES)
+        if self.sigma is not None:
+            GaussianKernel(self.sigma)          # its own check: positive, finite, scalar or one per feature
+        if self.penalty is not None:
+            check_positive(self.penalty, "penalty")
+
+    def _center_count(self, n: int) -> int:
+        return center_count("uniform", self.M, n)
+
+    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
+        """The search's M×M float64 matrices, its kernel blocks, and per evaluation two blocked
+        passes (the sums G = K_nMᵀK_nM, then the gradient) and a few M³ factorisations."""
+        M, d = self._center_count(n), model.d
+        rows = n if self.tune_rows is None else min(n, self.tune_rows)
+        model.hold(f"tuning's M×M float64 matrices ({MM_MATRICES} of {M:,}×{M:,})", MM_MATRICES * M * M * 8)
+        if model.itemsize != 8:
+            model.hold("float64 copy of the tuning rows", rows * (d + k) * 8)
+        block = operator_bytes(rows, M, itemsize=8, budget_bytes=model.scratch_bytes, d=d, n_rhs=k)
+        model.hold("kernel block and its gradient weights (3 blocks)", 3 * block, "scratch")
+        cached = min(rows * M * 8, max(model.limit_bytes // 2 - model.stored_bytes, 0))
+        model.hold("cached K_nM blocks (read again by the gradient's pass)", cached)
+        model.hold("centres", M * d * 8)
+        model.setup += model.entry_seconds(min(rows, 2000) ** 2 / 2, torch.float64)       # median heuristic
+        model.iteration += (2 * model.entry_seconds(rows * M, torch.float64)
+                            + model.flop_seconds(4 * rows * M * M + 30 * M ** 3, torch.float64))
+        M_fit = model.largest_fitting(MM_MATRICES * M * M * 8, MM_MATRICES * 8)
+        return f"lower M to at most {M_fit:,} (the search holds {MM_MATRICES} M×M matrices), or tune on fewer rows"
+
+    # -- the fit -----------------------------------------------------------------------------------
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+        """Generator of records: the start, one per evaluation of the search, the BLESS comparison
+        (when made) and the final fit; afterwards the estimator is fitted at the best point."""
+        self._check_params()
+        X, Y, recorder = self._start_fit(X, y, X_val, y_val)
+        if X.shape[0] < MIN_SAMPLES:
+            raise ValueError(f"FalkonCV needs at least {MIN_SAMPLES} samples to tune on, got n_samples={X.shape[0]}")
+        for kind, item in _in_thread(lambda emit: self._tune(X, Y, recorder, emit, stop_event)):
+            if kind == "record":
+                yield item
+        self.n_iter_ = len(self.trace_) - 1
+
+    def _tune(self, X, Y, recorder, emit, stop_event) -> None:
+        """The whole tuning, on a thread of its own (L-BFGS-B drives the evaluations; each record
+        goes out through ``emit`` as it is made)."""
+        timer = Timer()
+        dtype = self._dtype()
+        n = X.shape[0]
+        X64, Y64 = X.double(), Y.double()
+        problem, scale, rows = tuning_problem(X64, Y64, self.objective, tune_rows=self.tune_rows,
+                                              validation_fraction=self.validation_fraction, seed=self.seed,
+                                              memory_budget=self.memory_budget)
+        sigma0 = self.sigma if self.sigma is not None else median_heuristic(X64[rows], seed=int(self.seed))
+        ls0 = torch.log(torch.as_tensor(sigma0, dtype=torch.float64))
+        if ls0.ndim == 1 and not self.ard:
+            raise ValueError(f"sigma has {ls0.numel()} per-feature lengths but ard=False: pass one σ, or ard=True")
+        if ls0.ndim == 1 and ls0.numel() != X.shape[1]:
+            raise ValueError(f"sigma has {ls0.numel()} per-feature lengths but X has {X.shape[1]} features")
+        penalty0 = self.penalty if self.penalty is not None else theory_penalty(problem.X.shape[0])
+        bounds = PENALTY_BOUNDS[dtype]
+        spec = "bless" if self.centers == "bless" else "uniform"
+        Z = select_centers(spec, X64, self.M, self.seed, kernel=GaussianKernel(sigma_value(ls0))).centers
+        stopper = Stopper(stop_event, self.callback, self.timeout)
+        self.path_ = []
+        stage = {"code": 0}
+
+        def report(point: Point, residual: float) -> None:
+            sigma = sigma_value(point.log_sigma)
+            self.kernel_ = GaussianKernel(sigma)
+            self.centers_ = point.centres.to(dtype).clone()      # a new tensor: the recorder's K(X_val, ·) is redone
+            self.coef_ = (point.alpha * scale).to(dtype)
+            value = point.value * (scale ** 2 if self.objective != "compreg" else 1.0)
+            geo = float(torch.exp(point.log_sigma.mean()))
+            extras = {"sigma": geo, "penalty": math.exp(point.log_penalty), "log10_sigma": math.log10(geo),
+                      "log10_penalty": point.log_penalty / math.log(10), "stage": stage["code"],
+                      "residual_kind": "relative hypergradient norm", **point.extras}
+            rec = recorder.record(len(self.trace_), Step(residual=residual, objective=value, extras=extras), timer)
+            self.trace_.append(rec)
+            self.path_.append({"sigma": sigma if isinstance(sigma, float) else sigma.tolist(),
+                               "penalty": math.exp(point.log_penalty), "objective": value, "stage": stage["code"]})
+            emit(("record", rec))
+            if stopper.should_stop(rec):
+                raise StopSearch(stopper.reason)
+            timer.resume()
+
+        search = Search(self.objective, problem, penalty_bounds=bounds, profile=self.penalty_search == "profile",
+                        max_steps=int(self.max_steps), tol=float(self.tol), report=report)
+        start = search.value_at(Point(ls0, math.log(min(max(penalty0, bounds[0]), bounds[1])), Z))
+        messages = []
+        try:
+            search.best = start
+            report(start, 1.0)
+            stage["code"] = 1
+            base = ls0.mean() if ls0.ndim else ls0
+            for shift in (0.0, *SCAN):
+                search.probe(Point(base + shift * math.log(2.0), start.log_penalty, Z))
+            # ARD starts from the best single σ (a third of the budget), one copy per feature.
+            first = max(2, int(self.max_steps) // 3) if self.ard else None
+            stages = [(2, search.best.log_sigma, self.tune_centers and not self.ard, first)]
+            if self.ard:
+                stages.append((3, None, self.tune_centers, None))
+            for code, log_sigma, centres, steps in stages:
+                stage["code"] = code
+                best = search.best
+                if log_sigma is None:
+                    log_sigma = best.log_sigma.expand(X.shape[1]).clone() if best.log_sigma.ndim == 0 else best.log_sigma
+                message = search.run(Point(log_sigma, best.log_penalty, best.centres), tune_centres=centres,
+                                     steps=steps)
+                if code == 2:
+                    scalar_best = search.best
+                messages.append(message)
+                if message.startswith("reached max_steps") or stopper.reason:
+                    break
+            if self.ard and not stopper.reason and search.best.log_sigma.ndim == 1:
+                self._prune(search, scalar_best, messages)
+        except StopSearch as stop:         # asked for while recording the start or pruning
+            messages.append(str(stop))
+        best = search.best
+        self.centers_choice_ = "optimised" if self.tune_centers else spec
+        self.centers_comparison_ = {}
+        if self.centers == "auto" and not self.tune_centers and not stopper.reason:
+            best = self._compare_centres(search, best, X64, stage, report, messages)
+        self.stop_reason_ = "; ".join(messages)
+        self.converged_ = messages[-1].startswith("converged") if messages else False
+        self._final_fit(X, Y, best, scale, recorder, timer, stage, emit)
+
+    def _prune(self, search: Search, scalar: Point, messages: list) -> None:
+        """Occam's razor for ARD. The objective barely moves with the σ of a feature it does not
+        need once that σ is large (the gradient vanishes as (Δx/σ)²), so the search leaves such σ_j
+        wherever they stalled — and at a small λ a large σ_j still lets a feature act linearly. So
+        each feature whose σ grew past the single-σ optimum (the largest first, at most
+        :data:`MAX_PRUNED` of them) is switched off in turn — σ_j × :data:`OFF_FACTOR`, where it
+        cannot act at all — and stays off when the objective rises by at most one standard error
+        of the per-row errors it averages (Breiman's one-standard-error rule: validation rows for
+        the hold-out objective, GCV's rescaled training residuals; :data:`PRUNE_TOL` relative for
+        compreg, which is no average of rows)."""
+        best = search.best
+        order = [int(j) for j in torch.argsort(best.log_sigma, descending=True)
+                 if float(best.log_sigma[j]) > float(scalar.log_sigma)][:MAX_PRUNED]
+        off = []
+        for j in order:
+            errors = search.row_errors(best)
+            allowed = best.value * (1 + PRUNE_TOL) if errors is None else \
+                best.value + float(errors.std()) / math.sqrt(len(errors))
+            log_sigma = best.log_sigma.clone()
+            log_sigma[j] += math.log(OFF_FACTOR)
+            point = Point(log_sigma, search.profiled_penalty(log_sigma, best.centres), best.centres,
+                          extras={"pruned_feature": j})
+            search.value_at(point)
+            search.report(point, math.nan)
+            if point.value <= allowed:
+                best = search.best = point
+                off.append(j)
+        if off:
+            rule = f"{PRUNE_TOL:.1%}" if self.objective == "compreg" else "one standard error of its per-row errors"
+            messages.append(f"switched off feature(s) {off} (σ × {OFF_FACTOR:g}): without them the objective rose by "
+                            f"less than {rule}")
+
+    def _compare_centres(self, search: Search, best: Point, X64, stage, report, messages) -> Point:
+        """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
+        Nyström error above λ (``centers="auto"``)."""
+        train, _, profile = search.stats(best.log_sigma, best.centres)
+        leftover = float(train.n - profile.mu.sum()) / train.n          # Tr(K − K̃)/n on the tuning rows
+        lam = math.exp(best.log_penalty)
+        if leftover <= lam:
+            return best
+        stage["code"] = 4
+        sigma = sigma_value(best.log_sigma)
+        Z = select_centers("bless", X64, self.M, self.seed, kernel=GaussianKernel(sigma)).centers
+        candidate = Point(best.log_sigma, search.profiled_penalty(best.log_sigma, Z), Z, extras={"centres_bless": 1})
+        candidate = search.value_at(candidate)
+        self.centers_comparison_ = {"uniform": best.value, "bless": candidate.value, "nystrom_error": leftover,
+                                    "penalty": lam}
+        try:
+            report(candidate, math.nan)
+        except StopSearch as stop:
+            messages.append(str(stop))
+        if candidate.value < best.value * (1 - CENTRES_MARGIN):
+            self.centers_choice_ = "bless"
+            messages.append(f"BLESS centres kept: objective {candidate.value:.4g} against {best.value:.4g} with uniform "
+                            f"ones, whose Nyström error Tr(K − K̃)/n = {leftover:.3g} exceeds λ = {lam:.3g}")
+            return candidate
+        messages.append(f"uniform centres kept: BLESS ones gave {candidate.value:.4g} against {best.value:.4g}")
+        return best
+
+    def _final_fit(self, X, Y, best: Point, scale: float, recorder, timer, stage, emit) -> None:
+        """FALKON on all rows at the best point; its result becomes this estimator's model."""
+        sigma = sigma_value(best.log_sigma)
+        self.sigma_ = sigma if isinstance(sigma, float) else sigma.numpy()
+        self.penalty_ = math.exp(best.log_penalty)
+        self.kernel_ = GaussianKernel(sigma)
+        self.objective_value_ = best.value * (scale ** 2 if self.objective != "compreg" else 1.0)
+        centres = {"uniform": "uniform", "bless": "bless"}.get(self.centers_choice_, best.centres.numpy())
+        all_rows = self.tune_rows is None or self.tune_rows >= X.shape[0]
+        self.final_solver_ = self.solver if self.solver != "auto" else ("direct" if all_rows else "falkon")
+        common = dict(centers=centres, seed=self.seed, dtype=self.dtype, device=self.device,
+                      memory_budget=self.memory_budget)
+        final = NystromKRR(self.kernel_, self.penalty_, self.M, **common) if self.final_solver_ == "direct" else \
+            Falkon(self.kernel_, self.penalty_, self.M, maxiter=self.maxiter, **common)
+        timer.resume()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="M=.* centres requested")      # said once, by the search
+            final.fit(X, Y[:, 0] if self._y_was_1d else Y)
+        self.estimator_ = final.compact()
+        self.centers_, self.coef_ = final.centers_, final.coef_
+        stage["code"] = 5
+        extras = {"sigma": float(np.exp(np.log(self.sigma_).mean())), "penalty": self.penalty_, "stage": 5,
+                  "residual_kind": f"final fit ({'direct Nyström solve' if self.final_solver_ == 'direct' else 'FALKON'})",
+                  "final_iterations": final.n_iter_}
+        extras["log10_sigma"], extras["log10_penalty"] = math.log10(extras["sigma"]), math.log10(self.penalty_)
+        rec = recorder.record(len(self.trace_), Step(residual=final.trace_[-1].residual,
+                                                     objective=self.objective_value_, extras=extras), timer)
+        self.trace_.append(rec)
+        emit(("record", rec))
+
+    @property
+    def relevance_(self) -> np.ndarray:
+        """1/σ_j per feature (a single σ repeated without ARD): a feature's influence on the kernel."""
+        sigma = np.atleast_1d(np.asarray(self.sigma_, dtype=float))
+        return 1.0 / (np.repeat(sigma, self.n_features_in_) if sigma.size == 1 else sigma)
+
+
+def tuning_problem(X64: torch.Tensor, Y64: torch.Tensor, objective: str, *, tune_rows=None,
+                   validation_fraction: float = 0.2, seed: int = 0, memory_budget=None):
+    """(the :class:`~krrcore.tuning.objectives.Problem` a tuning reads, the scale of Y in it, the
+    rows used): a seeded subsample of ``tune_rows`` rows (all by default), split for the hold-out
+    objective; for ``compreg`` Y is divided by its root mean square (that objective reads Y in
+    noise units, :mod:`krrcore.tuning.objectives`). The same seed gives the same rows and split."""
+    n = X64.shape[0]
+    generator = torch.Generator().manual_seed(int(seed))
+    rows = torch.randperm(n, generator=generator)[:tune_rows] if tune_rows and tune_rows < n else torch.arange(n)
+    scale = (float(Y64[rows].pow(2).mean().sqrt()) or 1.0) if objective == "compreg" else 1.0
+    if objective != "holdout":
+        return Problem(X64[rows], Y64[rows] / scale, memory_budget=memory_budget), scale, rows
+    order = rows[torch.randperm(len(rows), generator=generator)]
+    n_val = min(max(1, round(validation_fraction * len(order))), len(order) - 2)
+    val, train = order[:n_val], order[n_val:]
+    return Problem(X64[train], Y64[train] / scale, X64[val], Y64[val] / scale, memory_budget), scale, rows
+
+
+_DONE = object()
+
+
+def _in_thread(work):
+    """Yield what ``work(emit)`` emits, while ``work`` runs on a thread of its own (an optimiser that
+    calls back, turned into a generator). As with a generator, ``emit`` returns only when the
+    caller asks for the next item, so nothing is computed ahead of the reader (Stop then acts at
+    once) and the reader's time is not the work's. An exception in ``work`` is re-raised here;
+    closing the generator early makes the next ``emit`` raise :class:`StopSearch`, and waits."""
+    items: queue.Queue = queue.Queue(maxsize=1)
+    resume = threading.Semaphore(0)
+    closed = threading.Event()
+
+    def emit(item):
+        items.put(item)
+        resume.acquire()
+        if closed.is_set():
+            raise StopSearch("the caller stopped reading the records")
+
+    def run():
+        try:
+            work(emit)
+            items.put(_DONE)
+        except BaseException as exc:        # noqa: BLE001 — handed to the caller's thread
+            items.put(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name="krr-tune")
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            resume.release()
+    finally:
+        closed.set()
+        resume.release()
+        while thread.is_alive():       # let the work end (it may emit once more before it sees closed)
+            try:
+                items.get(timeout=0.05)
+            except queue.Empty:
+                pass
+            resume.release()
+        thread.join()

@@ -1,0 +1,242 @@
+"""The tuning loop: L-BFGS-B on log σ (and log λ, and the centres), one record per evaluation.
+
+Each evaluation computes the objective and its exact gradient (:func:`krrcore.tuning.objectives.evaluate`).
+With ``penalty_search="profile"`` (the default) λ is not a variable of the descent: at every σ the
+objective is minimised over λ exactly through its closed form (:class:`~krrcore.tuning.objectives.PenaltyProfile`),
+so the descent moves σ alone along the valley of the (σ, λ) map, and the gradient it follows is the
+profiled objective's (at the best λ, ∂L/∂λ = 0: the partial gradient in σ is the total one).
+``"gradient"`` moves log λ with log σ instead.
+
+Stopping rule: L-BFGS-B's own — the objective's relative decrease per step below ``tol``, or its
+projected gradient below ``tol`` — or no improvement of the best objective by more than ``tol``
+(relative) in :data:`PATIENCE` evaluations (near the optimum the profiled objective varies at the
+level of its round-off, where a line search only wastes evaluations), or ``max_steps``
+evaluations, ``timeout`` seconds of tuning, ``stop_event``, ``callback``. The point kept is the
+best evaluated, whatever stopped the search.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy.optimize import minimize
+
+from ..memory import storage_budget
+
+from .objectives import PenaltyProfile, Problem, evaluate, gaussian_block, row_stats, sigma_value
+
+#: Evaluations without a relative improvement of the best objective above ``tol`` that end a stage.
+PATIENCE = 5
+#: log σ may move this far (in e-folds) either way from its start: a factor of about 150.
+LOG_SIGMA_RANGE = 5.0
+
+
+class StopSearch(Exception):
+    """Raised inside an evaluation to end the search (budget, stop asked for)."""
+
+
+@dataclass
+class Point:
+    """A point of the search: log σ (0-d or one per feature), log λ, the centres, and what was
+    measured there."""
+
+    log_sigma: torch.Tensor
+    log_penalty: float
+    centres: torch.Tensor
+    value: float = math.inf
+    alpha: torch.Tensor | None = None
+    extras: dict = field(default_factory=dict)
+
+
+class Search:
+    """One tuning run's search state, shared by its stages (scalar σ, then ARD).
+
+    ``report(point, residual)`` is the caller's hook: it turns an evaluated point into a record,
+    and may raise :class:`StopSearch`.
+    """
+
+    def __init__(self, objective: str, problem: Problem, *, penalty_bounds: tuple[float, float], profile: bool,
+                 max_steps: int, tol: float, report):
+        self.objective, self.problem = objective, problem
+        self.penalty_bounds = penalty_bounds
+        self.profile = profile
+        self.max_steps, self.tol = max_steps, tol
+        self.report = report
+        self.steps = 0
+        self.best: Point | None = None
+        self.scale = None               # |objective| at the first evaluation: scipy sees L / scale
+        self.first_gradient = None
+        self.since_improvement = 0
+        self.patience, self.stage_start, self.stage_end = PATIENCE, 0, max_steps
+        self._stats_key, self._stats = None, None
+
+    # -- the objective -----------------------------------------------------------------------
+    def stats(self, log_sigma: torch.Tensor, Z: torch.Tensor):
+        """(train sums, validation sums, :class:`PenaltyProfile`) at σ and the centres, kept for
+        the next call at the same point."""
+        key = (log_sigma.detach().numpy().tobytes(), Z.detach().numpy().tobytes())
+        if key != self._stats_key:
+            p = self.problem
+            sigma = sigma_value(log_sigma)
+            # The kernel blocks are kept for the gradient's pass, within half the storage budget.
+            room = storage_budget(p.memory_budget, p.X.device) // 2
+            n_val = 0 if p.X_val is None else p.X_val.shape[0]
+            share = room * p.X.shape[0] // (p.X.shape[0] + n_val)
+            train = row_stats(p.X, p.Y, Z, sigma, p.memory_budget, cache_bytes=share)
+            val = row_stats(p.X_val, p.Y_val, Z, sigma, p.memory_budget, cache_bytes=room - share, gram=False) \
+                if self.objective == "holdout" else None
+            profile = PenaltyProfile(self.objective, train, kmm(Point(log_sigma, 0.0, Z)), val)
+            self._stats_key, self._stats = key, (train, val, profile)
+        return self._stats
+
+    def value_at(self, point: Point) -> Point:
+        """The objective and α at ``point``, from the closed form in λ (robust at small λ, where the
+        Cholesky route's α is large and its residual a cancellation)."""
+        profile = self.stats(point.log_sigma, point.centres)[2]
+        lam = math.exp(point.log_penalty)
+        point.value, point.alpha = float(profile.values([lam])[0]), profile.alpha(lam)
+        return point
+
+    def row_errors(self, point: Point) -> torch.Tensor | None:
+        """The per-row errors the objective at ``point`` averages (for a standard error): squared
+        validation residuals (holdout), squared training residuals / (1 − Tr Ĥ/n)² (gcv); None
+        for compreg."""
+        train, _, profile = self.stats(point.log_sigma, point.centres)
+        lam = math.exp(point.log_penalty)
+        if self.objective == "holdout":
+            return profile.val_residual(lam).pow(2).mean(1)
+        if self.objective == "gcv":
+            residual = train.op.matvec(profile.alpha(lam)) - train.Y
+            tr_hat = float((profile.mu / (profile.mu + lam * train.n)).sum())
+            return residual.pow(2).mean(1) / (1.0 - tr_hat / train.n) ** 2
+        return None
+
+    def profiled_penalty(self, log_sigma: torch.Tensor, Z: torch.Tensor) -> float:
+        """log λ minimising the objective at σ and the centres (:class:`PenaltyProfile`)."""
+        lam, _ = self.stats(log_sigma, Z)[2].best(*self.penalty_bounds)
+        return math.log(lam)
+
+    def evaluate(self, point: Point, centres_grad: bool):
+        """Objective and gradient at ``point`` (its log λ profiled first when ``profile``)."""
+        if self.profile:
+            point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
+        train, val, profile = self.stats(point.log_sigma, point.centres)
+        result = evaluate(self.objective, self.problem, point.centres, point.log_sigma, point.log_penalty,
+                          centres_grad=centres_grad, train=train, val=val, profile=profile)
+        point.value, point.alpha = result.value, result.alpha
+        return result
+
+    def probe(self, point: Point) -> Point:
+        """One evaluation without a gradient (λ profiled): counted, kept if best, reported."""
+        point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
+        self.value_at(point)
+        self.steps += 1
+        if self.best is None or point.value < self.best.value:
+            self.best = point
+        self.report(point, math.nan)
+        if self.steps >= self.max_steps:
+            raise StopSearch(f"reached max_steps={self.max_steps} evaluations")
+        return point
+
+    def record(self, point: Point, grad: np.ndarray, at_bound: np.ndarray) -> None:
+        """Count the evaluation, keep the best point, and report it with its relative projected gradient."""
+        self.steps += 1
+        projected = np.where(at_bound, 0.0, grad)
+        norm = float(np.linalg.norm(projected))
+        if self.first_gradient is None:
+            self.first_gradient = norm or 1.0
+        if self.best is None or point.value < self.best.value:
+            if self.best is None or point.value < self.best.value - self.tol * abs(self.best.value):
+                self.since_improvement = 0
+            else:
+                self.since_improvement += 1
+            self.best = point
+        else:
+            self.since_improvement += 1
+        self.report(point, norm / self.first_gradient)
+        if self.steps >= self.max_steps:
+            raise StopSearch(f"reached max_steps={self.max_steps} evaluations")
+        if self.steps >= self.stage_end:
+            raise StopSearch(f"used this stage's {self.steps - self.stage_start} evaluations")
+        if self.since_improvement >= self.patience:
+            raise StopSearch(f"converged: the best objective improved by less than tol={self.tol:g} (relative) in "
+                             f"the last {self.patience} evaluations")
+
+    # -- one stage of L-BFGS-B -----------------------------------------------------------------
+    def run(self, start: Point, *, tune_centres: bool, steps: int | None = None) -> str:
+        """Minimise from ``start`` over log σ (+ log λ unless profiled, + the centres if asked) for
+        at most ``steps`` evaluations (default: what is left of ``max_steps``); return L-BFGS-B's
+        stop message (or the :class:`StopSearch` reason). A stage stalls after :data:`PATIENCE`
+        evaluations without improvement, plus one per variable beyond the first: with one σ per
+        feature, an irrelevant feature's σ grows over many small improvements."""
+        self.since_improvement = 0
+        self.stage_end = self.steps + (steps or self.max_steps)
+        ls0 = start.log_sigma.detach().double()
+        shape, n_sigma = ls0.shape, ls0.numel()
+        lo_s, hi_s = float(ls0.min()) - LOG_SIGMA_RANGE, float(ls0.max()) + LOG_SIGMA_RANGE
+        bounds = [(lo_s, hi_s)] * n_sigma
+        x0 = [ls0.reshape(-1).numpy()]
+        if not self.profile:
+            bounds.append(tuple(math.log(b) for b in self.penalty_bounds))
+            x0.append(np.array([min(max(start.log_penalty, bounds[-1][0]), bounds[-1][1])]))
+        Z0 = start.centres.detach()
+        if tune_centres:
+            bounds += [(None, None)] * Z0.numel()
+            x0.append(Z0.reshape(-1).numpy())
+        x0 = np.concatenate(x0)
+        self.patience = PATIENCE + len(x0) - 1
+        self.stage_start = self.steps
+        lows = np.array([b[0] if b[0] is not None else -np.inf for b in bounds])
+        highs = np.array([b[1] if b[1] is not None else np.inf for b in bounds])
+        x0 = np.clip(x0, lows, highs)
+
+        def unpack(x):
+            ls = torch.tensor(x[:n_sigma], dtype=torch.float64).reshape(shape)
+            i = n_sigma
+            lp = start.log_penalty
+            if not self.profile:
+                lp, i = float(x[i]), i + 1
+            Z = torch.tensor(x[i:], dtype=torch.float64).reshape(Z0.shape) if tune_centres else Z0
+            return Point(ls, lp, Z)
+
+        def fun(x):
+            point = unpack(x)
+            result = self.evaluate(point, tune_centres)
+            grad = [result.grad_log_sigma.reshape(-1).numpy()]
+            if not self.profile:
+                grad.append(np.array([result.grad_log_penalty]))
+            if tune_centres:
+                grad.append(result.grad_centres.reshape(-1).numpy())
+            grad = np.concatenate(grad)
+            if not np.isfinite(point.value) or not np.all(np.isfinite(grad)):
+                raise StopSearch(f"the objective or its gradient is not finite at σ = {sigma_value(point.log_sigma)}")
+            at_bound = ((x <= lows + 1e-12) & (grad > 0)) | ((x >= highs - 1e-12) & (grad < 0))
+            self.record(point, grad, at_bound)
+            if self.scale is None:
+                self.scale = abs(point.value) or 1.0
+            return point.value / self.scale, grad / self.scale
+
+        try:
+            out = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                           options={"maxfun": self.stage_end - self.steps, "ftol": self.tol, "gtol": self.tol,
+                                    "maxls": 20})
+        except StopSearch as stop:
+            return str(stop)
+        return f"L-BFGS-B: {out.message}" if not out.success else f"converged: {_converged_text(out.message)}"
+
+
+def kmm(point: Point) -> torch.Tensor:
+    """K_MM at the point's σ and centres (float64, no gradient)."""
+    with torch.no_grad():
+        return gaussian_block(point.centres, point.centres, point.log_sigma)
+
+
+def _converged_text(message: str) -> str:
+    text = str(message).lower()
+    if "rel_reduction" in text:
+        return "the objective's relative decrease per step fell below tol"
+    if "pg" in text or "proj" in text:
+        return "the projected gradient fell below tol"
+    return str(message)
