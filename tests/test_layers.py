@@ -35,7 +35,7 @@ LAYERS = [
     ("krrcore: data sets", ("krrcore.datasets.*",)),
     ("krrcore: one problem on many machines", ("krrcore.distributed.*", "krrcore.sharded")),
     ("krrcore: solvers", ("krrcore.solvers.*",)),
-    ("krrcore: registry and diagnostics", ("krrcore.registry", "krrcore.diagnostics.*")),
+    ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
     ("krrcore: runs on workers", ("krrcore.remote", "krrcore.worker_setup")),
     ("krrcore: the package", ("krrcore",)),
     ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.server", "krr_app.settings", "krr_app.text",
