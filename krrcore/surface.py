@@ -1,26 +1,67 @@
-"""A fitted model's predictions on a plotting grid over 1-D or 2-D data (the app's fit chart).
+"""A model's predictions on a plotting grid over 1-D or 2-D data (the app's fit chart), at the end
+of a fit and while it runs.
 
-Computed where the model was fitted (a worker), so a front end receives GRID_1D or GRID_2D²
+Computed where the model is fitted (a worker), so a front end receives GRID_1D or GRID_2D²
 predictions instead of evaluating the kernel against every centre in the web server.
+
+:class:`LiveSurface` takes a picture of the current iterate after a solver's record: the same
+grid, predicted from the ``coef_`` the solver holds while its generator is suspended, so the
+cost never enters the records' solver ``seconds``. Pictures are taken while their total time
+stays within :data:`FRAME_SHARE` of the fit's wall time (every iteration for a small problem, at
+a bounded rate for a large one, whose grid predictions cost more), or on request (a stepped
+run); a fit keeps at most :data:`MAX_KEPT_FRAMES` of them, evenly spaced in iterations, for
+replaying it afterwards.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 #: Grid points of the fitted curve (1-D data) and per axis of the prediction surface (2-D data).
 GRID_1D = 400
 GRID_2D = 80
+#: Share of a fit's wall time its live pictures may take, beyond FRAME_ALLOWANCE_SECONDS.
+FRAME_SHARE = 0.05
+#: Seconds of pictures every fit may take whatever its length (a small problem is drawn at every
+#: iteration: once the grid's kernel rows are kept, a picture costs a product with them).
+FRAME_ALLOWANCE_SECONDS = 0.2
+#: Pictures a fit keeps for replay (every ``stride``-th iteration, the stride doubling as needed).
+MAX_KEPT_FRAMES = 64
 
 
 @dataclass
 class FitSurface:
     """``axes``: one grid vector per feature; ``values``: the model's raw output on the grid
-    (1-D: (GRID_1D, k); 2-D: (GRID_2D², k), row-major with the first feature varying fastest)."""
+    (1-D: (GRID_1D, k); 2-D: (GRID_2D², k), row-major with the first feature varying fastest).
+    ``frames``: the pictures kept while the model was fitted, by iteration (same layout, float32)."""
 
     axes: tuple[np.ndarray, ...]
     values: np.ndarray
+    frames: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def at(self, iteration: int) -> tuple[int | None, np.ndarray]:
+        """(the iteration shown, the grid values) of the model after ``iteration``: the picture
+        kept at the latest iteration up to it (the first kept, before that), the final model from
+        the last picture's iteration on; (None, the final model) when no picture was kept."""
+        if not self.frames:
+            return None, self.values
+        last = max(self.frames)
+        if iteration >= last:
+            return last, self.values
+        kept = max((k for k in self.frames if k <= iteration), default=min(self.frames))
+        return kept, self.frames[kept]
+
+
+@dataclass(frozen=True)
+class SurfaceFrame:
+    """One picture of an iterate: the grid predictions after record ``iteration`` (float32, the
+    layout of :attr:`FitSurface.values`) and the seconds it took."""
+
+    iteration: int
+    values: np.ndarray
+    seconds: float
 
 
 def grid_axes(X: np.ndarray, points: int) -> tuple[np.ndarray, ...]:
@@ -30,16 +71,108 @@ def grid_axes(X: np.ndarray, points: int) -> tuple[np.ndarray, ...]:
     return tuple(np.linspace(lo[j] - pad[j], hi[j] + pad[j], points) for j in range(X.shape[1]))
 
 
-def fit_surface(X: np.ndarray, estimator) -> FitSurface:
-    """Predictions of ``estimator`` on a grid spanning ``X`` (1 or 2 columns)."""
+def plotting_grid(X: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The grid's axes over ``X`` (1 or 2 columns) and its points, row-major, first feature fastest."""
     X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] not in (1, 2):
+        raise ValueError(f"a fit surface needs 1 or 2 features, got {X.shape[1] if X.ndim == 2 else X.shape}")
     if X.shape[1] == 1:
         axes = grid_axes(X, GRID_1D)
-        points = axes[0][:, None]
-    elif X.shape[1] == 2:
-        axes = grid_axes(X, GRID_2D)
-        points = np.stack(np.meshgrid(*axes), -1).reshape(-1, 2)
-    else:
-        raise ValueError(f"a fit surface needs 1 or 2 features, got {X.shape[1]}")
+        return axes, axes[0][:, None]
+    axes = grid_axes(X, GRID_2D)
+    return axes, np.stack(np.meshgrid(*axes), -1).reshape(-1, 2)
+
+
+def fit_surface(X: np.ndarray, estimator) -> FitSurface:
+    """Predictions of a fitted ``estimator`` on a grid spanning ``X`` (1 or 2 columns)."""
+    axes, points = plotting_grid(X)
     values = np.asarray(estimator.predict(points))
     return FitSurface(axes=axes, values=values.reshape(len(points), -1))
+
+
+class LiveSurface:
+    """Pictures of a model on the plotting grid over ``X`` while a solver fits it (module docstring).
+
+    Call :meth:`due` after each record and :meth:`capture` when it says so (or for a record that
+    must be drawn, e.g. a stepped run's); :meth:`finish` gives the fitted model's
+    :class:`FitSurface` with the pictures kept. ``seconds`` is their total time, ``count`` their number.
+    """
+
+    def __init__(self, X: np.ndarray, *, share: float = FRAME_SHARE, allowance: float = FRAME_ALLOWANCE_SECONDS,
+                 keep: int = MAX_KEPT_FRAMES):
+        self.axes, self._points = plotting_grid(X)
+        self.share, self.allowance, self.keep = share, allowance, max(2, int(keep))
+        self.started = time.perf_counter()
+        self.seconds = 0.0
+        self.count = 0                      # pictures taken
+        self.latest: SurfaceFrame | None = None
+        self.frames: dict[int, np.ndarray] = {}
+        self.stride = 1
+        self._cost: float | None = None     # seconds of the last picture that evaluated the kernel
+        self._outputs = None                # the estimator's outputs on the grid (solvers.base.PointOutputs)
+
+    def due(self, estimator) -> bool:
+        """Whether a picture of ``estimator`` now keeps the pictures' time within budget: the
+        allowance plus FRAME_SHARE of the wall time since this object was made. Before a picture
+        has evaluated the kernel, its cost is krrcore's estimate for |grid| × centres entries."""
+        cost = self._cost if self._cost is not None else self._estimated_cost(estimator)
+        budget = self.allowance + self.share * (time.perf_counter() - self.started)
+        return self.seconds + cost <= budget
+
+    def _estimated_cost(self, estimator) -> float:
+        from .memory import CostModel
+
+        coef = estimator.coef_
+        if not bool((coef != 0).any()):
+            return 0.0
+        centres = getattr(estimator, "centers_", None)
+        model = CostModel(d=self._points.shape[1], dtype=coef.dtype, device=coef.device)
+        return model.entry_seconds(len(self._points) * (len(centres) if centres is not None else 0))
+
+    def _predict(self, estimator) -> np.ndarray:
+        """The current iterate's (|grid|, k) outputs, in the estimator's dtype (0 at the start)."""
+        import torch
+
+        from .solvers.base import PointOutputs
+
+        coef = estimator.coef_
+        if not bool(torch.any(coef != 0)):          # the starting point: f = 0, no kernel to evaluate
+            return np.zeros((len(self._points), coef.shape[1]))
+        if self._outputs is None or self._outputs.estimator is not estimator:
+            grid = torch.as_tensor(self._points, dtype=coef.dtype, device=coef.device)
+            self._outputs = PointOutputs(estimator, grid)
+        fresh = self._outputs.kept_bytes is None
+        start = time.perf_counter()
+        scale = getattr(estimator, "_target_scale", 1.0)       # mid-fit, the solver's targets are scaled
+        values = (self._outputs() / scale).detach().cpu().numpy().reshape(len(self._points), -1)
+        self._cost = time.perf_counter() - start
+        kept = self._outputs.kept_bytes
+        if fresh and kept is not None:      # the grid's kernel rows were evaluated and kept: the next
+            from .memory import CostModel   # pictures read them (a product, not kernel evaluations)
+
+            self._cost = CostModel(d=self._points.shape[1], dtype=coef.dtype, device=coef.device).stream_seconds(kept)
+        return values
+
+    def capture(self, estimator, iteration: int) -> SurfaceFrame:
+        """The picture of ``estimator``'s current iterate after record ``iteration``."""
+        start = time.perf_counter()
+        values = self._predict(estimator).astype(np.float32)
+        frame = SurfaceFrame(iteration, values, time.perf_counter() - start)
+        self.seconds += frame.seconds
+        self.count += 1
+        self.latest = frame
+        if iteration % self.stride == 0:
+            self.frames[iteration] = values
+        while len(self.frames) > self.keep:
+            self.stride *= 2
+            self.frames = {k: v for k, v in self.frames.items() if k % self.stride == 0}
+        return frame
+
+    def finish(self, estimator, iteration: int) -> FitSurface:
+        """The fitted model's surface (full precision), with the pictures kept and the final one
+        at ``iteration`` (the last record's), whatever the stride."""
+        start = time.perf_counter()
+        values = self._predict(estimator)
+        self.latest = SurfaceFrame(iteration, values.astype(np.float32), time.perf_counter() - start)
+        self.frames[iteration] = self.latest.values
+        return FitSurface(axes=self.axes, values=values, frames=dict(self.frames))

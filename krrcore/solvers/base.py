@@ -111,6 +111,41 @@ def distributed_backend(data):
     return distributed
 
 
+class PointOutputs:
+    """The outputs of an estimator that is being fitted on fixed points X (a validation set, a
+    plotting grid), called once per record: K(X, centres_) is kept across calls while the centres
+    stay the same (:func:`validation_cache_bytes`), so a call costs one product with it instead of
+    |X| × n_centres kernel evaluations. The estimator's current ``coef_`` is read at each call."""
+
+    def __init__(self, estimator: "KRRBase", X: torch.Tensor):
+        self.estimator, self.X = estimator, X
+        self._operator, self._centres = None, None
+
+    @property
+    def kept_bytes(self) -> int | None:
+        """Bytes of K(X, centres) held when all of it is kept (None before a call, or when it is not)."""
+        op = self._operator
+        if op is None or op.cached_rows != op.n:
+            return None
+        return op.n * op.M * op.dtype.itemsize
+
+    def __call__(self) -> torch.Tensor:
+        est = self.estimator
+        centres = est.centers_
+        if not rows_of(centres).local:         # rows kept elsewhere: predicted where they live
+            return est._predict_tensor(self.X)
+        if self._centres is not centres:
+            keep = validation_cache_bytes(self.X.shape[0], centres.shape[0], self.X.element_size(),
+                                          est._block_budget())
+            self._operator = None if not keep else KernelOperator(
+                est._kernel(), self.X, centres, memory_budget=getattr(est, "memory_budget", None),
+                n_rhs=est.coef_.shape[1], cache_bytes=keep)
+            self._centres = centres
+        if self._operator is None:
+            return est._predict_tensor(self.X)
+        return self._operator.matvec(est.coef_)
+
+
 class _Recorder:
     """Turns a solver's :class:`Step` into an :class:`IterationRecord`: one fit's validation data,
     metric and timing rules, shared by :class:`IterativeKRR` and :class:`DirectKRR`.
@@ -135,26 +170,8 @@ class _Recorder:
         self.metric_name = estimator._metric_name(rows_of(Y).target_rows(Y))
         self.metric_fn = METRICS[self.metric_name]
         self.eval_train = bool(getattr(estimator, "eval_train", False))
-        self._val_operator, self._val_centres = None, None
+        self._validation_outputs = None if X_val is None else PointOutputs(estimator, X_val)
         self.target_scale = 1.0          # the solver's targets are Y · target_scale (see _start_fit)
-
-    def _validation_outputs(self) -> torch.Tensor:
-        """The model's outputs on X_val, from K(X_val, centres_) kept across records while the
-        centres stay the same (:func:`validation_cache_bytes`)."""
-        est = self.estimator
-        centres = est.centers_
-        if not rows_of(centres).local:         # rows kept elsewhere: predicted where they live
-            return est._predict_tensor(self.X_val)
-        if self._val_centres is not centres:
-            keep = validation_cache_bytes(self.X_val.shape[0], centres.shape[0], self.X_val.element_size(),
-                                          est._block_budget())
-            self._val_operator = None if not keep else KernelOperator(
-                est._kernel(), self.X_val, centres, memory_budget=getattr(est, "memory_budget", None),
-                n_rhs=est.coef_.shape[1], cache_bytes=keep)
-            self._val_centres = centres
-        if self._val_operator is None:
-            return est._predict_tensor(self.X_val)
-        return self._val_operator.matvec(est.coef_)
 
     def record(self, iteration: int, step: Step, timer: Timer) -> IterationRecord:
         seconds = timer.pause()
