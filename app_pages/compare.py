@@ -101,7 +101,11 @@ def _render(current):     # finished runs (views.live draws the batch while one 
                                 "wall s": number(format="%.2f"), "peak memory MB": number(format="%.0f")})
 
 
-views.live(registry.runs, _render, key="cmp_live")
+# The fits side by side (1-D and 2-D data): moving while the batch runs, then at one iteration.
+side_by_side = views.side_by_side_runs(runs, settings, st.session_state.get("cmp_selected") or [])
+views.live(registry.runs, _render, key="cmp_live", fits={r.id: f"cmp_fit_{r.id}" for r in side_by_side})
+if side_by_side:
+    views.fits_side_by_side(side_by_side, key="cmp_fit")
 for run in runs:
     if run.status == "error":
         st.error(f"**{run.label}** failed: {run.message}")

@@ -1,8 +1,9 @@
 """Explore: one solver on one problem, live — the page a student starts on.
 
 Run hands the sidebar's configuration to the session's registry, which runs it on a Dask worker
-(never in this process); while it runs, a fragment redraws the progress bar and the convergence
-chart every POLL_SECONDS; Stop cancels it on the worker. A configuration already run is shown at
+(never in this process); while it runs, the live chart (:mod:`krr_app.live_chart`) draws the progress
+bar, the convergence chart and, for 1-D and 2-D data, the fit as the worker pictures the current
+iterate, without rerunning the page; Stop cancels it on the worker. A configuration already run is shown at
 once from the session's registry.
 
 The data are drawn before any run (:mod:`krr_app.preview`), and a small problem
@@ -65,10 +66,13 @@ with head:
         st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))
     if can_run:
         views.estimate_caption(config, dataset)
-    col_run, col_stop, col_auto, col_x = st.columns([1, 1, 2, 3], vertical_alignment="center")
+    col_run, col_step, col_stop, col_auto, col_x = st.columns([1, 1, 1, 2, 3], vertical_alignment="center")
     with col_run:
         clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
                             help=None if can_run else "Fix the messages above first.", key="run")
+    with col_step:
+        step_clicked = st.button("Step", disabled=not can_run or (run is not None and run.active and not run.stepped),
+                                 icon=":material/skip_next:", key="step", help=explain.HELP["step"])
     with col_auto:
         auto_run = links.widget(st.toggle, "Run on every change", value=True, key="auto_run", persist=False,
                                 help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.")
@@ -79,8 +83,15 @@ with head:
         st.caption(f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**.")
 
 # Run on a configuration that is already running (e.g. started by itself on the last change) does
-# not start it a second time.
-started = can_run and ((clicked and not (run is not None and run.active)) or (auto_run and small and run is None))
+# not start it a second time; on a paused stepped run it lets it go on. Step starts a stepped run,
+# which pauses after its first iteration, and advances a paused one by one iteration.
+running_here = run is not None and run.active
+if running_here and run.stepped and clicked:
+    run.resume()
+elif running_here and run.stepped and step_clicked:
+    run.step()
+stepping = can_run and step_clicked and not running_here
+started = stepping or (can_run and ((clicked and not running_here) or (auto_run and small and run is None)))
 if started:
     if previous is not None and previous.active and previous.config != config:
         # A new run replaces the one in progress, as in TF Playground; one replaced before its
@@ -90,7 +101,7 @@ if started:
         else:
             registry.remove([previous.id])
     first_run = previous is None
-    run = registry.start(config, dataset)
+    run = registry.start(config, dataset, stepped=stepping)
     st.session_state[RUN_KEY] = run
     previous = run
     # Most small runs end within this wait: drawn complete, not as a progress bar first (a click
@@ -99,7 +110,7 @@ if started:
     # page that just loaded sends its controls and the data's picture alone, and the run's charts
     # follow with the live view's next look (plotly.js, evaluated by the browser ahead of the
     # picture, held the first picture back).
-    if small and (clicked or not first_run):
+    if small and not stepping and (clicked or not first_run):
         run.wait(AUTO_RUN_WAIT_SECONDS)
 
 # Drawn after a click started a run, so it is enabled for the whole run (the live chart below does
@@ -129,17 +140,21 @@ else:
         if current.records:
             views.convergence_chart([current], x_axis, key="explore_convergence")
 
+    # The fit beside the data: the finished model, or while the run computes its latest picture,
+    # which the live chart redraws in place (the same figure).
+    fits = {}
+    if fit_slot is not None:
+        if shown.status != "error" and config is not None and shown.config.data == config.data:
+            with fit_slot.container():
+                views.fit_chart(shown, key="explore_fit")
+            fits[shown.id] = "explore_fit"
+        else:
+            fit_slot.caption("The fitted function appears here when a run on these data has started.")
     with live_slot:
-        views.live(lambda: [shown], _render, key="explore_live", x=x_axis)
+        views.live(lambda: [shown], _render, key="explore_live", x=x_axis, fits=fits)
     if not shown.active and shown.metrics:
         with metrics_slot:
             views.metric_cards(shown)
-    if fit_slot is not None:
-        if not shown.active and shown.status != "error" and shown.config.data == config.data:
-            with fit_slot.container():
-                views.fit_chart(shown, key="explore_fit")
-        else:
-            fit_slot.caption("The fitted function appears here when a run on these data has finished.")
     if not shown.active:
         col_csv, _ = st.columns([1, 3])
         with col_csv:

@@ -152,13 +152,39 @@ def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
     return (_fit_1d if data.d == 1 else _fit_2d)(data, surface, height)
 
 
+#: The fit figure's traces that a new picture of the model changes (the live chart's fit panel
+#: restyles them in place): 1-D data, the curve; 2-D data, the surface and the decision boundary.
+FIT_CURVE, FIT_SURFACE, FIT_BOUNDARY, FIT_CLASSES = ("fitted f(x)", "f(x)", "decision boundary f(x) = 0",
+                                                     "predicted class")
+
+
+def fit_display(data, values: np.ndarray) -> np.ndarray:
+    """What the fit figure plots of a model's grid outputs ``values`` ((points, k)), flat: f in the
+    target's units (regression), f (two classes: its sign is the class) or the predicted class's
+    index (more classes)."""
+    values = np.asarray(values).reshape(len(values), -1)
+    if data.task == "regression":
+        return data.to_original_units(values[:, 0])
+    if data.task == "binary":
+        return values[:, 0]
+    return predicted_labels(values).astype(np.float64)
+
+
+def fit_live_traces(data) -> tuple[str, ...]:
+    """The names of :func:`fit_figure`'s traces that show the model (what a new picture changes)."""
+    if data.d == 1:
+        return (FIT_CURVE,)
+    if data.task == "binary":
+        return FIT_SURFACE, FIT_BOUNDARY
+    return (FIT_SURFACE if data.task == "regression" else FIT_CLASSES,)
+
+
 def _fit_1d(data, surface, height):
-    grid, pred = surface.axes[0], surface.values
+    grid = surface.axes[0]
     points, x_title, y_title = point_traces(data)
     fig = go.Figure(points)
-    curve = data.to_original_units(pred[:, 0]) if data.task == "regression" else pred[:, 0]
-    fig.add_trace(go.Scatter(x=browser_values(grid), y=browser_values(curve), mode="lines", name="fitted f(x)",
-                             line={"color": "#1f77b4", "width": 3}))
+    fig.add_trace(go.Scatter(x=browser_values(grid), y=browser_values(fit_display(data, surface.values)), mode="lines",
+                             name=FIT_CURVE, line={"color": "#1f77b4", "width": 3}))
     return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
 
 
@@ -173,29 +199,27 @@ def _zero_crossings(z: np.ndarray) -> np.ndarray:
 
 
 def _fit_2d(data, surface, height):
-    (gx, gy), pred = surface.axes, surface.values
+    (gx, gy) = surface.axes
     shape = (len(gy), len(gx))
     gx, gy = browser_values(gx), browser_values(gy)
+    z = fit_display(data, surface.values).reshape(shape)
     fig = go.Figure()
     if data.task == "regression":
-        z = data.to_original_units(pred[:, 0]).reshape(shape)
-        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="Viridis", opacity=0.75, name="f(x)",
+        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="Viridis", opacity=0.75, name=FIT_SURFACE,
                                  colorbar={"title": data.target_name}))
     elif data.task == "binary":
-        z = pred[:, 0].reshape(shape)
         bound = float(np.nanmax(np.abs(z))) or 1.0
         fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="RdBu", zmin=-bound, zmax=bound,
-                                 opacity=0.7, name="f(x)", colorbar={"title": "f(x)"},
+                                 opacity=0.7, name=FIT_SURFACE, colorbar={"title": "f(x)"},
                                  contours={"coloring": "heatmap"}))
         # Its hover would show the rescaled grid, not f: the surface below shows f(x) there.
         fig.add_trace(go.Contour(x=gx, y=gy, z=_zero_crossings(z), showscale=False, hoverinfo="skip",
-                                 name="decision boundary f(x) = 0",
+                                 name=FIT_BOUNDARY,
                                  contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
                                  line={"width": 3, "color": "black"}))
     else:
-        z = predicted_labels(pred).reshape(shape).astype(np.int16)     # class indices
-        fig.add_trace(go.Heatmap(x=gx, y=gy, z=z, colorscale="Turbo", opacity=0.45, showscale=False,
-                                 name="predicted class"))
+        fig.add_trace(go.Heatmap(x=gx, y=gy, z=z.astype(np.int16), colorscale="Turbo", opacity=0.45,
+                                 showscale=False, name=FIT_CLASSES))
     points, x_title, y_title = point_traces(data, colorbar=False)     # the surface has the colour bar
     fig.add_traces(points)
     return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)

@@ -9,7 +9,8 @@ single-threaded worker: first come, first served, with no scheduler of our own.
 process, for tests whose point is the page rather than the cluster.
 
 Both call back into the :class:`~krr_app.runs.Run`: ``_started(worker)``, ``_append(record)``,
-``_complete(outcome)`` or ``_fail(message)``; none of them calls Streamlit.
+``_frame(picture)``, ``_complete(outcome)`` or ``_fail(message)``; none of them calls Streamlit. A
+stepped run (the app's Step) reads ``run.step_limit`` through :meth:`Executor.steps`.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 
-from krrcore.remote import RECORDS_TOPIC, dask_fit_task, run_fit, stop_event_name
+from krrcore.remote import (RECORDS_TOPIC, StepGate, dask_fit_task, frame_from_message, run_fit, steps_name,
+                            stop_event_name)
 from krrcore.stream import IterationRecord
 
 from . import settings
@@ -67,6 +69,9 @@ class Executor(ABC):
     @abstractmethod
     def cancel(self, run) -> None:
         """Ask ``run`` to stop: a queued run is dropped, a running one stops after its iteration."""
+
+    def steps(self, run) -> None:
+        """Tell a stepped ``run`` how far it may go now (``run.step_limit``: records, or None to run on)."""
 
     def describe(self) -> str:
         return type(self).__name__
@@ -153,7 +158,9 @@ class InProcessExecutor(Executor):
     def _execute(self, run) -> None:
         self._left_queue(run)
         run._started("in-process", os.getpid())
-        outcome = run_fit(run.spec(), emit=run._append, stop_event=run.stop_event, dataset=run.data)
+        steps = StepGate(lambda: run.step_limit) if run.stepped else None
+        outcome = run_fit(run.spec(), emit=run._append, on_frame=run._frame, steps=steps, stop_event=run.stop_event,
+                          dataset=run.data)
         run._complete(outcome)
         self._finished(run)
 
@@ -219,8 +226,10 @@ class DaskExecutor(Executor):
             self._runs[run.id] = run
         self._queued(run)
         try:
-            future = self.client.submit(dask_fit_task, run.spec(), self._table_name(run), key=f"krr-run-{run.id}",
-                                        pure=False, retries=0)
+            if run.stepped:
+                self.steps(run)
+            future = self.client.submit(dask_fit_task, run.spec(), self._table_name(run), run.stepped,
+                                        key=f"krr-run-{run.id}", pure=False, retries=0)
         except Exception as exc:
             self._forget(run)
             run._fail(f"Could not reach the cluster ({self.describe()}): {exc}")
@@ -235,6 +244,11 @@ class DaskExecutor(Executor):
 
     def call(self, fn, /, *args, **kwargs):
         return self.client.submit(fn, *args, **kwargs, pure=False, priority=self.CALL_PRIORITY).result()
+
+    def steps(self, run) -> None:
+        from distributed import Variable
+
+        Variable(steps_name(run.id), client=self.client).set(run.step_limit)
 
     def cancel(self, run) -> None:
         run.stop_event.set()
@@ -262,6 +276,8 @@ class DaskExecutor(Executor):
         elif message["kind"] == "records":
             for row in message["records"]:
                 run._append(IterationRecord(**row))
+        elif message["kind"] == "frame":
+            run._frame(frame_from_message(message))
 
     def _on_done(self, future) -> None:
         run_id = future.key.removeprefix("krr-run-")
@@ -292,10 +308,11 @@ class DaskExecutor(Executor):
         return f"The cluster could not complete this run: {type(exc).__name__}: {exc}"
 
     def _release_stop_event(self, run_id: str) -> None:
-        from distributed import Event
+        from distributed import Event, Variable
 
         try:
             Event(stop_event_name(run_id), client=self.client).clear()
+            Variable(steps_name(run_id), client=self.client).delete()
         except Exception:   # the scheduler is gone (server shutting down): nothing to release
             pass
 

@@ -32,6 +32,9 @@ HELP = {
     "eval_train": "Also compute the training error after every iteration (one more pass over the data; "
                   "not counted in solver time). The gap between the two curves is overfitting.",
     "auto_run": "Start a run by itself whenever a setting changes (for small problems).",
+    "step": "One iteration at a time: the first press starts a run that pauses after its first iteration; "
+            "each press then computes one more (ASkotch: one block step) and redraws the convergence chart and "
+            "the fit. Run lets a paused run go on to its end.",
 }
 
 TEXT = {

@@ -62,7 +62,7 @@ def known_parameters() -> frozenset[str]:
     kernels = {name for kernel in KERNELS for name, parameter in inspect.signature(KERNELS[kernel]).parameters.items()
                if parameter.default is not inspect.Parameter.empty}
     pages = {"auto_run", "x_axis",                                           # Explore
-             "cmp_mode", "cmp_solvers", "sweep_param", "sweep_values",       # Compare
+             "cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration",    # Compare
              "cond_n", "blocks", "rank",                                     # Conditioning
              "lev_n", "lev_method", "lev_log_lambda", "lev_q2",              # Leverage scores
              "data_n"}                                                       # Dataset

@@ -1,11 +1,35 @@
-"""The convergence chart while runs compute: a small component that asks the server for new
-records (:mod:`krr_app.live_api`) and appends them to its own SVG panels, without rerunning the
+"""The charts while runs compute: a small component that asks the server for new records and the
+latest picture of each model (:mod:`krr_app.live_api`) and draws them, without rerunning the
 page. When a run ends it asks for one page rerun, which draws the finished runs with plotly
 (:func:`krr_app.charts.convergence_figure`: same panels, titles and colours).
+
+The panel contract
+------------------
+The page passes the runs and a list of panels, plain JSON-able dicts, each with a ``kind``:
+
+* ``{"kind": "convergence", "runs": [ids], "x", "x_title", "residual_title", "metric_names",
+  "columns"}`` (:func:`convergence_panel`): the progress bar and line, the residual and the test
+  metric against ``x`` (SVG, one series per run, in the run's colour), side by side or, with
+  ``columns`` 1, one above the other;
+* ``{"kind": "fit", "run": id, "target": key, "traces": [names], "shape": [rows, cols]}``
+  (:func:`fit_panel`): the run's fit figure — a plotly chart the page draws itself inside
+  ``st.container(key=target)`` (:func:`krr_app.charts.fit_figure`, the figure the finished run
+  shows) — restyled in place with every new picture (``frame``): the named traces' ``y`` (1-D) or
+  ``z`` (2-D, ``shape`` rows × cols) and the title naming the picture's iteration.
+
+Every run the panels name is polled (``?since=`` its record count, and ``&frame_since=`` its
+latest picture's iteration when a panel draws pictures). Each look's answer updates the run's
+state in the browser — ``records`` (with their numeric ``extras``), ``frame``, ``text``,
+``status``, ``active`` — and every panel is drawn again from it by ``PANELS[kind](box, panel,
+ctx)``: ``box`` is the panel's own element in the component, ``ctx.runs`` the run states by id,
+``ctx.data`` what the page passed. A new kind is one function added to ``PANELS`` (and a Python
+builder here): a (log σ, log λ) path over a map reads the records' ``extras``.
 """
 from __future__ import annotations
 
 import streamlit as st
+
+from krrcore.surface import GRID_1D, GRID_2D
 
 from . import charts
 from .live_api import PREFIX, run_state
@@ -18,6 +42,13 @@ function el(name, attrs, parent, text) {
   const e = document.createElementNS(NS, name);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
   if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+function div(className, parent) {
+  const e = document.createElement('div');
+  e.className = className;
   if (parent) parent.appendChild(e);
   return e;
 }
@@ -51,8 +82,8 @@ function tickLabel(g, x, y, tick) {
 
 function usable(r, xkey, ykey) { return r[ykey] !== null && r[ykey] > 0 && r[xkey] !== null; }
 
-function panel(svg, x0, width, title, series, xkey, ykeys, xtitle) {
-  const g = el('g', {}, svg);
+function chart(svg, x0, y0, width, title, series, xkey, ykeys, xtitle) {
+  const g = el('g', {transform: `translate(0 ${y0})`}, svg);
   el('text', {x: x0 + width / 2, y: 16, 'text-anchor': 'middle', 'font-size': 14, fill: '#333'}, g, title);
   const left = x0 + PAD.l, right = x0 + width - PAD.r, top = PAD.t, bottom = HEIGHT - PAD.b;
   el('text', {x: (left + right) / 2, y: HEIGHT - 6, 'text-anchor': 'middle', 'font-size': 13, fill: '#444'}, g, xtitle);
@@ -92,57 +123,107 @@ function panel(svg, x0, width, title, series, xkey, ykeys, xtitle) {
   }
 }
 
+// The residual and the test metric of the panel's runs, with the progress bar and line above.
+function convergence(box, panel, ctx) {
+  if (!box._parts) {
+    const bar = div('krr-live-bar', box), fill = div('', bar), text = div('krr-live-text', box);
+    const svg = el('svg', {width: '100%', role: 'img', 'aria-label': 'convergence, drawn as the solver runs'}, box);
+    box._parts = {fill, text, svg, legend: div('krr-live-legend', box)};
+  }
+  const {fill, text, svg, legend} = box._parts;
+  const runs = panel.runs.map(id => ctx.runs.get(id));
+  const names = new Set(runs.flatMap(r => r.records.map(x => x.metric)).filter(Boolean));
+  const name = names.size === 1 ? (panel.metric_names[[...names][0]] || [...names][0]) : 'metric';
+  const train = runs.some(r => r.records.some(x => x.train_metric !== null));
+  const metricTitle = 'Test ' + name + (train ? ' (train: dotted)' : '');
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const width = Math.max(box.clientWidth || 0, 400);
+  if (panel.columns === 1) {
+    svg.setAttribute('height', 2 * HEIGHT);
+    chart(svg, 0, 0, width, panel.residual_title, runs, panel.x, ['residual'], panel.x_title);
+    chart(svg, 0, HEIGHT, width, metricTitle, runs, panel.x, ['val_metric', 'train_metric'], panel.x_title);
+  } else {
+    const half = (width - GAP) / 2;
+    svg.setAttribute('height', HEIGHT);
+    chart(svg, 0, 0, half, panel.residual_title, runs, panel.x, ['residual'], panel.x_title);
+    chart(svg, half + GAP, 0, half, metricTitle, runs, panel.x, ['val_metric', 'train_metric'], panel.x_title);
+  }
+  const active = runs.filter(r => r.active);
+  const now = active.find(r => r.status === 'running') || active[0];
+  text.textContent = runs.length === 1 ? (now ? now.text : '') :
+    `${runs.length - active.length} of ${runs.length} runs finished · now: ${now ? now.text : '—'}`;
+  const done = runs.reduce((sum, r) => sum + (r.active ? (r.maxiter && r.records.length ?
+    Math.min(1, r.records[r.records.length - 1].iteration / r.maxiter) : 0) : 1), 0);
+  fill.style.width = (100 * done / runs.length).toFixed(1) + '%';
+  legend.innerHTML = '';
+  if (runs.length > 1) for (const r of runs) {
+    const item = document.createElement('span');
+    const swatch = document.createElement('i');
+    swatch.style.background = r.color;
+    item.append(swatch, document.createTextNode(r.label));
+    legend.appendChild(item);
+  }
+}
+
+function decode(frame) {
+  if (!frame._decoded) {
+    const bytes = Uint8Array.from(atob(frame.values), c => c.charCodeAt(0));
+    frame._decoded = new Float32Array(bytes.buffer);
+  }
+  return frame._decoded;
+}
+
+// The run's fit figure, drawn by the page with plotly in st.container(key=panel.target), restyled
+// in place with the run's latest picture: the figure the finished run shows, moving.
+function fit(box, panel, ctx) {
+  const run = ctx.runs.get(panel.run), frame = run && run.frame;
+  const plot = document.querySelector(`.st-key-${panel.target} .js-plotly-plot`);
+  if (!frame || !plot || !window.Plotly || !plot.data) return;      // drawn at a later look
+  const indices = panel.traces.map(name => plot.data.findIndex(t => t.name === name));
+  if (indices.some(i => i < 0)) return;
+  if (plot._krrFrame === frame.iteration && plot.data[indices[0]]._krrLive) return;
+  const values = decode(frame);
+  const update = {}, title = `after iteration ${frame.iteration}` + (run.active ? ' — the solver is running' : '');
+  if (panel.shape.length === 1) {
+    update.y = [values];
+  } else {
+    const [rows, cols] = panel.shape, z = [];
+    for (let r = 0; r < rows; r++) z.push(values.subarray(r * cols, (r + 1) * cols));
+    update.z = indices.map(() => z);
+    if (panel.symmetric) {       // two classes: the colours centred on the boundary f = 0
+      let bound = 0;
+      for (const v of values) if (Math.abs(v) > bound) bound = Math.abs(v);
+      update.zmin = indices.map((_, k) => k ? null : -(bound || 1));
+      update.zmax = indices.map((_, k) => k ? null : (bound || 1));
+    }
+  }
+  window.Plotly.update(plot, update, {'title.text': title, 'title.font.size': 13}, indices);
+  plot._krrFrame = frame.iteration;
+  plot.data[indices[0]]._krrLive = true;      // a redraw by Streamlit drops it: the picture is applied again
+  plot.dataset.krrIteration = String(frame.iteration);
+}
+
+// Panel kinds: each draws one panel from the runs' states, at every look (see the module docstring).
+const PANELS = {convergence, fit};
+
 export default function (component) {
   const {data, setTriggerValue, parentElement} = component;
   let root = parentElement.querySelector('.krr-live');
   if (!root) {
-    root = document.createElement('div');
-    root.className = 'krr-live';
-    parentElement.appendChild(root);
+    root = div('krr-live', parentElement);
   }
   if (root._krrStop) root._krrStop();      // a rerun mounts it again: one loop per chart
   root.innerHTML = '';
-  const bar = document.createElement('div');
-  bar.className = 'krr-live-bar';
-  const fill = document.createElement('div');
-  bar.appendChild(fill);
-  const text = document.createElement('div');
-  text.className = 'krr-live-text';
-  root.append(bar, text);
-  const svg = el('svg', {height: HEIGHT, width: '100%', role: 'img', 'aria-label': 'convergence, drawn as the solver runs'}, root);
-  const legend = document.createElement('div');
-  legend.className = 'krr-live-legend';
-  root.appendChild(legend);
-  const runs = data.runs.map(r => ({...r, records: r.records.slice()}));
+  const runs = new Map(data.runs.map(r => [r.id, {...r, records: r.records.slice()}]));
+  const boxes = data.panels.map(p => div(`krr-panel krr-panel-${p.kind}` + (p.width === 'half' ? ' krr-half' : ''), root));
+  const framed = new Set(data.panels.filter(p => p.kind === 'fit').map(p => p.run));
+  const ctx = {runs, data};
   let stopped = false, timer = null;
 
-  function metricTitle() {
-    const names = new Set(runs.flatMap(r => r.records.map(x => x.metric)).filter(Boolean));
-    const name = names.size === 1 ? (data.metric_names[[...names][0]] || [...names][0]) : 'metric';
-    const train = runs.some(r => r.records.some(x => x.train_metric !== null));
-    return 'Test ' + name + (train ? ' (train: dotted)' : '');
-  }
-
   function draw() {
-    while (svg.firstChild) svg.removeChild(svg.firstChild);
-    const width = Math.max(root.clientWidth || 0, 400), half = (width - GAP) / 2;
-    panel(svg, 0, half, data.residual_title, runs, data.x, ['residual'], data.x_title);
-    panel(svg, half + GAP, half, metricTitle(), runs, data.x, ['val_metric', 'train_metric'], data.x_title);
-    const active = runs.filter(r => r.active);
-    const now = active.find(r => r.status === 'running') || active[0];
-    text.textContent = runs.length === 1 ? (now ? now.text : '') :
-      `${runs.length - active.length} of ${runs.length} runs finished · now: ${now ? now.text : '—'}`;
-    const done = runs.reduce((sum, r) => sum + (r.active ? (r.maxiter && r.records.length ?
-      Math.min(1, r.records[r.records.length - 1].iteration / r.maxiter) : 0) : 1), 0);
-    fill.style.width = (100 * done / runs.length).toFixed(1) + '%';
-    legend.innerHTML = '';
-    if (runs.length > 1) for (const r of runs) {
-      const item = document.createElement('span');
-      const swatch = document.createElement('i');
-      swatch.style.background = r.color;
-      item.append(swatch, document.createTextNode(r.label));
-      legend.appendChild(item);
-    }
+    data.panels.forEach((p, i) => {
+      try { PANELS[p.kind](boxes[i], p, ctx); } catch (e) { console.error('live panel ' + p.kind, e); }
+    });
   }
 
   // A run ended: ask for the page rerun that draws it, and ask again until the rerun replaces this
@@ -159,12 +240,15 @@ export default function (component) {
     if (stopped) return;
     let next = data.poll_ms;
     try {
-      for (const r of runs.filter(r => r.active)) {
-        const answer = await fetch(data.api + r.id + '?since=' + r.records.length, {cache: 'no-store'});
+      for (const r of [...runs.values()].filter(r => r.active)) {
+        let url = data.api + r.id + '?since=' + r.records.length;
+        if (framed.has(r.id)) url += '&frame_since=' + (r.frame ? r.frame.iteration : -1);
+        const answer = await fetch(url, {cache: 'no-store'});
         if (stopped) return;
         if (!answer.ok) { r.active = false; ended(r.id); return; }     // forgotten with its session
         const state = await answer.json();
         r.records.push(...state.records);
+        if (state.frame) r.frame = state.frame;
         r.text = state.text;
         r.status = state.status;
         r.active = state.active;
@@ -186,6 +270,10 @@ export default function (component) {
 """
 
 _CSS = """
+.krr-live { display: flex; flex-wrap: wrap; column-gap: 2rem; }
+.krr-panel { flex: 1 1 100%; min-width: 0; }
+.krr-panel.krr-half { flex-basis: calc(50% - 1rem); }
+.krr-panel-fit { display: none; }
 .krr-live-bar { height: 0.5rem; border-radius: 0.25rem; background: rgba(151, 166, 195, 0.25); overflow: hidden; }
 .krr-live-bar > div { height: 100%; background: #1f77b4; }
 .krr-live-text { font-size: 0.875rem; margin: 0.3rem 0 0.2rem; min-height: 1.3rem; }
@@ -197,18 +285,32 @@ _CSS = """
 _component = st.components.v2.component("krr_live_chart", js=_JS, css=_CSS)
 
 
-def live_chart(runs, x: str, *, key: str) -> None:
-    """Draw ``runs`` (some active) with their records so far and keep them current from the
-    browser; when one ends the page reruns once (``on_ended_change``)."""
-    data = {"api": PREFIX, "x": x, "x_title": charts.X_AXES[x], "residual_title": charts.RESIDUAL_TITLE,
-            "metric_names": charts.METRIC_NAMES, "runs": []}
+def convergence_panel(runs, x: str, *, columns: int = 2) -> dict:
+    """The residual and test-metric panels of ``runs`` against ``x`` ("iteration" or "seconds")."""
+    return {"kind": "convergence", "runs": [run.id for run in runs], "x": x, "x_title": charts.X_AXES[x],
+            "residual_title": charts.RESIDUAL_TITLE, "metric_names": charts.METRIC_NAMES, "columns": columns}
+
+
+def fit_panel(run, target: str) -> dict:
+    """The live pictures of ``run``'s model, drawn into its fit figure inside ``st.container(key=target)``."""
+    data = run.data
+    shape = [GRID_1D] if data.d == 1 else [GRID_2D, GRID_2D]
+    return {"kind": "fit", "run": run.id, "target": target, "traces": list(charts.fit_live_traces(data)),
+            "shape": shape, "symmetric": data.task == "binary"}
+
+
+def live_chart(runs, panels: list[dict], *, key: str) -> None:
+    """Draw ``panels`` (see the module docstring) of ``runs`` (some active) with their records and
+    pictures so far, and keep them current from the browser; when a run ends the page reruns once
+    (``on_ended_change``)."""
+    data = {"api": PREFIX, "runs": [], "panels": panels}
+    framed = {p["run"] for p in panels if p["kind"] == "fit"}
     intervals = []
     for i, run in enumerate(runs):
-        state = run_state(run)
+        state = run_state(run, frame_since=-1 if run.id in framed else None)
         intervals.append(state["next_ms"])
         data["runs"].append({"id": run.id, "label": run.label, "color": charts.PALETTE[i % len(charts.PALETTE)],
                              "maxiter": run.config.maxiter, "status": state["status"], "active": state["active"],
-                             "text": state["text"],
-                             "records": state["records"]})
-    data["poll_ms"] = min(intervals)
+                             "text": state["text"], "records": state["records"], "frame": state.get("frame")})
+    data["poll_ms"] = min(intervals) if intervals else 1000
     _component(data=data, key=key, on_ended_change=lambda: None)

@@ -25,6 +25,8 @@ def progress_text(run) -> str:
     parts = [f"iteration {last.iteration}"]
     if run.config.maxiter:
         parts[0] += f" / {run.config.maxiter}"
+    if run.paused:
+        parts[0] = "paused after " + parts[0] + " (Step: one more, Run: on to the end)"
     if math.isfinite(last.residual):
         parts.append(f"residual {last.residual:.3g}")
     if math.isfinite(last.val_metric):

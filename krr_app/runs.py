@@ -23,6 +23,7 @@ import uuid
 from collections import OrderedDict, deque
 
 from krrcore.stream import IterationRecord
+from krrcore.surface import SurfaceFrame
 
 from . import live_api
 from .config import RunConfig
@@ -39,10 +40,12 @@ class Run:
     error; ``message`` the solver's stop reason or the error text; ``metrics`` the final train and
     test metrics; ``timings`` wall/solver/evaluation seconds; ``peak_memory_bytes`` the growth of
     the worker's resident memory during the run (a worker runs one run at a time); ``estimator``
-    the compact fitted model; ``surface`` the fit chart's predictions (1-D/2-D data).
+    the compact fitted model; ``surface`` the fit chart's predictions (1-D/2-D data) with the
+    pictures kept while it was fitted; ``frame`` the latest picture of the model
+    (:class:`krrcore.surface.SurfaceFrame`, streamed while the run computes, the final one after).
     """
 
-    def __init__(self, config: RunConfig, data=None):
+    def __init__(self, config: RunConfig, data=None, *, stepped: bool = False):
         self.config = config
         self.data = data                # the page's Dataset (task, units, points for the charts)
         self.id = uuid.uuid4().hex[:12]
@@ -57,10 +60,16 @@ class Run:
         self._records: list[IterationRecord] = []
         self._on_finish: list = []
         self._stopper = None            # the registry's cancel (set when the run is registered)
+        self._executor = None           # where it was submitted (Step and Run reach it there)
         self.status = "queued"
         self.message = ""
         self.estimator = None
         self.surface = None
+        self.frame = None
+        # A stepped run (Step) pauses after its record number step_limit (from 0) until Step allows
+        # one more or Run lets it go on (None).
+        self.stepped = stepped
+        self.step_limit: int | None = 1 if stepped else None
         self.metrics: dict[str, float] = {}
         self.timings: dict[str, float] = {}
         self.peak_memory_bytes: float | None = None
@@ -69,7 +78,8 @@ class Run:
         self.estimate = config.memory_estimate(data) if data is not None else None
 
     def spec(self):
-        return self.config.fit_spec(self.id)
+        spec = self.config.fit_spec(self.id)
+        return spec.reporting_every_iteration() if self.stepped else spec
 
     # -- read side (page) ------------------------------------------------------------------
     @property
@@ -94,6 +104,31 @@ class Run:
         """Block until the run finished (for tests and scripts; the page polls instead)."""
         return self.finished_event.wait(timeout)
 
+    @property
+    def paused(self) -> bool:
+        """A stepped run waiting for Step or Run (its records reached its step limit)."""
+        limit = self.step_limit
+        return self.active and limit is not None and len(self.records) > limit
+
+    def step(self) -> None:
+        """A stepped run: one more record (one iteration: a stepped run reports every one), then
+        pause again. A run started by Run is not stepped and goes on."""
+        with self._lock:
+            if self.step_limit is None:
+                return
+            self.step_limit += 1
+        self._steps_changed()
+
+    def resume(self) -> None:
+        """A paused run goes on to its end (Run)."""
+        with self._lock:
+            self.step_limit = None
+        self._steps_changed()
+
+    def _steps_changed(self) -> None:
+        if self.active and self._executor is not None:
+            self._executor.steps(self)
+
     def stop(self) -> None:
         self.stop_event.set()
         if self.active and self._stopper is not None:
@@ -110,6 +145,12 @@ class Run:
             if self.status in ACTIVE:
                 self._records.append(record)
 
+    def _frame(self, frame) -> None:
+        """A newer picture of the model (an older one, arriving late, is ignored)."""
+        with self._lock:
+            if self.status in ACTIVE and (self.frame is None or frame.iteration > self.frame.iteration):
+                self.frame = frame
+
     def _complete(self, outcome) -> None:
         """The worker's outcome: its trace is authoritative (a streamed record may still be in flight)."""
         with self._lock:
@@ -117,6 +158,8 @@ class Run:
             self.metrics, self.timings = outcome.metrics, outcome.timings
             self.peak_memory_bytes = outcome.peak_memory_bytes
             self.estimator, self.surface = outcome.model, outcome.surface
+            if outcome.surface is not None and self._records:
+                self.frame = SurfaceFrame(self._records[-1].iteration, outcome.surface.values.astype("float32"), 0.0)
             self.worker = outcome.worker or self.worker
         self._finish(outcome.status, outcome.message)
 
@@ -161,15 +204,16 @@ class RunRegistry:
         with self._lock:
             return list(self._runs.values())
 
-    def start(self, config: RunConfig, data) -> Run:
-        """Queue a fresh run of ``config`` (an active run of the same config is returned as is)."""
+    def start(self, config: RunConfig, data, *, stepped: bool = False) -> Run:
+        """Queue a fresh run of ``config`` (an active run of the same config is returned as is);
+        ``stepped``: it pauses after its first iteration (:meth:`Run.step`, :meth:`Run.resume`)."""
         with self._lock:
             if self.closed:
                 raise RuntimeError("this session has ended")
             current = self._runs.get(config)
             if current is not None and current.active:
                 return current
-            run = Run(config, data)
+            run = Run(config, data, stepped=stepped)
             live_api.publish(run)        # the live chart asks for its records by id
             run._on_finish.append(self._on_finish)
             run._stopper = self._cancel
@@ -256,4 +300,5 @@ class RunRegistry:
             if refusal:
                 run._fail(refusal)
             else:
+                run._executor = executor
                 executor.submit(run)

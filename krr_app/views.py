@@ -12,10 +12,11 @@ import pandas as pd
 import streamlit as st
 
 from krrcore.diagnostics.data import subsample
+from krrcore.surface import FitSurface, plotting_grid
 
 from . import charts, explain, links
 from .executor import format_bytes, started_executor
-from .live_chart import live_chart
+from .live_chart import convergence_panel, fit_panel, live_chart
 from .runs import Run
 from .settings import EMPTY_CHART_DELAY_SECONDS
 from .snippet import notebook_json, reproduce_snippet
@@ -157,16 +158,104 @@ def trace_download(runs: list[Run], key: str, filename: str, label: str = "Downl
     download_csv(charts.traces_frame(runs), key=key, filename=filename, label=label)
 
 
-def fit_chart(run: Run, key: str) -> None:
-    """The fitted function / decision surface of a finished run (1-D and 2-D data only)."""
-    if run.surface is None:
+def fit_target(key: str) -> str:
+    """The key of the container :func:`fit_chart` draws ``key``'s figure in (the live chart's
+    fit panel finds the figure there)."""
+    return f"{key}_box"
+
+
+def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
+    """The fitted function / decision surface of a run (1-D and 2-D data only): the finished
+    model's, or while the run computes its latest picture, which the live chart then keeps
+    current (:func:`krr_app.live_chart.fit_panel`). ``title``: a line naming what is drawn."""
+    surface = run.surface if not run.active else live_surface(run)
+    if surface is None:
         return
-    if "fit_figure" not in run.cache:     # the figure is built once per run from the worker's grid
-        run.cache["fit_figure"] = charts.fit_figure(run.data, run.surface)
-    title = "Fitted function" if run.data.d == 1 else (
+    if run.active:
+        figure = charts.fit_figure(run.data, surface)
+    else:       # the figure is built once per run from the worker's grid
+        if "fit_figure" not in run.cache:
+            run.cache["fit_figure"] = charts.fit_figure(run.data, surface)
+        figure = run.cache["fit_figure"]
+    heading = "Fitted function" if run.data.d == 1 else (
         "Prediction surface" if run.data.task == "regression" else "Decision surface")
-    st.markdown(f"**{title}** over the data")
-    plot(run.cache["fit_figure"], key=key, filename=f"krr-fit-{run.id}")
+    with st.container(key=fit_target(key)):
+        if title:
+            st.markdown(f"**{heading}** over the data")
+        plot(figure, key=key, filename=f"krr-fit-{run.id}")
+        if not run.active:
+            pictures_caption(run)
+
+
+def pictures_caption(run: Run) -> None:
+    """What drawing the fit while the solver ran cost the worker (outside the solver's time)."""
+    count, seconds = run.timings.get("frames", 0), run.timings.get("frame_seconds", 0.0)
+    wall = run.timings.get("wall_seconds", math.nan)
+    if count and math.isfinite(wall) and wall > 0:
+        st.caption(f"Drawn while the solver ran: {count:.0f} pictures of the model on this grid, "
+                   f"{seconds:.3g} s on the worker ({seconds / wall:.1%} of the run's {wall:.3g} s wall time; "
+                   "not counted in the solver time).")
+
+
+#: Runs whose fits Compare draws side by side (two to a row).
+SIDE_BY_SIDE_RUNS = 4
+
+
+def side_by_side_runs(runs: list[Run], settings, selected: list[str]) -> list[Run]:
+    """The runs whose fits Compare shows: those selected (else the most recent), on the sidebar's
+    1-D or 2-D data, started and not failed; at most SIDE_BY_SIDE_RUNS, oldest first."""
+    if settings.dataset is None or settings.dataset.d not in (1, 2):
+        return []
+    usable = [r for r in runs if r.config.data == settings.data and r.status != "error"
+              and (r.surface is not None or (r.active and r.status == "running"))]
+    chosen = [r for r in usable if r.id in selected] or usable
+    return chosen[-SIDE_BY_SIDE_RUNS:]
+
+
+def fits_side_by_side(runs: list[Run], *, key: str) -> None:
+    """The runs' fits, two to a row: while a run computes, its latest picture (the live chart keeps
+    it current); once all have finished, every fit after the same iteration, chosen with a slider
+    (a run that stopped earlier shows its last iterate)."""
+    st.subheader("The fits, side by side")
+    finished = not any(r.active for r in runs)
+    if finished:
+        last = max(r.records[-1].iteration for r in runs if r.records)
+        if st.session_state.get("cmp_iteration", 0) > max(last, 1):      # runs of another batch
+            st.session_state["cmp_iteration"] = max(last, 1)
+        iteration = links.widget(st.slider, "Iteration", min_value=0, max_value=max(last, 1), value=last,
+                                 key="cmp_iteration", persist=False,
+                                 help="Every fit as it was after this iteration (the pictures a run keeps: "
+                                      "every iteration of a short run, evenly spaced ones of a long run).")
+    else:
+        st.caption("Each fit is redrawn as its solver iterates; once all have finished, a slider shows them "
+                   "all after the same iteration.")
+    for row in range(0, len(runs), 2):
+        for col, run in zip(st.columns(2), runs[row:row + 2]):
+            with col:
+                if finished:
+                    shown, values = run.surface.at(iteration)
+                    surface = FitSurface(axes=run.surface.axes, values=values)
+                    with st.container(key=fit_target(f"{key}_{run.id}")):
+                        st.markdown(f"**{run.label}** " + ("— the fitted model (no pictures were kept while it ran)"
+                                                           if shown is None else f"after iteration {shown:,}"
+                                                           + (" (its last)" if shown < iteration else "")))
+                        plot(charts.fit_figure(run.data, surface), key=f"{key}_{run.id}",
+                             filename=f"krr-fit-{run.id}-t{shown}")
+                else:
+                    st.markdown(f"**{run.label}**")
+                    fit_chart(run, key=f"{key}_{run.id}", title=False)
+
+
+def live_surface(run: Run) -> FitSurface | None:
+    """The grid predictions of an active run's latest picture (zero before the first) on the
+    plotting grid the worker uses; None when the data are not 1-D or 2-D."""
+    data = run.data
+    if data is None or data.d not in (1, 2):
+        return None
+    axes, points = plotting_grid(np.concatenate([data.X_train, data.X_test]))
+    frame = run.frame
+    values = frame.values if frame is not None else np.zeros((len(points), 1))
+    return FitSurface(axes=axes, values=values)
 
 
 def reproduce(run_config, *, key: str) -> None:
@@ -189,18 +278,22 @@ def reproduce_key(key: str) -> str:
     return f"{key}_open"
 
 
-def live(runs_getter, render, *, key: str, x: str = "iteration") -> None:
+def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str, str] | None = None) -> None:
     """Render ``render(runs)`` when no run is active; while one is, draw the live chart
-    (:func:`krr_app.live_chart.live_chart`), which asks the server for new records itself and
-    reruns the page once when a run ends, so the final results and the buttons follow. A look is a
-    JSON request, not a fragment rerun: a rerun redraws the whole page in the browser
-    (docs/measurements.md, "The app against the library", has the seconds).
+    (:func:`krr_app.live_chart.live_chart`): the convergence panels of the runs, and for each run
+    id in ``fits`` the pictures of its model in the fit figure drawn with :func:`fit_chart` under
+    that key. It asks the server for new records and pictures itself and reruns the page once
+    when a run ends, so the final results and the buttons follow. A look is a JSON request, not a
+    fragment rerun: a rerun redraws the whole page in the browser (docs/measurements.md, "The app
+    against the library", has the seconds).
     """
     runs = runs_getter()
     if not any(r.active for r in runs):
         render(runs)
         return
-    live_chart(runs, x, key=key)
+    panels = [convergence_panel(runs, x)]
+    panels += [fit_panel(run, fit_target(fits[run.id])) for run in runs if fits and run.id in fits]
+    live_chart(runs, panels, key=key)
 
 
 def server_load() -> None:

@@ -184,12 +184,45 @@ def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkey
     assert run.active
     assert looks[1][0] > looks[0][0], "the live chart did not get more records between two page runs"
     assert looks[0][1].startswith("iteration ") and "/ 100000" in looks[0][1]
-    assert not at.get("plotly_chart") and not at.get("progress")      # the live chart draws both
+    assert not at.get("progress")      # the live chart draws it
+    # The one plotly chart is the fit beside the data, which the live chart's fit panel redraws in
+    # place with the worker's pictures; the convergence chart is the live chart's own.
+    (fit,) = at.get("plotly_chart")
+    assert {trace["name"] for trace in json.loads(fit.proto.spec)["data"]} >= set(charts.fit_live_traces(run.data))
+    panels = json.loads(at.get("bidi_component")[0].proto.json)["panels"]
+    assert [(p["kind"], p.get("run")) for p in panels] == [("convergence", None), ("fit", run.id)]
+    assert panels[1]["target"] == "explore_fit_box" and panels[0]["runs"] == [run.id]
     at.button(key="stop").click().run()
     assert run.stop_event.is_set()
     assert run.wait(1.0), "the run did not stop within a second"
     at.run()
     assert run.status == "stopped" and "stopped by the user" in _texts(at.warning)
+
+
+def test_step_computes_one_iteration_per_press_and_run_goes_on_from_there(app):
+    """On the app's Dask workers: the first Step starts a run that pauses after iteration 1, each
+    further Step computes exactly one more (its record and its picture come back), Run lets it go on."""
+    at = app(**{**SMALL, "maxiter": 6})
+    at = at.button(key="step").click().run()
+    run = at.session_state["explore_run"]
+    assert run.stepped and at.button(key="stop").disabled is False
+
+    def settled(count):
+        deadline = time.time() + 60
+        while (len(run.records) < count or run.frame is None or run.frame.iteration < count - 1) \
+                and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)                         # nothing more comes while it is paused
+        assert [r.iteration for r in run.records] == list(range(count)) and run.frame.iteration == count - 1
+        assert run.active and run.paused
+
+    settled(2)
+    at = at.button(key="step").click().run()
+    settled(3)
+    assert _live_chart(at.run())[1].startswith("paused after iteration 2 / 6")
+    at = wait_for_runs(at.button(key="run").click().run())
+    assert run.status == "done" and [r.iteration for r in run.records] == list(range(7))
+    assert sorted(run.surface.frames) == list(range(7))
 
 
 def test_going_back_to_a_configuration_already_run_is_instant(app):
@@ -282,8 +315,8 @@ def test_compare_overlays_solvers_with_table_and_removal(app):
     runs = at.session_state["_krr_runs"].runs()
     assert [r.config.solver for r in runs] == ["falkon", "nystrom_direct"]
     assert all(r.status == "done" for r in runs)
-    # Two figures (iterations, seconds); each overlays both runs in both panels.
-    assert len(at.get("plotly_chart")) == 2 and len(_chart_points(at, 0)) == 4
+    # Two figures (iterations, seconds), each overlaying both runs in both panels; the two fits.
+    assert len(at.get("plotly_chart")) == 4 and len(_chart_points(at, 0)) == 4
     table = at.dataframe[0].value
     assert list(table["status"]) == ["done", "done"]
     assert table["test classification error"].between(0, 0.3).all()
