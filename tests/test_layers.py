@@ -24,7 +24,7 @@ import import_graph  # noqa: E402
 #: everything under it. Every module of the graph is listed once.
 LAYERS = [
     ("krrcore: basics", ("krrcore._validation", "krrcore.device", "krrcore.stream", "krrcore.progress",
-                         "krrcore.metrics", "krrcore.cg", "krrcore.surface")),
+                         "krrcore.metrics", "krrcore.cg")),
     ("krrcore: kernels, linear algebra, memory", ("krrcore.kernels", "krrcore.linalg", "krrcore.memory")),
     ("krrcore: kernel products", ("krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
                                   "krrcore.preconditioner")),
@@ -36,7 +36,7 @@ LAYERS = [
     ("krrcore: one problem on many machines", ("krrcore.distributed.*", "krrcore.sharded")),
     ("krrcore: solvers", ("krrcore.solvers.*",)),
     ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
-    ("krrcore: runs on workers", ("krrcore.remote", "krrcore.worker_setup")),
+    ("krrcore: runs on workers", ("krrcore.remote", "krrcore.surface", "krrcore.worker_setup")),
     ("krrcore: the package", ("krrcore",)),
     ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.server", "krr_app.settings", "krr_app.text",
                                     "krr_app.explain")),
