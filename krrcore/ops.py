@@ -27,13 +27,30 @@ from .kernels import Kernel, Prepared
 #: (measured here: 2–4 MiB per pass beyond our own buffers), never more than half the budget.
 WORKSPACE_RESERVE_FRACTION = 0.10
 WORKSPACE_RESERVE_MIN = 4 << 20
-#: Row blocks above this size stop paying off on a CPU (cache effects, measured in benchmarks).
+#: Largest row block on a GPU: every element-wise pass streams device memory whatever the size,
+#: so taller blocks only save kernel launches.
 MAX_BLOCK_ROWS = 16384
+#: CPU: a kernel block of about this many bytes stays in the last-level cache from its distance
+#: GEMM through exp to both mat-vecs of a fused product, which then read it from cache, not from
+#: memory (``python -m benchmarks.bench_kernel_ops --rows``).
+CPU_BLOCK_BYTES = 4 << 20
+#: Fewest rows of a cache-sized CPU block (below it the per-block Python overhead shows).
+MIN_BLOCK_ROWS = 64
+
+
+def preferred_block_rows(M: int, itemsize: int, device=None) -> int:
+    """The row-block size a device runs best at when memory allows: on a CPU a cache-sized block
+    (:data:`CPU_BLOCK_BYTES`), on a GPU :data:`MAX_BLOCK_ROWS`."""
+    if device is not None and torch.device(device).type != "cpu":
+        return MAX_BLOCK_ROWS
+    return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, CPU_BLOCK_BYTES // (max(M, 1) * itemsize)))
 
 
 def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0,
-                          n_rhs: int = 1, scratch_blocks: int = 0, min_rows: int = 1) -> int:
-    """Largest row-block size whose working set fits ``budget_bytes``.
+                          n_rhs: int = 1, scratch_blocks: int = 0, min_rows: int = 1,
+                          max_rows: int = MAX_BLOCK_ROWS) -> int:
+    """Largest row-block size whose working set fits ``budget_bytes``, at most ``max_rows`` (the
+    kernel products pass :func:`preferred_block_rows`).
 
     Per block row the product holds one kernel row (M entries), ``scratch_blocks`` more if the
     kernel allocates scratch (L1 distances), the row's prepared features and their square (2d + 1) and an
@@ -47,7 +64,7 @@ def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int, d
             f"memory_budget of {budget_bytes / 2**20:.1f} MiB is too small for one kernel row "
             f"against M={M} centres ({per_row / 2**20:.3f} MiB per row): raise memory_budget or lower M"
         )
-    return max(min_rows, min(rows, n, MAX_BLOCK_ROWS))
+    return max(min_rows, min(rows, n, max_rows))
 
 
 def prepare_checked(kernel: Kernel, X: torch.Tensor, what: str = "X") -> Prepared:
@@ -56,20 +73,38 @@ def prepare_checked(kernel: Kernel, X: torch.Tensor, what: str = "X") -> Prepare
     prepared = kernel.prepare(X)
     norms = prepared.sq_norms
     if norms is not None and not bool(torch.isfinite(norms).all()):
-        largest = float(X.abs().max())
-        raise ValueError(f"{what} has values up to {largest:.3g}: their squared distances overflow "
-                         f"{str(X.dtype).removeprefix('torch.')} in the {type(kernel).__name__}; standardise the "
-                         f"features (or use a larger sigma)")
+        _refuse_overflow(kernel, X, what)
     return prepared
 
 
+def _refuse_overflow(kernel: Kernel, X: torch.Tensor, what: str):
+    largest = float(X.abs().max())
+    raise ValueError(f"{what} has values up to {largest:.3g}: their squared distances overflow "
+                     f"{str(X.dtype).removeprefix('torch.')} in the {type(kernel).__name__}; standardise the "
+                     f"features (or use a larger sigma)")
+
+
+def check_rows(kernel: Kernel, X: torch.Tensor, what: str = "X", chunk: int = 1 << 16) -> None:
+    """:func:`prepare_checked`'s refusal for all of X in one O(n·d) pass with a single device
+    synchronisation, so that blocked products prepare their blocks unchecked (on a GPU a check per
+    block would stall the queue once per block)."""
+    bad = torch.zeros((), dtype=torch.bool, device=X.device)
+    for start in range(0, X.shape[0], chunk):
+        norms = kernel.prepare(X[start:start + chunk]).sq_norms
+        if norms is None:
+            return
+        bad |= ~torch.isfinite(norms).all()
+    if bool(bad):
+        _refuse_overflow(kernel, X, what)
+
+
 def operator_bytes(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0, n_rhs: int = 1,
-                   scratch_blocks: int = 0) -> int:
+                   scratch_blocks: int = 0, device=None) -> int:
     """Peak extra bytes of one blocked product over n rows against M columns (its block buffer
     and per-block intermediates), as :class:`KernelOperator` will size it: for estimates made
     before anything is allocated."""
     rows = block_rows_for_budget(n, M, itemsize=itemsize, budget_bytes=budget_bytes, d=d, n_rhs=n_rhs,
-                                 scratch_blocks=scratch_blocks)
+                                 scratch_blocks=scratch_blocks, max_rows=preferred_block_rows(M, itemsize, device))
     return rows * itemsize * ((1 + scratch_blocks) * M + 2 * d + 1 + 2 * n_rhs)
 
 
@@ -79,13 +114,13 @@ class KernelOperator:
     The budget bounds the block buffer and the per-block intermediates (prepared features, K v);
     it excludes X, C and the outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
 
-    ``dtype``: the kernel blocks' dtype when it is not X's (float64 blocks of float32 data, for
-    FALKON's refinement): X's rows are cast one block at a time, never X whole.
-
     ``cache_bytes``: the first row blocks of K_nM that fit in this many bytes are kept when a
     whole-matrix walk first computes them, and every later walk reads them instead of evaluating
     the kernel again (FALKON's CG touches all of K_nM every iteration: a cached block then costs
     memory traffic, not distances and exponentials). ``cached_rows`` says how many rows are held.
+
+    ``dtype``: the kernel blocks' dtype when it is not X's (float64 blocks of float32 data, for
+    FALKON's refinement): X's rows are cast one block at a time, never X whole.
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
@@ -105,9 +140,11 @@ class KernelOperator:
         if block_rows is None:
             block_rows = block_rows_for_budget(
                 self.n, self.M, itemsize=itemsize, budget_bytes=self.memory_budget,
-                d=X.shape[1], n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks)
+                d=X.shape[1], n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks,
+                max_rows=preferred_block_rows(self.M, itemsize, X.device))
         self.block_rows = min(check_int(block_rows, "block_rows"), self.n)
-        # X is prepared block by block (O(block·d) extra), the centres once.
+        # X is prepared block by block (O(block·d) extra), the centres once; X's rows are checked once.
+        check_rows(kernel, X)
         self._X = X
         self._C = prepare_checked(kernel, C, "the centres")
         #: Bytes of the block buffer at its largest (the dominant term of the budget), for reports.
@@ -117,10 +154,7 @@ class KernelOperator:
         self._buffer = None
         self._cache: list[torch.Tensor] = []
         self._cache_room = max(int(cache_bytes), 0)
-
-    @property
-    def cached_rows(self) -> int:
-        return sum(block.shape[0] for block in self._cache)
+        self.cached_rows = 0                   # rows of K_nM held in the cache
 
     def _block_buffer(self, rows: int) -> torch.Tensor:
         rows = min(rows, self.block_rows)
@@ -147,11 +181,16 @@ class KernelOperator:
         while start < count:
             stop = min(start + buffer.shape[0], count)
             X = (self._X[start:stop] if rows is None else self._X[rows[start:stop]]).to(self.dtype)
-            K = self.kernel.block(prepare_checked(self.kernel, X), self._C, out=buffer[: stop - start])
-            keep = min(stop - start, self._cache_room // row_bytes)
-            if rows is None and keep > 0 and start == self.cached_rows:
-                self._cache.append(K[:keep].clone())
+            keep = min(stop - start, self._cache_room // row_bytes) if rows is None and start == self.cached_rows else 0
+            if keep == stop - start:           # a block to keep is evaluated into its own storage
+                out = torch.empty(keep, self.M, dtype=self.dtype, device=self.device)
+            else:
+                out = buffer[: stop - start]
+            K = self.kernel.block(self.kernel.prepare(X), self._C, out=out)
+            if keep > 0:
+                self._cache.append(K if keep == stop - start else K[:keep].clone())
                 self._cache_room -= keep * row_bytes
+                self.cached_rows += keep
             yield start, stop, K
             start = stop
         if rows is None and self.cached_rows == self.n:
@@ -232,7 +271,8 @@ def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_bud
     out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
     budget = scratch_budget(memory_budget, A.device)
     rows = block_rows_for_budget(A.shape[0], B.shape[0], itemsize=A.element_size(), budget_bytes=budget,
-                                 scratch_blocks=kernel.scratch_blocks)
+                                 scratch_blocks=kernel.scratch_blocks,
+                                 max_rows=preferred_block_rows(B.shape[0], A.element_size(), A.device))
     PA, PB = prepare_checked(kernel, A), prepare_checked(kernel, B)
     for start in range(0, A.shape[0], rows):
         stop = min(start + rows, A.shape[0])

@@ -7,7 +7,8 @@ import torch
 
 from krrcore.kernels import (GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel,
                              make_kernel, median_heuristic)
-from krrcore.ops import KernelOperator, block_rows_for_budget
+from krrcore.ops import (CPU_BLOCK_BYTES, MIN_BLOCK_ROWS, KernelOperator, block_rows_for_budget,
+                         preferred_block_rows)
 
 
 def _data(n=157, m=63, d=6, seed=0):
@@ -108,10 +109,18 @@ def test_row_subset_products_and_blocks_equal_dense_rows(block_rows):
     assert op._buffer.shape[0] == op.block_rows
 
 def test_block_size_is_solved_from_budget():
+    """The largest block within the budget, no taller than the device prefers: on a CPU a block of
+    about CPU_BLOCK_BYTES, which stays in cache through its kernel function and both mat-vecs."""
     M, itemsize = 2000, 8
     rows = block_rows_for_budget(10**6, M, itemsize=itemsize, budget_bytes=64 * 2**20, d=10)
     assert rows * (M + 2 * 10 + 3) * itemsize <= (64 - 6.4) * 2**20          # block + features + K v
     assert (rows + 1) * (M + 2 * 10 + 3) * itemsize > (64 - 6.4) * 2**20    # and it is the largest such
+    cpu = preferred_block_rows(M, itemsize)
+    assert cpu == CPU_BLOCK_BYTES // (M * itemsize) < rows and preferred_block_rows(M, itemsize, "cuda") > rows
+    X = torch.randn(10**4, 10, dtype=torch.float64)
+    assert KernelOperator(GaussianKernel(1.0), X, X[:M], memory_budget=64 * 2**20).block_rows == cpu
+    assert block_rows_for_budget(10**6, M, itemsize=itemsize, budget_bytes=2 * 2**20, d=10, max_rows=cpu) < cpu
+    assert preferred_block_rows(10**6, 4) == MIN_BLOCK_ROWS
     X, C = _data()
     op = KernelOperator(GaussianKernel(1.0), X, C, memory_budget=10 * C.shape[0] * 8)
     assert op.block_rows < X.shape[0] and op.buffer_bytes <= 10 * C.shape[0] * 8
