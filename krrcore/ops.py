@@ -118,19 +118,16 @@ class KernelOperator:
     whole-matrix walk first computes them, and every later walk reads them instead of evaluating
     the kernel again (FALKON's CG touches all of K_nM every iteration: a cached block then costs
     memory traffic, not distances and exponentials). ``cached_rows`` says how many rows are held.
-
-    ``dtype``: the kernel blocks' dtype when it is not X's (float64 blocks of float32 data, for
-    FALKON's refinement): X's rows are cast one block at a time, never X whole.
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
                  memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
-                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0, dtype: torch.dtype | None = None):
+                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel = kernel
         self.n, self.M = X.shape[0], C.shape[0]
-        self.dtype, self.device = dtype or X.dtype, X.device
+        self.dtype, self.device = X.dtype, X.device
         if C.dtype != self.dtype or C.device != X.device:
             C = C.to(dtype=self.dtype, device=X.device)
         itemsize = C.element_size()
@@ -152,6 +149,7 @@ class KernelOperator:
         # Allocated on first use and only as tall as the rows walked need: a product over a few
         # rows (an ASkotch block, a SAGA batch) holds |rows| × M, not block_rows × M.
         self._buffer = None
+        self._promoted = None                  # blocks promoted to a product dtype (fused(dtype=))
         self._cache: list[torch.Tensor] = []
         self._cache_room = max(int(cache_bytes), 0)
         self.cached_rows = 0                   # rows of K_nM held in the cache
@@ -180,7 +178,7 @@ class KernelOperator:
         row_bytes = self.M * buffer.element_size()
         while start < count:
             stop = min(start + buffer.shape[0], count)
-            X = (self._X[start:stop] if rows is None else self._X[rows[start:stop]]).to(self.dtype)
+            X = self._X[start:stop] if rows is None else self._X[rows[start:stop]]
             keep = min(stop - start, self._cache_room // row_bytes) if rows is None and start == self.cached_rows else 0
             if keep == stop - start:           # a block to keep is evaluated into its own storage
                 out = torch.empty(keep, self.M, dtype=self.dtype, device=self.device)
@@ -196,8 +194,8 @@ class KernelOperator:
         if rows is None and self.cached_rows == self.n:
             self._buffer = None                # the cache holds K whole: later walks read it alone
 
-    def _as_rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
-        v = v.to(dtype=self.dtype, device=self.device)
+    def _as_rhs(self, v: torch.Tensor, rows: int, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        v = v.to(dtype=dtype or self.dtype, device=self.device)
         v = v[:, None] if v.ndim == 1 else v
         if v.shape[0] != rows:
             raise ValueError(f"{name} has {v.shape[0]} rows, expected {rows}")
@@ -229,20 +227,34 @@ class KernelOperator:
         else:
             out.add_(K.T @ u)
 
-    def fused(self, v: torch.Tensor | None, w: torch.Tensor | None = None) -> torch.Tensor:
+    def _promote(self, K: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """K's values in ``dtype``, in a reused buffer of K's size (a block is promoted, never K_nM)."""
+        if self._promoted is None or self._promoted.dtype != dtype or self._promoted.shape[0] < K.shape[0]:
+            self._promoted = torch.empty(self.block_rows, self.M, dtype=dtype, device=self.device)
+        return self._promoted[: K.shape[0]].copy_(K)
+
+    def fused(self, v: torch.Tensor | None, w: torch.Tensor | None = None, *,
+              dtype: torch.dtype | None = None) -> torch.Tensor:
         """K_nMᵀ (K_nM v + w), each kernel block computed once (FALKON Alg. 1, KnM_times_vector).
 
-        ``v`` (M×k) or ``w`` (n×k) may be None, meaning zero.
+        ``v`` (M×k) or ``w`` (n×k) may be None, meaning zero. ``dtype``: the products' dtype when it
+        is not the blocks' (float64 over float32 blocks: the residual of FALKON's refinement). Each
+        block, cached or just evaluated, is promoted as it is used, so the product is exact
+        arithmetic on the same kernel values the lower-precision products use, and no kernel entry
+        is evaluated again.
         """
         if v is None and w is None:
             raise ValueError("fused needs v or w")
         ref = v if v is not None else w
         squeeze = ref.ndim == 1
-        v = None if v is None else self._as_rhs(v, self.M, "v")
-        w = None if w is None else self._as_rhs(w, self.n, "w")
+        work = dtype or self.dtype
+        v = None if v is None else self._as_rhs(v, self.M, "v", work)
+        w = None if w is None else self._as_rhs(w, self.n, "w", work)
         k = (v if v is not None else w).shape[1]
-        out = torch.zeros(self.M, k, dtype=self.accumulate_dtype, device=self.device)
+        out = torch.zeros(self.M, k, dtype=torch.promote_types(self.accumulate_dtype, work), device=self.device)
         for start, stop, K in self.blocks():
+            if K.dtype != work:
+                K = self._promote(K, work)
             if v is None:
                 tmp = w[start:stop]
             elif w is None:

@@ -235,6 +235,19 @@ class FalkonPreconditioner:
             w = w * self.weights.unsqueeze(1)
         return self._solve(self._solve(w, "T", True), "A", True).to(v.dtype)
 
+    def system_product(self, beta: torch.Tensor, kernel_product, penalty: float) -> torch.Tensor:
+        """W β = Pᵀ k(P β) + λ A⁻ᵀA⁻¹β with k(v) = K_nMᵀK_nM v/n, in four triangular solves, float64:
+        A⁻¹β serves both P β = D T⁻¹(A⁻¹β) and the λ term (MATLAB Alg. 1 ``BHB``:
+        ``A'\\(T'\\(KnM'*(KnM*(T\\(A\\u)))/n) + lambda*(A\\u))``, with D as in Alg. 2)."""
+        u = self.solve_A(beta)
+        v = self._solve(u, "T", False)
+        if self.weights is not None:
+            v.mul_(self.weights.unsqueeze(1))
+        w = kernel_product(v).double()
+        if self.weights is not None:
+            w = w * self.weights.unsqueeze(1)
+        return self._solve(self._solve(w, "T", True).add_(u, alpha=penalty), "A", True)
+
     def times_T(self, u: torch.Tensor, chunk: int = 256) -> torch.Tensor:
         """T u (T = L_Tᵀ, L_T in the buffer's lower triangle), float64, in row chunks of L_T so no
         M×M temporary is made: with it Pᵀ(K_MM + jD⁻²)α = A⁻ᵀ T D⁻¹α without K_MM (refinement)."""

@@ -66,14 +66,14 @@ class _ShardOperator:
     applied to what the worker's memory limit leaves (the scratch budget for blocks; the storage
     budget for the cache unless ``cache_bytes`` is given)."""
 
-    def __init__(self, X, kernel, C, memory_budget, block_rows, n_rhs, accumulate_dtype, cache_bytes, dtype=None):
+    def __init__(self, X, kernel, C, memory_budget, block_rows, n_rhs, accumulate_dtype, cache_bytes):
         use_worker_threads()
         available = worker_memory_left()
         scratch = scratch_budget(memory_budget, available=available)
         if cache_bytes is None:
             cache_bytes = storage_budget(memory_budget, available=available)
         self.op = KernelOperator(kernel, X, C, memory_budget=scratch, block_rows=block_rows, n_rhs=n_rhs,
-                                 accumulate_dtype=accumulate_dtype, cache_bytes=cache_bytes, dtype=dtype)
+                                 accumulate_dtype=accumulate_dtype, cache_bytes=cache_bytes)
 
 
 def _op_describe(state):
@@ -81,8 +81,8 @@ def _op_describe(state):
     return {"rows": op.n, "block_rows": op.block_rows, "buffer_bytes": op.buffer_bytes, "cached_rows": op.cached_rows}
 
 
-def _op_fused(state, v, w):
-    return _timed(state.op.fused, v, w)
+def _op_fused(state, v, dtype, w):
+    return _timed(lambda: state.op.fused(v, w, dtype=dtype))
 
 
 def _op_rmatvec(state, u):
@@ -111,18 +111,18 @@ class ShardedKernelOperator:
 
     def __init__(self, kernel, X: ShardedArray, C: torch.Tensor, *, memory_budget: int | None = None,
                  block_rows: int | None = None, n_rhs: int = 1, accumulate_dtype: torch.dtype | None = None,
-                 cache_bytes: int | None = None, dtype: torch.dtype | None = None):
+                 cache_bytes: int | None = None):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel, self.X = kernel, X
         self.n, self.M = X.shape[0], C.shape[0]
-        self.dtype, self.device = dtype or X.dtype, torch.device("cpu")
+        self.dtype, self.device = X.dtype, torch.device("cpu")
         self.accumulate_dtype = accumulate_dtype or self.dtype
         self.client = X.client
         C = C.to(dtype=self.dtype, device="cpu")
         centres = self.client.scatter(C, broadcast=True, hash=False)
         self._states = X.map(_ShardOperator, kernel, centres, memory_budget, block_rows, n_rhs,
-                             self.accumulate_dtype, cache_bytes, dtype)
+                             self.accumulate_dtype, cache_bytes)
         self.shards = self._gather_each(_op_describe)
         self.block_rows = max(s["block_rows"] for s in self.shards)
         self.buffer_bytes = max(s["buffer_bytes"] for s in self.shards)
@@ -154,31 +154,32 @@ class ShardedKernelOperator:
         self.times.add(end - start, [r[1] for r in results], end - reduce_start)
         return total
 
-    def _rhs(self, v: torch.Tensor, rows: int, name: str) -> torch.Tensor:
-        v = v.to(dtype=self.dtype, device="cpu")
+    def _rhs(self, v: torch.Tensor, rows: int, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        v = v.to(dtype=dtype or self.dtype, device="cpu")
         v = v[:, None] if v.ndim == 1 else v
         if v.shape[0] != rows:
             raise ValueError(f"{name} has {v.shape[0]} rows, expected {rows}")
         return v
 
-    def _row_inputs(self, w, name: str) -> list:
+    def _row_inputs(self, w, name: str, dtype: torch.dtype | None = None) -> list:
         """Per-shard pieces of an n-row input: a ShardedArray's own futures, or slices of a tensor."""
         if isinstance(w, ShardedArray):
             if w.sizes != self.X.sizes or w.workers != self.X.workers:
                 raise ValueError(f"{name} is sharded differently from X")
-            return w.cast_futures(self.dtype)
-        return self.X.split(self._rhs(w, self.n, name))
+            return w.cast_futures(dtype or self.dtype)
+        return self.X.split(self._rhs(w, self.n, name, dtype))
 
-    def fused(self, v: torch.Tensor | None, w=None) -> torch.Tensor:
+    def fused(self, v: torch.Tensor | None, w=None, *, dtype: torch.dtype | None = None) -> torch.Tensor:
         """K_nMᵀ (K_nM v + w) = Σ_s K_sMᵀ (K_sM v + w_s) (FALKON Alg. 1, KnM_times_vector); ``w`` a
-        tensor or a :class:`ShardedArray` with X's shards (the targets), either may be None."""
+        tensor or a :class:`ShardedArray` with X's shards (the targets), either may be None;
+        ``dtype`` as in :meth:`krrcore.ops.KernelOperator.fused`."""
         if v is None and w is None:
             raise ValueError("fused needs v or w")
         squeeze = v.ndim == 1 if v is not None else (not isinstance(w, ShardedArray) and w.ndim == 1)
-        v = None if v is None else self._rhs(v, self.M, "v")
-        pieces = [None] * self.X.n_shards if w is None else self._row_inputs(w, "w")
-        results, start = self._products(_op_fused, v, per_shard=pieces)
-        out = self._reduce(results, start, self.accumulate_dtype)
+        v = None if v is None else self._rhs(v, self.M, "v", dtype)
+        pieces = [None] * self.X.n_shards if w is None else self._row_inputs(w, "w", dtype)
+        results, start = self._products(_op_fused, v, dtype, per_shard=pieces)
+        out = self._reduce(results, start, torch.promote_types(self.accumulate_dtype, dtype or self.dtype))
         return out[:, 0] if squeeze else out
 
     def rmatvec(self, u) -> torch.Tensor:

@@ -34,6 +34,9 @@ KERNEL_CACHE = "cached K_nM blocks"
 REFINE_ROUNDS = 2
 #: A refinement round's CG stops when its residual has fallen by this factor (or at ``maxiter``).
 REFINE_INNER_TOL = 1e-1
+#: Without ``tol``, a round runs only when the true residual exceeds the CG residual of the model
+#: kept by more than this factor: float32 rounding then cost more than a tenth of what CG left.
+REFINE_GAP = 1.1
 #: A FALKON fit that ends with its relative residual above this says so (:class:`ResidualWarning`):
 #: on a 300k-row table with heavy-tailed features (σ = 3, λ = 1e-7, M = 2,000) uniform centres
 #: ended at 0.11 after 20 iterations with a test RMSE worse than a linear model's, BLESS centres
@@ -97,15 +100,13 @@ class _NystromIterative(IterativeKRR):
         per iteration (FALKON Alg. 1) and the M×M set-up (K_MM, FALKON's two Cholesky factors).
 
         What is left of the storage budget holds the first row blocks of K_nM (:data:`KERNEL_CACHE`),
-        computed by the first pass and read by every later one: a cached row costs two reads of
-        its M entries per iteration instead of a kernel evaluation."""
+        computed by the first pass and read by every later one: a cached row costs one read of its
+        M entries per iteration (both mat-vecs of a cache-sized block) instead of a kernel evaluation."""
         M, s = self._center_count(n), model.itemsize
         system_itemsize = self._SYSTEM_ITEMSIZE or s
         self._hold_model(model, n, k)
         self._hold_rows(model, n, n, k)
         rounds = self._refine_rounds()
-        if rounds:      # Falkon's float64 refinement: 1 + rounds float64 passes
-            model.setup += (1 + rounds) * model.entry_seconds(n * M, torch.float64)
         if self._uses_bless():
             model.setup += model.entry_seconds(n * M, torch.float64)
         # FalkonPreconditioner.unresolved_ (at most a Cholesky and two LDLᵀ) runs only when
@@ -117,8 +118,10 @@ class _NystromIterative(IterativeKRR):
         M_fit = model.largest_fitting(M * M * system_itemsize, system_itemsize)
         cached_rows = min(n, max(model.limit_bytes - model.stored_bytes, 0) // (M * s))
         model.hold(KERNEL_CACHE, cached_rows * M * s)
-        model.iteration += (model.entry_seconds((n - cached_rows) * M) + model.stream_seconds(2 * cached_rows * M * s)
-                            + model.stream_seconds(4 * M * M * system_itemsize))
+        kernel_pass = model.entry_seconds((n - cached_rows) * M) + model.stream_seconds(cached_rows * M * s)
+        model.iteration += kernel_pass + model.stream_seconds(4 * M * M * system_itemsize)
+        # Refinement: 1 + rounds passes over the same kernel values in float64 arithmetic.
+        model.setup += (1 + rounds) * (kernel_pass + model.stream_seconds(n * M * 8))
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
 
@@ -129,17 +132,14 @@ class _NystromIterative(IterativeKRR):
         model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
 
     def _hold_rows(self, model: CostModel, rows: int, n: int, k: int) -> None:
-        """Over ``rows`` rows: the kernel block buffer (a float64 one beside it for Falkon's
-        refinement), and for BLESS centres its scoring blocks and a float64 copy of the rows."""
+        """Over ``rows`` rows: the kernel block buffer (for Falkon's refinement a float64 one of the
+        same rows beside it), and for BLESS centres its scoring blocks and a float64 copy of the rows."""
         M, d, s = self._center_count(n), model.d, model.itemsize
-
-        def block_buffer(itemsize):
-            return operator_bytes(rows, M, itemsize=itemsize, budget_bytes=model.scratch_bytes, d=d, n_rhs=k,
-                                  scratch_blocks=model.scratch_blocks)
-
-        model.hold("kernel block buffer", block_buffer(s), "scratch")
-        if self._refine_rounds():
-            model.hold("float64 refinement block buffer", block_buffer(8), "scratch")
+        block_buffer = operator_bytes(rows, M, itemsize=s, budget_bytes=model.scratch_bytes, d=d, n_rhs=k,
+                                      scratch_blocks=model.scratch_blocks, device=model.device)
+        model.hold("kernel block buffer", block_buffer, "scratch")
+        if self._refine_rounds():       # blocks promoted to float64 one at a time
+            model.hold("float64 refinement block buffer", block_buffer * 8 // s, "scratch")
         if self._uses_bless():
             model.hold("BLESS scoring blocks", model.scratch_bytes, "scratch")
             if s != 8:
@@ -202,7 +202,8 @@ class Falkon(_NystromIterative):
         Rounds of mixed-precision iterative refinement after a float32 solve ("auto": up to
         :data:`REFINE_ROUNDS` for float32 data, none for float64; 0 turns it off). A round computes
         the true residual Pᵀ(b̃ − H̃α) of the system CG solves (Alg. 1, ``BHB``; λ K_MM with its
-        jitter) with float64 kernel blocks — one blocked float64 pass — solves W δ = that residual
+        jitter) in float64 arithmetic over the solve's own kernel values — one pass that promotes
+        each block, cached or evaluated, to float64 as it is used — solves W δ = that residual
         with the same float32-block CG (at most ``maxiter`` iterations; until its residual falls by
         :data:`REFINE_INNER_TOL`, or in a ``tol`` run as far as reaching ``tol`` needs) and adds
         α += P δ in float64 (classical mixed-precision iterative refinement: each round divides
@@ -210,7 +211,8 @@ class Falkon(_NystromIterative):
         reach; refinement removes that bound, so the float32 jitter can be the smaller
         :data:`~krrcore.preconditioner.FLOAT32_RIDGE_REFINED`. Rounds stop once the true residual is
         down to what the run paid for (``tol``, else the CG residual of the model kept, so
-        ``maxiter`` keeps its meaning) or when it stops falling (the best α is kept); with ``tol``,
+        ``maxiter`` keeps its meaning: within :data:`REFINE_GAP` of it, no round runs, only the
+        one pass that checks) or when it stops falling (the best α is kept); with ``tol``,
         ``converged_`` says whether the true residual met it. Each round is a record (``residual_kind`` "float64
         refinement") whose residual is that true residual. A stop asked for (``stop_event``,
         ``callback``, ``timeout``) skips refinement. Refinement cannot restore what float32 kernel
@@ -282,9 +284,7 @@ class Falkon(_NystromIterative):
 
     def _W(self, beta: torch.Tensor) -> torch.Tensor:
         """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D + jI)."""
-        pc = self.preconditioner_
-        kernel_term = pc.apply_t(self.operator_.fused(pc.apply(beta)) / self.n_)
-        return kernel_term + self.penalty_ * pc.solve_A_t(pc.solve_A(beta)).to(beta.dtype)
+        return self.preconditioner_.system_product(beta, lambda v: self.operator_.fused(v) / self.n_, self.penalty_)
 
     _compact_attributes = _NystromIterative._compact_attributes + ("residual_advice_",)
 
@@ -315,19 +315,18 @@ class Falkon(_NystromIterative):
 
         With α = Pβ, W β − Pᵀb̃ = Pᵀ(H̃_j α − b̃), H̃_j = K_nMᵀK_nM/n + λ(K_MM + j D⁻²), so the true
         residual is taken in α (the model the loop kept, a stalled run's best iterate included):
-        one blocked float64 pass for Pᵀ K_nMᵀ(y − K_nM α)/n, and λ Pᵀ(K_MM + j D⁻²)α = λ A⁻ᵀ T D⁻¹α
+        one pass for Pᵀ K_nMᵀ(y − K_nM α)/n in float64 arithmetic over the kernel values CG uses (the
+        cached blocks reused: classical mixed-precision refinement, the matrix stored in the working
+        precision and the residual formed in a higher one), and λ Pᵀ(K_MM + j D⁻²)α = λ A⁻ᵀ T D⁻¹α
         (TᵀT = D K_MM D + jI) from the preconditioner's float64 factors."""
         rounds = self._refine_rounds()
         if not rounds:
             return
-        pc, n, lam = self.preconditioner_, self.n_, self.penalty_
-        data64 = rows_of(X).operator(self._kernel(), X, self.centers_, memory_budget=self.memory_budget,
-                                     n_rhs=Y.shape[1], dtype=torch.float64, accumulate_dtype=torch.float64,
-                                     cache_bytes=0)
+        pc, n, lam, op = self.preconditioner_, self.n_, self.penalty_, self.operator_
         weights = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
 
-        def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α), float64
-            return pc.apply_t(data64.fused(-alpha, Y) / n) - lam * pc.solve_A_t(pc.times_T(alpha / weights))
+        def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α) in float64 over the solve's kernel values
+            return pc.apply_t(op.fused(-alpha, Y, dtype=torch.float64) / n) - lam * pc.solve_A_t(pc.times_T(alpha / weights))
 
         rhs_norm = float(torch.linalg.norm(self._rhs)) or 1.0
         alpha = self.coef_.double()
@@ -336,7 +335,7 @@ class Falkon(_NystromIterative):
         # What the run paid for: tol, else the residual CG reported for the model kept. Refinement
         # restores what float32 blocks lost; it does not run on past that (maxiter keeps its meaning).
         claimed = min(rec.residual for rec in self.trace_)
-        target = max(claimed if self.tol is None else self.tol, self.residual_floor_)
+        target = max(REFINE_GAP * claimed if self.tol is None else self.tol, self.residual_floor_)
         iteration, improved = self.n_iter_, 0
         for _ in range(rounds):
             if best <= target:
