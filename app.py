@@ -33,11 +33,12 @@ else:
     conditioning = st.Page("app_pages/conditioning.py", title="Conditioning", icon=":material/tune:")
     leverage = st.Page("app_pages/leverage.py", title="Leverage scores", icon=":material/bubble_chart:")
     dataset = st.Page("app_pages/dataset.py", title="Dataset", icon=":material/table_chart:")
+    tune = st.Page("app_pages/tune.py", title="Tune", icon=":material/auto_fix_high:")
 
-    page = st.navigation([explore, compare, conditioning, leverage, dataset])
+    page = st.navigation([explore, compare, tune, conditioning, leverage, dataset])
     # The name a lesson step uses for each page (krr_app.lessons.PAGES maps them back to the scripts).
     PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
-                  leverage.url_path: "leverage", dataset.url_path: "dataset"}
+                  leverage.url_path: "leverage", dataset.url_path: "dataset", tune.url_path: "tune"}
     # The sidebar's data section now; its other controls when the page asks for the settings (Explore
     # draws the data's picture first), or after the page for one that never does.
     sidebar.render(page=PAGE_NAMES[page.url_path], solver_section=page.url_path in SOLVER_PAGES)

@@ -6,8 +6,8 @@
 * :func:`fit_figure`: the fitted function over 1-D data, or the prediction surface over 2-D data.
 * :func:`traces_frame` / :func:`summary_frame`: what the CSV downloads and the Compare table hold.
 * The diagnostic pages' figures (spectra, κ against λ and M, ASkotch's blocks, leverage scores,
-  centres, d_eff, the dataset): every figure plots exactly the table the page offers as a CSV
-  download, so what a student downloads is what they saw. Estimated values (Lanczos, Nyström) are
+  centres, d_eff, the dataset, the features' relevance from a tuning): every figure plots exactly
+  the table the page offers as a CSV download, so what a student downloads is what they saw. Estimated values (Lanczos, Nyström) are
   drawn with open markers and say so in the legend.
 """
 from __future__ import annotations
@@ -494,3 +494,22 @@ def deff_figure(curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | No
     fig.update_yaxes(type="log", exponentformat="power", title_text="d_eff(λ)")
     return _layout(fig, height)
 
+
+
+#: A feature whose relevance 1/σ_j is below this share of the largest is drawn as switched off.
+OFF_SHARE = 1e-6
+
+
+def relevance_figure(features, relevance, *, height: int = 320) -> go.Figure:
+    """Each feature's relevance 1/σ_j from a tuning with one σ per feature (ARD): how strongly the
+    kernel, hence the fitted function, moves with it. Features the tuning switched off (relevance
+    below :data:`OFF_SHARE` of the largest) are drawn as such at zero."""
+    relevance = np.asarray(relevance, dtype=float)
+    off = relevance < OFF_SHARE * relevance.max()
+    colours = [PALETTE[7] if o else PALETTE[0] for o in off]
+    fig = go.Figure(go.Bar(x=[str(f) for f in features], y=np.where(off, 0.0, relevance), marker_color=colours,
+                           name="relevance 1/σ_j", text=["off" if o else "" for o in off], textposition="outside",
+                           hovertemplate="%{x}: 1/σ = %{y:.3g}<extra></extra>"))
+    fig.update_xaxes(title_text="feature", type="category")
+    fig.update_yaxes(title_text="relevance 1/σ_j")
+    return _layout(fig, height)

@@ -35,6 +35,13 @@ HELP = {
     "step": "One iteration at a time: the first press starts a run that pauses after its first iteration; "
             "each press then computes one more (ASkotch: one block step) and redraws the convergence chart and "
             "the fit. Run lets a paused run go on to its end.",
+    "tune_objective": "What the tuner minimises. GCV needs no held-out rows; the hold-out error keeps a fifth of "
+                      "the training rows aside; the complexity-regularised objective adds the model's effective "
+                      "dimension and the centres' error to its data fit.",
+    "tune_ard": "One σ per feature (automatic relevance determination): a feature the target does not depend on "
+                "gets a huge σ, so the kernel ignores it — and its bar in the relevance chart drops to zero.",
+    "tune_steps": "The most evaluations of the objective (each solves the Nyström problem once at a new σ, with the "
+                  "best λ for that σ); the search usually stops earlier, when the objective stops improving.",
 }
 
 TEXT = {
@@ -164,5 +171,25 @@ uniform centres (FALKON Thm. 3), unless the dataset catalogue has a tuned value.
 and at least $d_{\mathrm{eff}}(\lambda)\log n$, what leverage-score sampling needs (FALKON Thm. 4, BLESS).
 These are starting points: tune λ and σ on validation error.
 """,
-}
+    "tune_objective": r"""
+**Tuning by gradient** (Meanti, Carratino, De Vito, Rosasco, AISTATS 2022). The Nyström model
+$\alpha = (K_{nM}^\top K_{nM} + \lambda n K_{MM})^{-1} K_{nM}^\top y$ is a smooth function of σ and
+λ, and so is a score of it: its derivative with respect to σ is computed exactly (autograd through
+the solution, in two passes over the data) and a quasi-Newton method (L-BFGS) follows it. For each σ
+the best λ is found exactly, from the eigenvalues $\mu_i$ of the Nyström features' Gram matrix.
 
+* **GCV** $= \frac1n\|(I - \hat H)y\|^2 / (1 - \mathrm{Tr}\,\hat H / n)^2$: the leave-one-out error
+  with every point's leverage replaced by the average, from the training rows alone
+  ($\hat H$ maps $y$ to the fitted values; $\mathrm{Tr}\,\hat H$ is the effective dimension).
+* **Hold-out**: the test error of the model trained on four fifths of the training rows, on the fifth.
+* **Complexity-regularised**: $\mathrm{Tr}\,\hat H + y^\top(I - \hat H)y\,(1 + \mathrm{Tr}(K - \tilde K)/\lambda n^2)$:
+  variance plus data fit, inflated by the error the centres leave.
+""",
+    "tune_ard": r"""
+**One σ per feature (ARD).** $k(x,x') = \exp(-\sum_j (x_j - x'_j)^2 / 2\sigma_j^2)$: the relevance
+$1/\sigma_j$ says how much the model moves with feature $j$. The tuner first finds the best single σ,
+then lets each $\sigma_j$ move, then switches off each feature whose σ grew, one at a time, and keeps it
+off when the objective rises by less than one standard error (it cannot tell the two apart):
+irrelevant features end with relevance zero, and the model no longer fits noise through them.
+""",
+}

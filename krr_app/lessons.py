@@ -28,7 +28,7 @@ Each ``## `` heading starts a step; its optional ``+++`` block holds the setting
 applies. A setting's name is the URL parameter of the control it sets (``dataset``, ``n``,
 ``log_lambda``, ``M``, ``solver``, ``dtype``, ``cmp_solvers``, ... — see
 :func:`krr_app.links.known_parameters`), plus ``page`` (explore, compare, conditioning, leverage,
-dataset). Steps add up: step k's experiment is the settings of steps 1..k, later steps
+dataset, tune). Steps add up: step k's experiment is the settings of steps 1..k, later steps
 overriding earlier ones, so a link to any step (``?lesson=<name>&step=<k>``) sets the same
 experiment as walking there with Next. A setting goes through the same check as a link's value
 (:mod:`krr_app.links`), so a lesson cannot put a widget into a state it refuses.
@@ -46,7 +46,7 @@ from . import links, settings
 #: A lesson step's ``page`` setting → the page's script (as ``app.py`` registers it).
 PAGES = {"explore": "app_pages/explore.py", "compare": "app_pages/compare.py",
          "conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
-         "dataset": "app_pages/dataset.py"}
+         "dataset": "app_pages/dataset.py", "tune": "app_pages/tune.py"}
 DEFAULT_PAGE = "explore"
 #: session_state: the lesson followed, as (name, step) with step counted from 1.
 STATE_KEY = "_krr_lesson"

@@ -97,6 +97,11 @@ DEFF_NYSTROM_M = 1000
 EXACT_LEVERAGE_MAX_N = 2000
 #: Entries each cached diagnostic keeps (all sessions together).
 DIAGNOSTICS_CACHE_ENTRIES = 32
+#: The Tune page: the most evaluations a user may ask of one tuning run, and the training points its
+#: map of the objective over (σ, λ) is computed on (a seeded subsample above; one blocked pass and one
+#: M×M eigenproblem per σ of the map).
+TUNE_MAX_STEPS = 200
+TUNE_MAP_MAX_ROWS = 4000
 #: Explore runs a problem by itself on every change ("Run on every change", on by default) when it
 #: is small: at most this many points n (train + test) and, for Nyström solvers, centres M.
 AUTO_RUN_MAX_N = 5_000

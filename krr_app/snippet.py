@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from krrcore.registry import SOLVERS
+
 from .config import RunConfig, format_number
 
 NBFORMAT, NBFORMAT_MINOR = 4, 5
@@ -37,10 +39,11 @@ def sections(config: RunConfig) -> list[Section]:
     data = Section("Data", "The same seeded train/test split as in the app (features z-scored on the training "
                    f"split).{csv_note}",
                    f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}")
+    table = "SOLVERS" if config.solver in SOLVERS else "TUNERS"      # a tuning run's estimator is in TUNERS
     model = Section("Model", f"{config.info.label} ({config.info.reference}) with the app's settings.",
-                    "from krrcore.kernels import make_kernel\nfrom krrcore.registry import SOLVERS\n\n"
+                    f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {table}\n\n"
                     f"kernel = {kernel_call}\n"
-                    f"model = SOLVERS[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
+                    f"model = {table}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
     if config.info.iterative:
         fit = Section("Fit", "One record per iteration, as the app's convergence chart draws them.",
                       "records = []\n"

@@ -218,3 +218,14 @@ def dataset_summary(_dataset, data_key) -> dict:
         "constant": [f["name"] in constant for f in summary["features"]],
     })
     return summary
+
+
+@st.cache_data(**_DIAGNOSTICS, show_spinner="The map of the objective over σ and λ…")
+def tuning_map(_X, _y, data_key, M: int, objective: str, seed: int, sigma_center: float) -> dict:
+    """:func:`krrcore.tuning.validation_map` on at most TUNE_MAP_MAX_ROWS training rows, around
+    ``sigma_center`` (the tuning run's start): the rows, split and centres a tuning with the same
+    seed uses on them."""
+    from krrcore.tuning import validation_map
+
+    return _compute(validation_map, _X, _y, M=M, objective=objective, seed=seed, sigma_center=sigma_center,
+                    tune_rows=settings.TUNE_MAP_MAX_ROWS)

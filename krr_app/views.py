@@ -83,6 +83,9 @@ def status_message(run: Run) -> None:
         summary += f" after {run.queue_seconds:.1f} s in the queue"
     if run.status == "done":
         st.success(f"**{run.label}** finished — {run.message}: {summary}.")
+        advice = getattr(run.estimator, "residual_advice_", "")
+        if advice:              # FALKON ended far from the Nyström solution (krrcore's text, no user strings)
+            st.warning(advice, icon=":material/warning:")
     elif run.status == "stopped":
         st.warning(f"**{run.label}** stopped — {run.message}: {summary}. The model is the last iterate.")
     elif run.status == "error":

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .solvers import CG, ASkotch, ExactKRR, Falkon, NystromCG, NystromGD, NystromKRR, NystromPCG, SketchySAGA, Skotch
+from .tuning import FalkonCV
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,21 @@ SOLVERS: dict[str, SolverInfo] = {s.key: s for s in [
 ]}
 
 
+#: Estimators that choose their own hyperparameters: runnable like a solver (a front end runs them
+#: by key, on the workers, with the same record stream), but not solvers of a given problem, so not
+#: in :data:`SOLVERS` (the solver menus, the benchmarks' solver lists).
+TUNERS: dict[str, SolverInfo] = {s.key: s for s in [
+    SolverInfo("falkon_cv", "FALKON, σ and λ tuned", FalkonCV, "nystrom", True,
+               ("M", "maxiter", "dtype", "seed", "objective", "ard", "max_steps", "penalty_search"),
+               "σ (one, or one per feature) and λ by the exact gradient of a tuning objective, then FALKON's "
+               "Nyström model refitted at the best point.",
+               "Meanti, Carratino, De Vito, Rosasco 2022"),
+]}
+
+
 def get_solver(key: str) -> SolverInfo:
-    try:
-        return SOLVERS[key]
-    except KeyError:
-        raise ValueError(f"solver must be one of {sorted(SOLVERS)}, got {key!r}") from None
+    """The entry of ``key`` in :data:`SOLVERS` or :data:`TUNERS`."""
+    info = SOLVERS.get(key) or TUNERS.get(key)
+    if info is None:
+        raise ValueError(f"solver must be one of {sorted(SOLVERS)}, got {key!r}")
+    return info

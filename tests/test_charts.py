@@ -14,8 +14,9 @@ import plotly.io as pio
 import pytest
 from plotly.colors import get_colorscale
 
-from krr_app import charts
+from krr_app import charts, tuning_charts
 from krrcore import datasets
+from krrcore.stream import IterationRecord
 from krrcore.surface import GRID_2D, FitSurface, grid_axes
 
 
@@ -76,6 +77,14 @@ def _figures():
     yield "target", charts.target_figure(moons)
     yield "feature scales", charts.feature_scales_figure(pd.DataFrame({"feature": ["x1", "x2"],
                                                                        "std (original units)": [1.0, 2.0]}))
+    yield "relevance", charts.relevance_figure(["x1", "x2", "x3"], [0.5, 1e-14, 0.2])
+    frame = tuning_charts.tuning_frame([IterationRecord(i, 0.1 * i, 1.0, objective=1.0 / (i + 1), val_metric=0.5,
+                                                        extras={"stage": min(i, 2), "sigma": 1.0 + i, "penalty": 1e-3})
+                                        for i in range(4)])
+    yield "tuning steps", tuning_charts.progress_figure(frame, "gcv")
+    grid = {"log10_sigma": [0.0, 0.5], "log10_penalty": [-3.0, -2.0], "values": [[1.0, 2.0], [0.5, 0.7]],
+            "best_log10_penalty": [-3.0, -3.0], "objective": "gcv"}
+    yield "tuning map", tuning_charts.map_figure(grid, frame)
     yield "d_eff", charts.deff_figure({"gaussian": pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0],
                                                                  "method": "exact"})}, n=80)
 
@@ -96,7 +105,7 @@ def test_every_figure_puts_its_legend_in_a_row_at_the_bottom_of_the_figure():
         assert (legend.orientation, legend.yref, legend.yanchor, legend.y) == ("h", "container", "bottom", 0), name
         assert fig.layout.margin.b == charts.MARGIN["b"], name      # no fixed room guessed for the legend
         seen.append(name)
-    assert len(seen) == 14
+    assert len(seen) == 17
 
 
 def test_the_decision_surface_and_its_boundary_at_f_equals_zero(moons, moons_figure):

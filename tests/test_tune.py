@@ -186,13 +186,14 @@ def test_float32_model():
     ({"ard": "yes"}, "ard must be True or False"),
     ({"penalty_search": "grid"}, "penalty_search must be 'profile' or 'gradient'"),
     ({"validation_fraction": 1.5}, "validation_fraction must be between 0 and 1"),
-    ({"sigma": [1.0, 2.0]}, "sigma has 2 per-feature lengths but ard=False"),
-    ({"sigma": -1.0}, "sigma must be > 0"),
+    ({"kernel": GaussianKernel([1.0, 2.0, 1.0])}, "sigma has 3 per-feature lengths but ard=False"),
+    ({"kernel": GaussianKernel([1.0, 2.0]), "ard": True}, "sigma has 2 per-feature lengths but X has 3 features"),
+    ({"kernel": "rbf"}, "FalkonCV tunes the Gaussian kernel's σ: kernel must be a GaussianKernel"),
 ])
 def test_bad_parameters_are_named(kwargs, message):
     X = np.random.default_rng(0).standard_normal((40, 3))
     with pytest.raises(ValueError, match=message):
-        FalkonCV(M=10, **kwargs).fit(X, X[:, 0])
+        FalkonCV(M=10, **{"kernel": None, **kwargs}).fit(X, X[:, 0])
 
 
 def test_too_few_samples_are_named():

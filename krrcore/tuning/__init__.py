@@ -61,11 +61,12 @@ def tune(X, y, M: int = 500, ard: bool = False, seed: int = 0, *, X_val=None, y_
          **params) -> TuneResult:
     """Tune σ (one per feature with ``ard``), λ and the centres of FALKON on (X, y), then refit.
 
-    ``params`` are :class:`FalkonCV`'s (``objective``, ``penalty_search``, ``centers``,
+    ``params`` are :class:`FalkonCV`'s (``kernel`` and ``penalty``: where to start; ``objective``,
+    ``penalty_search``, ``centers``,
     ``tune_centers``, ``max_steps``, ``timeout``, ``dtype``, ...). ``X_val``/``y_val``: data to
     report the validation error on at every step (the tuning itself never reads them).
     """
-    tuner = FalkonCV(M, ard=ard, seed=seed, **params).fit(X, y, X_val, y_val, stop_event=stop_event)
+    tuner = FalkonCV(M=M, ard=ard, seed=seed, **params).fit(X, y, X_val, y_val, stop_event=stop_event)
     return TuneResult(estimator=tuner.estimator_, sigma=tuner.sigma_, penalty=tuner.penalty_, trace=list(tuner.trace_),
                       objective=tuner.objective, objective_value=tuner.objective_value_, centers=tuner.centers_choice_,
                       centers_comparison=dict(tuner.centers_comparison_), path=list(tuner.path_),

@@ -58,6 +58,12 @@ class FalkonCV(KRRBase):
 
     Parameters
     ----------
+    kernel : GaussianKernel or None
+        Where the search starts: its σ (one, or one per feature with ``ard``). None: the median
+        heuristic (:func:`~krrcore.kernels.median_heuristic`). Only the Gaussian kernel is tuned.
+    penalty : float or None
+        The starting λ (default 1/√n, FALKON Thm. 3; with ``penalty_search="profile"`` only the
+        first record uses it).
     M : int
         Nyström centres (as :class:`~krrcore.solvers.falkon.Falkon`'s).
     objective : "gcv" | "holdout" | "compreg"
@@ -68,7 +74,6 @@ class FalkonCV(KRRBase):
         objective's gradient pass is cheaper (O(nMd) against O(nM²)) on large ones.
     ard : bool
         One σ per feature (automatic relevance determination), tuned after the single σ.
-    sigma, penalty : starting σ (default: the median heuristic) and λ (default 1/√n, FALKON Thm. 3).
     penalty_search : "profile" | "gradient"
         "profile": λ is minimised exactly at every σ (closed form in λ); "gradient": log λ moves
         with log σ in the descent.
@@ -94,7 +99,8 @@ class FalkonCV(KRRBase):
         the tuning's sums are float64).
     callback : f(record) -> bool, True stops the search; ``iter_fit(..., stop_event=)`` too.
 
-    Fitted: ``sigma_`` (float, or an array with ``ard``), ``penalty_``, ``kernel_``,
+    Fitted: ``sigma_`` (float, or an array with ``ard``), ``single_sigma_`` (the best single σ:
+    ``sigma_`` without ARD, the first stage's with it), ``penalty_``, ``kernel_``,
     ``estimator_`` (the final fit, compact: :class:`NystromKRR` or :class:`Falkon`),
     ``final_solver_`` ("direct" or "falkon"), ``centers_choice_`` ("uniform", "bless"
     or "optimised"), ``centers_comparison_`` (objective with each kind, when compared),
@@ -102,15 +108,15 @@ class FalkonCV(KRRBase):
     evaluation, then one for the final fit), ``stop_reason_``, ``converged_``, ``n_iter_``.
     """
 
-    def __init__(self, M=500, *, objective="gcv", ard=False, sigma=None, penalty=None,
+    def __init__(self, kernel=None, penalty=None, M=500, *, objective="gcv", ard=False,
                  penalty_search="profile", centers="auto", tune_centers=False, validation_fraction=0.2,
                  tune_rows=None, max_steps=40, tol=1e-4, timeout=None, solver="auto", maxiter=20, seed=0, dtype="float64",
                  device=None, memory_budget=None, callback=None, metric="auto"):
+        self.kernel = kernel
+        self.penalty = penalty
         self.M = M
         self.objective = objective
         self.ard = ard
-        self.sigma = sigma
-        self.penalty = penalty
         self.penalty_search = penalty_search
         self.centers = centers
         self.tune_centers = tune_centers
@@ -129,14 +135,14 @@ class FalkonCV(KRRBase):
         self.metric = metric
 
     _compact_attributes = KRRBase._compact_attributes + (
-        "sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_", "centers_comparison_", "objective_value_",
+        "sigma_", "single_sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_", "centers_comparison_", "objective_value_",
         "path_")
 
     # -- parameters ----------------------------------------------------------------------------
     def _kernel(self):
         if hasattr(self, "kernel_"):
             return self.kernel_
-        return GaussianKernel(1.0 if self.sigma is None else self.sigma)
+        return self.kernel if self.kernel is not None else GaussianKernel(1.0)
 
     def _check_params(self) -> None:
         check_objective(self.objective)
@@ -158,8 +164,9 @@ class FalkonCV(KRRBase):
         check_positive(self.tol, "tol", allow_zero=True)
         if self.tune_rows is not None:
             check_int(self.tune_rows, "tune_rows", minimum=MIN_SAMPLES)
-        if self.sigma is not None:
-            GaussianKernel(self.sigma)          # its own check: positive, finite, scalar or one per feature
+        if self.kernel is not None and not isinstance(self.kernel, GaussianKernel):
+            raise ValueError(f"FalkonCV tunes the Gaussian kernel's σ: kernel must be a GaussianKernel (where the "
+                             f"search starts) or None (the median heuristic), got {self.kernel!r}")
         if self.penalty is not None:
             check_positive(self.penalty, "penalty")
 
@@ -208,7 +215,7 @@ class FalkonCV(KRRBase):
         problem, scale, rows = tuning_problem(X64, Y64, self.objective, tune_rows=self.tune_rows,
                                               validation_fraction=self.validation_fraction, seed=self.seed,
                                               memory_budget=self.memory_budget)
-        sigma0 = self.sigma if self.sigma is not None else median_heuristic(X64[rows], seed=int(self.seed))
+        sigma0 = self.kernel.sigma if self.kernel is not None else median_heuristic(X64[rows], seed=int(self.seed))
         ls0 = torch.log(torch.as_tensor(sigma0, dtype=torch.float64))
         if ls0.ndim == 1 and not self.ard:
             raise ValueError(f"sigma has {ls0.numel()} per-feature lengths but ard=False: pass one σ, or ard=True")
@@ -244,7 +251,7 @@ class FalkonCV(KRRBase):
         search = Search(self.objective, problem, penalty_bounds=bounds, profile=self.penalty_search == "profile",
                         max_steps=int(self.max_steps), tol=float(self.tol), report=report)
         start = search.value_at(Point(ls0, math.log(min(max(penalty0, bounds[0]), bounds[1])), Z))
-        messages = []
+        messages, scalar_best = [], None
         try:
             search.best = start
             report(start, 1.0)
@@ -274,6 +281,7 @@ class FalkonCV(KRRBase):
         except StopSearch as stop:         # asked for while recording the start or pruning
             messages.append(str(stop))
         best = search.best
+        self.single_sigma_ = float(torch.exp((scalar_best or search.best).log_sigma.mean()))
         self.centers_choice_ = "optimised" if self.tune_centers else spec
         self.centers_comparison_ = {}
         if self.centers == "auto" and not self.tune_centers and not stopper.reason:

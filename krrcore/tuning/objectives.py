@@ -48,8 +48,8 @@ from ..preconditioner import JITTER_EPS_FLOAT64
 
 #: The objectives by name, with the sentence a front end shows.
 OBJECTIVES = {
-    "holdout": "validation error of the model trained on the other rows (a held-out fifth by default)",
     "gcv": "generalised cross-validation: the leave-one-out error estimated from the training rows alone",
+    "holdout": "validation error of the model trained on the other rows (a held-out fifth by default)",
     "compreg": "complexity-regularised Nyström objective: data fit + effective dimension + the centres' error",
 }
 

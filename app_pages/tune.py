@@ -1,0 +1,151 @@
+"""Tune: σ (one, or one per feature) and λ found by gradient, on the workers, and applied to Explore.
+
+The run is a run like any other (:func:`krrcore.registry.get_solver` "falkon_cv": FalkonCV, one
+record per evaluation of the objective, then the refit), so the registry, Stop and the live chart
+work for it unchanged. It starts at the sidebar's σ (the Gaussian kernel's; the median heuristic
+otherwise), λ and M. A finished run shows the objective and the test error per step, the path of
+(log σ, log λ) over a map of the objective (:func:`krrcore.tuning.validation_map`, computed on a
+worker), the features' relevance 1/σ_j with one σ per feature, and "Apply to Explore", which moves
+Explore (and its link) to the tuned σ, λ and M.
+"""
+import math
+
+import streamlit as st
+
+from krr_app import charts, explain, links, sidebar, state, tuning_charts, views
+from krr_app import settings as limits
+from krr_app.config import format_number, make_config, problems
+from krrcore.tuning import OBJECTIVES
+
+RUN_KEY = "tune_run"          # session_state handle of the last tuning run started here (tests wait on it)
+EXPLORE = "app_pages/explore.py"
+
+settings = sidebar.current()
+st.title("Tune")
+st.caption("How good can a kernel model be here, and with which σ and λ? Instead of a hand-made grid, the tuner "
+           "follows the gradient of a tuning objective from the sidebar's σ and λ, choosing λ exactly at every σ. "
+           "It runs on the workers like any run; press **Apply to Explore** to take its σ, λ and M there.")
+dataset = views.require_data(settings)
+registry = state.session_runs()
+
+col_objective, col_ard, col_steps = st.columns([2, 1, 1], vertical_alignment="bottom")
+with col_objective:
+    objective = links.widget(st.selectbox, "Objective", options=list(OBJECTIVES), key="tune_objective",
+                             format_func=lambda o: tuning_charts.OBJECTIVE_TITLES[o], help=explain.HELP["tune_objective"])
+with col_ard:
+    ard = links.widget(st.toggle, "One σ per feature (ARD)", value=False, key="tune_ard", help=explain.HELP["tune_ard"])
+with col_steps:
+    steps = int(links.widget(st.number_input, "Max steps", value=30, min_value=3, max_value=limits.TUNE_MAX_STEPS,
+                             step=1, key="tune_steps", help=explain.HELP["tune_steps"]))
+st.caption(tuning_charts.objective_text(objective))
+
+# Where the search starts: the sidebar's Gaussian σ, else the median heuristic; the sidebar's λ and M.
+if settings.kernel == "gaussian" and settings.kernel_params.get("sigma"):
+    sigma0 = float(settings.kernel_params["sigma"])
+else:
+    sigma0 = state.median_sigma(dataset.X_train, (settings.data,))
+    st.caption(f"The sidebar's kernel is {settings.kernel}: the tuner tunes a Gaussian kernel, starting from the "
+               f"median heuristic σ = {sigma0:.3g}.")
+config = make_config(settings.data, kernel="gaussian", kernel_params={"sigma": sigma0}, penalty=settings.penalty,
+                     solver="falkon_cv", M=settings.M, maxiter=settings.maxiter, solver_seed=settings.solver_seed,
+                     memory_budget=settings.memory_budget,
+                     solver_params={"objective": objective, "ard": bool(ard), "max_steps": steps})
+issues = problems(config, dataset.n_train)
+views.show_problems(issues)
+can_run = not issues
+run = registry.get(config)
+previous = st.session_state.get(RUN_KEY)
+
+
+def _stop_active():
+    active = st.session_state.get(RUN_KEY)
+    if active is not None:
+        active.stop()
+
+
+col_run, col_stop, _ = st.columns([1, 1, 5])
+with col_run:
+    clicked = st.button("Tune", type="primary", disabled=not can_run, icon=":material/tune:", key="tune_start",
+                        help=None if can_run else "Fix the messages above first.")
+if clicked and can_run and not (run is not None and run.active):
+    if previous is not None and previous.active:
+        previous.stop()
+    run = registry.start(config, dataset)
+    st.session_state[RUN_KEY] = previous = run
+with col_stop:
+    st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="tune_stop",
+              on_click=_stop_active, help="Stops the search after its current step; the model is refitted at the best "
+              "point found so far.")
+st.caption(f"Starts at σ = {format_number(sigma0)}, λ = {format_number(settings.penalty)} with M = {settings.M:,} "
+           f"centres (the sidebar's), on n = {dataset.n_train:,} training points; the test split is never read "
+           "by the tuning, only shown.")
+
+shown = run if run is not None else previous
+if shown is None:
+    st.markdown("Nothing has been tuned with these settings yet. Press **Tune**.")
+    views.explanation("tune_objective", "tune_ard", title="What does the tuner minimise?")
+    st.stop()
+if shown is not run:
+    st.caption("Showing the last tuning run (made with other settings) — press **Tune** for the current ones.")
+
+
+def _apply(estimator) -> None:
+    """Explore at the tuned values: σ (with ARD the best single σ, which Explore's one σ can hold),
+    λ, M and FALKON (FALKON-BLESS when the tuner kept BLESS centres)."""
+    sigma = estimator.sigma_ if isinstance(estimator.sigma_, float) else estimator.single_sigma_
+    values = {"kernel": "gaussian", "sigma": float(f"{sigma:.6g}"),
+              "log_lambda": round(math.log10(estimator.penalty_), 4), "M": int(estimator.M),
+              "solver": "falkon_bless" if estimator.centers_choice_ == "bless" else "falkon"}
+    links.set_pending(values, "the tuned values", "explore")
+    # The values travel as pending widget values (checked like a link's); the sidebar's controls
+    # write them to Explore's URL, so its link carries the tuned σ, λ and M.
+    st.switch_page(EXPLORE, query_params={"dataset": st.query_params.get("dataset", settings.data.name)})
+
+
+def _render(runs):
+    (current,) = runs
+    views.status_message(current)
+    if not current.records:
+        return
+    frame = tuning_charts.tuning_frame(current.records)
+    metric = current.records[-1].metric or "mse"
+    estimator = current.estimator
+    if estimator is not None and current.status != "error":
+        cols = st.columns(5)
+        cols[0].metric("σ" if isinstance(estimator.sigma_, float) else "σ (geometric mean)",
+                       format_number(float(frame["σ (geometric mean)"].iloc[-1])))
+        cols[1].metric("λ", format_number(estimator.penalty_))
+        cols[2].metric(f"Objective ({tuning_charts.OBJECTIVE_TITLES[estimator.objective]})",
+                       f"{estimator.objective_value_:.4g}")
+        test = current.metrics.get("test_rmse", current.metrics.get("test_classification_error"))
+        cols[3].metric("Test RMSE" if "test_rmse" in current.metrics else "Test error",
+                       "—" if test is None else f"{test:.4g}")
+        cols[4].metric("Centres", estimator.centers_choice_)
+        if st.button("Apply to Explore", type="primary", icon=":material/arrow_forward:", key="tune_apply",
+                     help="Explore's σ, λ, M and solver become the tuned ones (with one σ per feature: the best "
+                          "single σ, which Explore's one σ can hold); its link then carries them."):
+            _apply(estimator)
+    views.plot(tuning_charts.progress_figure(frame, dict(current.config.solver_params).get("objective", "gcv"),
+                                             metric), key="tune_progress", filename=f"krr-tuning-{current.id}")
+    grid = None
+    if estimator is not None:
+        try:
+            grid = state.tuning_map(current.data.X_train, current.data.y_train, (current.config.data,), estimator.M,
+                                    estimator.objective, current.config.solver_seed,
+                                    float(frame["σ (geometric mean)"].iloc[0]))
+        except ValueError as exc:
+            st.error(f"The map cannot be computed: {exc}")
+    st.markdown("**Where the search went** — the objective over (λ, σ), its valley, and the path")
+    if grid is not None and grid["rows"] < current.data.n_train:
+        st.caption(f"The map is computed on a seeded subsample of {grid['rows']:,} training points (the search used "
+                   "all of them).")
+    views.plot(tuning_charts.map_figure(grid, frame), key="tune_map", filename=f"krr-tuning-map-{current.id}")
+    if estimator is not None and not isinstance(estimator.sigma_, float):
+        st.markdown("**Relevance of each feature** (1/σ_j): how strongly the model moves with it")
+        views.plot(charts.relevance_figure(current.data.feature_names, estimator.relevance_), key="tune_relevance",
+                   filename=f"krr-relevance-{current.id}")
+    views.download_csv(frame, key="tune_csv", filename=f"krr-tuning-{current.id}.csv", label="Download steps (CSV)")
+
+
+views.live(lambda: [shown], _render, key="tune_live")
+views.explanation("tune_objective", "tune_ard", title="What does the tuner minimise?")
