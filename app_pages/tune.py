@@ -12,7 +12,7 @@ import math
 
 import streamlit as st
 
-from krr_app import charts, explain, links, sidebar, state, tuning_charts, views
+from krr_app import charts, explain, links, live_chart, sidebar, state, tuning_charts, views
 from krr_app import settings as limits
 from krr_app.config import format_number, make_config, problems
 from krrcore.tuning import OBJECTIVES
@@ -102,6 +102,18 @@ def _apply(estimator) -> None:
     st.switch_page(EXPLORE, query_params={"dataset": st.query_params.get("dataset", settings.data.name)})
 
 
+def _map(run) -> dict | None:
+    """The map of the run's objective over (σ, λ) around its start (:func:`krr_app.state.tuning_map`)."""
+    params = dict(run.config.solver_params)
+    try:
+        return state.tuning_map(run.data.X_train, run.data.y_train, (run.config.data,), run.config.M,
+                                params.get("objective", "gcv"), run.config.solver_seed,
+                                float(dict(run.config.kernel_params)["sigma"]))
+    except ValueError as exc:
+        st.error(f"The map of the objective cannot be computed: {exc}")
+        return None
+
+
 def _render(runs):
     (current,) = runs
     views.status_message(current)
@@ -127,14 +139,7 @@ def _render(runs):
             _apply(estimator)
     views.plot(tuning_charts.progress_figure(frame, dict(current.config.solver_params).get("objective", "gcv"),
                                              metric), key="tune_progress", filename=f"krr-tuning-{current.id}")
-    grid = None
-    if estimator is not None:
-        try:
-            grid = state.tuning_map(current.data.X_train, current.data.y_train, (current.config.data,), estimator.M,
-                                    estimator.objective, current.config.solver_seed,
-                                    float(frame["σ (geometric mean)"].iloc[0]))
-        except ValueError as exc:
-            st.error(f"The map cannot be computed: {exc}")
+    grid = _map(current)
     st.markdown("**Where the search went** — the objective over (λ, σ), its valley, and the path")
     if grid is not None and grid["rows"] < current.data.n_train:
         st.caption(f"The map is computed on a seeded subsample of {grid['rows']:,} training points (the search used "
@@ -147,5 +152,13 @@ def _render(runs):
     views.download_csv(frame, key="tune_csv", filename=f"krr-tuning-{current.id}.csv", label="Download steps (CSV)")
 
 
-views.live(lambda: [shown], _render, key="tune_live")
+def _panels(runs):
+    """While the run computes: its steps, and its path over the map (computed now, on a worker)."""
+    (current,) = runs
+    title = tuning_charts.OBJECTIVE_TITLES[dict(current.config.solver_params).get("objective", "gcv")]
+    return [live_chart.tuning_steps_panel(current, title),
+            live_chart.tuning_map_panel(current, _map(current), f"Where the search goes — {title} over (λ, σ)")]
+
+
+views.live(lambda: [shown], _render, key="tune_live", panels=_panels)
 views.explanation("tune_objective", "tune_ard", title="What does the tuner minimise?")

@@ -11,6 +11,11 @@ The page passes the runs and a list of panels, plain JSON-able dicts, each with 
   "columns"}`` (:func:`convergence_panel`): the progress bar and line, the residual and the test
   metric against ``x`` (SVG, one series per run, in the run's colour), side by side or, with
   ``columns`` 1, one above the other;
+* ``{"kind": "tuning_steps", "run": id, ...}`` (:func:`tuning_steps_panel`): a tuning run's
+  objective (its records' ``extras["objective"]``) and test error per step, with its progress line;
+* ``{"kind": "tuning_map", "run": id, "grid": map or None, "title"}`` (:func:`tuning_map_panel`):
+  the path of the records' (``log10_penalty``, ``log10_sigma``) extras over a shaded map of the
+  objective (:func:`krrcore.tuning.validation_map`), each σ's best λ dashed;
 * ``{"kind": "fit", "run": id, "target": key, "traces": [names], "shape": [rows, cols]}``
   (:func:`fit_panel`): the run's fit figure — a plotly chart the page draws itself inside
   ``st.container(key=target)`` (:func:`krr_app.charts.fit_figure`, the figure the finished run
@@ -23,7 +28,7 @@ state in the browser — ``records`` (with their numeric ``extras``), ``frame``,
 ``status``, ``active`` — and every panel is drawn again from it by ``PANELS[kind](box, panel,
 ctx)``: ``box`` is the panel's own element in the component, ``ctx.runs`` the run states by id,
 ``ctx.data`` what the page passed. A new kind is one function added to ``PANELS`` (and a Python
-builder here): a (log σ, log λ) path over a map reads the records' ``extras``.
+builder here), as the tuning panels are.
 """
 from __future__ import annotations
 
@@ -203,8 +208,89 @@ function fit(box, panel, ctx) {
   plot.dataset.krrIteration = String(frame.iteration);
 }
 
+// A tuning run's steps: its objective and the validation (test) error of each step's model, the
+// progress line above; the objective is each record's extras.objective.
+function tuning_steps(box, panel, ctx) {
+  if (!box._parts) {
+    const text = div('krr-live-text', box);
+    const svg = el('svg', {width: '100%', role: 'img', 'aria-label': 'tuning steps, drawn as the tuner runs'}, box);
+    box._parts = {text, svg};
+  }
+  const {text, svg} = box._parts;
+  const run = ctx.runs.get(panel.run);
+  const records = run.records.map(r => ({...r, objective: r.extras && r.extras.objective !== undefined ?
+                                                          r.extras.objective : null}));
+  const series = [{records, color: panel.color}];
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const width = Math.max(box.clientWidth || 0, 400), half = (width - GAP) / 2;
+  svg.setAttribute('height', HEIGHT);
+  chart(svg, 0, 0, half, panel.objective_title, series, 'iteration', ['objective'], panel.x_title);
+  chart(svg, half + GAP, 0, half, panel.metric_title, series, 'iteration', ['val_metric'], panel.x_title);
+  svg.setAttribute('data-steps', String(records.length));
+  text.textContent = run.text || '';
+}
+
+// The path of (log10 λ, log10 σ) of a tuning run's records over a heat map of the objective
+// (panel.grid: krrcore.tuning.validation_map), each σ's best λ dotted, the latest point ringed.
+function tuning_map(box, panel, ctx) {
+  if (!box._svg) {
+    box._svg = el('svg', {width: '100%', height: HEIGHT + 40, role: 'img',
+                          'aria-label': 'the path of log sigma and log lambda over the map of the objective'}, box);
+  }
+  const svg = box._svg, grid = panel.grid, run = ctx.runs.get(panel.run);
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const width = Math.max(box.clientWidth || 0, 400), H = HEIGHT + 40;
+  const left = PAD.l, right = width - PAD.r, top = PAD.t, bottom = H - PAD.b;
+  el('text', {x: (left + right) / 2, y: 16, 'text-anchor': 'middle', 'font-size': 14, fill: '#333'}, svg,
+     panel.title);
+  el('text', {x: (left + right) / 2, y: H - 6, 'text-anchor': 'middle', 'font-size': 13, fill: '#444'}, svg, 'log₁₀ λ');
+  el('text', {x: 14, y: (top + bottom) / 2, 'text-anchor': 'middle', 'font-size': 13, fill: '#444',
+              transform: `rotate(-90 14 ${(top + bottom) / 2})`}, svg, 'log₁₀ σ');
+  const pts = run.records.filter(r => r.extras && r.extras.log10_sigma !== undefined && r.extras.stage < 5)
+                         .map(r => [r.extras.log10_penalty, r.extras.log10_sigma]);
+  const xs = (grid ? grid.log10_penalty : []).concat(pts.map(p => p[0]));
+  const ys = (grid ? grid.log10_sigma : []).concat(pts.map(p => p[1]));
+  if (!xs.length) return;
+  let x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
+  if (x1 === x0) { x0 -= 1; x1 += 1; }
+  if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
+  const X = v => left + (v - x0) / (x1 - x0) * (right - left), Y = v => bottom - (v - y0) / (y1 - y0) * (bottom - top);
+  if (grid) {
+    const cells = [];
+    for (const row of grid.values) for (const v of row) if (v !== null && v > 0) cells.push(Math.log10(v));
+    const lo = Math.min(...cells), hi = Math.max(...cells);
+    const gx = grid.log10_penalty, gy = grid.log10_sigma;
+    const half = (a, i) => (i + 1 < a.length ? a[i + 1] - a[i] : a[i] - a[i - 1]) / 2;
+    grid.values.forEach((row, i) => row.forEach((v, j) => {
+      const t = v !== null && v > 0 && hi > lo ? (Math.log10(v) - lo) / (hi - lo) : 1;
+      const shade = Math.round(235 - 150 * (1 - t));      // darker = lower objective
+      el('rect', {x: X(gx[j] - half(gx, j)).toFixed(1), y: Y(gy[i] + half(gy, i)).toFixed(1),
+                  width: Math.max(1, X(gx[j] + half(gx, j)) - X(gx[j] - half(gx, j))).toFixed(1),
+                  height: Math.max(1, Y(gy[i] - half(gy, i)) - Y(gy[i] + half(gy, i))).toFixed(1),
+                  fill: `rgb(${shade}, ${Math.round(shade * 0.95 + 12)}, 245)`, class: 'krr-map-cell'}, svg);
+    }));
+    el('path', {d: grid.best_log10_penalty.map((v, i) => (i ? 'L' : 'M') + X(v).toFixed(1) + ',' + Y(gy[i]).toFixed(1)).join(''),
+                fill: 'none', stroke: '#fff', 'stroke-width': 2, 'stroke-dasharray': '3 3'}, svg);
+  }
+  for (const frac of [0, 0.25, 0.5, 0.75, 1]) {
+    el('text', {x: X(x0 + frac * (x1 - x0)), y: bottom + 16, 'text-anchor': 'middle', 'font-size': 12, fill: '#555'},
+       svg, (x0 + frac * (x1 - x0)).toFixed(1));
+    el('text', {x: left - 6, y: Y(y0 + frac * (y1 - y0)) + 4, 'text-anchor': 'end', 'font-size': 12, fill: '#555'},
+       svg, (y0 + frac * (y1 - y0)).toFixed(2));
+  }
+  if (!pts.length) return;
+  el('path', {d: pts.map((p, i) => (i ? 'L' : 'M') + X(p[0]).toFixed(1) + ',' + Y(p[1]).toFixed(1)).join(''),
+              fill: 'none', stroke: '#e45756', 'stroke-width': 2}, svg);
+  for (const p of pts) el('circle', {cx: X(p[0]).toFixed(1), cy: Y(p[1]).toFixed(1), r: 3, fill: '#e45756',
+                                     class: 'krr-path-point'}, svg);
+  const last = pts[pts.length - 1];
+  el('circle', {cx: X(last[0]).toFixed(1), cy: Y(last[1]).toFixed(1), r: 8, fill: 'none', stroke: '#222',
+                'stroke-width': 2}, svg);
+  svg.setAttribute('data-points', String(pts.length));
+}
+
 // Panel kinds: each draws one panel from the runs' states, at every look (see the module docstring).
-const PANELS = {convergence, fit};
+const PANELS = {convergence, fit, tuning_steps, tuning_map};
 
 export default function (component) {
   const {data, setTriggerValue, parentElement} = component;
@@ -297,6 +383,24 @@ def fit_panel(run, target: str) -> dict:
     shape = [GRID_1D] if data.d == 1 else [GRID_2D, GRID_2D]
     return {"kind": "fit", "run": run.id, "target": target, "traces": list(charts.fit_live_traces(data)),
             "shape": shape, "symmetric": data.task == "binary"}
+
+
+def tuning_steps_panel(run, objective_title: str) -> dict:
+    """A tuning run's objective and test error per step (:mod:`krr_app.tuning_charts` draws the same
+    when it has finished)."""
+    metric = next((r.metric for r in run.records if r.metric), "mse")
+    return {"kind": "tuning_steps", "run": run.id, "color": charts.PALETTE[0], "x_title": "step",
+            "objective_title": f"Objective: {objective_title}",
+            "metric_title": f"Test {charts.metric_title(metric)}"}
+
+
+def tuning_map_panel(run, grid: dict | None, title: str) -> dict:
+    """The path of a tuning run's (log σ, log λ) over ``grid`` (a :func:`krrcore.tuning.validation_map`)."""
+    keep = ("log10_sigma", "log10_penalty", "values", "best_log10_penalty")
+    values = None if grid is None else {k: grid[k] for k in keep}
+    if values is not None:       # JSON has no NaN
+        values["values"] = [[v if v == v else None for v in row] for row in values["values"]]
+    return {"kind": "tuning_map", "run": run.id, "grid": values, "title": title}
 
 
 def live_chart(runs, panels: list[dict], *, key: str) -> None:

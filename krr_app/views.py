@@ -281,20 +281,22 @@ def reproduce_key(key: str) -> str:
     return f"{key}_open"
 
 
-def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str, str] | None = None) -> None:
+def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str, str] | None = None,
+         panels=None) -> None:
     """Render ``render(runs)`` when no run is active; while one is, draw the live chart
     (:func:`krr_app.live_chart.live_chart`): the convergence panels of the runs, and for each run
     id in ``fits`` the pictures of its model in the fit figure drawn with :func:`fit_chart` under
     that key. It asks the server for new records and pictures itself and reruns the page once
     when a run ends, so the final results and the buttons follow. A look is a JSON request, not a
     fragment rerun: a rerun redraws the whole page in the browser (docs/measurements.md, "The app
-    against the library", has the seconds).
+    against the library", has the seconds). ``panels(runs)``: the page's own panels instead of the
+    convergence ones (the Tune page's, :func:`krr_app.live_chart.tuning_steps_panel`).
     """
     runs = runs_getter()
     if not any(r.active for r in runs):
         render(runs)
         return
-    panels = [convergence_panel(runs, x)]
+    panels = panels(runs) if panels is not None else [convergence_panel(runs, x)]
     panels += [fit_panel(run, fit_target(fits[run.id])) for run in runs if fits and run.id in fits]
     live_chart(runs, panels, key=key)
 

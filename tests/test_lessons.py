@@ -17,12 +17,13 @@ PAGE_KEYS = {"explore": {"auto_run", "x_axis"},
              "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values"},
              "conditioning": {"cond_n", "blocks", "rank"},
              "leverage": {"lev_n", "lev_method", "lev_log_lambda", "lev_q2"},
-             "dataset": {"data_n"}}
+             "dataset": {"data_n"},
+             "tune": {"tune_objective", "tune_ard", "tune_steps"}}
 ALL_PAGE_KEYS = set().union(*PAGE_KEYS.values())
 #: The sidebar's solver controls, drawn on Explore and Compare only.
 SOLVER_KEYS = {"solver", "maxiter", "eval_train", "blocks", "rank", "dtype", "solver_seed", "budget_mb"}
 #: The ideas of the papers that each have a lesson (a word each lesson's `idea` must hold).
-IDEAS = ("Nyström centres", "Preconditioning", "Leverage scores", "without storing K", "float32", "λ")
+IDEAS = ("Nyström centres", "Preconditioning", "Leverage scores", "without storing K", "float32", "λ", "Tuning σ and λ")
 
 
 def _markdown(at) -> str:
@@ -57,6 +58,10 @@ def _completes(at, lesson, step: int):
         at = wait_for_runs(at.button(key="cmp_run").click().run(), timeout=120)
         runs = at.session_state["_krr_runs"].runs()
         assert runs and all(r.status == "done" for r in runs), [(r.label, r.status, r.message) for r in runs]
+    elif page == "tune":
+        at = wait_for_runs(at.button(key="tune_start").click().run(), timeout=120)
+        run = at.session_state["tune_run"]
+        assert run.status == "done", f"{lesson.name} step {step}: {run.message}"
     else:
         assert at.get("plotly_chart"), f"{lesson.name} step {step}: the {page} page drew no chart"
     assert not at.exception and not at.error, [e.value for e in at.error]

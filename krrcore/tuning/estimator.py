@@ -237,7 +237,7 @@ class FalkonCV(KRRBase):
             value = point.value * (scale ** 2 if self.objective != "compreg" else 1.0)
             geo = float(torch.exp(point.log_sigma.mean()))
             extras = {"sigma": geo, "penalty": math.exp(point.log_penalty), "log10_sigma": math.log10(geo),
-                      "log10_penalty": point.log_penalty / math.log(10), "stage": stage["code"],
+                      "log10_penalty": point.log_penalty / math.log(10), "objective": value, "stage": stage["code"],
                       "residual_kind": "relative hypergradient norm", **point.extras}
             rec = recorder.record(len(self.trace_), Step(residual=residual, objective=value, extras=extras), timer)
             self.trace_.append(rec)
@@ -371,6 +371,7 @@ class FalkonCV(KRRBase):
         self.centers_, self.coef_ = final.centers_, final.coef_
         stage["code"] = 5
         extras = {"sigma": float(np.exp(np.log(self.sigma_).mean())), "penalty": self.penalty_, "stage": 5,
+                  "objective": self.objective_value_,
                   "residual_kind": f"final fit ({'direct Nyström solve' if self.final_solver_ == 'direct' else 'FALKON'})",
                   "final_iterations": final.n_iter_}
         extras["log10_sigma"], extras["log10_penalty"] = math.log10(extras["sigma"]), math.log10(self.penalty_)

@@ -1,0 +1,77 @@
+"""The Tune page in a real browser (`streamlit run app.py`, Debian's chromium, as in test_browser.py):
+a tuning run streams its steps and its path over the map into the live chart, Stop ends it at its
+best point, and "Apply to Explore" moves Explore and its link to the tuned σ, λ and M. The
+screenshot of the finished page goes to ``$KRR_SAVE_SCREENSHOTS`` (``docs/screenshot-tune.png``)."""
+from __future__ import annotations
+
+import math
+import re
+import time
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401  (server: a fixture)
+
+pytestmark = pytest.mark.browser
+
+#: Long enough to watch (a few hundred milliseconds per step on 2 cores), small enough for CI.
+QUERY = "dataset=diamonds&n=10000&M=400&tune_ard=true&tune_steps=90"
+
+
+def _steps(page) -> int:
+    """Steps the live chart's tuning panel has drawn (-1 before it is there)."""
+    svg = page.locator("svg[data-steps]")
+    return int(svg.first.get_attribute("data-steps")) if svg.count() else -1
+
+
+def _path_points(page) -> int:
+    svg = page.locator("svg[data-points]")
+    return int(svg.first.get_attribute("data-points")) if svg.count() else 0
+
+
+def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
+    url, _ = server
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/tune?{QUERY}")
+        main = page.get_by_test_id("stMainBlockContainer")
+        main.get_by_role("button", name="Tune", exact=True).wait_for(timeout=120_000)
+        _wait_idle(page)
+
+        # Tune: the steps and the path grow in the live chart while the search runs.
+        main.get_by_role("button", name="Tune", exact=True).click()
+        page.locator("svg[data-steps]").first.wait_for(timeout=120_000)
+        deadline, seen = time.time() + 90, []
+        while time.time() < deadline:
+            seen.append((_steps(page), _path_points(page)))
+            if seen[-1][0] >= 5 and seen[-1][1] >= 5:
+                break
+            time.sleep(0.2)
+        assert seen[-1][0] >= 5 and seen[-1][1] >= 5, seen[-5:]
+        assert len({s for s, _ in seen if s > 0}) >= 2, "the steps arrived at once, not live"
+        assert page.locator(".krr-map-cell").count() > 50          # the map under the path
+        _save(page, "screenshot-tune-running.png", tmp_path)
+
+        # Stop: the run ends, refitted at the best point found, and the finished page follows.
+        main.get_by_role("button", name="Stop", exact=True).click()
+        page.get_by_text("stopped by the user").first.wait_for(timeout=30_000)
+        apply = main.get_by_role("button", name="Apply to Explore")
+        apply.wait_for(timeout=60_000)
+        page.get_by_text("Where the search went").first.wait_for()
+        page.get_by_text("Relevance of each feature").first.wait_for()
+        _wait_idle(page)
+        shown_lambda = main.get_by_test_id("stMetric").filter(has_text="λ").first.get_by_test_id(
+            "stMetricValue").inner_text()
+        _save(page, "screenshot-tune.png", tmp_path)
+
+        # Apply: Explore, with the tuned λ, σ and M in its sidebar and in its link.
+        apply.click()
+        page.get_by_role("heading", name="Explore").wait_for()
+        _wait_idle(page)
+        query = parse_qs(urlparse(page.url).query)
+        assert query["M"] == ["400"] and "sigma" in query, query
+        assert query.get("solver", ["falkon"])[0] in ("falkon", "falkon_bless"), query      # FALKON: the default
+        assert float(query["log_lambda"][0]) == pytest.approx(math.log10(float(shown_lambda)), abs=2e-3)
+        assert re.search(r"λ = ", page.get_by_test_id("stSidebar").inner_text())
+        page.close()
