@@ -22,6 +22,7 @@ from krrcore import Falkon, FalkonCV, GaussianKernel, tune
 from krrcore.datasets import load
 from krrcore.solvers.falkon import ResidualWarning
 from krrcore.tuning import STAGES, validation_map
+from krrcore.tuning.implicit import evaluate_cg
 from krrcore.tuning.objectives import PenaltyProfile, Problem, evaluate, gaussian_block, objective_value, row_stats
 
 
@@ -66,6 +67,28 @@ def test_hypergradient_matches_central_differences(objective, ard):
         down[i, c] -= h
         fd = (value(Zc=up) - value(Zc=down)) / (2 * h)
         assert got.grad_centres[i, c].item() == pytest.approx(fd, rel=1e-4, abs=1e-9)
+
+
+@pytest.mark.parametrize("ard", [False, True])
+def test_the_cg_route_gives_the_direct_route_s_value_and_hypergradient(ard):
+    """FALKON's CG for the model and its adjoint (converged) = the direct route, to round-off."""
+    problem, Z = _problem(k=2)
+    log_sigma = torch.tensor([0.1, 0.4, -0.2], dtype=torch.float64) if ard else torch.tensor(0.2, dtype=torch.float64)
+    direct = evaluate("holdout", problem, Z, log_sigma, math.log(1e-3), centres_grad=True)
+    cg = evaluate_cg(problem, Z, log_sigma, math.log(1e-3), maxiter=300, centres_grad=True)
+    assert cg.value == pytest.approx(direct.value, rel=1e-8)
+    np.testing.assert_allclose(cg.grad_log_sigma.numpy(), direct.grad_log_sigma.numpy(), rtol=1e-6, atol=1e-10)
+    assert cg.grad_log_penalty == pytest.approx(direct.grad_log_penalty, rel=1e-6)
+    np.testing.assert_allclose(cg.grad_centres.numpy(), direct.grad_centres.numpy(), rtol=1e-6, atol=1e-10)
+
+
+def test_a_tuning_by_the_cg_route(friedman):
+    X, y, Xt, yt = friedman
+    result = tune(X[:500], y[:500], M=80, objective="holdout", hypergradient="cg", max_steps=12, seed=0)
+    assert result.trace[1].extras["stage"] == 1 and np.isfinite(result.objective_value)
+    assert result.objective_value < result.trace[0].objective        # it improved on the start
+    with pytest.raises(ValueError, match="hypergradient='cg' tunes the hold-out objective"):
+        FalkonCV(M=10, hypergradient="cg").fit(X[:50], y[:50])
 
 
 def test_closed_form_in_penalty_matches_the_direct_formulas():

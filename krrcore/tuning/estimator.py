@@ -26,7 +26,7 @@ from ..solvers.base import KRRBase, Step
 from ..solvers.exact import NystromKRR
 from ..solvers.falkon import Falkon
 from ..stream import Stopper, Timer
-from .objectives import Problem, check_objective, sigma_value
+from .objectives import Problem, check_objective, nystrom_leftover, sigma_value
 from .search import Point, Search, StopSearch
 
 #: The smallest λ the tuner tries, by the fitted model's dtype, and the largest. Below 1e-8 the
@@ -49,6 +49,9 @@ CENTRES_MARGIN = 0.01
 #: factor is then 1 to double precision even where α is large); at most MAX_PRUNED features are
 #: tried; objectives without held-out rows keep a feature off when they rise by at most PRUNE_TOL.
 OFF_FACTOR, MAX_PRUNED, PRUNE_TOL = 1e12, 64, 1e-3
+#: hypergradient="auto" takes FALKON's CG (hold-out objective) when rows × M² exceeds this: about
+#: 10⁵ rows at M = 1,000, where one direct evaluation (two passes of 2nM² flops) takes a minute here.
+CG_ABOVE = 1e11
 #: M×M float64 matrices a tuning step holds (sums, factors, eigenvectors, their gradients).
 MM_MATRICES = 16
 
@@ -89,6 +92,13 @@ class FalkonCV(KRRBase):
         Tune on a seeded subsample of this many rows (None: all); the final fit uses all rows.
     max_steps, tol, timeout : stopping rule of the search (see :mod:`krrcore.tuning.search`):
         evaluations, L-BFGS-B's relative decrease / projected gradient tolerance, seconds.
+    hypergradient : "auto" | "direct" | "cg"
+        "direct": the sums K_nMᵀK_nM and an M×M eigenproblem per evaluation, λ in closed form
+        (:mod:`krrcore.tuning.objectives`; O(nM²)). "cg": FALKON's conjugate gradient for the model
+        and its adjoint, ``maxiter`` iterations each (:mod:`krrcore.tuning.implicit`; O(nM) per
+        iteration, the hold-out objective, λ moved by gradient). "auto": "cg" for the hold-out
+        objective when rows × M² exceeds :data:`CG_ABOVE` (where a direct evaluation costs more than
+        a few FALKON fits), "direct" otherwise.
     solver : "auto" | "direct" | "falkon"
         The final fit on all rows at the tuned values. "direct": the Nyström solution by Cholesky
         (:class:`~krrcore.solvers.exact.NystromKRR`, O(nM² + M³)) — exactly the model the
@@ -110,7 +120,8 @@ class FalkonCV(KRRBase):
 
     def __init__(self, kernel=None, penalty=None, M=500, *, objective="gcv", ard=False,
                  penalty_search="profile", centers="auto", tune_centers=False, validation_fraction=0.2,
-                 tune_rows=None, max_steps=40, tol=1e-4, timeout=None, solver="auto", maxiter=20, seed=0, dtype="float64",
+                 tune_rows=None, max_steps=40, tol=1e-4, timeout=None, hypergradient="auto", solver="auto", maxiter=20,
+                 seed=0, dtype="float64",
                  device=None, memory_budget=None, callback=None, metric="auto"):
         self.kernel = kernel
         self.penalty = penalty
@@ -125,6 +136,7 @@ class FalkonCV(KRRBase):
         self.max_steps = max_steps
         self.tol = tol
         self.timeout = timeout
+        self.hypergradient = hypergradient
         self.solver = solver
         self.maxiter = maxiter
         self.seed = seed
@@ -148,6 +160,11 @@ class FalkonCV(KRRBase):
         check_objective(self.objective)
         if self.penalty_search not in ("profile", "gradient"):
             raise ValueError(f"penalty_search must be 'profile' or 'gradient', got {self.penalty_search!r}")
+        if self.hypergradient not in ("auto", "direct", "cg"):
+            raise ValueError(f"hypergradient must be 'auto', 'direct' or 'cg', got {self.hypergradient!r}")
+        if self.hypergradient == "cg" and self.objective != "holdout":
+            raise ValueError(f"hypergradient='cg' tunes the hold-out objective (GCV and compreg need traces of the "
+                             f"direct solve), got objective={self.objective!r}")
         if self.solver not in ("auto", "direct", "falkon"):
             raise ValueError(f"solver must be 'auto', 'direct' or 'falkon', got {self.solver!r}")
         if self.centers not in ("auto", "uniform", "bless"):
@@ -170,27 +187,44 @@ class FalkonCV(KRRBase):
         if self.penalty is not None:
             check_positive(self.penalty, "penalty")
 
+    def _route(self, rows: int) -> str:
+        """The hypergradient's route on ``rows`` tuning rows: "direct" or "cg" (see ``hypergradient``)."""
+        if self.hypergradient != "auto":
+            return self.hypergradient
+        M = self._center_count(rows)
+        return "cg" if self.objective == "holdout" and rows * M * M > CG_ABOVE else "direct"
+
     def _center_count(self, n: int) -> int:
         return center_count("uniform", self.M, n)
 
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
-        """The search's M×M float64 matrices, its kernel blocks, and per evaluation two blocked
-        passes (the sums G = K_nMᵀK_nM, then the gradient) and a few M³ factorisations."""
+        """The direct route: its M×M float64 matrices, its kernel blocks, and per evaluation two
+        blocked passes (the sums G = K_nMᵀK_nM, then the gradient) and a few M³ factorisations.
+        The CG route: a float64 FALKON fit's parts, and per evaluation two of its fits' passes."""
         M, d = self._center_count(n), model.d
         rows = n if self.tune_rows is None else min(n, self.tune_rows)
-        model.hold(f"tuning's M×M float64 matrices ({MM_MATRICES} of {M:,}×{M:,})", MM_MATRICES * M * M * 8)
         if model.itemsize != 8:
             model.hold("float64 copy of the tuning rows", rows * (d + k) * 8)
+        model.hold("centres", M * d * 8)
+        model.setup += model.entry_seconds(min(rows, 2000) ** 2 / 2, torch.float64)       # median heuristic
+        if self._route(rows) == "cg":
+            falkon = Falkon(M=M, maxiter=self.maxiter, dtype="float64", device=self.device,
+                            memory_budget=self.memory_budget).memory_estimate(rows, d, k)
+            for part in falkon.parts:
+                model.hold(f"FALKON's {part.name}", part.bytes, part.kind)
+            if falkon.seconds_per_iteration is not None:
+                model.iteration += 2 * (falkon.setup_seconds + self.maxiter * falkon.seconds_per_iteration)
+            return falkon.suggestion or "lower M or tune on fewer rows"
+        model.hold(f"tuning's M×M float64 matrices ({MM_MATRICES} of {M:,}×{M:,})", MM_MATRICES * M * M * 8)
         block = operator_bytes(rows, M, itemsize=8, budget_bytes=model.scratch_bytes, d=d, n_rhs=k)
         model.hold("kernel block and its gradient weights (3 blocks)", 3 * block, "scratch")
         cached = min(rows * M * 8, max(model.limit_bytes // 2 - model.stored_bytes, 0))
         model.hold("cached K_nM blocks (read again by the gradient's pass)", cached)
-        model.hold("centres", M * d * 8)
-        model.setup += model.entry_seconds(min(rows, 2000) ** 2 / 2, torch.float64)       # median heuristic
         model.iteration += (2 * model.entry_seconds(rows * M, torch.float64)
                             + model.flop_seconds(4 * rows * M * M + 30 * M ** 3, torch.float64))
         M_fit = model.largest_fitting(MM_MATRICES * M * M * 8, MM_MATRICES * 8)
-        return f"lower M to at most {M_fit:,} (the search holds {MM_MATRICES} M×M matrices), or tune on fewer rows"
+        return (f"lower M to at most {M_fit:,} (the search holds {MM_MATRICES} M×M matrices), tune on fewer rows, "
+                f"or use the CG route (objective='holdout', hypergradient='cg')")
 
     # -- the fit -----------------------------------------------------------------------------------
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
@@ -248,8 +282,10 @@ class FalkonCV(KRRBase):
                 raise StopSearch(stopper.reason)
             timer.resume()
 
-        search = Search(self.objective, problem, penalty_bounds=bounds, profile=self.penalty_search == "profile",
-                        max_steps=int(self.max_steps), tol=float(self.tol), report=report)
+        cg = self._route(problem.X.shape[0] + (0 if problem.X_val is None else problem.X_val.shape[0])) == "cg"
+        search = Search(self.objective, problem, penalty_bounds=bounds,
+                        profile=self.penalty_search == "profile" and not cg, max_steps=int(self.max_steps),
+                        tol=float(self.tol), report=report, cg_maxiter=int(self.maxiter) if cg else None)
         start = search.value_at(Point(ls0, math.log(min(max(penalty0, bounds[0]), bounds[1])), Z))
         messages, scalar_best = [], None
         try:
@@ -325,15 +361,15 @@ class FalkonCV(KRRBase):
     def _compare_centres(self, search: Search, best: Point, X64, stage, report, messages) -> Point:
         """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
         Nyström error above λ (``centers="auto"``)."""
-        train, _, profile = search.stats(best.log_sigma, best.centres)
-        leftover = float(train.n - profile.mu.sum()) / train.n          # Tr(K − K̃)/n on the tuning rows
+        sigma = sigma_value(best.log_sigma)
+        leftover = nystrom_leftover(search.problem.X, best.centres, sigma, seed=int(self.seed))     # Tr(K − K̃)/n
         lam = math.exp(best.log_penalty)
         if leftover <= lam:
             return best
         stage["code"] = 4
-        sigma = sigma_value(best.log_sigma)
         Z = select_centers("bless", X64, self.M, self.seed, kernel=GaussianKernel(sigma)).centers
-        candidate = Point(best.log_sigma, search.profiled_penalty(best.log_sigma, Z), Z, extras={"centres_bless": 1})
+        lam_bless = best.log_penalty if search.cg_maxiter is not None else search.profiled_penalty(best.log_sigma, Z)
+        candidate = Point(best.log_sigma, lam_bless, Z, extras={"centres_bless": 1})
         candidate = search.value_at(candidate)
         self.centers_comparison_ = {"uniform": best.value, "bless": candidate.value, "nystrom_error": leftover,
                                     "penalty": lam}

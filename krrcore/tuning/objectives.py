@@ -167,10 +167,11 @@ class Evaluation:
     """One evaluation: the objective, its gradient in (log σ, log λ, centres), α (M×k)."""
 
     value: float
-    grad_log_sigma: torch.Tensor
+    grad_log_sigma: torch.Tensor | None
     grad_log_penalty: float
     grad_centres: torch.Tensor | None
     alpha: torch.Tensor
+    residual: torch.Tensor | None = None       # validation residuals K_vMα − Y_v (the CG route keeps them)
 
 
 @dataclass
@@ -373,3 +374,16 @@ class PenaltyProfile:
         if not ft <= float(vals[i]):
             t, ft = float(logs[i]), float(vals[i])
         return math.exp(t), ft
+
+
+def nystrom_leftover(X: torch.Tensor, Z: torch.Tensor, sigma, rows: int = 2000, seed: int = 0) -> float:
+    """Tr(K − K̃)/n, the average diagonal of the error the centres Z leave (K̃ = K_nM K_MM⁻¹ K_Mn), on a
+    seeded sample of at most ``rows`` rows of X: 1 − ‖L⁻¹k(Z, x)‖² per row, K_MM + εI = LLᵀ."""
+    if X.shape[0] > rows:
+        X = X[torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(seed))[:rows]]
+    kernel = GaussianKernel(sigma)
+    Kmm = kernel(Z, Z)
+    eps = max(JITTER_EPS_FLOAT64 * Z.shape[0], jitter_for(Kmm))
+    L = torch.linalg.cholesky(Kmm + eps * torch.eye(Z.shape[0], dtype=Kmm.dtype))
+    A = torch.linalg.solve_triangular(L, kernel(Z, X), upper=False)
+    return float((1.0 - (A * A).sum(0)).clamp_min(0.0).mean())

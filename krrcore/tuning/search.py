@@ -25,6 +25,7 @@ from scipy.optimize import minimize
 
 from ..memory import storage_budget
 
+from .implicit import evaluate_cg
 from .objectives import PenaltyProfile, Problem, evaluate, gaussian_block, row_stats, sigma_value
 
 #: Evaluations without a relative improvement of the best objective above ``tol`` that end a stage.
@@ -48,6 +49,7 @@ class Point:
     value: float = math.inf
     alpha: torch.Tensor | None = None
     extras: dict = field(default_factory=dict)
+    residual: torch.Tensor | None = None        # validation residuals (the CG route)
 
 
 class Search:
@@ -58,8 +60,12 @@ class Search:
     """
 
     def __init__(self, objective: str, problem: Problem, *, penalty_bounds: tuple[float, float], profile: bool,
-                 max_steps: int, tol: float, report):
+                 max_steps: int, tol: float, report, cg_maxiter: int | None = None):
         self.objective, self.problem = objective, problem
+        # cg_maxiter: the hold-out objective by FALKON's CG (krrcore.tuning.implicit), no closed form in λ.
+        self.cg_maxiter = cg_maxiter
+        if cg_maxiter is not None and (objective != "holdout" or profile):
+            raise ValueError("the CG route tunes the hold-out objective with λ moved by gradient")
         self.penalty_bounds = penalty_bounds
         self.profile = profile
         self.max_steps, self.tol = max_steps, tol
@@ -93,7 +99,12 @@ class Search:
 
     def value_at(self, point: Point) -> Point:
         """The objective and α at ``point``, from the closed form in λ (robust at small λ, where the
-        Cholesky route's α is large and its residual a cancellation)."""
+        Cholesky route's α is large and its residual a cancellation), or by FALKON (the CG route)."""
+        if self.cg_maxiter is not None:
+            result = evaluate_cg(self.problem, point.centres, point.log_sigma, point.log_penalty,
+                                 maxiter=self.cg_maxiter, grad=False)
+            point.value, point.alpha, point.residual = result.value, result.alpha, result.residual
+            return point
         profile = self.stats(point.log_sigma, point.centres)[2]
         lam = math.exp(point.log_penalty)
         point.value, point.alpha = float(profile.values([lam])[0]), profile.alpha(lam)
@@ -103,6 +114,8 @@ class Search:
         """The per-row errors the objective at ``point`` averages (for a standard error): squared
         validation residuals (holdout), squared training residuals / (1 − Tr Ĥ/n)² (gcv); None
         for compreg."""
+        if self.cg_maxiter is not None:
+            return point.residual.pow(2).mean(1)
         train, _, profile = self.stats(point.log_sigma, point.centres)
         lam = math.exp(point.log_penalty)
         if self.objective == "holdout":
@@ -120,6 +133,11 @@ class Search:
 
     def evaluate(self, point: Point, centres_grad: bool):
         """Objective and gradient at ``point`` (its log λ profiled first when ``profile``)."""
+        if self.cg_maxiter is not None:
+            result = evaluate_cg(self.problem, point.centres, point.log_sigma, point.log_penalty,
+                                 maxiter=self.cg_maxiter, centres_grad=centres_grad)
+            point.value, point.alpha, point.residual = result.value, result.alpha, result.residual
+            return result
         if self.profile:
             point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
         train, val, profile = self.stats(point.log_sigma, point.centres)
@@ -129,8 +147,10 @@ class Search:
         return result
 
     def probe(self, point: Point) -> Point:
-        """One evaluation without a gradient (λ profiled): counted, kept if best, reported."""
-        point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
+        """One evaluation without a gradient (λ profiled, when there is a closed form): counted, kept
+        if best, reported."""
+        if self.cg_maxiter is None:
+            point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
         self.value_at(point)
         self.steps += 1
         if self.best is None or point.value < self.best.value:
