@@ -22,6 +22,8 @@ def progress_text(run) -> str:
     if not records:
         return f"{run.label}: setting up (centres, preconditioner)…"
     last = records[-1]
+    if "stage" in last.extras and "penalty" in last.extras:        # a tuning run (krrcore.tuning): its step
+        return tuning_text(run, last)
     parts = [f"iteration {last.iteration}"]
     if run.config.maxiter:
         parts[0] += f" / {run.config.maxiter}"
@@ -33,6 +35,22 @@ def progress_text(run) -> str:
         parts.append(f"test {charts.metric_title(last.metric)} {last.val_metric:.4g}")
     parts.append(f"{last.seconds:.2f} s")
     return " · ".join(parts)
+
+
+def tuning_text(run, last) -> str:
+    """A tuning run's line: its step (of at most ``max_steps``), stage, σ, λ, objective, test metric."""
+    from krrcore.tuning import STAGES
+
+    steps = dict(run.config.solver_params).get("max_steps")
+    parts = [f"step {last.iteration}" + (f" of at most {steps}" if steps else ""),
+             STAGES.get(int(last.extras["stage"]), ""),
+             f"σ {last.extras['sigma']:.3g}", f"λ {last.extras['penalty']:.2g}"]
+    if math.isfinite(last.objective):
+        parts.append(f"objective {last.objective:.4g}")
+    if math.isfinite(last.val_metric):
+        parts.append(f"test {charts.metric_title(last.metric)} {last.val_metric:.4g}")
+    parts.append(f"{last.seconds:.2f} s")
+    return f"{run.label}: " + " · ".join(parts)
 
 
 def queue_text(run) -> str:

@@ -11,6 +11,7 @@ import pytest
 from conftest import wait_for_runs
 
 from krr_app.config import format_number
+from krr_app.run_status import progress_text
 
 TUNE = "app_pages/tune.py"
 
@@ -39,6 +40,8 @@ def test_a_tuning_run_shows_its_values_steps_and_map_and_applies_to_explore(app)
     assert float(labels["Test RMSE"]) == pytest.approx(run.metrics["test_rmse"], rel=1e-3)
     charts = _charts(at)
     assert len(charts) == 2                         # the steps, and the path over the map
+    line = progress_text(run)                       # the live chart's line: steps, σ, λ, not iterations of t
+    assert f"step {run.records[-1].iteration} of at most 30 · final fit · σ " in line and "objective" in line
     at.button(key="tune_apply").click().run()
     assert at.session_state["sigma"] == pytest.approx(estimator.sigma_, rel=1e-5)
     assert at.session_state["log_lambda"] == pytest.approx(math.log10(estimator.penalty_), abs=1e-4)
