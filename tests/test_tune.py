@@ -175,7 +175,7 @@ def test_result_trace_and_estimator(friedman):
     assert trace[-1].extras["sigma"] == pytest.approx(result.sigma)
     assert trace[-1].val_metric == pytest.approx(_mse(result.estimator, Xt, yt), rel=1e-9)
     assert min(r.objective for r in trace[1:-1]) == pytest.approx(result.objective_value)
-    assert result.estimator.kernel.sigma == pytest.approx(result.sigma)
+    assert result.estimator.kernel_.sigma == pytest.approx(result.sigma)
 
 
 def test_stop_event_and_time_budget_end_the_search(friedman):
@@ -199,7 +199,7 @@ def test_stop_event_and_time_budget_end_the_search(friedman):
 def test_float32_model():
     data = load("diabetes", seed=0)
     result = tune(data.X_train, data.y_train, M=80, seed=0, dtype="float32", max_steps=6)
-    assert result.estimator.coef_.dtype == torch.float32
+    assert result.estimator.coef_.dtype == torch.float32 and result.estimator.centers_.dtype == torch.float32
     assert result.penalty >= 1e-6                            # float32's floor
     assert np.isfinite(result.estimator.predict(data.X_test)).all()
 

@@ -63,7 +63,7 @@ def test_one_sigma_per_feature_draws_the_relevance_of_each_feature(app):
 
 
 def test_stop_ends_a_tuning_run_at_its_best_point(app):
-    at = _tune(app, dataset="concrete", M="200", tune_steps="200", tune_objective="holdout")
+    at = _tune(app, dataset="diamonds", n="10000", M="400", tune_steps="200", tune_ard="true")     # ~20 s to the end
     at = at.button(key="tune_start").click().run()
     run = at.session_state["tune_run"]
     while not run.records and run.active:

@@ -3,7 +3,7 @@ FALKON tuned by gradient (Meanti, Carratino, De Vito, Rosasco, "Efficient Hyperp
 for Large Scale Kernel Ridge Regression", AISTATS 2022).
 
 ``result = krrcore.tune(X, y, M=500, ard=False, seed=0)`` tunes and refits; ``result.estimator``
-is the fitted :class:`~krrcore.solvers.falkon.Falkon`, ``result.sigma`` (a float, or one per
+is the fitted :class:`FalkonCV` (``predict`` at the tuned values), ``result.sigma`` (a float, or one per
 feature with ``ard=True``), ``result.penalty`` and ``result.trace`` (one
 :class:`~krrcore.stream.IterationRecord` per evaluation of the objective: its value in
 ``objective``, the validation error in ``val_metric`` when validation data is given, σ and λ in
@@ -33,7 +33,7 @@ __all__ = ["tune", "TuneResult", "FalkonCV", "OBJECTIVES", "STAGES", "PENALTY_BO
 class TuneResult:
     """What :func:`tune` found: the fitted FALKON at the tuned values, and how it got there."""
 
-    estimator: object                 # the fitted Falkon (predict works)
+    estimator: object                 # the fitted FalkonCV: predict at the tuned σ, λ and centres
     sigma: float | np.ndarray         # one σ, or one per feature (ARD)
     penalty: float                    # λ of (K + λnI)
     trace: list = field(default_factory=list)      # IterationRecord per evaluation, then the final fit
@@ -44,12 +44,11 @@ class TuneResult:
     path: list = field(default_factory=list)       # σ, λ, objective and stage of every record
     stop_reason: str = ""
     converged: bool = False
-    tuner: FalkonCV | None = None     # the fitted FalkonCV that produced this result
 
     @property
     def relevance(self) -> np.ndarray:
         """1/σ_j per feature: how strongly each feature moves the kernel (ARD's feature ranking)."""
-        return self.tuner.relevance_
+        return self.estimator.relevance_
 
     @property
     def seconds(self) -> float:
@@ -67,7 +66,7 @@ def tune(X, y, M: int = 500, ard: bool = False, seed: int = 0, *, X_val=None, y_
     report the validation error on at every step (the tuning itself never reads them).
     """
     tuner = FalkonCV(M=M, ard=ard, seed=seed, **params).fit(X, y, X_val, y_val, stop_event=stop_event)
-    return TuneResult(estimator=tuner.estimator_, sigma=tuner.sigma_, penalty=tuner.penalty_, trace=list(tuner.trace_),
+    return TuneResult(estimator=tuner, sigma=tuner.sigma_, penalty=tuner.penalty_, trace=list(tuner.trace_),
                       objective=tuner.objective, objective_value=tuner.objective_value_, centers=tuner.centers_choice_,
                       centers_comparison=dict(tuner.centers_comparison_), path=list(tuner.path_),
-                      stop_reason=tuner.stop_reason_, converged=tuner.converged_, tuner=tuner)
+                      stop_reason=tuner.stop_reason_, converged=tuner.converged_)
