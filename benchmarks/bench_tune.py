@@ -107,7 +107,7 @@ def run_grid(X, y, X_test, y_test, M: int, points: int) -> dict:
 
 
 def _split(n: int, fraction: float = 0.2, seed: int = 0):
-    """The tuner's hold-out split (krrcore.tuning.estimator.tuning_problem) as a PredefinedSplit."""
+    """The tuner's hold-out split (krrcore.tuning.objectives.tuning_problem) as a PredefinedSplit."""
     import torch
     from sklearn.model_selection import PredefinedSplit
 

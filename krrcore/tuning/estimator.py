@@ -9,7 +9,6 @@ own parameters, declared once here.
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import warnings
 
@@ -25,9 +24,9 @@ from ..ops import operator_bytes
 from ..solvers.base import KRRBase, Step
 from ..solvers.falkon import Falkon
 from ..stream import Stopper, Timer
-from .objectives import (PenaltyProfile, Problem, check_objective, gaussian_block, nystrom_leftover, row_stats,
-                         sigma_value)
-from .search import Point, Search, StopSearch
+from .objectives import (PenaltyProfile, check_objective, gaussian_block, nystrom_leftover, row_stats, sigma_value,
+                         tuning_problem)
+from .search import Point, Search, StopSearch, run_in_thread
 
 #: The smallest λ the tuner tries, by the fitted model's dtype, and the largest. Below 1e-8 the
 #: Nyström objectives of float64 kernel blocks lose their leading digits on ill-conditioned K_MM
@@ -112,8 +111,9 @@ class FalkonCV(KRRBase):
     Fitted: ``sigma_`` (float, or an array with ``ard``), ``single_sigma_`` (the best single σ:
     ``sigma_`` without ARD, the first stage's with it), ``penalty_``, ``kernel_``,
     ``centers_`` and ``coef_`` (the model ``predict`` uses), ``final_solver_`` ("direct" or
-    "falkon"), ``estimator_`` (the final :class:`Falkon`, compact, when it made the model; else None), ``centers_choice_`` ("uniform", "bless"
-    or "optimised"), ``centers_comparison_`` (objective with each kind, when compared),
+    "falkon"), ``estimator_`` (the final :class:`Falkon`, compact, when it made the model; else
+    None), ``centers_choice_`` ("uniform", "bless" or "optimised"), ``centers_comparison_``
+    (objective with each kind, when compared),
     ``objective_value_``, ``path_`` (σ and λ at every record), ``trace_`` (one record per
     evaluation, then one for the final fit), ``stop_reason_``, ``converged_``, ``n_iter_``.
     """
@@ -234,7 +234,7 @@ class FalkonCV(KRRBase):
         X, Y, recorder = self._start_fit(X, y, X_val, y_val)
         if X.shape[0] < MIN_SAMPLES:
             raise ValueError(f"FalkonCV needs at least {MIN_SAMPLES} samples to tune on, got n_samples={X.shape[0]}")
-        for kind, item in _in_thread(lambda emit: self._tune(X, Y, recorder, emit, stop_event)):
+        for kind, item in run_in_thread(lambda emit: self._tune(X, Y, recorder, emit, stop_event)):
             if kind == "record":
                 yield item
         self.n_iter_ = len(self.trace_) - 1
@@ -438,70 +438,3 @@ class FalkonCV(KRRBase):
         """1/σ_j per feature (a single σ repeated without ARD): a feature's influence on the kernel."""
         sigma = np.atleast_1d(np.asarray(self.sigma_, dtype=float))
         return 1.0 / (np.repeat(sigma, self.n_features_in_) if sigma.size == 1 else sigma)
-
-
-def tuning_problem(X64: torch.Tensor, Y64: torch.Tensor, objective: str, *, tune_rows=None,
-                   validation_fraction: float = 0.2, seed: int = 0, memory_budget=None):
-    """(the :class:`~krrcore.tuning.objectives.Problem` a tuning reads, the scale of Y in it, the
-    rows used): a seeded subsample of ``tune_rows`` rows (all by default), split for the hold-out
-    objective; for ``compreg`` Y is divided by its root mean square (that objective reads Y in
-    noise units, :mod:`krrcore.tuning.objectives`). The same seed gives the same rows and split."""
-    n = X64.shape[0]
-    generator = torch.Generator().manual_seed(int(seed))
-    rows = torch.randperm(n, generator=generator)[:tune_rows] if tune_rows and tune_rows < n else torch.arange(n)
-    scale = (float(Y64[rows].pow(2).mean().sqrt()) or 1.0) if objective == "compreg" else 1.0
-    if objective != "holdout":
-        return Problem(X64[rows], Y64[rows] / scale, memory_budget=memory_budget), scale, rows
-    order = rows[torch.randperm(len(rows), generator=generator)]
-    n_val = min(max(1, round(validation_fraction * len(order))), len(order) - 2)
-    val, train = order[:n_val], order[n_val:]
-    return Problem(X64[train], Y64[train] / scale, X64[val], Y64[val] / scale, memory_budget), scale, rows
-
-
-_DONE = object()
-
-
-def _in_thread(work):
-    """Yield what ``work(emit)`` emits, while ``work`` runs on a thread of its own (an optimiser that
-    calls back, turned into a generator). As with a generator, ``emit`` returns only when the
-    caller asks for the next item, so nothing is computed ahead of the reader (Stop then acts at
-    once) and the reader's time is not the work's. An exception in ``work`` is re-raised here;
-    closing the generator early makes the next ``emit`` raise :class:`StopSearch`, and waits."""
-    items: queue.Queue = queue.Queue(maxsize=1)
-    resume = threading.Semaphore(0)
-    closed = threading.Event()
-
-    def emit(item):
-        items.put(item)
-        resume.acquire()
-        if closed.is_set():
-            raise StopSearch("the caller stopped reading the records")
-
-    def run():
-        try:
-            work(emit)
-            items.put(_DONE)
-        except BaseException as exc:        # noqa: BLE001 — handed to the caller's thread
-            items.put(exc)
-
-    thread = threading.Thread(target=run, daemon=True, name="krr-tune")
-    thread.start()
-    try:
-        while True:
-            item = items.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            resume.release()
-    finally:
-        closed.set()
-        resume.release()
-        while thread.is_alive():       # let the work end (it may emit once more before it sees closed)
-            try:
-                items.get(timeout=0.05)
-            except queue.Empty:
-                pass
-            resume.release()
-        thread.join()

@@ -16,8 +16,8 @@ import torch
 from .._validation import as_tensor, check_int
 from ..centers import select_centers
 from ..kernels import GaussianKernel, median_heuristic
-from .estimator import PENALTY_BOUNDS, tuning_problem
-from .objectives import PenaltyProfile, check_objective, gaussian_block, row_stats
+from .estimator import PENALTY_BOUNDS
+from .objectives import PenaltyProfile, check_objective, gaussian_block, row_stats, tuning_problem
 
 
 def validation_map(X, y, M: int = 500, *, objective: str = "gcv", seed: int = 0, tune_rows: int | None = None,

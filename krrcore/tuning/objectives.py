@@ -387,3 +387,21 @@ def nystrom_leftover(X: torch.Tensor, Z: torch.Tensor, sigma, rows: int = 2000, 
     L = torch.linalg.cholesky(Kmm + eps * torch.eye(Z.shape[0], dtype=Kmm.dtype))
     A = torch.linalg.solve_triangular(L, kernel(Z, X), upper=False)
     return float((1.0 - (A * A).sum(0)).clamp_min(0.0).mean())
+
+
+def tuning_problem(X64: torch.Tensor, Y64: torch.Tensor, objective: str, *, tune_rows=None,
+                   validation_fraction: float = 0.2, seed: int = 0, memory_budget=None):
+    """(the :class:`~krrcore.tuning.objectives.Problem` a tuning reads, the scale of Y in it, the
+    rows used): a seeded subsample of ``tune_rows`` rows (all by default), split for the hold-out
+    objective; for ``compreg`` Y is divided by its root mean square (that objective reads Y in
+    noise units, :mod:`krrcore.tuning.objectives`). The same seed gives the same rows and split."""
+    n = X64.shape[0]
+    generator = torch.Generator().manual_seed(int(seed))
+    rows = torch.randperm(n, generator=generator)[:tune_rows] if tune_rows and tune_rows < n else torch.arange(n)
+    scale = (float(Y64[rows].pow(2).mean().sqrt()) or 1.0) if objective == "compreg" else 1.0
+    if objective != "holdout":
+        return Problem(X64[rows], Y64[rows] / scale, memory_budget=memory_budget), scale, rows
+    order = rows[torch.randperm(len(rows), generator=generator)]
+    n_val = min(max(1, round(validation_fraction * len(order))), len(order) - 2)
+    val, train = order[:n_val], order[n_val:]
+    return Problem(X64[train], Y64[train] / scale, X64[val], Y64[val] / scale, memory_budget), scale, rows

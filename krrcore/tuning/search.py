@@ -17,6 +17,8 @@ best evaluated, whatever stopped the search.
 from __future__ import annotations
 
 import math
+import queue
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -260,3 +262,52 @@ def _converged_text(message: str) -> str:
     if "pg" in text or "proj" in text:
         return "the projected gradient fell below tol"
     return str(message)
+
+
+_DONE = object()
+
+
+def run_in_thread(work):
+    """Yield what ``work(emit)`` emits, while ``work`` runs on a thread of its own (an optimiser that
+    calls back, turned into a generator). As with a generator, ``emit`` returns only when the
+    caller asks for the next item, so nothing is computed ahead of the reader (Stop then acts at
+    once) and the reader's time is not the work's. An exception in ``work`` is re-raised here;
+    closing the generator early makes the next ``emit`` raise :class:`StopSearch`, and waits."""
+    items: queue.Queue = queue.Queue(maxsize=1)
+    resume = threading.Semaphore(0)
+    closed = threading.Event()
+
+    def emit(item):
+        items.put(item)
+        resume.acquire()
+        if closed.is_set():
+            raise StopSearch("the caller stopped reading the records")
+
+    def run():
+        try:
+            work(emit)
+            items.put(_DONE)
+        except BaseException as exc:        # noqa: BLE001 — handed to the caller's thread
+            items.put(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name="krr-tune")
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            resume.release()
+    finally:
+        closed.set()
+        resume.release()
+        while thread.is_alive():       # let the work end (it may emit once more before it sees closed)
+            try:
+                items.get(timeout=0.05)
+            except queue.Empty:
+                pass
+            resume.release()
+        thread.join()
