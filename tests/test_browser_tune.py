@@ -41,15 +41,16 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
 
         # Tune: the steps and the path grow in the live chart while the search runs.
         main.get_by_role("button", name="Tune", exact=True).click()
+        # (The page computes the map on a worker first: the chart may start with a few steps drawn.)
         page.locator("svg[data-steps]").first.wait_for(timeout=120_000)
-        deadline, seen = time.time() + 90, []
+        first = (_steps(page), _path_points(page))
+        deadline, seen = time.time() + 90, [first]
         while time.time() < deadline:
             seen.append((_steps(page), _path_points(page)))
-            if seen[-1][0] >= 5 and seen[-1][1] >= 5:
+            if seen[-1][0] >= max(5, first[0] + 3) and seen[-1][1] > first[1]:
                 break
             time.sleep(0.2)
-        assert seen[-1][0] >= 5 and seen[-1][1] >= 5, seen[-5:]
-        assert len({s for s, _ in seen if s > 0}) >= 2, "the steps arrived at once, not live"
+        assert seen[-1][0] >= max(5, first[0] + 3) and seen[-1][1] > first[1], (first, seen[-5:])
         assert page.locator(".krr-map-cell").count() > 50          # the map under the path
         _save(page, "screenshot-tune-running.png", tmp_path)
 
