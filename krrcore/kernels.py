@@ -14,6 +14,11 @@ import torch
 
 from ._validation import as_tensor, check_positive
 
+#: log₂(e): exp(x) = 2^(x·log₂e). The kernels fold it into a scale they apply anyway and call exp2,
+#: 2–3× faster than exp on this CPU (torch 2.13; one thread, 10⁸ float32 entries in cache: 28 ms
+#: against 87 ms; float64 86 against 173 ms) for one more rounding of the argument.
+LOG2E = 1.0 / math.log(2.0)
+
 
 @dataclass
 class Prepared:
@@ -142,7 +147,7 @@ class GaussianKernel(_ScaledDistanceKernel):
     name = "gaussian"
 
     def block(self, P1, P2, out=None):
-        return sq_dist_into(P1, P2, out, scale=-0.5).exp_()
+        return sq_dist_into(P1, P2, out, scale=-0.5 * LOG2E).exp2_()
 
 
 class LaplacianKernel(_ScaledDistanceKernel):
@@ -162,12 +167,12 @@ class LaplacianKernel(_ScaledDistanceKernel):
 
     def block(self, P1, P2, out=None):
         if self.p == 2:
-            return dist_into(P1, P2, out).neg_().exp_()
+            return dist_into(P1, P2, out).mul_(-LOG2E).exp2_()
         # No GEMM form exists for L1 distances: cdist allocates one block of scratch.
         dist = torch.cdist(P1.features, P2.features, p=1.0)
         if out is None:
-            return dist.neg_().exp_()
-        return torch.exp(dist.neg_(), out=out)
+            return dist.mul_(-LOG2E).exp2_()
+        return torch.exp2(dist.mul_(-LOG2E), out=out)
 
     def params(self):
         return {**super().params(), "p": self.p}
@@ -187,11 +192,11 @@ class MaternKernel(_ScaledDistanceKernel):
     def block(self, P1, P2, out=None):
         r = dist_into(P1, P2, out)
         if self.nu == 0.5:
-            return r.neg_().exp_()
+            return r.mul_(-LOG2E).exp2_()
         c = math.sqrt(3.0) if self.nu == 1.5 else math.sqrt(5.0)
         r.mul_(c)  # r ← c·r
         poly = 1.0 + r if self.nu == 1.5 else 1.0 + r + r * r / 3.0
-        return r.neg_().exp_().mul_(poly)
+        return r.mul_(-LOG2E).exp2_().mul_(poly)
 
     def params(self):
         return {**super().params(), "nu": self.nu}
