@@ -75,8 +75,8 @@ class _Dictionary:
             Kb = self.kernel.block(self._PJ, self.kernel.prepare(Xb),
                                    out=buffer[: self.size * (stop - start)].view(self.size, stop - start))
             Kb.mul_(self._s.unsqueeze(1))
-            W = torch.linalg.solve_triangular(self._L, Kb, upper=False)
-            out[start:stop] = (self.kernel.diag(Xb) - (W * W).sum(0)) / self.ridge
+            W = torch.linalg.solve_triangular(self._L, Kb, upper=False, out=Kb)    # in place: no |J|×cols temporaries
+            out[start:stop] = (self.kernel.diag(Xb) - W.square_().sum(0)) / self.ridge
         return out.clamp_min_(0.0)   # ≥ 0 in exact arithmetic; round-off can dip below
 
 
