@@ -87,7 +87,9 @@ def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _sta
     """One iteration of Alg. 1 (lines 3–10): R_h uniform candidates, M_h = ⌈q2 d_h⌉ draws."""
     n = ctx.n
     R, U = ctx.uniform_candidates(lam)
-    scores = ctx.dictionary(previous, lam).scores(U)
+    # U is drawn with replacement (a point recurs once R_h nears n): each distinct point is scored once.
+    distinct, repeat = torch.unique(U, return_inverse=True)
+    scores = ctx.dictionary(previous, lam).scores(distinct)[repeat]
     total = float(scores.sum())
     if not total > 0:
         raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
