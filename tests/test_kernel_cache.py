@@ -80,3 +80,18 @@ def test_validation_kernel_rows_are_kept_for_the_records_when_they_fit_the_scrat
     assert recomputed == 777 * 16
     assert "validation kernel rows K(X_val, centres)" not in {p.name for p in small.memory_estimate_.parts}
     np.testing.assert_allclose([r.val_metric for r in small.trace_], [r.val_metric for r in model.trace_], rtol=1e-8)
+
+
+def test_bless_centres_get_the_cache_the_budget_leaves_for_the_dictionary_they_are():
+    """The estimate counts a BLESS dictionary as 1.25 M before it exists; once it does, the K_nM cache
+    is sized from the storage budget with its real size, so a dictionary larger than 1.25 M still has
+    every row cached when they fit (heavy-tailed data: 64 centres for M = 40; the estimate's bytes
+    held 2,343 of the 3,000 rows)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_cauchy((3000, 3))
+    y = np.sin(X[:, 0])
+    model = Falkon(GaussianKernel(1.0), 1e-6, M=40, maxiter=3, centers="bless").fit(X, y)
+    M = model.centers_.shape[0]
+    assert M > 1.25 * 40 and model.operator_.cached_rows == 3000
+    planned = dict((p.name, p.bytes) for p in model.memory_estimate_.parts)[KERNEL_CACHE]
+    assert planned < 3000 * M * 8                       # what the estimate alone would have cached

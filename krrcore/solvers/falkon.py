@@ -78,13 +78,26 @@ class _NystromIterative(IterativeKRR):
         self.centers_ = cs.centers
         self.center_indices_ = cs.indices
         self.center_weights_ = cs.weights
-        planned = {part.name: part.bytes for part in self.memory_estimate_.parts}
+        planned = self._planned_parts(X, Y, cs.M)
         rows = rows_of(X)
         self.operator_ = rows.operator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
                                        cache_bytes=planned.get(KERNEL_CACHE))
         self._y_sq = rows_of(Y).sum_of_squares(Y) / self.n_
         return self.operator_.rmatvec(Y) / self.n_        # b̃
+
+    def _planned_parts(self, X, Y, M: int) -> dict:
+        """The estimate's parts (name → bytes) for the M centres the selector chose: a BLESS dictionary
+        was estimated at 1.25 M before it existed, so the K_nM cache is sized again from the storage
+        budget with the real M (fewer centres leave room for more cached rows, more take it)."""
+        estimate = self.memory_estimate_
+        if isinstance(X, torch.Tensor) and M != self._center_count(X.shape[0]):
+            self._selected_M = M
+            try:
+                estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1])
+            finally:
+                del self._selected_M
+        return {part.name: part.bytes for part in estimate.parts}
 
     _sharded_kind = "nystrom"
     #: dtype of the CG vectors and of K_nMᵀ(·) sums (None: the data dtype).
@@ -152,6 +165,8 @@ class _NystromIterative(IterativeKRR):
                                                                                                   BlessRCenters))
 
     def _center_count(self, n: int) -> int:
+        if getattr(self, "_selected_M", None):        # during set-up, once the centres exist
+            return self._selected_M
         M = center_count(self.centers, self.M, n)
         if self._uses_bless():
             M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
