@@ -63,6 +63,19 @@ def _stop_active():
         active.stop()
 
 
+def _map(run_config, data) -> dict | None:
+    """The map of the tuning objective over (σ, λ) around the run's start, on a worker
+    (:func:`krr_app.state.tuning_map`, cached: computed once, before the run starts)."""
+    params = dict(run_config.solver_params)
+    try:
+        return state.tuning_map(data.X_train, data.y_train, (run_config.data,), run_config.M,
+                                params.get("objective", "gcv"), run_config.solver_seed,
+                                float(dict(run_config.kernel_params)["sigma"]))
+    except ValueError as exc:
+        st.error(f"The map of the objective cannot be computed: {exc}")
+        return None
+
+
 col_run, col_stop, _ = st.columns([1, 1, 5])
 with col_run:
     clicked = st.button("Tune", type="primary", disabled=not can_run, icon=":material/tune:", key="tune_start",
@@ -70,6 +83,7 @@ with col_run:
 if clicked and can_run and not (run is not None and run.active):
     if previous is not None and previous.active:
         previous.stop()
+    _map(config, dataset)       # first, so the live chart draws the path over it from the first step
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = previous = run
 with col_stop:
@@ -102,18 +116,6 @@ def _apply(estimator) -> None:
     st.switch_page(EXPLORE, query_params={"dataset": st.query_params.get("dataset", settings.data.name)})
 
 
-def _map(run) -> dict | None:
-    """The map of the run's objective over (σ, λ) around its start (:func:`krr_app.state.tuning_map`)."""
-    params = dict(run.config.solver_params)
-    try:
-        return state.tuning_map(run.data.X_train, run.data.y_train, (run.config.data,), run.config.M,
-                                params.get("objective", "gcv"), run.config.solver_seed,
-                                float(dict(run.config.kernel_params)["sigma"]))
-    except ValueError as exc:
-        st.error(f"The map of the objective cannot be computed: {exc}")
-        return None
-
-
 def _render(runs):
     (current,) = runs
     views.status_message(current)
@@ -139,7 +141,7 @@ def _render(runs):
             _apply(estimator)
     views.plot(tuning_charts.progress_figure(frame, dict(current.config.solver_params).get("objective", "gcv"),
                                              metric), key="tune_progress", filename=f"krr-tuning-{current.id}")
-    grid = _map(current)
+    grid = _map(current.config, current.data)
     st.markdown("**Where the search went** — the objective over (λ, σ), its valley, and the path")
     if grid is not None and grid["rows"] < current.data.n_train:
         st.caption(f"The map is computed on a seeded subsample of {grid['rows']:,} training points (the search used "
@@ -157,7 +159,8 @@ def _panels(runs):
     (current,) = runs
     title = tuning_charts.OBJECTIVE_TITLES[dict(current.config.solver_params).get("objective", "gcv")]
     return [live_chart.tuning_steps_panel(current, title),
-            live_chart.tuning_map_panel(current, _map(current), f"Where the search goes — {title} over (λ, σ)")]
+            live_chart.tuning_map_panel(current, _map(current.config, current.data),
+                                        f"Where the search goes — {title} over (λ, σ)")]
 
 
 views.live(lambda: [shown], _render, key="tune_live", panels=_panels)
