@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from krrcore.datasets import DATASETS, describe, from_csv, inspect_csv, load, qm9, real, synthetic
+from krrcore.datasets import DATASETS, PreprocessingWarning, describe, from_csv, inspect_csv, load, qm9, real, synthetic
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -299,33 +299,38 @@ def messy_frame(rows: int = 40) -> pd.DataFrame:
     return frame
 
 
-def test_inspect_csv_reports_problem_columns_by_name():
+def test_inspect_csv_reports_columns_and_what_will_be_done_with_them():
     report = inspect_csv(messy_frame(), target="y")
     assert report.n_rows == 40 and report.n_columns == 5
     assert report.non_numeric == ("city",)
     assert report.missing == {"a": 2}
     assert report.constant == ("const",)
-    assert report.target_task == "regression" and not report.ok
-    assert any("city" in p for p in report.problems) and any("'a': 2" in p for p in report.problems)
+    assert report.target_task == "regression" and report.ok
+    sentences = {d.name: d.sentence for d in report.decisions}
+    assert sentences["city"] == "'city' is text with 2 values: one-hot encoded; a value not seen in training is ignored."
+    assert sentences["a"] == "'a' holds numbers: standardised; its gaps (2) get the training median and an indicator column."
+    assert sentences["const"] == "'const' has one value (3.0): left out."
 
 
-def test_from_csv_refuses_problems_until_the_caller_opts_in():
+def test_from_csv_uses_text_gaps_and_constants_with_each_decision_stated():
+    """A text column, gaps and a constant column used to be refused until the caller dropped them;
+    now the defaults encode, fill and leave out, and say so."""
     frame = messy_frame()
-    with pytest.raises(ValueError, match=r"\['city'\] are not numeric"):
-        from_csv(frame, "y")
-    with pytest.raises(ValueError, match=r"missing values \{'a': 2\}"):
-        from_csv(frame, "y", drop_columns=["city"])
-    ds = from_csv(frame, "y", drop_columns=["city"], dropna=True)
-    assert ds.n == 38 and ds.feature_names == ("a", "b", "const")
-    assert "dropped 2 row(s)" in ds.note and "const" in ds.note and ds.constant_features == ("const",)
-    np.testing.assert_array_equal(ds.X_train[:, 2], 0)
+    with pytest.warns(PreprocessingWarning, match=r"Gaps filled with the training median.*: a \(2\)"):
+        ds = from_csv(frame, "y")
+    assert ds.n == 40 and ds.feature_names == ("a", "b", "missingindicator_a", "city_Oslo", "city_Rome")
+    assert "Left out: const (constant: 3.0)." in ds.notes
+    dropped = from_csv(frame, "y", drop_columns=["city"], dropna=True)
+    assert dropped.n == 38 and dropped.feature_names == ("a", "b")
+    assert "2 of 40 rows dropped for a gap in a column used." in dropped.notes
+    np.testing.assert_allclose(dropped.X_train.mean(axis=0), 0, atol=1e-12)
     assert ds.task == "regression" and ds.suggested_sigma > 0
 
 
 def test_from_csv_specific_errors():
     with pytest.raises(ValueError, match="1 data row"):
         from_csv(io.StringIO("a,y\n1,2\n"), "y")
-    with pytest.raises(ValueError, match="0 data row"):
+    with pytest.raises(ValueError, match=r"the file has a header \(a, y\) but no data rows"):
         from_csv(io.StringIO("a,y\n"), "y")
     with pytest.raises(ValueError, match="empty"):
         from_csv(io.StringIO(""), "y")
@@ -403,16 +408,18 @@ def test_semicolon_csv_with_decimal_commas_reads_as_numbers():
 def test_missing_values_are_missing_not_non_numeric():
     # A marker pandas does not know ('?'), an empty cell, and a pandas column holding pd.NA.
     report = inspect_csv(io.StringIO("x1,x2,y\n1,?,0.5\n2,,0.1\n3,4,0.2\n4,5,0.9\n5,1,1.0\n"), target="y")
-    assert report.non_numeric == () and report.missing == {"x2": 2}
-    assert report.problems == ["missing values in column(s) {'x2': 2}"]
+    assert report.non_numeric == () and report.missing == {"x2": 2} and report.ok
+    assert report.decisions[1].sentence == ("'x2' holds numbers: standardised; its gaps (2) get the training median "
+                                            "and an indicator column.")
     frame = pd.DataFrame({"a": pd.Series([1, pd.NA, 3, 4, 5], dtype=object), "y": [0.1, 0.2, 0.3, 0.4, 0.5]})
     report = inspect_csv(frame, target="y")
     assert report.non_numeric == () and report.missing == {"a": 1}
     assert from_csv(frame, "y", dropna=True).n == 4
-    # Real text is still non-numeric, and the message shows the offending cells.
+    # Real text is still non-numeric (the cells that are not numbers are kept), and is one-hot encoded.
     report = inspect_csv(io.StringIO("x,y\n1,0.5\nabc,0.1\n3,0.2\n4,0.9\n"), target="y")
-    assert report.non_numeric == ("x",) and report.examples == {"x": ("abc",)}
-    assert "non-numeric column(s) ['x'] (cells that are not numbers: 'x': 'abc')" in report.problems
+    assert report.non_numeric == ("x",) and report.examples == {"x": ("abc",)} and report.ok
+    assert report.decisions[0].sentence == "'x' is text with 4 values: one-hot encoded; a value not seen in " \
+                                           "training is ignored."
 
 
 def test_a_single_column_file_says_how_it_was_read():

@@ -2,12 +2,15 @@
 
 ``load(name, n, seed)`` returns a :class:`Dataset` (z-scored features from training statistics,
 standardised regression targets, ±1 / one-hot classification targets) for any entry of
-:data:`DATASETS`; ``from_csv`` does the same for a user table after ``inspect_csv`` has reported
-what is wrong with it; ``describe`` summarises a split for display. Everything works offline.
+:data:`DATASETS`; ``from_csv`` (a CSV or Parquet file, or bytes) and ``from_frame`` (a DataFrame)
+do the same for a user's table, with a scikit-learn preprocessing step fitted on the training rows
+and every decision stated in ``dataset.notes``; ``inspect_csv`` reports those decisions before
+anything is fitted; ``describe`` summarises a split for display. Everything works offline.
 """
 from .catalog import DATASETS, DatasetInfo, get_info, load
 from .core import CACHE_ENV, Dataset, cache_dir, describe
-from .tabular import CsvFormat, CsvReport, detect_format, detect_task, from_csv, inspect_csv
+from .columns import MISSING_RULES, ROLES, ColumnDecision
+from .tabular import CsvFormat, CsvReport, PreprocessingWarning, detect_format, detect_task, from_csv, from_frame, inspect_csv
 
 
 def clear_caches() -> None:
@@ -19,5 +22,6 @@ def clear_caches() -> None:
         loader.cache_clear()
 
 
-__all__ = ["DATASETS", "DatasetInfo", "Dataset", "load", "get_info", "from_csv", "inspect_csv", "CsvReport",
-           "CsvFormat", "detect_format", "detect_task", "describe", "cache_dir", "CACHE_ENV", "clear_caches"]
+__all__ = ["DATASETS", "DatasetInfo", "Dataset", "load", "get_info", "from_csv", "from_frame", "inspect_csv",
+           "CsvReport", "CsvFormat", "ColumnDecision", "PreprocessingWarning", "ROLES", "MISSING_RULES",
+           "detect_format", "detect_task", "describe", "cache_dir", "CACHE_ENV", "clear_caches"]

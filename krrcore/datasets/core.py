@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +78,13 @@ class Dataset:
     knobs: dict = field(default_factory=dict)
     row_info_train: dict = field(default_factory=dict)
     row_info_test: dict = field(default_factory=dict)
+    # a user's table (krrcore.datasets.from_frame / from_csv): the fitted preprocessing, the
+    # decision per column, the decisions as sentences, and the original rows of each split
+    preprocess: object | None = None
+    columns: tuple = ()
+    notes: tuple[str, ...] = ()
+    raw_train: object | None = None
+    raw_test: object | None = None
 
     @property
     def n(self) -> int:
@@ -118,6 +125,27 @@ class Dataset:
         if X_raw.ndim != 2 or X_raw.shape[1] != self.d:
             raise ValueError(f"X_raw must have shape (m, {self.d}), got {X_raw.shape}")
         return z_scores(X_raw, self.feature_mean, self.feature_scale)
+
+    def transform(self, rows) -> np.ndarray:
+        """Model inputs for rows of the original table (a DataFrame with its columns, as read):
+        :attr:`preprocess` (fitted on the training rows) for a user's table, z-scoring otherwise."""
+        if self.preprocess is None:
+            return self.standardize(rows)
+        return np.asarray(self.preprocess.transform(rows), dtype=np.float64)
+
+    def pipeline(self, model):
+        """A scikit-learn ``Pipeline`` of :attr:`preprocess` and ``model`` (a krrcore estimator
+        fitted on :attr:`X_train`): its ``predict`` takes raw rows of the table. Regression outputs
+        are in standardised target units: :meth:`to_original_units` maps them back."""
+        from sklearn.pipeline import Pipeline
+
+        if self.preprocess is None:
+            raise ValueError(f"{self.name} has no preprocessing step: it is not a user's table")
+        return Pipeline([("preprocess", self.preprocess), ("model", model)])
+
+    def arrays_only(self) -> "Dataset":
+        """A copy without the original rows (what a worker needs to fit: arrays and metadata)."""
+        return replace(self, raw_train=None, raw_test=None)
 
     def make_kernel(self):
         """The suggested kernel as a :mod:`krrcore.kernels` object."""

@@ -1,57 +1,50 @@
-"""User CSVs: :func:`inspect_csv` reports what would stop a fit, :func:`from_csv` builds the split.
+"""A user's table as a :class:`Dataset`: :func:`from_frame`, :func:`from_csv` and :func:`inspect_csv`.
 
-Files are read with :func:`read_frame`, which detects the delimiter (comma, semicolon, tab or
-vertical bar) and a decimal comma (``1,5`` in a semicolon- or tab-separated file) from the first
-lines, and reads the usual missing-value markers (empty cells, ``NA``, ``?``, ``-``...) as missing,
-so a numeric column with gaps stays numeric. Nothing is dropped silently: non-numeric feature
-columns and missing values raise a ``ValueError`` naming the columns unless the caller opts in
-with ``drop_columns=[...]`` or ``dropna=True``. Constant columns are harmless (z-scoring only
-centres them) and are kept, with a note on the returned :class:`Dataset`.
+The table is read by :mod:`.reading` (CSV in any common encoding and delimiter, Parquet, bytes,
+DataFrame); each column gets a decision from :mod:`.columns`; rows without a target are dropped
+and the task is detected (:func:`detect_task`) unless given. The preprocessing is one scikit-learn
+``ColumnTransformer`` (:func:`~.columns.build_transformer`) fitted on the training rows only: it is
+the dataset's :attr:`~Dataset.preprocess`, so a model fitted on ``X_train`` predicts on raw rows of
+the table (:meth:`Dataset.transform`, :meth:`Dataset.pipeline`). Every decision is one sentence
+in ``dataset.notes``, and the ones that change the data are issued as a :class:`PreprocessingWarning`.
+:func:`inspect_csv` reports the same decisions before anything is fitted.
 """
 from __future__ import annotations
 
-import csv
-import io
 import os
-import re
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from .columns import (MISSING_RULES, SAMPLE_ROWS, ColumnDecision, build_transformer, cell_missing,
+                      check_missing_rule, plan_columns)
 from .core import TASKS, Dataset, assemble, check_n, check_split_args
+from .reading import (DELIMITERS, MAX_COLUMNS, MISSING_MARKERS, CsvFormat, detect_format,  # noqa: F401
+                      is_numeric, read_csv_bytes, read_frame, source_label)
 
 #: A numeric target with at most this many distinct integer values is taken as class labels.
 MAX_AUTO_CLASSES = 20
-#: Starting penalty for a user CSV (λ per sample); the app's controls let the user tune it.
+#: Most classes a classification target may have (one least-squares problem per class).
+MAX_CLASSES = 100
+#: Starting penalty for a user table (λ per sample); the app's controls let the user tune it.
 CSV_PENALTY = 1e-4
-#: Delimiters :func:`detect_format` chooses from, with the names messages use.
-DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "vertical bar"}
-#: Cells read as missing besides pandas' own markers (empty, NA, N/A, NaN, null, None, ...).
-MISSING_MARKERS = ("?", "-", "--", ".", "n.a.", "missing")
-#: How much of a file :func:`detect_format` looks at.
-SAMPLE_BYTES, SAMPLE_LINES = 1 << 16, 50
-_COMMA_DECIMAL = re.compile(r"^\s*[-+]?\d+,\d+(?:[eE][-+]?\d+)?\s*$")
-_POINT_DECIMAL = re.compile(r"^\s*[-+]?\d*\.\d+(?:[eE][-+]?\d+)?\s*$")
+#: Fewest rows a table needs (after dropping rows without a target).
+MIN_ROWS = 4
 
 
-@dataclass(frozen=True)
-class CsvFormat:
-    """How a CSV file is written: its field delimiter and decimal mark."""
-
-    delimiter: str = ","
-    decimal: str = "."
-
-    def describe(self) -> str:
-        """E.g. "semicolon-separated, decimal comma"."""
-        text = f"{DELIMITERS.get(self.delimiter, repr(self.delimiter))}-separated"
-        return text + (", decimal comma" if self.decimal == "," else "")
+class PreprocessingWarning(UserWarning):
+    """A user's table was changed on the way to the model (columns left out, gaps filled, rows
+    dropped, text encoded); the message lists each decision."""
 
 
 @dataclass
 class CsvReport:
     """What :func:`inspect_csv` found. ``missing`` maps column → number of missing cells;
-    ``examples`` maps a non-numeric column to a few of its cells that are not numbers."""
+    ``examples`` maps a text column to a few of its cells that are not numbers; ``decisions``
+    has one :class:`~.columns.ColumnDecision` per column but the target; ``problems`` are what
+    stops the table from being used at all."""
 
     n_rows: int
     columns: tuple[str, ...]
@@ -65,6 +58,9 @@ class CsvReport:
     problems: list[str] = field(default_factory=list)
     format: CsvFormat | None = None    # None for a DataFrame source
     examples: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    decisions: tuple[ColumnDecision, ...] = ()
+    notes: tuple[str, ...] = ()
+    sample_rows: int = 0               # rows the type detection looked at
 
     @property
     def n_columns(self) -> int:
@@ -72,78 +68,8 @@ class CsvReport:
 
     @property
     def ok(self) -> bool:
-        """True when :func:`from_csv` would succeed without drop_columns/dropna."""
+        """True when :func:`from_csv` would succeed with the same arguments."""
         return not self.problems
-
-
-def detect_format(text: str) -> CsvFormat:
-    """The delimiter whose split gives the same number (≥ 2) of fields on the most of the first
-    :data:`SAMPLE_LINES` lines (then the most fields), and a decimal comma when the delimiter is
-    not a comma and the data cells hold numbers like ``1,5`` but none like ``1.5``."""
-    lines = [line for line in text.splitlines()[:SAMPLE_LINES + 1] if line.strip()]
-    best, best_score = ",", (0.0, 1)
-    for delimiter in DELIMITERS:
-        counts = [len(row) for row in csv.reader(lines, delimiter=delimiter)]
-        if not counts or counts[0] < 2:
-            continue
-        score = (sum(count == counts[0] for count in counts) / len(counts), counts[0])
-        if score > best_score:
-            best, best_score = delimiter, score
-    decimal = "."
-    if best != ",":
-        cells = [cell for row in csv.reader(lines[1:], delimiter=best) for cell in row]
-        if any(_COMMA_DECIMAL.match(c) for c in cells) and not any(_POINT_DECIMAL.match(c) for c in cells):
-            decimal = ","
-    return CsvFormat(best, decimal)
-
-
-def _read_bytes(source) -> bytes:
-    if isinstance(source, (str, os.PathLike)):
-        if not os.path.exists(source):
-            raise ValueError(f"source: no such file {os.fspath(source)!r}")
-        with open(source, "rb") as fh:
-            return fh.read()
-    if hasattr(source, "seek"):
-        source.seek(0)
-    data = source.read()
-    return data.encode("utf-8") if isinstance(data, str) else data
-
-
-def read_csv_bytes(data: bytes, fmt: CsvFormat | None = None) -> tuple[pd.DataFrame, CsvFormat]:
-    """Parse CSV bytes with ``fmt`` (detected from the first :data:`SAMPLE_BYTES` when None)."""
-    if fmt is None:
-        fmt = detect_format(data[:SAMPLE_BYTES].decode("utf-8", errors="replace"))
-    try:
-        frame = pd.read_csv(io.BytesIO(data), sep=fmt.delimiter, decimal=fmt.decimal,
-                            na_values=list(MISSING_MARKERS), skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise ValueError("source: the CSV is empty (no header and no rows)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ValueError(f"source: could not parse the CSV as {fmt.describe()} ({exc})") from None
-    return frame, fmt
-
-
-def read_frame(source) -> tuple[pd.DataFrame, CsvFormat | None]:
-    """A DataFrame (copied; format None) or a CSV path/file-like object, read by
-    :func:`read_csv_bytes` with a detected format. Object columns whose every non-missing cell
-    is a number (e.g. a pandas column holding ``pd.NA``) become numeric."""
-    if isinstance(source, pd.DataFrame):
-        frame, fmt = source.copy(), None
-    else:
-        frame, fmt = read_csv_bytes(_read_bytes(source))
-    frame.columns = [str(c) for c in frame.columns]
-    for name in frame.columns:
-        column = frame[name]
-        if _is_numeric(column) or not column.notna().any():
-            continue
-        converted = pd.to_numeric(column, errors="coerce")
-        if converted.notna().sum() == column.notna().sum():
-            frame[name] = converted.astype(np.float64)
-    return frame, fmt
-
-
-def _is_numeric(column: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
 
 
 def detect_task(target: pd.Series) -> str:
@@ -154,63 +80,16 @@ def detect_task(target: pd.Series) -> str:
         raise ValueError(f"target column {target.name!r} has a single value; nothing to learn")
     if distinct == 2:
         return "binary"
-    if not _is_numeric(target):
+    if not is_numeric(target):
         if distinct <= MAX_AUTO_CLASSES:
             return "multiclass"
-        raise ValueError(f"target column {target.name!r} is not numeric and has {distinct} distinct values: "
-                         f"neither a number to regress nor a class label with ≤ {MAX_AUTO_CLASSES} classes")
+        raise ValueError(f"target column {target.name!r} is not numeric and has {distinct:,} distinct values: "
+                         f"neither a number to regress nor a class label with ≤ {MAX_AUTO_CLASSES} classes (pass "
+                         f"task='multiclass' for up to {MAX_CLASSES})")
     values = target.dropna().to_numpy(dtype=np.float64)
     if distinct <= MAX_AUTO_CLASSES and np.all(values == np.round(values)):
         return "multiclass"
     return "regression"
-
-
-def inspect_csv(source, target: str | None = None) -> CsvReport:
-    """Report row count, non-numeric, missing-valued and constant columns (and, with ``target``,
-    the task auto-detection would choose). ``source``: DataFrame, path or file-like.
-
-    A column is non-numeric only when some of its non-missing cells are not numbers (a few are
-    kept in ``examples``); a numeric column with gaps is reported under ``missing``."""
-    frame, fmt = read_frame(source)
-    columns = tuple(frame.columns)
-    features = [c for c in columns if c != target]
-    non_numeric = tuple(c for c in features if not _is_numeric(frame[c]))
-    counts = frame.isna().sum()
-    missing = {c: int(counts[c]) for c in columns if counts[c] > 0}
-    constant = tuple(c for c in features if frame[c].nunique(dropna=True) <= 1)
-    report = CsvReport(len(frame), columns, tuple(c for c in columns if _is_numeric(frame[c])), non_numeric,
-                       missing, constant, target=target, format=fmt,
-                       examples={c: _text_cells(frame[c]) for c in non_numeric})
-    if len(columns) < 2:
-        how = f" (read as {fmt.describe()})" if fmt is not None else ""
-        report.problems.append(f"only one column was found{how}: a CSV needs feature columns and a target column")
-    if len(frame) < 4:
-        report.problems.append(f"the CSV has {len(frame)} data row(s); at least 4 are needed")
-    if non_numeric:
-        shown = "; ".join(f"{c!r}: {', '.join(map(repr, report.examples[c]))}" for c in non_numeric)
-        report.problems.append(f"non-numeric column(s) {list(non_numeric)} (cells that are not numbers: {shown})")
-    feature_missing = {c: k for c, k in missing.items() if c != target}
-    if feature_missing:
-        report.problems.append(f"missing values in column(s) {feature_missing}")
-    if target is not None:
-        if target not in columns:
-            report.problems.append(f"target column {target!r} not found")
-        else:
-            report.target_distinct = int(frame[target].nunique(dropna=True))
-            if target in missing:
-                report.problems.append(f"target column {target!r} has {missing[target]} missing value(s)")
-            try:
-                report.target_task = detect_task(frame[target])
-            except ValueError as exc:
-                report.problems.append(str(exc))
-    return report
-
-
-def _text_cells(column: pd.Series, limit: int = 3) -> tuple[str, ...]:
-    """Up to ``limit`` distinct non-missing cells of ``column`` that are not numbers."""
-    present = column[column.notna()]
-    text = present[pd.to_numeric(present, errors="coerce").isna()]
-    return tuple(str(v) for v in pd.unique(text)[:limit])
 
 
 def _check_target_for_task(task: str, target: pd.Series) -> str:
@@ -219,88 +98,230 @@ def _check_target_for_task(task: str, target: pd.Series) -> str:
     if task not in TASKS:
         raise ValueError(f"task must be 'auto' or one of {TASKS}, got {task!r}")
     distinct = target.nunique()
-    if task == "regression" and not _is_numeric(target):
+    if task == "regression" and not is_numeric(target):
         raise ValueError(f"target column {target.name!r} is not numeric (dtype {target.dtype}); regression needs "
                          "numbers (use task='binary' or 'multiclass' for labels)")
     if task == "binary" and distinct != 2:
         raise ValueError(f"task='binary' needs exactly 2 distinct target values; {target.name!r} has {distinct}")
     if task == "multiclass" and distinct < 2:
         raise ValueError(f"target column {target.name!r} has a single value; nothing to learn")
+    if task == "multiclass" and distinct > MAX_CLASSES:
+        raise ValueError(f"target column {target.name!r} has {distinct:,} classes; at most {MAX_CLASSES} can be "
+                         f"fitted: each class is one least-squares problem (a column of the one-hot target), and "
+                         f"with {distinct:,} classes there are {len(target.dropna()) / distinct:.1f} rows per class "
+                         "on average to learn from")
     return task
 
 
-def _source_label(source) -> str:
-    if isinstance(source, pd.DataFrame):
-        return "DataFrame"
-    if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)
-    return getattr(source, "name", None) or "uploaded CSV"
+def _roles(roles, drop_columns) -> dict:
+    """``roles`` with the older ``drop_columns`` spelling folded in as role "ignore"."""
+    drop = [str(c) for c in ([drop_columns] if isinstance(drop_columns, str) else drop_columns)]
+    if roles is not None and not isinstance(roles, dict):
+        raise TypeError(f"roles must be a dict of column name → role, got {type(roles).__name__}")
+    return {**{c: "ignore" for c in drop}, **(roles or {})}
 
 
-def from_csv(source, target: str, *, task: str = "auto", seed: int = 0, test_fraction: float = 0.2,
-             n: int | None = None, drop_columns=(), dropna: bool = False, title: str | None = None) -> Dataset:
-    """A seeded train/test :class:`Dataset` from a user CSV (path, file-like or DataFrame).
+def _names(items, limit: int = 8) -> str:
+    items = list(items)
+    shown = ", ".join(str(i) for i in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
-    A file is read by :func:`read_frame` (delimiter and decimal comma detected; the note says
-    which were used when not plain commas). All columns but ``target`` and ``drop_columns`` are
-    features and must be numeric. Rows with missing values raise unless ``dropna=True``. ``task="auto"`` follows :func:`detect_task`.
-    ``n`` subsamples the rows (after ``dropna``) as :func:`~krrcore.datasets.load` does. The
-    suggested kernel is Gaussian with σ = median pairwise distance of the z-scored training rows.
-    """
-    frame, fmt = read_frame(source)
-    if len(frame) < 4:
-        raise ValueError(f"source: the CSV has {len(frame)} data row(s); at least 4 are needed")
+
+def table_notes(decisions, *, missing: str, gap_rows: int = 0, n_rows: int = 0, target: str | None = None,
+                no_target: int = 0, fmt: CsvFormat | None = None, sampled: int | None = None) -> tuple[str, ...]:
+    """The decisions on a table as sentences, one per kind of decision (what the page and the
+    warning show)."""
+    notes = []
+    if fmt is not None and not fmt.plain:
+        notes.append(f"The file was read as {fmt.describe()}.")
+    if sampled:
+        notes.append(f"Column types were detected on a random sample of {sampled:,} of the {n_rows:,} rows.")
+    if no_target:
+        notes.append(f"{no_target:,} row(s) without a value of {target!r} (the target) dropped.")
+    by = {}
+    for d in decisions:
+        by.setdefault(d.encoding, []).append(d)
+    if by.get("numeric"):
+        notes.append(f"Numbers standardised (training mean and standard deviation): {_names(d.name for d in by['numeric'])}.")
+    if by.get("date"):
+        notes.append(f"Dates converted to numbers (year, day of year, hour where times are given), then "
+                     f"standardised: {_names(d.name for d in by['date'])}.")
+    if by.get("one-hot"):
+        notes.append(f"Categories one-hot encoded (a missing cell is a category of its own; a value not seen in "
+                     f"training is ignored): {_names(d.name for d in by['one-hot'])}.")
+    gaps = [d for d in decisions if d.used and d.missing and d.encoding != "one-hot"]
+    if gaps and missing == "impute":
+        notes.append(f"Gaps filled with the training median, plus a column marking where a value was missing: "
+                     f"{_names(f'{d.name} ({d.missing:,})' for d in gaps)}.")
+    if missing == "drop" and gap_rows:
+        notes.append(f"{gap_rows:,} of {n_rows:,} rows dropped for a gap in a column used.")
+    left_out = [d for d in decisions if not d.used]
+    if left_out:
+        notes.append(f"Left out: {_names((f'{d.name} ({d.reason})' for d in left_out), limit=12)}.")
+    return tuple(notes)
+
+
+def _prepare(frame: pd.DataFrame, target, roles, missing: str):
+    """Rows with a target, the column decisions, and the rows kept after the missing-value rule.
+    Returns (frame, positions of its rows in the original, decisions, rows without a target, rows
+    dropped for gaps)."""
     if not isinstance(target, str) or target not in frame.columns:
-        raise ValueError(f"target column {target!r} not found; the CSV has columns {list(frame.columns)}")
-    drop_columns = [str(c) for c in ([drop_columns] if isinstance(drop_columns, str) else drop_columns)]
-    unknown = sorted(set(drop_columns) - set(frame.columns))
-    if unknown:
-        raise ValueError(f"drop_columns names column(s) not in the CSV: {unknown}")
-    if target in drop_columns:
-        raise ValueError(f"drop_columns includes the target column {target!r}")
-    frame = frame.drop(columns=drop_columns)
-    features = [c for c in frame.columns if c != target]
-    if not features:
-        raise ValueError("the CSV has no feature columns besides the target")
-    non_numeric = [c for c in features if not _is_numeric(frame[c])]
-    if non_numeric:
-        raise ValueError(f"column(s) {non_numeric} are not numeric; encode them as numbers or pass "
-                         f"drop_columns={non_numeric}")
-    notes = [f"dropped column(s) {drop_columns}"] if drop_columns else []
-    if fmt is not None and fmt != CsvFormat():
-        notes.insert(0, f"read as {fmt.describe()}")
+        shown = list(frame.columns[:30]) + ([f"… {frame.shape[1] - 30} more"] if frame.shape[1] > 30 else [])
+        raise ValueError(f"target column {target!r} not found; the table has columns {shown}")
+    if frame[target].notna().sum() == 0:
+        raise ValueError(f"target column {target!r} has no values (all {len(frame):,} rows are missing)")
+    has_target = frame[target].notna().to_numpy()
+    positions = np.flatnonzero(has_target)
+    no_target = len(frame) - len(positions)
+    if no_target:
+        frame = frame.iloc[positions]
+    decisions = plan_columns(frame, target, roles, missing)
+    gap_rows = 0
+    if missing == "drop":
+        gaps = np.zeros(len(frame), dtype=bool)
+        for d in decisions:
+            if d.used and d.missing:
+                gaps |= cell_missing(frame, d).to_numpy()
+        gap_rows = int(gaps.sum())
+        frame, positions = frame.iloc[~gaps], positions[~gaps]
+    return frame, positions, decisions, no_target, gap_rows
+
+
+def _shape_problems(frame: pd.DataFrame, fmt: CsvFormat | None) -> list[str]:
+    """Why a table is too small to use: one column, or fewer than MIN_ROWS rows."""
+    out = []
+    if frame.shape[1] < 2:
+        how = f" (read as {fmt.describe()})" if fmt is not None else ""
+        out.append(f"only one column was found{how}: a table needs feature columns and a target column")
+    if len(frame) == 0:
+        out.append(f"the file has a header ({_names(frame.columns)}) but no data rows" if frame.shape[1] else
+                   "the file has no columns and no rows")
+    elif len(frame) < MIN_ROWS:
+        out.append(f"the table has {len(frame)} data row(s); at least {MIN_ROWS} are needed")
+    return out
+
+
+def inspect_csv(source, target: str | None = None, *, roles=None, missing: str = "impute",
+                task: str = "auto") -> CsvReport:
+    """What a table holds and what :func:`from_csv` would do with it, without fitting anything:
+    the row count, per-column types, missing cells and decisions (``decisions``, ``notes``), the
+    task, and ``problems`` that stop it from being used. ``source``: as for :func:`from_csv`."""
+    frame, fmt = read_frame(source)
+    check_missing_rule(missing)
+    columns = tuple(frame.columns)
+    non_numeric = tuple(c for c in columns if c != target and not is_numeric(frame[c]))
     counts = frame.isna().sum()
-    missing = {c: int(counts[c]) for c in frame.columns if counts[c] > 0}
-    if missing and not dropna:
-        raise ValueError(f"column(s) with missing values {missing}; pass dropna=True to drop those rows "
-                         f"or drop_columns=[...] to drop the columns")
-    if missing:
-        before = len(frame)
-        frame = frame.dropna()
-        notes.append(f"dropped {before - len(frame)} row(s) with missing values")
-        if len(frame) < 4:
-            raise ValueError(f"only {len(frame)} row(s) remain after dropna; at least 4 are needed")
+    report = CsvReport(len(frame), columns, tuple(c for c in columns if is_numeric(frame[c])), non_numeric,
+                       {c: int(counts[c]) for c in columns if counts[c] > 0}, (), target=target, format=fmt,
+                       sample_rows=min(len(frame), SAMPLE_ROWS))
+    report.problems += _shape_problems(frame, fmt)
+    if report.problems:
+        return report
+    try:
+        if target is None:
+            report.decisions = plan_columns(frame, None, _roles(roles, ()), missing)
+        else:
+            kept, _, report.decisions, no_target, gap_rows = _prepare(frame, target, _roles(roles, ()), missing)
+            report.target_distinct = int(kept[target].nunique())
+            report.notes = table_notes(report.decisions, missing=missing, gap_rows=gap_rows, n_rows=len(frame),
+                                       target=target, no_target=no_target, fmt=fmt,
+                                       sampled=SAMPLE_ROWS if len(frame) > SAMPLE_ROWS else None)
+            try:
+                report.target_task = detect_task(kept[target])
+            except ValueError:
+                report.target_task = None
+            _check_target_for_task(task, kept[target])
+            _check_rows(kept, report.decisions)
+    except ValueError as exc:
+        report.problems.append(str(exc))
+    report.constant = tuple(d.name for d in report.decisions if d.reason.startswith("constant"))
+    report.examples = {d.name: d.examples for d in report.decisions if d.name in non_numeric}
+    return report
+
+
+def _check_rows(frame: pd.DataFrame, decisions) -> None:
+    if len(frame) < MIN_ROWS:
+        raise ValueError(f"only {len(frame)} row(s) remain after dropping rows without a target or with gaps; "
+                         f"at least {MIN_ROWS} are needed")
+    if not any(d.used for d in decisions):
+        raise ValueError("no column can be used as a feature: "
+                         + "; ".join(d.sentence for d in decisions) + " Mark a column as feature or categorical")
+
+
+def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, missing: str = "impute",
+               task: str = "auto", seed: int = 0, test_fraction: float = 0.2, n: int | None = None,
+               title: str | None = None, drop_columns=(), dropna: bool = False, source=None,
+               fmt: CsvFormat | None = None) -> Dataset:
+    """A seeded train/test :class:`Dataset` from a table (see the module docstring).
+
+    ``roles`` maps column names to "feature", "categorical" or "ignore" (overriding what was
+    detected); ``missing`` is "impute" (gaps get the training median and an indicator column;
+    in a category column a gap is a category) or "drop" (rows with a gap in a used column are
+    dropped). ``drop_columns=[...]`` (role "ignore") and ``dropna=True`` (``missing="drop"``)
+    are older spellings. ``task="auto"`` follows :func:`detect_task`. ``n`` subsamples the rows
+    as :func:`~krrcore.datasets.load` does. The suggested kernel is Gaussian with σ = the median
+    pairwise distance of the preprocessed training rows.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"from_frame needs a pandas DataFrame, got {type(frame).__name__}; use from_csv for files")
+    if source is None:
+        frame, _ = read_frame(frame)
+    missing = "drop" if dropna else check_missing_rule(missing)
+    problems = _shape_problems(frame, fmt)
+    if problems:
+        raise ValueError(f"source: {problems[-1]}")
+    n_rows = len(frame)
+    frame, positions, decisions, no_target, gap_rows = _prepare(frame, target, _roles(roles, drop_columns), missing)
     task = _check_target_for_task(task, frame[target])
-    constant = [c for c in features if frame[c].nunique() <= 1]
-    if constant:
-        notes.append(f"constant column(s) {constant} kept (they carry no information)")
-    n = check_n(len(frame) if n is None else n, len(frame), "in the CSV")
+    where = ("in the CSV" if source is not None else "in the table") + (" after dropping rows" if no_target or gap_rows
+                                                                         else "")
+    n = check_n(len(frame) if n is None else n, len(frame), where)
+    _check_rows(frame, decisions)
+    notes = table_notes(decisions, missing=missing, gap_rows=gap_rows, n_rows=n_rows, target=target,
+                        no_target=no_target, fmt=fmt, sampled=SAMPLE_ROWS if n_rows > SAMPLE_ROWS else None)
     _, n_test = check_split_args(n, seed, test_fraction)
     index = np.random.default_rng(seed).permutation(len(frame))[:n]
-    X = frame[features].to_numpy(dtype=np.float64)[index]
-    column = frame[target].to_numpy()
-    classes = None if task == "regression" else np.unique(column)
-    label = _source_label(source)
+    rows = frame.iloc[index]
+    preprocess = build_transformer(decisions, missing)
+    with warnings.catch_warnings():     # scikit-learn's note on columns without a median (all missing in training)
+        warnings.simplefilter("ignore", UserWarning)
+        preprocess.fit(rows.iloc[n_test:])
+    X = np.asarray(preprocess.transform(rows), dtype=np.float64)
+    column = rows[target].to_numpy()
+    classes = None if task == "regression" else np.unique(column.astype(str) if column.dtype == object else column)
+    if classes is not None and column.dtype == object:
+        column = column.astype(str)
+    label = source_label(frame if source is None else source)
+    if title is None:
+        named = None if isinstance(source, (pd.DataFrame, bytes, bytearray, memoryview)) else \
+            os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", None)
+        title = os.path.basename(named) if isinstance(named, str) and named else "user table"
     dataset = assemble(
-        X=X, target=column[index] if classes is not None else column[index].astype(np.float64), index=index,
-        n_test=n_test, task=task, classes=classes, name="csv",
-        title=title or ("user table" if isinstance(source, pd.DataFrame) else os.path.basename(label)), feature_names=tuple(features), source=label,
-        description=f"user CSV, target {target!r} ({task})", suggested_kernel={"name": "gaussian", "sigma": 1.0},
-        suggested_penalty=CSV_PENALTY, synthetic=False, note="; ".join(notes), target_name=target, seed=seed,
-        knobs={"drop_columns": drop_columns, "dropna": dropna},
+        X=X, target=column if classes is not None else column.astype(np.float64), index=positions[index], n_test=n_test,
+        task=task, classes=classes, name="csv", title=title,
+        feature_names=tuple(str(f) for f in preprocess.get_feature_names_out()), source=label,
+        description=f"user table, target {target!r} ({task})", suggested_kernel={"name": "gaussian", "sigma": 1.0},
+        suggested_penalty=CSV_PENALTY, synthetic=False, note=" ".join(notes), target_name=target, seed=seed,
+        knobs={"roles": _roles(roles, drop_columns), "missing": missing}, standardize=False,
+        preprocess=preprocess, columns=decisions, notes=notes,
+        raw_train=rows.iloc[n_test:], raw_test=rows.iloc[:n_test],
     )
     dataset.suggested_kernel["sigma"] = _median_sigma(dataset.X_train)
+    changed = [note for note in notes if not note.startswith(("Numbers standardised", "The file was", "Column types"))]
+    if changed:
+        warnings.warn(f"{title}: " + " ".join(changed), PreprocessingWarning, stacklevel=3)
     return dataset
+
+
+def from_csv(source, target: str, *, roles: dict | None = None, missing: str = "impute", task: str = "auto",
+             seed: int = 0, test_fraction: float = 0.2, n: int | None = None, drop_columns=(), dropna: bool = False,
+             title: str | None = None) -> Dataset:
+    """A seeded train/test :class:`Dataset` from a user's table file: a path, raw ``bytes`` or a
+    file-like object holding CSV (any common delimiter, decimal comma and encoding) or Parquet, or
+    a DataFrame. See :func:`from_frame` for the arguments and the module docstring for the steps."""
+    frame, fmt = read_frame(source)
+    return from_frame(frame, target, roles=roles, missing=missing, task=task, seed=seed, test_fraction=test_fraction,
+                      n=n, title=title, drop_columns=drop_columns, dropna=dropna, source=source, fmt=fmt)
 
 
 def _median_sigma(X: np.ndarray) -> float:
@@ -311,3 +332,6 @@ def _median_sigma(X: np.ndarray) -> float:
     except ValueError:          # every training row identical: any σ will do
         return 1.0
 
+
+__all__ = ["CsvReport", "CsvFormat", "PreprocessingWarning", "MISSING_RULES", "detect_format", "detect_task",
+           "inspect_csv", "from_frame", "from_csv", "read_frame", "MAX_COLUMNS"]
