@@ -47,7 +47,7 @@ FREE_TEXT_SHARE = 0.5
 NUMERIC_SHARE = 0.9
 #: A text column is a date column when this share of its cells parse with one format.
 DATE_SHARE = 0.95
-#: Date formats tried in order (ISO 8601 covers "2013-01-01", "2013-01-01T10:00:00Z", ...).
+#: Date formats tried in order (ISO 8601 covers year-month-day, with or without a time and a zone).
 DATE_FORMATS = ("ISO8601", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d", "%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M",
                 "%d.%m.%Y %H:%M", "%m/%d/%Y %H:%M:%S", "%d/%m/%Y %H:%M:%S")
 DATE_FORMAT_NAMES = {"ISO8601": "ISO 8601", "%m/%d/%Y": "month/day/year", "%d/%m/%Y": "day/month/year",
