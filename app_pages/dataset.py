@@ -1,112 +1,166 @@
 """Dataset diagnostics: what the data look like to a kernel method, and a first σ, λ and M.
 
-For the sidebar's dataset (a built-in one or an uploaded CSV): shape, column types, missing
-values, the target's distribution, feature scales, the median pairwise distance, the effective
-dimension d_eff(λ) = Tr K(K + λnI)⁻¹ (BLESS Eq. 1), and suggested σ, λ and M with the reasoning
-(:func:`krrcore.diagnostics.suggest_hyperparameters`). A CSV that cannot be used still gets
-its column report, with the problems as errors.
+For the sidebar's dataset (a built-in one or an uploaded table), in sections:
+
+1. **Your table** (uploaded tables): one row per column — what it holds, its role (editable:
+   feature, categorical, ignore, target), missing cells and what it becomes — the missing-value
+   rule, and every decision in one sentence (:func:`krrcore.datasets.inspect_frame`). Drawn from the
+   file at once, before the preprocessing is fitted.
+2. **Shape**: rows, the n × d the model sees after preprocessing, task, median distance.
+3. **The data**: the data's picture (an SVG image: the page's first picture), then — from the
+   session's second page run on (:func:`krr_app.views.after_first_picture`), so that plotly.js
+   does not hold the picture back — the target's distribution and the spread of each model input.
+4. **Effective dimension** d_eff(λ) = Tr K(K + λnI)⁻¹ (BLESS Eq. 1), computed on the workers, and
+   suggested σ, λ and M with the reasoning (:func:`krrcore.diagnostics.suggest_hyperparameters`).
+
+Every user string from a file (column names, cells, the file name) is shown through
+:func:`krr_app.text.plain` or inside tables, never as Markdown.
 """
 import math
 
 import pandas as pd
 import streamlit as st
 
-from krr_app import charts, sidebar, state, views
+from krr_app import charts, sidebar, state, upload, views
 from krr_app import settings as limits
 from krr_app.config import format_number
+from krr_app.text import plain
+from krrcore.datasets import MISSING_RULES
 from krrcore.diagnostics import suggest_hyperparameters, suggested_kernel
 
 #: λ grid of the d_eff(λ) curve.
 PENALTY_GRID = tuple(10.0 ** (e / 2) for e in range(-20, 1))
 DEFAULT_ROWS = 1000
-CSV_OPTION = sidebar.CSV_OPTION
+#: Roles the column table offers (the target is a role there; the library takes it separately).
+TABLE_ROLES = ("feature", "categorical", "ignore", "target")
+#: session_state: a counter that gives the column table a fresh key after each applied edit.
+EDITOR_VERSION_KEY = "_krr_table_editor"
 
-settings = sidebar.current()
 st.title("Dataset diagnostics")
-st.caption("What the data look like to a kernel method — shape, types, missing values, target, feature scales, "
-           "distances, effective dimension — and a first σ, λ and M with the reasoning. Pick a built-in set "
-           "or **Upload a CSV…** in the sidebar's Dataset list.")
+st.caption("What the data look like to a kernel method — columns, shape, target, scales, distances, effective "
+           "dimension — and a first σ, λ and M with the reasoning. Pick a built-in set or **Upload a table…** "
+           "(CSV or Parquet) in the sidebar's Dataset list.")
+choice = sidebar.data()
 
 
-def csv_report():
-    """The column report of the uploaded CSV (None when there is none or it cannot be parsed)."""
-    uploaded = st.session_state.get("csv_file")
-    if st.session_state.get("dataset") != CSV_OPTION or uploaded is None:
-        return None
-    raw = uploaded.getvalue()
-    try:
-        return state.inspect_csv(raw, state.file_digest(raw), st.session_state.get("csv_target"))
-    except ValueError:
-        return None     # the sidebar's message says why
+# -- 1. your table -------------------------------------------------------------------------------
+def column_table(report) -> pd.DataFrame:
+    """One row per column of the uploaded table: the target first, then the columns in file order."""
+    rows = [{"column": report.target, "holds": "target", "role": "target", "missing": report.missing.get(report.target, 0),
+             "becomes": f"target ({report.target_task or 'task not detected'})", "decision": ""}]
+    for d in report.decisions:
+        rows.append({"column": d.name, "holds": d.kind, "role": d.role, "missing": d.missing,
+                     "becomes": {"numeric": "standardised", "one-hot": "one-hot", "date": "year, day of year"
+                                 + (", hour" if d.with_time else "")}.get(d.encoding, "left out"),
+                     "decision": d.sentence})
+    return pd.DataFrame(rows)
 
 
-def csv_columns_table(report) -> pd.DataFrame:
-    return pd.DataFrame({
-        "column": list(report.columns),
-        "role": ["target" if c == report.target else "feature" for c in report.columns],
-        "type": ["numeric" if c in report.numeric else "non-numeric" for c in report.columns],
-        "missing": [report.missing.get(c, 0) for c in report.columns],
-        "constant": [c in report.constant for c in report.columns],
-    })
+def _apply_edit(key: str, names: list[str], detected: dict) -> None:
+    """The column table's edits: a new target, or roles kept where they differ from the detected."""
+    edits = st.session_state.get(key, {}).get("edited_rows", {})
+    chosen = upload.roles()
+    for row, change in edits.items():
+        name, role = names[int(row)], change.get("role")
+        if role is None or name == st.session_state.get("csv_target"):
+            continue          # the target's row: choose another column as the target instead
+        if role == "target":
+            st.session_state["csv_target"] = name
+            chosen.pop(name, None)
+        elif role == detected.get(name):
+            chosen.pop(name, None)
+        else:
+            chosen[name] = role
+    upload.write_roles(chosen)
+    st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
 
 
-report = csv_report()
-if report is not None:
-    st.subheader(f"Uploaded CSV: {report.n_rows:,} rows × {report.n_columns} columns")
-    table = csv_columns_table(report)
-    st.dataframe(table, hide_index=True, width="stretch")
-    if report.problems:
-        for problem in report.problems:
-            st.error(f"This CSV cannot be used yet: {problem}.")
-        st.caption("Fix the file (encode text columns as numbers, fill or drop missing values) and upload it again.")
+def table_section(table) -> None:
+    report, spec = table.report, table.spec
+    fmt = report.format.describe() if report.format is not None else "a DataFrame"
+    st.subheader(f"Your table: {plain(spec.csv_filename or 'uploaded table')}, {report.n_rows:,} rows × "
+                 f"{report.n_columns:,} columns")
+    st.caption(f"Read as {plain(fmt)}. Each column's role "
+               "can be changed in the table (feature: used as it is detected; categorical: one-hot; ignore: left "
+               "out; target: the column to predict); every choice is kept in the page's address.")
+    frame = column_table(report)
+    detected = {d.name: d.role for d in state.inspect_table(table.raw, spec.csv_digest, report.target).decisions}
+    key = f"table_roles_{st.session_state.get(EDITOR_VERSION_KEY, 0)}"
+    st.data_editor(frame, key=key, hide_index=True, width="stretch", disabled=[c for c in frame if c != "role"],
+                   on_change=_apply_edit, args=(key, list(frame["column"]), detected),
+                   column_config={"role": st.column_config.SelectboxColumn("role", options=TABLE_ROLES, required=True),
+                                  "decision": st.column_config.TextColumn("decision", width="large")})
+    views.bound_widget(st.radio, "Missing values", upload.MISSING_KEY, "impute", options=MISSING_RULES,
+                       captions=upload.MISSING_CAPTIONS, horizontal=True,
+                       help="What a gap in a column used becomes: the training median (with a column marking "
+                            "where it was), or the row is dropped. Gaps in a target are always dropped.")
+    if report.notes:
+        st.markdown("**What is done to the table**\n" + "\n".join(f"- {plain(n, limit=None)}" for n in report.notes))
+    for problem in report.problems:
+        st.error(f"This table cannot be used yet: {plain(problem, limit=None)}.")
+
+
+if choice.table is not None:
+    table_section(choice.table)
+    if choice.table.report.problems:
         st.stop()
-elif settings.data is None and st.session_state.get("dataset") == CSV_OPTION and st.session_state.get("csv_file"):
-    st.error(settings.data_error or "This CSV cannot be read.")
+elif choice.dataset is None:
+    message = choice.error or "Choose a dataset in the sidebar."
+    (st.info if choice.spec is None else st.error)(message)
     st.stop()
 
-dataset = views.require_data(settings)
-summary = state.dataset_summary(dataset, settings.data)
+dataset = choice.dataset
+if dataset is None:
+    st.error(choice.error)
+    st.stop()
+summary = state.dataset_summary(dataset, choice.spec)
 
-# -- shape and columns ---------------------------------------------------------------------------
-st.subheader(dataset.title)
+# -- 2. shape ------------------------------------------------------------------------------------
+st.subheader(plain(dataset.title) if dataset.name == "csv" else dataset.title)
 if dataset.description:
-    st.caption(dataset.description)
+    st.caption(plain(dataset.description, limit=None))
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Rows (train / test)", f"{dataset.n_train:,} / {dataset.n_test:,}")
-c2.metric("Features d", f"{dataset.d:,}")
+c2.metric("Features d", f"{dataset.d:,}", help="Columns the model sees after preprocessing (one-hot columns, "
+          "indicator columns and date parts included)." if dataset.preprocess is not None else None)
 c3.metric("Task", dataset.task)
 median = summary["median_pairwise_distance"]
 c4.metric("Median pairwise distance", "—" if not math.isfinite(median) else f"{median:.3g}",
-          help="Median Euclidean distance between (at most 1,000) z-scored training points.")
-if dataset.note:
-    st.caption(f"Note: {dataset.note}")
+          help="Median Euclidean distance between (at most 1,000) standardised training points.")
+if dataset.preprocess is not None:
+    st.caption(f"After preprocessing: n × d = {dataset.n:,} × {dataset.d:,} (fitted on the {dataset.n_train:,} "
+               "training rows only).")
+elif dataset.note:
+    st.caption(f"Note: {plain(dataset.note, limit=None)}")
 
+# -- 3. the data ---------------------------------------------------------------------------------
+st.markdown("**The data** (training points)")
+st.markdown(state.data_picture(dataset, choice.spec))       # an image: painted before plotly loads
+settings = sidebar.current()
+if not views.after_first_picture("dataset_charts"):
+    st.caption("The charts and the effective dimension follow in a moment…")
+    st.stop()
+col_target, col_scales = st.columns(2)
+with col_target:
+    st.markdown(f"**Target: {plain(dataset.target_name)}**")
+    views.plot(charts.target_figure(dataset), key="data_target", filename="krr-target")
+    views.download_csv(charts.target_frame(dataset), key="data_target_csv", filename="krr-target.csv")
 features = summary["feature_table"].copy()
-if report is not None:
-    features.insert(1, "type", ["numeric" if c in report.numeric else "non-numeric" for c in features["feature"]])
-    features.insert(2, "missing", [report.missing.get(c, 0) for c in features["feature"]])
-else:
-    features.insert(1, "type", "numeric (float64)")
-    features.insert(2, "missing", 0)
-with st.expander(f"Columns: types, missing values, scales ({dataset.d} features)", expanded=dataset.d <= 12):
+with col_scales:
+    st.markdown("**Spread of each model input** before standardising (numbers in the table's units; one-hot and "
+                "indicator columns are 0/1)" if dataset.preprocess is not None else
+                "**Feature scales** (before z-scoring; the model sees z-scored features)")
+    views.plot(charts.feature_scales_figure(features), key="data_scales", filename="krr-feature-scales")
+with st.expander(f"Model inputs: means and scales ({dataset.d} features)", expanded=dataset.d <= 12):
     st.dataframe(features, hide_index=True, width="stretch")
     views.download_csv(features, key="data_features_csv", filename="krr-features.csv", label="Download (CSV)")
 
-col_target, col_scales = st.columns(2)
-with col_target:
-    st.markdown(f"**Target: {dataset.target_name}**")
-    views.plot(charts.target_figure(dataset), key="data_target", filename="krr-target")
-    views.download_csv(charts.target_frame(dataset), key="data_target_csv", filename="krr-target.csv")
-with col_scales:
-    st.markdown("**Feature scales** (before z-scoring; the model sees z-scored features)")
-    views.plot(charts.feature_scales_figure(features), key="data_scales", filename="krr-feature-scales")
-
-# -- effective dimension and suggestions ---------------------------------------------------------
+# -- 4. effective dimension and suggestions ------------------------------------------------------
 st.subheader("Effective dimension d_eff(λ)")
 with st.columns([1, 3])[0]:
     rows = views.points_used(dataset, key="data_n", default=DEFAULT_ROWS, maximum=limits.DIAGNOSTICS_MAX_ROWS,
-                          help=f"Exact eigenvalues of K up to {limits.DENSE_SPECTRUM_MAX_N:,} points; a Nyström estimate (a "
-                               "lower bound) above.")
+                             help=f"Exact eigenvalues of K up to {limits.DENSE_SPECTRUM_MAX_N:,} points; a Nyström "
+                                  "estimate (a lower bound) above.")
 X, data_key, caption = views.training_rows(dataset, settings.data, rows)
 st.caption(caption)
 kernel, kernel_params = views.kernel_key(settings)
@@ -115,9 +169,9 @@ try:
     curves[f"sidebar kernel ({kernel}, {', '.join(f'{k}={format_number(v)}' for k, v in kernel_params)})"] = \
         state.effective_dimension_curve(X, data_key, kernel, kernel_params, PENALTY_GRID)
 except ValueError as exc:
-    st.error(f"d_eff cannot be computed with the sidebar's kernel: {exc}")
+    st.error(f"d_eff cannot be computed with the sidebar's kernel: {plain(exc, limit=None)}")
 suggestion = None
-# A CSV's kernel and λ are generic defaults, a built-in set's are curated: only those are preferred.
+# A table's kernel and λ are generic defaults, a built-in set's are curated: only those are preferred.
 catalogue_kernel = None if settings.data.is_csv else dict(dataset.suggested_kernel)
 catalogue_penalty = None if settings.data.is_csv else dataset.suggested_penalty
 if catalogue_kernel or (math.isfinite(median) and median > 0):
@@ -126,14 +180,14 @@ if catalogue_kernel or (math.isfinite(median) and median > 0):
     if suggested != (kernel, kernel_params):
         curves[f"suggested ({suggested[0]}, {', '.join(f'{k}={format_number(v)}' for k, v in suggested[1])})"] = curve
     suggestion = suggest_hyperparameters(len(X), median, curve, catalogue_kernel=catalogue_kernel,
-                                            catalogue_penalty=catalogue_penalty)
+                                         catalogue_penalty=catalogue_penalty)
 marks = {"sidebar λ": settings.penalty}
 if suggestion is not None:
     marks["suggested λ"] = suggestion["penalty"]
 if curves:
     views.plot(charts.deff_figure(curves, marks=marks, n=len(X)), key="data_deff", filename="krr-deff")
     views.download_csv(pd.concat([c.assign(kernel=label) for label, c in curves.items()], ignore_index=True),
-                    key="data_deff_csv", filename="krr-deff.csv")
+                       key="data_deff_csv", filename="krr-deff.csv")
 
 st.subheader("Suggested σ, λ and M")
 if suggestion is None:

@@ -15,6 +15,7 @@ import streamlit as st
 from krr_app import explain, links, preview, sidebar, state, views
 from krr_app.config import SMALL_TEXT, is_small, problems
 from krr_app.settings import AUTO_RUN_WAIT_SECONDS
+from krr_app.text import plain
 from krrcore.full_system import storage_advice
 
 RUN_KEY = "explore_run"     # session_state handle of the last run started here (tests wait on it)
@@ -38,7 +39,7 @@ fit_slot = None
 if dataset is not None:
     data_col, fit_col = st.columns(2) if dataset.d in (1, 2) else (st.container(), None)
     with data_col:
-        st.markdown(f"**The data** — {preview.summary(dataset)}")
+        st.markdown(f"**The data** — {plain(preview.summary(dataset), limit=None)}")   # names a table's target
         # An image, not a chart (no plotly to load first), sent as Markdown (see preview.data_image_markdown).
         st.markdown(state.data_picture(dataset, data.spec))
     fit_slot = fit_col.empty() if fit_col is not None else None

@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 from krrcore.metrics import predicted_labels
 
 from .preview import browser_values, point_traces
+from .text import chart_text
 
 PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
@@ -437,7 +438,7 @@ def target_figure(dataset, *, height: int = 320) -> go.Figure:
             fig.add_trace(go.Histogram(x=dataset.to_original_units(np.asarray(y)), name=split, opacity=0.65,
                                        marker_color=color))
         unit = f" ({dataset.target_unit})" if dataset.target_unit else ""
-        fig.update_xaxes(title_text=f"{dataset.target_name}{unit}")
+        fig.update_xaxes(title_text=chart_text(f"{dataset.target_name}{unit}"))
         fig.update_yaxes(title_text="rows")
         return _layout(fig, height, barmode="overlay")
     return _layout(_class_counts(fig, target_frame(dataset)), height, barmode="group")
@@ -445,7 +446,7 @@ def target_figure(dataset, *, height: int = 320) -> go.Figure:
 
 def _class_counts(fig: go.Figure, frame: pd.DataFrame) -> go.Figure:
     for i, split in enumerate(("train", "test")):
-        fig.add_trace(go.Bar(x=frame["class"], y=frame[split], name=split, marker_color=PALETTE[i]))
+        fig.add_trace(go.Bar(x=frame["class"].map(chart_text), y=frame[split], name=split, marker_color=PALETTE[i]))
     fig.update_xaxes(title_text="class", type="category")
     fig.update_yaxes(title_text="rows")
     return fig
@@ -466,7 +467,7 @@ def target_frame(dataset) -> pd.DataFrame:
 def feature_scales_figure(features: pd.DataFrame, *, height: int = 320) -> go.Figure:
     """Standard deviation of each feature in its original units: the spread z-scoring removes."""
     std = features["std (original units)"].where(features["std (original units)"] > 0)
-    fig = go.Figure(go.Bar(x=features["feature"], y=std, marker_color=PALETTE[0], name="std"))
+    fig = go.Figure(go.Bar(x=features["feature"].map(chart_text), y=std, marker_color=PALETTE[0], name="std"))
     fig.update_yaxes(type=_bar_axis(std), exponentformat="power", title_text="std in original units")
     fig.update_xaxes(title_text="feature", type="category")
     return _layout(fig, height)

@@ -49,9 +49,10 @@ class DataSpec(DataRef):
     def load_call(self) -> str:
         """The krrcore call that loads this data (for the reproduce snippet)."""
         if self.is_csv:
+            options = "".join(f", {k}={v!r}" for k, v in self.csv_kwargs().items())
             n = "" if self.n is None else f", n={self.n}"
             name = self.csv_filename or "your_file.csv"
-            return f"from_csv({name!r}, target={self.csv_target!r}{n}, seed={self.seed})"
+            return f"from_csv({name!r}, target={self.csv_target!r}{options}{n}, seed={self.seed})"
         args = [repr(self.name)] + [f"{k}={v!r}" for k, v in self.load_kwargs().items() if v is not None]
         return f"load({', '.join(args)})"
 

@@ -14,6 +14,7 @@ stepped run (the app's Step) reads ``run.step_limit`` through :meth:`Executor.st
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -203,14 +204,15 @@ class DaskExecutor(Executor):
     def _table_name(self, run) -> str | None:
         """The published name of the run's uploaded table on the cluster (scattered once per
         digest, and again if the worker holding it died), None for built-in data."""
-        digest = run.config.data.csv_digest
-        if digest is None:
+        ref = run.config.data.ref()
+        if ref.csv_digest is None:
             return None
-        name = f"krr-table-{digest}"
+        # one table per file and preprocessing choice (target, roles, missing-value rule, rows used)
+        name = f"krr-table-{hashlib.sha256(repr(ref).encode()).hexdigest()[:32]}"
         with self._lock:
             future = self._tables.get(name)
         if future is None or future.status != "finished":
-            future = self.client.scatter(run.data, hash=False)
+            future = self.client.scatter(run.data.arrays_only(), hash=False)
             self.client.publish_dataset(future, name=name, override=True)
             with self._lock:
                 self._tables[name] = future

@@ -12,7 +12,11 @@ HELP = {
     "n": "Number of points (train + test). KRR's cost grows with n: exact KRR as n³, FALKON as n·M.",
     "noise": "Noise added by the generator (label flips or Gaussian noise). More noise needs a larger λ.",
     "seed": "Random seed of the data (sampling and the train/test split).",
-    "csv": "A CSV with a header row and numeric columns; pick which column is the target.",
+    "csv": "A table with a header row: CSV (comma, semicolon, tab or bar separated; UTF-8, UTF-16 or Latin-1) "
+           "or Parquet. Text, categories, dates and gaps are fine: the Dataset page says what each column becomes.",
+    "task": "auto: a target with 2 values is binary, a few whole numbers or labels multiclass, numbers regression. "
+            "Pick another task to override it.",
+    "csv_n": "Rows of the table used (train + test), a seeded random subsample when fewer than all.",
     "kernel": "The similarity k(x, x') between two points. Gaussian: exp(−‖x − x'‖² / 2σ²).",
     "sigma": "Kernel bandwidth σ: how far a point's influence reaches. Small σ → wiggly fits, "
              "large σ → smooth fits.",

@@ -65,7 +65,8 @@ def known_parameters() -> frozenset[str]:
              "cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration",    # Compare
              "cond_n", "blocks", "rank",                                     # Conditioning
              "lev_n", "lev_method", "lev_log_lambda", "lev_q2",              # Leverage scores
-             "data_n",                                                       # Dataset
+             "data_n", "missing", "role",                                    # Dataset (an uploaded table's)
+             "csv_target", "task", "csv_n",                                  # the sidebar's uploaded table
              "tune_objective", "tune_ard", "tune_steps"}                     # Tune
     return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS))
 

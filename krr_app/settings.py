@@ -39,6 +39,9 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
 
 #: The largest data set a user may load (training + test rows). Env: KRR_APP_MAX_N.
 APP_MAX_N = _env_int("KRR_APP_MAX_N", 200_000)
+#: Rows of an uploaded table a run may use (train + test): all of a 10⁶-row file. Runs on it take
+#: minutes, so a table starts at APP_MAX_N rows and the user raises it. Env: KRR_TABLE_MAX_N.
+TABLE_MAX_N = _env_int("KRR_TABLE_MAX_N", 1_000_000)
 #: The most Nyström centres (FALKON keeps a few M×M float64 matrices). Env: KRR_APP_MAX_M.
 APP_MAX_M = _env_int("KRR_APP_MAX_M", 10_000)
 #: Exact KRR factorises an n×n matrix: above this many training points the app offers it no more
@@ -109,9 +112,10 @@ AUTO_RUN_MAX_M = 1_000
 #: Seconds Explore waits for a small run it just started before drawing the page, so a run that
 #: finishes in time appears complete instead of as a progress bar first.
 AUTO_RUN_WAIT_SECONDS = 0.5
-#: Seconds after a page first shows Explore before it sends the convergence chart's empty axes
-#: (:func:`krr_app.views.empty_convergence_chart`): the data's picture is painted first, then a
-#: new visitor's browser fetches and evaluates plotly.js while the student looks at the data.
+#: Seconds after a page first shows the data's picture before it sends its plotly charts (Explore's
+#: empty convergence axes, the Dataset page's charts; :func:`krr_app.views.after_first_picture`):
+#: the picture is painted first, then a new visitor's browser fetches and evaluates plotly.js
+#: while the student looks at the data.
 EMPTY_CHART_DELAY_SECONDS = 1.0
 #: The folder of lesson files (``<name>.md``, see krr_app.lessons): a teacher may point the server at
 #: their own. Env: KRR_LESSONS_DIR.

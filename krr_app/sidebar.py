@@ -16,7 +16,6 @@ import inspect
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -25,11 +24,11 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
-from . import explain, lessons, links, state, views
+from . import explain, lessons, links, state, upload, views
 from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
                      knob_default, solver_keys)
 
-CSV_OPTION = "csv"
+CSV_OPTION = upload.CSV_OPTION
 DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
 DEFAULT_SOLVER = "falkon"
 DEFAULT_M = 100
@@ -37,8 +36,8 @@ LOG_LAMBDA_RANGE = (-12.0, 1.0)
 SETTINGS_KEY = "_krr_settings"
 DATA_KEY = "_krr_data"
 FINISH_KEY = "_krr_sidebar_rest"      # this script run's rest of the sidebar, until a page asks for it
-#: session_state: the uploaded CSV (digest, target) whose suggested σ and λ were applied.
-CSV_SUGGESTED_KEY = "_krr_csv_suggested"
+#: session_state: the uploaded table (its DataSpec's key) whose suggested σ and λ were applied.
+TABLE_SUGGESTED_KEY = "_krr_csv_suggested"
 #: Choices for kernel parameters that only take a few values.
 KERNEL_CHOICES = {"nu": (0.5, 1.5, 2.5), "p": (1, 2)}
 
@@ -75,13 +74,25 @@ class Settings:
                            solver_params=self.solver_params, eval_train=self.eval_train)
 
 
-class DataChoice(NamedTuple):
-    """The sidebar's data section: the spec, the loaded dataset (None if it could not be loaded)
-    and why not."""
+class DataChoice:
+    """The sidebar's data section: the spec, the dataset (None if it could not be loaded) and why
+    not. An uploaded table's dataset is built when first asked for (:class:`krr_app.upload.Table`),
+    so a page can show the table's columns before its preprocessing is fitted."""
 
-    spec: DataSpec | None
-    dataset: object | None
-    error: str | None
+    def __init__(self, spec: DataSpec | None, dataset=None, error: str | None = None):
+        self.spec, self._dataset, self._error = spec, dataset, error
+
+    @property
+    def table(self) -> upload.Table | None:
+        return self._dataset if isinstance(self._dataset, upload.Table) else None
+
+    @property
+    def dataset(self):
+        return self.table.dataset if self.table is not None else self._dataset
+
+    @property
+    def error(self) -> str | None:
+        return self._error or (self.table.error if self.table is not None else None)
 
 
 def data() -> DataChoice:
@@ -160,7 +171,7 @@ def _set_median_sigma(dataset, data_key: tuple) -> None:
 # -- sections ------------------------------------------------------------------------------------
 def _dataset_label(name: str) -> str:
     if name == CSV_OPTION:
-        return "Upload a CSV…"
+        return "Upload a table…"
     info = DATASETS[name]
     return info.title if info.available else f"{info.title} (needs {', '.join(info.requires)})"
 
@@ -181,7 +192,7 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
                         format_func=_dataset_label, key="dataset", help=explain.HELP["dataset"],
                         on_change=_apply_dataset_suggestions, url_keys=True)
     if name == CSV_OPTION:
-        return _csv_section()
+        return upload.section()
     info = DATASETS[name]
     st.caption(info.description)
     n = _number("n (points, train + test)", "n", info.default_n, min_value=4,
@@ -200,71 +211,17 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
         return spec, None, f"Could not load {info.title}: {exc}"
 
 
-def _upload_limit_mb() -> int:
-    return int(st.get_option("server.maxUploadSize"))
-
-
-def _apply_csv_suggestions(dataset, key: tuple) -> None:
-    """A newly loaded CSV (or a new target column) gets its suggested σ and λ, as a built-in data
-    set does on selection (:func:`_apply_dataset_suggestions`); later edits are the user's."""
-    if st.session_state.get(CSV_SUGGESTED_KEY) == key:
+def _apply_table_suggestions(dataset, key: tuple) -> None:
+    """A newly built table (or a new target or column choice) gets its suggested σ and λ, as a
+    built-in data set does on selection (:func:`_apply_dataset_suggestions`); later edits are the user's."""
+    if st.session_state.get(TABLE_SUGGESTED_KEY) == key:
         return
-    st.session_state[CSV_SUGGESTED_KEY] = key
+    st.session_state[TABLE_SUGGESTED_KEY] = key
     suggested = dict(dataset.suggested_kernel)
     st.session_state["kernel"] = suggested.pop("name", "gaussian")
     for param, value in suggested.items():
         st.session_state[param] = float(f"{value:.4g}") if isinstance(value, float) else value
     st.session_state["log_lambda"] = _log_lambda(dataset.suggested_penalty)
-
-
-def _csv_section() -> tuple[DataSpec | None, object | None, str | None]:
-    limit = _upload_limit_mb()
-    uploaded = st.file_uploader("CSV file", type=["csv"], key="csv_file", help=explain.HELP["csv"])
-    if uploaded is None:
-        return None, None, (f"Upload a CSV file (header row, numeric columns; comma, semicolon or tab separated) "
-                            f"to use your own data. Files up to {limit} MB are accepted: a larger one is refused "
-                            "by the browser before it reaches this page (the red message on the file chip). Keep "
-                            "a random sample of its rows, e.g. `pandas.read_csv(path).sample(200_000)"
-                            ".to_csv('sample.csv', index=False)`, and upload that.")
-    raw = uploaded.getvalue()
-    digest = state.file_digest(raw)
-    try:
-        report = state.inspect_csv(raw, digest, None)
-    except ValueError as exc:
-        return None, None, f"This CSV cannot be read: {exc}"
-    if not report.columns:
-        return None, None, "This CSV has no columns."
-    columns = list(report.columns)
-    if st.session_state.get("csv_target") not in columns:   # a new file: its last column by default
-        st.session_state.pop("csv_target", None)
-    target = st.selectbox("Target column", columns, index=len(columns) - 1, key="csv_target",
-                          help="The column to predict; all other columns are features.")
-    report = state.inspect_csv(raw, digest, target)
-    n = APP_MAX_N if report.n_rows > APP_MAX_N else None     # a seeded subsample of a huge file
-    spec = DataSpec(name=CSV_OPTION, n=n, seed=0, csv_digest=digest, csv_target=target, csv_filename=uploaded.name)
-    read_as = f"read as {report.format.describe()}" if report.format is not None else ""
-    if report.problems:
-        return spec, None, f"This CSV ({read_as}) cannot be used yet: {'; '.join(_csv_problem_text(report))}."
-    st.caption(f"{report.n_rows:,} rows{f' (a random {n:,} of them are used)' if n else ''}, "
-               f"{len(columns) - 1} features, task: {report.target_task}; {read_as}")
-    try:
-        dataset = state.load_spec(spec, raw)
-    except ValueError as exc:
-        return spec, None, f"This CSV cannot be used: {exc}"
-    _apply_csv_suggestions(dataset, (digest, target))
-    return spec, dataset, None
-
-
-def _csv_problem_text(report) -> list[str]:
-    """The report's problems, with what the app does about missing values spelled out."""
-    out = []
-    for problem in report.problems:
-        if problem.startswith("missing values in column(s)") or "missing value(s)" in problem:
-            problem += (" — the columns are numeric, but KRR needs a number in every cell and the app does not "
-                        "invent or drop rows by itself: remove or fill those cells and upload the file again "
-                        "(in Python, `from_csv(..., dropna=True)` drops the rows)")
-        out.append(problem)
-    return out
 
 
 def _suggestions(dataset) -> tuple[dict, float]:
@@ -368,7 +325,8 @@ def _as_router():
 
 
 def _data_key(spec: DataSpec | None) -> tuple:
-    return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target)
+    return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target,
+                                    spec.csv_options)
 
 
 def render(*, page: str, solver_section: bool = True) -> None:
@@ -379,6 +337,7 @@ def render(*, page: str, solver_section: bool = True) -> None:
     ahead of some twenty widgets whose scripts the browser must first fetch, compile and lay out.
     Each part goes in a container reserved here, so the page looks the same whatever the order."""
     st.session_state.pop(SETTINGS_KEY, None)
+    st.session_state[views.PAGE_RUNS_KEY] = st.session_state.get(views.PAGE_RUNS_KEY, 0) + 1
     links.read_url_once()
     lesson = lessons.sync(page)
     above_page = st.container()
@@ -389,13 +348,19 @@ def render(*, page: str, solver_section: bool = True) -> None:
         if data_error:
             st.warning(data_error)
         rest = st.container()
-    st.session_state[DATA_KEY] = DataChoice(spec, dataset, data_error)
+    choice = DataChoice(spec, dataset, data_error)
+    st.session_state[DATA_KEY] = choice
 
     def shown(key: str) -> bool:
         return lesson is None or key in lesson.keys
 
     def draw_rest() -> None:
+        dataset, data_error = choice.dataset, choice.error      # an uploaded table is built here at the latest
         with _as_router(), rest:
+            if choice.table is not None and choice.table.error:
+                st.warning(choice.table.error)      # found while building the table
+            if choice.table is not None and dataset is not None:
+                _apply_table_suggestions(dataset, (spec.csv_digest, spec.csv_target, spec.csv_options))
             kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
             solver = (_solver_section(shown) if solver_section else
                       {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})

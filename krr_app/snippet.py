@@ -1,7 +1,8 @@
 """A run as Python: the "reproduce in Python" snippet and the Jupyter notebook export.
 
 Both are generated from the same :class:`~krr_app.config.RunConfig` that keys the run (the data's
-``load``/``from_csv`` call, the kernel and the estimator's parameters), section by section
+``load``/``from_csv`` call, the kernel and the estimator's parameters; for a user's table, a
+scikit-learn ``Pipeline`` of its preprocessing and the estimator), section by section
 (:func:`sections`): the snippet joins the sections' code, the notebook gives each section a
 Markdown heading and a code cell, plus a convergence plot. The notebook is plain JSON in the
 nbformat 4 layout (no nbformat dependency), and runs with krrcore alone.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from krrcore.registry import SOLVERS
 
 from .config import RunConfig, format_number
+from .text import plain
 
 NBFORMAT, NBFORMAT_MINOR = 4, 5
 
@@ -30,20 +32,33 @@ def _kwargs(params: dict) -> str:
 
 
 def sections(config: RunConfig) -> list[Section]:
-    """The run in four steps: data, model, fit, test error — each a piece of krrcore code."""
-    loader = "from_csv" if config.data.is_csv else "load"
+    """The run in four steps: data, model, fit, test error — each a piece of krrcore code. A user's
+    table brings its preprocessing: the model is shown as a scikit-learn ``Pipeline`` of the table's
+    fitted ``ColumnTransformer`` and the krrcore estimator, which predicts on the table's raw rows."""
+    table = config.data.is_csv
+    loader = "from_csv" if table else "load"
     kernel_args = _kwargs(config.kernel_kwargs())
     kernel_call = f"make_kernel({config.kernel!r}{', ' + kernel_args if kernel_args else ''})"
-    csv_note = (f" Put `{config.data.csv_filename or 'your_file.csv'}` next to this notebook: the app never "
-                "keeps an uploaded file." if config.data.is_csv else "")
-    data = Section("Data", "The same seeded train/test split as in the app (features z-scored on the training "
-                   f"split).{csv_note}",
-                   f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}")
-    table = "SOLVERS" if config.solver in SOLVERS else "TUNERS"      # a tuning run's estimator is in TUNERS
-    model = Section("Model", f"{config.info.label} ({config.info.reference}) with the app's settings.",
-                    f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {table}\n\n"
-                    f"kernel = {kernel_call}\n"
-                    f"model = {table}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
+    if table:
+        data = Section("Data", f"The same seeded train/test split and preprocessing as in the app: put the file "
+                       f"{plain(config.data.csv_filename or 'your_file.csv')} next to this notebook (the app never "
+                       "keeps an uploaded file). The preprocessing is one scikit-learn step fitted on the training "
+                       "rows; `data.notes` says what it does to each column.",
+                       f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}\n"
+                       "print(\"\\n\".join(data.notes))")
+    else:
+        data = Section("Data", "The same seeded train/test split as in the app (features z-scored on the training "
+                       "split).", f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}")
+    registry = "SOLVERS" if config.solver in SOLVERS else "TUNERS"      # a tuning run's estimator is in TUNERS
+    model_code = (f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {registry}\n"
+                  + ("from sklearn.pipeline import Pipeline\n" if table else "") + "\n"
+                  f"kernel = {kernel_call}\n"
+                  f"model = {registry}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
+    if table:
+        model_code += ("\n# the table's preprocessing (fitted on the training rows), then the model\n"
+                       "pipeline = Pipeline([(\"preprocess\", data.preprocess), (\"model\", model)])")
+    model = Section("Model", f"{config.info.label} ({config.info.reference}) with the app's settings"
+                    + (", after the table's preprocessing in one scikit-learn Pipeline." if table else "."), model_code)
     if config.info.iterative:
         fit = Section("Fit", "One record per iteration, as the app's convergence chart draws them.",
                       "records = []\n"
@@ -53,9 +68,10 @@ def sections(config: RunConfig) -> list[Section]:
                       "print(model.stop_reason_)")
     else:
         fit = Section("Fit", "A direct solve.", "model.fit(data.X_train, data.y_train)")
+    predict = ("prediction = pipeline.predict(data.raw_test)   # the test rows as read from the file\n" if table
+               else "prediction = model.predict(data.X_test)\n")
     test = Section("Test error", "Predictions on the test split, in the target's own units.",
-                   "from krrcore.metrics import evaluate\n\n"
-                   "prediction = model.predict(data.X_test)\n"
+                   "from krrcore.metrics import evaluate\n\n" + predict +
                    "print(evaluate(data.task, data.to_original_units(data.y_test), data.to_original_units(prediction)))")
     return [data, model, fit, test]
 
@@ -86,7 +102,7 @@ def _cell(kind: str, text: str, number: int) -> dict:
 
 def notebook(config: RunConfig) -> dict:
     """An nbformat 4 notebook (a plain dict; ``json.dumps`` writes the .ipynb) reproducing ``config``."""
-    settings = "\n".join(f"| {k} | {format_number(v) if isinstance(v, float) else v} |"
+    settings = "\n".join(f"| {plain(k)} | {format_number(v) if isinstance(v, float) else plain(v)} |"
                          for k, v in config.as_dict().items() if v is not None)
     intro = (f"# {config.label()}\n\nA run exported from KRR Explorer, reproduced with `krrcore` alone "
              "(`pip install -r requirements.txt` in the KRR Explorer repository).\n\n"

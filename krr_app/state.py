@@ -12,7 +12,6 @@ per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
 from __future__ import annotations
 
 import hashlib
-import io
 
 import streamlit as st
 
@@ -39,16 +38,34 @@ def load_dataset(name: str, n: int | None, seed: int, knobs: tuple[tuple[str, ob
     return _datasets().load(name, n=n, seed=seed, **dict(knobs))
 
 
-@st.cache_resource(max_entries=MAX_CSV_DATASETS, show_spinner="Reading the CSV…")
-def load_csv(_raw: bytes, digest: str, target: str, seed: int, n: int | None = None, filename: str = "uploaded CSV"):
-    """An uploaded CSV, cached on the sha256 of its bytes (``digest``) and the chosen target."""
-    return _datasets().from_csv(io.BytesIO(_raw), target=target, seed=seed, n=n, title=filename)
+@st.cache_resource(max_entries=MAX_CSV_DATASETS, show_spinner="Reading the table…")
+def read_table(_raw: bytes, digest: str):
+    """An uploaded file read into a DataFrame, with how it was written (shared, read-only);
+    raises ValueError naming what is wrong with the file."""
+    return _datasets().read_frame(_raw)
 
 
-@st.cache_data(max_entries=MAX_CSV_DATASETS, show_spinner=False)
-def inspect_csv(_raw: bytes, digest: str, target: str | None):
-    """What is wrong with an uploaded CSV (columns, non-numeric, missing values, row count)."""
-    return _datasets().inspect_csv(io.BytesIO(_raw), target=target)
+@st.cache_resource(max_entries=MAX_CSV_DATASETS, show_spinner="Preparing the table (fitting its preprocessing)…")
+def load_table(_raw: bytes, digest: str, target: str, options: tuple, seed: int, n: int | None = None,
+               filename: str = "uploaded table"):
+    """An uploaded table as a dataset, cached on the sha256 of its bytes (``digest``), the target
+    and the preprocessing choices (``options``: DataRef.csv_options)."""
+    import warnings
+
+    frame, fmt = read_table(_raw, digest)
+    kwargs = {k: dict(v) if k == "roles" else v for k, v in options}
+    with warnings.catch_warnings():     # the page states every decision itself
+        warnings.simplefilter("ignore", _datasets().PreprocessingWarning)
+        return _datasets().from_frame(frame, target, seed=seed, n=n, title=filename, source=filename, fmt=fmt,
+                                      **kwargs)
+
+
+@st.cache_data(max_entries=4 * MAX_CSV_DATASETS, show_spinner="Looking at the columns…")
+def inspect_table(_raw: bytes, digest: str, target: str | None, roles: tuple = (), missing: str = "impute",
+                  task: str = "auto"):
+    """What the uploaded table holds and what will be done with each column (no fitting)."""
+    frame, fmt = read_table(_raw, digest)
+    return _datasets().inspect_frame(frame, target, roles=dict(roles), missing=missing, task=task, fmt=fmt)
 
 
 def file_digest(raw: bytes) -> str:
@@ -58,7 +75,8 @@ def file_digest(raw: bytes) -> str:
 def load_spec(spec: DataSpec, raw: bytes | None = None):
     """The dataset for a DataSpec (a CSV spec needs its ``raw`` bytes unless already cached)."""
     if spec.is_csv:
-        return load_csv(raw, spec.csv_digest, spec.csv_target, spec.seed, spec.n, spec.csv_filename or "uploaded CSV")
+        return load_table(raw, spec.csv_digest, spec.csv_target, spec.csv_options, spec.seed, spec.n,
+                          spec.csv_filename or "uploaded table")
     return load_dataset(spec.name, spec.n, spec.seed, spec.knobs)
 
 

@@ -6,12 +6,14 @@ Markdown with its own directives (``:red[…]``, ``:material/…:``, ``$…$`` f
 link value, a CSV header or cell, a file name, or a krrcore message that quotes one of them, could
 otherwise turn into a clickable link or an image fetched from elsewhere. :func:`plain` escapes
 every ASCII punctuation character (CommonMark allows a backslash before each of them, and then
-shows the character itself) and shortens very long strings; the app adds its own formatting
+shows the character itself) and shortens very long strings (:func:`chart_text` does the same for
+plotly's labels, which read a few HTML tags); the app adds its own formatting
 around the escaped text, never inside it. Code spans are not used for such strings: a backslash
 does not escape inside them, so a backtick in the string would end the span.
 """
 from __future__ import annotations
 
+import html
 import re
 
 #: Characters shown of one user string before it is cut ("… (N characters)").
@@ -43,3 +45,13 @@ def shown_as(markdown: str) -> str:
 def quoted(value, limit: int | None = MAX_SHOWN) -> str:
     """:func:`plain` between typographic quotes, for naming a value inside a sentence."""
     return f"“{plain(value, limit)}”"
+
+
+def chart_text(value, limit: int | None = MAX_SHOWN) -> str:
+    """``value`` for a plotly title, tick label or legend entry: plotly draws a few HTML tags there
+    (``<a href>`` becomes a link, ``<b>``, ``<br>``), so ``<``, ``>`` and ``&`` are written as HTML
+    entities, which plotly shows as the characters themselves."""
+    text = _CONTROL.sub("", str(value)).replace("\r", " ").replace("\n", " ")
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    return html.escape(text, quote=False)

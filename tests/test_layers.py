@@ -45,7 +45,7 @@ LAYERS = [
                                                     "krr_app.snippet")),
     ("krr_app: runs and the live channel", ("krr_app.executor", "krr_app.run_status", "krr_app.live_api",
                                             "krr_app.runs", "krr_app.live_chart", "krr_app.state")),
-    ("krr_app: page parts", ("krr_app.views", "krr_app.sidebar")),
+    ("krr_app: page parts", ("krr_app.views", "krr_app.upload", "krr_app.sidebar")),
     ("the pages", ("app_pages.*", "app")),
 ]
 

@@ -7,11 +7,13 @@ import io
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from krr_app.config import DataSpec, make_config
 from krr_app.runs import RunRegistry
 from krr_app.snippet import notebook, notebook_json
+from krr_app.text import shown_as
 from krrcore.datasets import load
 
 
@@ -47,5 +49,36 @@ def test_the_notebook_reproduces_the_run(solver, params):
 def test_a_csv_run_names_the_file_to_put_beside_the_notebook():
     spec = DataSpec("csv", n=None, seed=0, csv_digest="0" * 64, csv_target="y", csv_filename="mine.csv")
     config = make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-4, solver="exact")
-    text = "".join("".join(c["source"]) for c in notebook(config)["cells"])
-    assert "Put `mine.csv` next to this notebook" in text and "from_csv('mine.csv', target='y', seed=0)" in text
+    text = shown_as("".join("".join(c["source"]) for c in notebook(config)["cells"]))
+    assert "put the file mine.csv next to this notebook" in text and "from_csv('mine.csv', target='y', seed=0)" in text
+
+
+def test_a_table_run_is_reproduced_by_a_pipeline_of_its_preprocessing_and_the_model(tmp_path, monkeypatch):
+    """The notebook of a run on an uploaded table (a column role and the missing-value rule chosen)
+    reads the file with the same choices and predicts on its raw test rows through a scikit-learn
+    Pipeline ending in the krrcore estimator: the same predictions as the app's run."""
+    from sklearn.pipeline import Pipeline
+
+    from krrcore.datasets import from_csv
+    from krrcore.solvers.base import KRRBase
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"id": np.arange(1, 121), "size": rng.normal(size=120), "colour": rng.choice(["red", "blue"], 120),
+                          "day": pd.date_range("2020-01-01", periods=120).strftime("%Y-%m-%d")})
+    frame.loc[::9, "size"] = np.nan
+    frame["y"] = np.where(frame["colour"] == "red", 1.0, -1.0) + 0.1 * rng.normal(size=120)
+    frame.to_csv(tmp_path / "shop.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    options = (("roles", (("id", "feature"),)), ("missing", "drop"))
+    spec = DataSpec("csv", n=None, seed=0, csv_digest="0" * 64, csv_target="y", csv_filename="shop.csv",
+                    csv_options=options)
+    config = make_config(spec, kernel="gaussian", kernel_params={"sigma": 2.0}, penalty=1e-4, solver="falkon", M=20,
+                         maxiter=5)
+    data = from_csv(tmp_path / "shop.csv", "y", **spec.csv_kwargs())
+    run = RunRegistry().start(config, data)
+    assert run.wait(120) and run.status == "done", run.message
+    namespace = _run_cells(notebook(config))
+    pipeline = namespace["pipeline"]
+    assert isinstance(pipeline, Pipeline) and isinstance(pipeline.steps[-1][1], KRRBase)
+    assert namespace["data"].n == data.n == 120 - 14 and "id" in namespace["data"].feature_names
+    np.testing.assert_allclose(namespace["prediction"], run.estimator.predict(run.data.X_test), rtol=1e-9)

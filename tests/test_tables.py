@@ -107,7 +107,7 @@ def test_the_film_table_decisions_are_stated_per_column_in_notes_and_as_a_warnin
     assert "Left out: rownames (a row ID), title (free text)." in ds.notes
     message = str(caught[0].message)
     assert "Gaps filled with the training median" in message and "budget (4,549)" in message
-    assert "missingindicator_budget" in ds.feature_names and "mpaa_nan" in ds.feature_names
+    assert "missingindicator_budget" in ds.feature_names and "mpaa_(missing)" in ds.feature_names
     assert "title" not in ds.feature_names and ds.d == len(ds.feature_names)
     assert np.isfinite(ds.X_train).all() and ds.X_train.dtype == np.float64
 

@@ -1,4 +1,4 @@
-"""Data sets for kernel ridge regression: one registry, seeded train/test splits, user CSVs.
+"""Data sets for kernel ridge regression: one registry, seeded train/test splits, users' tables.
 
 ``load(name, n, seed)`` returns a :class:`Dataset` (z-scored features from training statistics,
 standardised regression targets, ±1 / one-hot classification targets) for any entry of
@@ -10,7 +10,9 @@ anything is fitted; ``describe`` summarises a split for display. Everything work
 from .catalog import DATASETS, DatasetInfo, get_info, load
 from .core import CACHE_ENV, Dataset, cache_dir, describe
 from .columns import MISSING_RULES, ROLES, ColumnDecision
-from .tabular import CsvFormat, CsvReport, PreprocessingWarning, detect_format, detect_task, from_csv, from_frame, inspect_csv
+from .reading import MAX_COLUMNS, read_frame
+from .tabular import (CsvFormat, CsvReport, PreprocessingWarning, detect_format, detect_task, from_csv, from_frame,
+                      inspect_csv, inspect_frame)
 
 
 def clear_caches() -> None:
@@ -23,5 +25,6 @@ def clear_caches() -> None:
 
 
 __all__ = ["DATASETS", "DatasetInfo", "Dataset", "load", "get_info", "from_csv", "from_frame", "inspect_csv",
+           "inspect_frame", "read_frame", "MAX_COLUMNS",
            "CsvReport", "CsvFormat", "ColumnDecision", "PreprocessingWarning", "ROLES", "MISSING_RULES",
            "detect_format", "detect_task", "describe", "cache_dir", "CACHE_ENV", "clear_caches"]

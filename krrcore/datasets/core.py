@@ -79,12 +79,12 @@ class Dataset:
     row_info_train: dict = field(default_factory=dict)
     row_info_test: dict = field(default_factory=dict)
     # a user's table (krrcore.datasets.from_frame / from_csv): the fitted preprocessing, the
-    # decision per column, the decisions as sentences, and the original rows of each split
+    # decision per column, the decisions as sentences, and the table as read (not copied; its
+    # rows train_index / test_index are the splits' original rows)
     preprocess: object | None = None
     columns: tuple = ()
     notes: tuple[str, ...] = ()
-    raw_train: object | None = None
-    raw_test: object | None = None
+    table: object | None = field(default=None, repr=False)
 
     @property
     def n(self) -> int:
@@ -126,6 +126,15 @@ class Dataset:
             raise ValueError(f"X_raw must have shape (m, {self.d}), got {X_raw.shape}")
         return z_scores(X_raw, self.feature_mean, self.feature_scale)
 
+    @property
+    def raw_train(self):
+        """The training rows of the table as read (a DataFrame; None when not a user's table)."""
+        return None if self.table is None else self.table.iloc[self.train_index]
+
+    @property
+    def raw_test(self):
+        return None if self.table is None else self.table.iloc[self.test_index]
+
     def transform(self, rows) -> np.ndarray:
         """Model inputs for rows of the original table (a DataFrame with its columns, as read):
         :attr:`preprocess` (fitted on the training rows) for a user's table, z-scoring otherwise."""
@@ -144,8 +153,8 @@ class Dataset:
         return Pipeline([("preprocess", self.preprocess), ("model", model)])
 
     def arrays_only(self) -> "Dataset":
-        """A copy without the original rows (what a worker needs to fit: arrays and metadata)."""
-        return replace(self, raw_train=None, raw_test=None)
+        """A copy without the table as read (what a worker needs to fit: arrays and metadata)."""
+        return replace(self, table=None)
 
     def make_kernel(self):
         """The suggested kernel as a :mod:`krrcore.kernels` object."""

@@ -61,6 +61,7 @@ class CsvReport:
     decisions: tuple[ColumnDecision, ...] = ()
     notes: tuple[str, ...] = ()
     sample_rows: int = 0               # rows the type detection looked at
+    usable_rows: int = 0               # rows left after dropping those without a target (or with gaps)
 
     @property
     def n_columns(self) -> int:
@@ -207,6 +208,13 @@ def inspect_csv(source, target: str | None = None, *, roles=None, missing: str =
     the row count, per-column types, missing cells and decisions (``decisions``, ``notes``), the
     task, and ``problems`` that stop it from being used. ``source``: as for :func:`from_csv`."""
     frame, fmt = read_frame(source)
+    return inspect_frame(frame, target, roles=roles, missing=missing, task=task, fmt=fmt)
+
+
+def inspect_frame(frame: pd.DataFrame, target: str | None = None, *, roles=None, missing: str = "impute",
+                  task: str = "auto", fmt: CsvFormat | None = None) -> CsvReport:
+    """:func:`inspect_csv` of a table already read by :func:`~.reading.read_frame` (``fmt``: how
+    its file was written)."""
     check_missing_rule(missing)
     columns = tuple(frame.columns)
     non_numeric = tuple(c for c in columns if c != target and not is_numeric(frame[c]))
@@ -222,7 +230,7 @@ def inspect_csv(source, target: str | None = None, *, roles=None, missing: str =
             report.decisions = plan_columns(frame, None, _roles(roles, ()), missing)
         else:
             kept, _, report.decisions, no_target, gap_rows = _prepare(frame, target, _roles(roles, ()), missing)
-            report.target_distinct = int(kept[target].nunique())
+            report.target_distinct, report.usable_rows = int(kept[target].nunique()), len(kept)
             report.notes = table_notes(report.decisions, missing=missing, gap_rows=gap_rows, n_rows=len(frame),
                                        target=target, no_target=no_target, fmt=fmt,
                                        sampled=SAMPLE_ROWS if len(frame) > SAMPLE_ROWS else None)
@@ -260,13 +268,16 @@ def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, m
     dropped). ``drop_columns=[...]`` (role "ignore") and ``dropna=True`` (``missing="drop"``)
     are older spellings. ``task="auto"`` follows :func:`detect_task`. ``n`` subsamples the rows
     as :func:`~krrcore.datasets.load` does. The suggested kernel is Gaussian with σ = the median
-    pairwise distance of the preprocessed training rows.
+    pairwise distance of the preprocessed training rows. ``source`` (where the table came from:
+    a path, a file name) and ``fmt`` (how it was written) are for a table already read by
+    :func:`~.reading.read_frame`, which is then used as it is.
     """
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"from_frame needs a pandas DataFrame, got {type(frame).__name__}; use from_csv for files")
     if source is None:
         frame, _ = read_frame(frame)
     missing = "drop" if dropna else check_missing_rule(missing)
+    table = frame
     problems = _shape_problems(frame, fmt)
     if problems:
         raise ValueError(f"source: {problems[-1]}")
@@ -303,9 +314,9 @@ def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, m
         description=f"user table, target {target!r} ({task})", suggested_kernel={"name": "gaussian", "sigma": 1.0},
         suggested_penalty=CSV_PENALTY, synthetic=False, note=" ".join(notes), target_name=target, seed=seed,
         knobs={"roles": _roles(roles, drop_columns), "missing": missing}, standardize=False,
-        preprocess=preprocess, columns=decisions, notes=notes,
-        raw_train=rows.iloc[n_test:], raw_test=rows.iloc[:n_test],
+        preprocess=preprocess, columns=decisions, notes=notes, table=table,
     )
+    dataset.feature_mean_raw, dataset.feature_scale_raw = _input_units(preprocess, dataset)
     dataset.suggested_kernel["sigma"] = _median_sigma(dataset.X_train)
     changed = [note for note in notes if not note.startswith(("Numbers standardised", "The file was", "Column types"))]
     if changed:
@@ -324,6 +335,17 @@ def from_csv(source, target: str, *, roles: dict | None = None, missing: str = "
                       n=n, title=title, drop_columns=drop_columns, dropna=dropna, source=source, fmt=fmt)
 
 
+def _input_units(preprocess, dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Training mean and standard deviation of each model input in the table's own units: the
+    standardising step's statistics for numbers and date parts, the 0/1 columns' own otherwise."""
+    mean, std = dataset.X_train.mean(axis=0), dataset.X_train.std(axis=0)
+    for name, block in preprocess.output_indices_.items():
+        scaler = preprocess.named_transformers_[name][-1] if name in ("numeric", "date") else None
+        if scaler is not None and block.stop > block.start:
+            mean[block], std[block] = scaler.mean_, np.sqrt(scaler.var_)
+    return mean, std
+
+
 def _median_sigma(X: np.ndarray) -> float:
     from ..kernels import median_heuristic
 
@@ -334,4 +356,4 @@ def _median_sigma(X: np.ndarray) -> float:
 
 
 __all__ = ["CsvReport", "CsvFormat", "PreprocessingWarning", "MISSING_RULES", "detect_format", "detect_task",
-           "inspect_csv", "from_frame", "from_csv", "read_frame", "MAX_COLUMNS"]
+           "inspect_csv", "inspect_frame", "from_frame", "from_csv", "read_frame", "MAX_COLUMNS"]

@@ -1,0 +1,199 @@
+"""The sidebar's uploaded table: the file (CSV or Parquet), its target, task and rows used, and the
+column roles and missing-value rule the Dataset page edits.
+
+Everything a user chooses for the table lives in the URL like every other setting: the target
+(``csv_target``), the task (``task``), the rows used (``csv_n``) and the missing-value rule
+(``missing``) are URL-bound widgets checked by :mod:`krr_app.links`; the column roles, edited in the
+Dataset page's table (which cannot be bound), are ``role`` parameters, one ``column:role`` each,
+checked here against the file's columns and :data:`krrcore.datasets.ROLES` with the same notes.
+The table is diagnosed at once from the file (:func:`krrcore.datasets.inspect_frame`, which looks at
+a sample of a big table); the preprocessed dataset is built when a page first asks for it
+(:class:`Table`), so the Dataset page shows the columns before that work starts.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from krrcore.datasets import MISSING_RULES, ROLES
+from krrcore.datasets.columns import SAMPLE_ROWS
+
+from . import explain, links, state
+from .config import APP_MAX_N, DataSpec
+from .settings import TABLE_MAX_N
+from .text import plain
+
+CSV_OPTION = "csv"
+#: Task choices ("auto" follows krrcore.datasets.detect_task).
+TASKS = ("auto", "regression", "binary", "multiclass")
+#: URL parameter of the column roles (repeated: ``?role=title:feature&role=year:categorical``).
+ROLE_PARAM = "role"
+#: session_state: the column roles (column → role) that differ from what was detected.
+ROLES_KEY = "_krr_table_roles"
+#: session_state: the file (digest) the roles, target and rows belong to.
+FILE_KEY = "_krr_table_file"
+#: The missing-value rule's widget (drawn on the Dataset page) and its choices' captions.
+MISSING_KEY = "missing"
+MISSING_CAPTIONS = ("gaps get the training median and a column marking them", "rows with a gap are dropped")
+#: File types the uploader offers.
+FILE_TYPES = ["csv", "tsv", "txt", "parquet"]
+
+
+def upload_limit_mb() -> int:
+    return int(st.get_option("server.maxUploadSize"))
+
+
+def limit_text() -> str:
+    """The upload limit, as the page states it."""
+    return (f"Files up to {upload_limit_mb():,} MB are accepted (CSV with any common delimiter and encoding, or "
+            f"Parquet); a larger one is refused by the browser before it reaches this page (the red message on the "
+            f"file chip). A big table is diagnosed from a random sample of {SAMPLE_ROWS:,} rows; a run can use up to "
+            f"{TABLE_MAX_N:,} of its rows.")
+
+
+# -- choices that live in the URL ------------------------------------------------------------------
+def _url_value(key: str, options: tuple, default):
+    """A choice widget's value before (or without) drawing it: its own state, else the link's value
+    checked by links (a refused value is noted), else ``default``."""
+    if key in st.session_state:
+        return st.session_state[key]
+    rule = links.check(st.radio, key, {"options": options, "index": options.index(default)})
+    if key in st.query_params:
+        return links.decide(st.query_params.get_all(key), rule).value
+    return default
+
+
+def missing_rule() -> str:
+    return _url_value(MISSING_KEY, MISSING_RULES, "impute")
+
+
+def roles(columns=None) -> dict:
+    """The column roles that differ from the detected ones; with ``columns`` (the file's), link
+    values naming other columns or other roles are refused with a note and dropped."""
+    if ROLES_KEY not in st.session_state:
+        st.session_state[ROLES_KEY] = _roles_from_url()
+    chosen = st.session_state[ROLES_KEY]
+    if columns is not None:
+        unknown = [c for c in chosen if c not in columns]
+        for column in unknown:
+            links.add_note(links.Note(ROLE_PARAM, f"{column}:{chosen.pop(column)}",
+                                      "names a column that is not in this file — ignored"))
+        if unknown:
+            write_roles(chosen)
+    return dict(chosen)
+
+
+def _roles_from_url() -> dict:
+    out = {}
+    rule = links.Rule("choice", "feature", options=ROLES, labels=ROLES)
+    for raw in st.query_params.get_all(ROLE_PARAM):
+        column, sep, role = raw.rpartition(":")
+        if not sep or not column:
+            links.add_note(links.Note(ROLE_PARAM, raw, "is not written column:role (e.g. title:feature) — ignored"))
+            continue
+        verdict = links.decide([role], rule)
+        if verdict.noted:
+            links.add_note(links.Note(ROLE_PARAM, raw, f"{verdict.reason.split(' — ')[0]} — ignored"))
+            continue
+        out[column] = verdict.value
+    return out
+
+
+def write_roles(chosen: dict) -> None:
+    """Keep the roles in session state and in the URL (sorted, so a link is stable)."""
+    st.session_state[ROLES_KEY] = dict(chosen)
+    if chosen:
+        st.query_params[ROLE_PARAM] = [f"{c}:{r}" for c, r in sorted(chosen.items())]
+    elif ROLE_PARAM in st.query_params:
+        del st.query_params[ROLE_PARAM]
+
+
+def options(chosen_roles: dict, missing: str, task: str) -> tuple:
+    """:attr:`~krrcore.remote.DataRef.csv_options`: from_csv's arguments that differ from its defaults."""
+    out = []
+    if chosen_roles:
+        out.append(("roles", tuple(sorted(chosen_roles.items()))))
+    if missing != "impute":
+        out.append(("missing", missing))
+    if task != "auto":
+        out.append(("task", task))
+    return tuple(out)
+
+
+# -- the sidebar section ---------------------------------------------------------------------------
+class Table:
+    """The uploaded table's dataset, built on first use (:attr:`dataset`) and then kept."""
+
+    def __init__(self, spec: DataSpec, raw: bytes, report):
+        self.spec, self.raw, self.report = spec, raw, report
+        self._dataset, self._error, self._built = None, None, False
+
+    def _build(self) -> None:
+        if self._built:
+            return
+        self._built = True
+        if self.report.problems:
+            return
+        try:
+            self._dataset = state.load_spec(self.spec, self.raw)
+        except (ValueError, ImportError, MemoryError) as exc:
+            self._error = f"This table cannot be used: {plain(exc, limit=None)}"
+
+    @property
+    def dataset(self):
+        self._build()
+        return self._dataset
+
+    @property
+    def error(self) -> str | None:
+        self._build()
+        return self._error
+
+
+def _new_file(digest: str, columns: list[str]) -> None:
+    """A different file: forget the previous file's target and rows (the roles are checked
+    against its columns by :func:`roles`)."""
+    if st.session_state.get(FILE_KEY) == digest:
+        return
+    st.session_state[FILE_KEY] = digest
+    if st.session_state.get("csv_target") not in columns:
+        st.session_state.pop("csv_target", None)
+    st.session_state.pop("csv_n", None)
+
+
+def section() -> tuple[DataSpec | None, Table | None, str | None]:
+    """Draw the upload controls; return the spec, the :class:`Table` (None when there is nothing
+    to build) and a message for the sidebar (None when all is well)."""
+    uploaded = st.file_uploader("Table file (CSV or Parquet)", type=FILE_TYPES, key="csv_file",
+                                help=explain.HELP["csv"])
+    if uploaded is None:
+        return None, None, f"Upload a table to use your own data. {limit_text()}"
+    raw = uploaded.getvalue()
+    digest = state.file_digest(raw)
+    try:
+        frame, fmt = state.read_table(raw, digest)
+    except (ValueError, ImportError) as exc:
+        spec = DataSpec(name=CSV_OPTION, csv_digest=digest, csv_filename=uploaded.name)
+        return spec, None, f"This file cannot be read: {plain(exc, limit=None)}"
+    columns = [str(c) for c in frame.columns]
+    _new_file(digest, columns)
+    target = links.widget(st.selectbox, "Target column", options=columns, index=len(columns) - 1, key="csv_target",
+                          help="The column to predict; the Dataset page sets what the other columns become.")
+    chosen_roles = {c: r for c, r in roles(columns).items() if c != target}
+    missing = missing_rule()
+    task = links.widget(st.selectbox, "Task", options=TASKS, key="task", help=explain.HELP["task"])
+    report = state.inspect_table(raw, digest, target, tuple(sorted(chosen_roles.items())), missing, task)
+    usable = report.usable_rows or report.n_rows
+    n = usable
+    if usable >= 4:
+        n = int(links.widget(st.number_input, "Rows used (train + test)", value=min(usable, APP_MAX_N), min_value=4,
+                             max_value=min(usable, TABLE_MAX_N), step=1000, key="csv_n", help=explain.HELP["csv_n"]))
+    spec = DataSpec(name=CSV_OPTION, n=None if n >= usable else n, seed=0, csv_digest=digest, csv_target=target,
+                    csv_filename=uploaded.name, csv_options=options(chosen_roles, missing, task))
+    if report.problems:     # the Dataset page still shows the column report
+        return spec, Table(spec, raw, report), (f"This table ({plain(fmt.describe())}) cannot be used yet: "
+                                                f"{'; '.join(plain(p, limit=None) for p in report.problems)}.")
+    used = sum(d.used for d in report.decisions)
+    st.caption(f"{report.n_rows:,} rows × {report.n_columns:,} columns ({plain(fmt.describe())}); "
+               f"{used} of {len(report.decisions)} columns used as features, task: {report.target_task if task == 'auto' else task}"
+               f". The Dataset page shows and sets what each column becomes.")
+    return spec, Table(spec, raw, report), None
