@@ -51,6 +51,8 @@ OFF_FACTOR, MAX_PRUNED, PRUNE_TOL = 1e12, 64, 1e-3
 #: hypergradient="auto" takes FALKON's CG (hold-out objective) when rows × M² exceeds this: about
 #: 10⁵ rows at M = 1,000, where one direct evaluation (two passes of 2nM² flops) takes a minute here.
 CG_ABOVE = 1e11
+#: tune_rows="auto": the search reads at most this many rows (a seeded subsample); the final fit all.
+AUTO_TUNE_ROWS = 20_000
 #: M×M float64 matrices a tuning step holds (sums, factors, eigenvectors, their gradients).
 MM_MATRICES = 16
 
@@ -87,8 +89,10 @@ class FalkonCV(KRRBase):
     tune_centers : bool
         Also move the centres' positions by gradient.
     validation_fraction : share of the rows held out by the hold-out objective (seeded split).
-    tune_rows : int or None
+    tune_rows : int, None or "auto"
         Tune on a seeded subsample of this many rows (None: all); the final fit uses all rows.
+        "auto": at most :data:`AUTO_TUNE_ROWS` (each evaluation of the direct route costs O(nM²);
+        σ and the per-sample λ found on 20,000 rows carry over to more).
     max_steps, tol, timeout : stopping rule of the search (see :mod:`krrcore.tuning.search`):
         evaluations, L-BFGS-B's relative decrease / projected gradient tolerance, seconds.
     hypergradient : "auto" | "direct" | "cg"
@@ -120,7 +124,7 @@ class FalkonCV(KRRBase):
 
     def __init__(self, kernel=None, penalty=None, M=500, *, objective="gcv", ard=False,
                  penalty_search="profile", centers="auto", tune_centers=False, validation_fraction=0.2,
-                 tune_rows=None, max_steps=40, tol=1e-4, timeout=None, hypergradient="auto", solver="auto", maxiter=20,
+                 tune_rows="auto", max_steps=40, tol=1e-4, timeout=None, hypergradient="auto", solver="auto", maxiter=20,
                  seed=0, dtype="float64",
                  device=None, memory_budget=None, callback=None, metric="auto"):
         self.kernel = kernel
@@ -179,13 +183,19 @@ class FalkonCV(KRRBase):
         check_int(self.max_steps, "max_steps")
         check_int(self.maxiter, "maxiter", minimum=0)
         check_positive(self.tol, "tol", allow_zero=True)
-        if self.tune_rows is not None:
+        if self.tune_rows not in (None, "auto"):
             check_int(self.tune_rows, "tune_rows", minimum=MIN_SAMPLES)
         if self.kernel is not None and not isinstance(self.kernel, GaussianKernel):
             raise ValueError(f"FalkonCV tunes the Gaussian kernel's σ: kernel must be a GaussianKernel (where the "
                              f"search starts) or None (the median heuristic), got {self.kernel!r}")
         if self.penalty is not None:
             check_positive(self.penalty, "penalty")
+
+    def _tune_rows(self, n: int) -> int:
+        """Rows the search reads out of n (``tune_rows``)."""
+        if self.tune_rows is None:
+            return n
+        return min(n, AUTO_TUNE_ROWS if self.tune_rows == "auto" else int(self.tune_rows))
 
     def _route(self, rows: int) -> str:
         """The hypergradient's route on ``rows`` tuning rows: "direct" or "cg" (see ``hypergradient``)."""
@@ -202,7 +212,7 @@ class FalkonCV(KRRBase):
         blocked passes (the sums G = K_nMᵀK_nM, then the gradient) and a few M³ factorisations.
         The CG route: a float64 FALKON fit's parts, and per evaluation two of its fits' passes."""
         M, d = self._center_count(n), model.d
-        rows = n if self.tune_rows is None else min(n, self.tune_rows)
+        rows = self._tune_rows(n)
         if model.itemsize != 8:
             model.hold("float64 copy of the tuning rows", rows * (d + k) * 8)
         model.hold("centres", M * d * 8)
@@ -246,7 +256,7 @@ class FalkonCV(KRRBase):
         dtype = self._dtype()
         n = X.shape[0]
         X64, Y64 = X.double(), Y.double()
-        problem, scale, rows = tuning_problem(X64, Y64, self.objective, tune_rows=self.tune_rows,
+        problem, scale, rows = tuning_problem(X64, Y64, self.objective, tune_rows=self._tune_rows(X.shape[0]),
                                               validation_fraction=self.validation_fraction, seed=self.seed,
                                               memory_budget=self.memory_budget)
         sigma0 = self.kernel.sigma if self.kernel is not None else median_heuristic(X64[rows], seed=int(self.seed))
@@ -392,7 +402,7 @@ class FalkonCV(KRRBase):
         self.penalty_ = math.exp(best.log_penalty)
         self.kernel_ = GaussianKernel(sigma)
         self.objective_value_ = best.value * (scale ** 2 if self.objective != "compreg" else 1.0)
-        all_rows = self.tune_rows is None or self.tune_rows >= X.shape[0]
+        all_rows = self._tune_rows(X.shape[0]) >= X.shape[0]
         self.final_solver_ = self.solver if self.solver != "auto" else ("direct" if all_rows else "falkon")
         timer.resume()
         self.estimator_ = None
