@@ -20,9 +20,10 @@ if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI a
 
     app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:
-    from krr_app import executor, sidebar
+    from krr_app import executor, sidebar, teacher
 
-    st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide")
+    st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide",
+                       initial_sidebar_state="collapsed" if teacher.presenting() else "auto")
     executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
 
     explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)

@@ -13,6 +13,9 @@ widget's own arguments — its options, ``min_value``, ``max_value``, integer or
 * a parameter given twice (``?M=50&M=60``): the last one is used, and the repetition is named;
 * a name the app does not read (``?lamda=...``): ignored and named, with the closest known name.
 
+A teacher's link (:mod:`krr_app.teacher`: ``?hide=``, ``?lock=``, ``?present=``) is checked the
+same way: a name that is no control is refused and named.
+
 Each decision is a :class:`Note`; :func:`show_notes` shows them all in one message until the user
 dismisses it. The URL is rewritten to the value used (and the script reruns so the widget seeds
 from it), so a copied link says what the page shows. A lesson step's settings (see
@@ -44,6 +47,9 @@ PENDING_KEY = "_krr_pending_values"
 URL_READ_KEY = "_krr_url_read"
 #: Parameters the app reads besides widget keys (managed by :mod:`krr_app.lessons`).
 LESSON_PARAMS = ("lesson", "step")
+#: A teacher's link: controls hidden, controls read-only, the presenter view (:mod:`krr_app.teacher`).
+TEACHER_PARAMS = ("hide", "lock", "present")
+TEACHER_KEY = "_krr_teacher_view"
 
 _BIND = {"bind": "query-params"}
 _SESSION = {"persist_state": "session"}
@@ -68,7 +74,12 @@ def known_parameters() -> frozenset[str]:
              "data_n", "missing", "role",                                    # Dataset (an uploaded table's)
              "csv_target", "task", "csv_n",                                  # the sidebar's uploaded table
              "tune_objective", "tune_ard", "tune_steps"}                     # Tune
-    return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS))
+    return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS) | set(TEACHER_PARAMS))
+
+
+def controls() -> frozenset[str]:
+    """The names a teacher's ``?hide=`` / ``?lock=`` may give: every control bound to the URL."""
+    return known_parameters() - set(LESSON_PARAMS) - set(TEACHER_PARAMS)
 
 
 # -- what a widget accepts ---------------------------------------------------------------------
@@ -392,12 +403,14 @@ def check(widget_fn, key: str, kwargs: dict, *, default=None, on_change=None, ar
 
 def widget(widget_fn, label: str, *, key: str, persist: bool = True, url_keys: bool = False, **kwargs):
     """Draw a URL-bound widget after :func:`check`: ``st.selectbox``, ``st.number_input``, ... with
-    the same arguments (``persist``: keep its value while it is hidden, ``persist_state="session"``).
+    the same arguments (``persist``: keep its value while it is hidden, ``persist_state="session"``;
+    read-only when a teacher's link locks or hides it, :func:`locked`).
 
     ``url_keys`` (a choice widget): the URL holds the option's key (``?dataset=csv``), not its label
     — Streamlit's binding writes the label, "Upload a CSV…" — so this widget is not bound: it is
     seeded from the checked URL value through session state, and its value written back here. A
     label in the URL (a link copied before) is still read."""
+    kwargs["disabled"] = kwargs.get("disabled", False) or locked(key)
     if not url_keys:
         check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()))
         return widget_fn(label, key=key, **kwargs, **_BIND, **(_SESSION if persist else {}))
@@ -406,3 +419,10 @@ def widget(widget_fn, label: str, *, key: str, persist: bool = True, url_keys: b
     value = widget_fn(label, key=key, **kwargs, **(_SESSION if persist else {}))
     _write_url(key, url_rule, value)
     return value
+
+
+
+def locked(key: str) -> bool:
+    """Whether a teacher's link shows control ``key`` read-only or hides it (:mod:`krr_app.teacher`)."""
+    view = st.session_state.get(TEACHER_KEY)
+    return view is not None and (key in view.locked or key in view.hidden)

@@ -24,7 +24,7 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
-from . import explain, lessons, links, state, upload, views
+from . import explain, lessons, links, state, teacher, upload, views
 from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
                      knob_default, solver_keys)
 
@@ -247,7 +247,8 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
                 params["sigma"] = _number("σ (bandwidth)", "sigma", float(default), min_value=1e-6, step=0.05,
                                           format="%.4g", help=explain.HELP["sigma"])
             with col_button:
-                st.button("Median", key="median_sigma", help=explain.HELP["median"], disabled=dataset is None,
+                st.button("Median", key="median_sigma", help=explain.HELP["median"],
+                          disabled=dataset is None or teacher.locked("median_sigma"),
                           on_click=_set_median_sigma, args=(dataset, _data_key(spec)), width="stretch")
         elif not shown(name):
             params[name] = default
@@ -339,6 +340,7 @@ def render(*, page: str, solver_section: bool = True) -> None:
     st.session_state.pop(SETTINGS_KEY, None)
     st.session_state[views.PAGE_RUNS_KEY] = st.session_state.get(views.PAGE_RUNS_KEY, 0) + 1
     links.read_url_once()
+    teacher.apply(teacher.teacher_view())
     lesson = lessons.sync(page)
     above_page = st.container()
     with st.sidebar:

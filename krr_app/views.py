@@ -14,7 +14,7 @@ import streamlit as st
 from krrcore.diagnostics.data import subsample
 from krrcore.surface import FitSurface, plotting_grid
 
-from . import charts, explain, links
+from . import charts, explain, links, teacher
 from .executor import format_bytes, started_executor
 from .live_chart import convergence_panel, fit_panel, live_chart
 from .runs import Run
@@ -307,7 +307,8 @@ def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str,
     if not any(r.active for r in runs):
         render(runs)
         return
-    panels = panels(runs) if panels is not None else [convergence_panel(runs, x)]
+    columns = 1 if teacher.presenting() else 2
+    panels = panels(runs) if panels is not None else [convergence_panel(runs, x, columns=columns)]
     panels += [fit_panel(run, fit_target(fits[run.id])) for run in runs if fits and run.id in fits]
     live_chart(runs, panels, key=key)
 
@@ -357,6 +358,7 @@ def bound_widget(widget, label: str, key: str, default, **kwargs):
     """Any widget (``st.select_slider``, ``st.selectbox``, ...) bound to the URL, with a first-visit default."""
     links.check(widget, key, kwargs, default=default)
     st.session_state.setdefault(key, default)
+    kwargs["disabled"] = kwargs.get("disabled", False) or links.locked(key)
     return widget(label, key=key, **kwargs, **_BOUND)
 
 
