@@ -50,12 +50,15 @@ kernel, kernel_params = views.kernel_key(settings)
 penalty, M, seed = settings.penalty, settings.M, settings.solver_seed
 st.caption(caption)
 
+# Every computation of the page starts here, on the workers, all at once: each section is drawn when
+# its result is in (views.stream_in reruns the page as results arrive), the first within a second.
+waiting = []
 try:
     eigs_K = state.kernel_spectrum(X, data_key, kernel, kernel_params)
 except ValueError as exc:
     st.error(f"The kernel matrix cannot be formed with these settings: {exc}")
     st.stop()
-full = state.full_system(eigs_K, n, penalty)
+full = None if views.pending(eigs_K, waiting, draw=False) else state.full_system(eigs_K, n, penalty)
 
 # -- Nyström / FALKON at the sidebar's λ and M (kept on bad input) ---------------------------------
 nystrom_problem = None
@@ -64,13 +67,15 @@ if M < 1:
 elif M > n:
     nystrom_problem = (f"M = {M:,} centres, but only n = {n:,} training points are used here: choose M ≤ n in the "
                        "sidebar (or use more points).")
+nystrom_spectra = None
 if nystrom_problem is None:
     try:
-        nystrom = views.remember("nystrom", {"penalty": penalty, "M": M, "rows": n,
-                                          "spectra": state.nystrom_systems(X, data_key, kernel, kernel_params,
-                                                                        penalty, M, seed)})
+        nystrom_spectra = state.nystrom_systems(X, data_key, kernel, kernel_params, penalty, M, seed)
     except ValueError as exc:
         nystrom = views.last_valid("nystrom", f"The Nyström systems cannot be formed: {exc}")
+    else:
+        nystrom = None if views.pending(nystrom_spectra, waiting, draw=False) else views.remember(
+            "nystrom", {"penalty": penalty, "M": M, "rows": n, "spectra": nystrom_spectra})
 else:
     nystrom = views.last_valid("nystrom", nystrom_problem)
 
@@ -88,14 +93,16 @@ elif rank > block_size:
 # -- headline numbers ----------------------------------------------------------------------------
 heading = f"At λ = {format_number(penalty)}" + (f", M = {nystrom['M']:,}" if nystrom else "")
 st.subheader(heading)
-cards = [("κ(K + λnI)", full["condition_number"], eigs_K["method"], "Exact KRR's system (n × n).")]
+cards = []
+if full is not None:
+    cards.append(("κ(K + λnI)", full["condition_number"], eigs_K["method"], "Exact KRR's system (n × n)."))
 if nystrom:
     sp = nystrom["spectra"]
     cards += [("κ(H) — Nyström", sp["nystrom"]["condition_number"], sp["nystrom"]["method"],
                "The Nyström system of FALKON Eq. 8 (M × M), no preconditioner."),
               ("κ(W) — FALKON", sp["falkon"]["condition_number"], sp["falkon"]["method"],
                "FALKON's preconditioned system BᵀHB (Eq. 13).")]
-for col, (label, value, method, help_text) in zip(st.columns(len(cards)), cards):
+for col, (label, value, method, help_text) in zip(st.columns(len(cards)) if cards else (), cards):
     col.metric(label, views.format_kappa(value), help=help_text)
     col.caption(views.kappa_label(method))
 if any(value > ROUNDOFF_KAPPA for _, value, _, _ in cards):
@@ -105,21 +112,25 @@ if nystrom and (nystrom["M"], nystrom["penalty"]) != (M, penalty):
     st.caption(f"(Nyström numbers from the last valid setting: λ = {format_number(nystrom['penalty'])}, "
                f"M = {nystrom['M']}.)")
 
-spectra = {"K + λnI": {"eigenvalues": full["eigenvalues"], "method": eigs_K["method"]}}
+spectra = {"K + λnI": {"eigenvalues": full["eigenvalues"], "method": eigs_K["method"]}} if full is not None else {}
 if nystrom:
     for key in ("nystrom", "falkon"):
         spectra[SYSTEMS[key]] = nystrom["spectra"][key]
-spectra_table = charts.spectra_frame(spectra)
 st.markdown("**Eigenvalue spectra** (each divided by its largest: the lowest point of a curve is 1/κ)")
-views.plot(charts.spectra_figure(spectra_table), key="cond_spectra", filename="krr-spectra")
-views.download_csv(spectra_table, key="cond_spectra_csv", filename="krr-spectra.csv")
+views.pending(eigs_K, waiting)
+views.pending(nystrom_spectra, waiting)
+if spectra:
+    spectra_table = charts.spectra_frame(spectra)
+    views.plot(charts.spectra_figure(spectra_table), key="cond_spectra", filename="krr-spectra")
+    views.download_csv(spectra_table, key="cond_spectra_csv", filename="krr-spectra.csv")
 
 # -- how κ moves with λ and M (one system per grid point: bounded sizes) -------------------------
 X_sweep, sweep_key, _ = views.training_rows(dataset, settings.data, min(rows, limits.SWEEP_MAX_ROWS), seed=seed)
 n_sweep = X_sweep.shape[0]
 sweep_note = f" The sweeps use n = {n_sweep:,} of the points to stay interactive." if n_sweep < n else ""
-full_sweep = (state.full_system(state.kernel_spectrum(X_sweep, sweep_key, kernel, kernel_params), n_sweep, penalty)
-              if n_sweep < n else full)
+eigs_sweep = state.kernel_spectrum(X_sweep, sweep_key, kernel, kernel_params) if n_sweep < n else eigs_K
+full_sweep = None if views.pending(eigs_sweep, waiting, draw=False) else (
+    state.full_system(eigs_sweep, n_sweep, penalty) if n_sweep < n else full)
 use_blocks = askotch_problem is None
 rank_sweep = min(rank, n_sweep // blocks) if use_blocks else None
 
@@ -136,9 +147,10 @@ if sweep_M is not None:
     except ValueError as exc:
         st.error(f"The λ sweep failed: {exc}")
     else:
-        views.plot(charts.kappa_figure(by_penalty, "penalty", current=penalty), key="cond_lambda",
-                   filename="krr-kappa-vs-lambda")
-        views.download_csv(by_penalty, key="cond_lambda_csv", filename="krr-kappa-vs-lambda.csv")
+        if not views.pending(by_penalty, waiting):
+            views.plot(charts.kappa_figure(by_penalty, "penalty", current=penalty), key="cond_lambda",
+                       filename="krr-kappa-vs-lambda")
+            views.download_csv(by_penalty, key="cond_lambda_csv", filename="krr-kappa-vs-lambda.csv")
 else:
     st.info("Fix M in the sidebar to see the λ sweep.")
 
@@ -153,19 +165,20 @@ if Ms:
     except ValueError as exc:
         st.error(f"The M sweep failed: {exc}")
     else:
-        fig = charts.kappa_figure(by_M, "M", current=M if nystrom_problem is None and M in Ms else None,
-                                  reference=(f"K + λnI: κ = {views.format_kappa(full_sweep['condition_number'])}",
-                                             full_sweep["condition_number"]))
-        views.plot(fig, key="cond_M", filename="krr-kappa-vs-M")
-        views.download_csv(by_M, key="cond_M_csv", filename="krr-kappa-vs-M.csv")
+        if not views.pending(by_M, waiting) and not views.pending(eigs_sweep, waiting):
+            fig = charts.kappa_figure(by_M, "M", current=M if nystrom_problem is None and M in Ms else None,
+                                      reference=(f"K + λnI: κ = {views.format_kappa(full_sweep['condition_number'])}",
+                                                 full_sweep["condition_number"]))
+            views.plot(fig, key="cond_M", filename="krr-kappa-vs-M")
+            views.download_csv(by_M, key="cond_M_csv", filename="krr-kappa-vs-M.csv")
 
 # -- ASkotch -------------------------------------------------------------------------------------
 st.subheader("ASkotch: Nyström-preconditioned blocks")
 result = None
 if askotch_problem is None:
     try:
-        result = views.remember("askotch", state.askotch_blocks(X, data_key, kernel, kernel_params, penalty, blocks,
-                                                                rank, seed))
+        result = state.askotch_blocks(X, data_key, kernel, kernel_params, penalty, blocks, rank, seed)
+        result = None if views.pending(result, waiting) else views.remember("askotch", result)
     except ValueError as exc:
         result = views.last_valid("askotch", f"ASkotch's block preconditioners cannot be built: {exc}")
 else:
@@ -208,3 +221,4 @@ if result is not None:
     st.caption(f"μ_P and λ_min: {method}. Here {verdict}; see the note below.")
 
 views.explanation("condition", "systems", "askotch_blocks", "estimates", "lambda", "M")
+views.stream_in(waiting)

@@ -53,10 +53,22 @@ kernel, kernel_params = views.kernel_key(settings)
 seed = settings.solver_seed
 st.caption(caption)
 
+# Both computations start here, on the workers, at once; each section is drawn when its result is in
+# (views.stream_in reruns the page as results arrive).
+waiting = []
+M = settings.M
+centres_input = None
+if M <= n:
+    try:
+        centres_input = state.centres_comparison(X, data_key, kernel, kernel_params, settings.penalty, M,
+                                                 leverage_penalty, seed)
+    except ValueError as exc:
+        centres_input = exc
+
 # -- scores --------------------------------------------------------------------------------------
 try:
-    report = views.remember("leverage", state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty,
-                                                        method, q2, seed))
+    report = state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2, seed)
+    report = None if views.pending(report, waiting) else views.remember("leverage", report)
 except ValueError as exc:
     report = views.last_valid("leverage", f"Leverage scores cannot be computed with these settings: {exc}")
 
@@ -93,17 +105,14 @@ if report is not None:
 
 # -- uniform vs BLESS centres --------------------------------------------------------------------
 st.subheader(f"M = {settings.M:,} centres: uniform vs BLESS")
-M = settings.M
 centres = None
 if M > n:
     centres = views.last_valid("centres", f"M = {M:,} centres, but only n = {n:,} training points are used here: "
                                        "choose M ≤ n in the sidebar (or use more points).")
-else:
-    try:
-        centres = views.remember("centres", state.centres_comparison(X, data_key, kernel, kernel_params, settings.penalty,
-                                                               M, leverage_penalty, seed))
-    except ValueError as exc:
-        centres = views.last_valid("centres", f"Centres cannot be selected with these settings: {exc}")
+elif isinstance(centres_input, ValueError):
+    centres = views.last_valid("centres", f"Centres cannot be selected with these settings: {centres_input}")
+elif not views.pending(centres_input, waiting):
+    centres = views.remember("centres", centres_input)
 if centres is not None:
     st.caption(f"BLESS scores at λ = {format_number(leverage_penalty)}; κ(W) is FALKON's preconditioned condition "
                f"number at the sidebar's λ = {format_number(settings.penalty)}. Points are coloured by their "
@@ -126,3 +135,4 @@ if centres is not None:
                     label="Download the centres (CSV)")
 
 views.explanation("leverage", "bless", "r_acc", "centres", "d_eff")
+views.stream_in(waiting)

@@ -14,6 +14,7 @@ stepped run (the app's Step) reads ``run.step_limit`` through :meth:`Executor.st
 """
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import logging
 import math
@@ -65,7 +66,17 @@ class Executor(ABC):
     def call(self, fn, /, *args, **kwargs):
         """``fn(*args, **kwargs)`` where the runs execute, waiting for the result (a diagnostic
         page's computation; ``fn`` is a krrcore function, its arguments small)."""
-        return fn(*args, **kwargs)
+        return self.submit_call(fn, *args, **kwargs).result()
+
+    def submit_call(self, fn, /, *args, **kwargs):
+        """Start :meth:`call`'s computation and return at once: a future with ``done()`` and
+        ``result()`` (a page draws what is ready and streams the rest in). Here: computed now."""
+        future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
 
     @abstractmethod
     def cancel(self, run) -> None:
@@ -244,8 +255,8 @@ class DaskExecutor(Executor):
     #: is waiting for it and it takes seconds, not minutes.
     CALL_PRIORITY = 10
 
-    def call(self, fn, /, *args, **kwargs):
-        return self.client.submit(fn, *args, **kwargs, pure=False, priority=self.CALL_PRIORITY).result()
+    def submit_call(self, fn, /, *args, **kwargs):
+        return self.client.submit(fn, *args, **kwargs, pure=False, priority=self.CALL_PRIORITY)
 
     def steps(self, run) -> None:
         from distributed import Variable

@@ -105,6 +105,9 @@ DIAGNOSTICS_CACHE_ENTRIES = 32
 #: M×M eigenproblem per σ of the map).
 TUNE_MAX_STEPS = 200
 TUNE_MAP_MAX_ROWS = 4000
+#: Seconds between two looks of a diagnostic page at its results still computing on the workers
+#: (each that arrives reruns the page once to draw it).
+STREAM_POLL_SECONDS = 0.3
 #: Explore runs a problem by itself on every change ("Run on every change", on by default) when it
 #: is small: at most this many points n (train + test) and, for Nyström solvers, centres M.
 AUTO_RUN_MAX_N = 5_000

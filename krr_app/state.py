@@ -3,15 +3,18 @@
 Caches are keyed on plain parameters only (names, ints, floats, a file's sha256); big objects
 pass through arguments prefixed with ``_`` so Streamlit never hashes an array or a tensor.
 ``st.cache_resource`` (shared by reference, read-only by convention) holds datasets;
-``st.cache_data`` holds small derived numbers — the diagnostic pages' spectra, tables and scores,
-computed by :mod:`krrcore.diagnostics` and :mod:`krrcore.leverage` on the Dask workers the runs
-use (no numerics here, and none in the web server's process); the
+``st.cache_data`` holds small derived numbers; :data:`results` (:class:`BackgroundResults`) the
+Conditioning and Leverage pages' spectra, tables and scores, computed by :mod:`krrcore.diagnostics`
+and :mod:`krrcore.leverage` on the Dask workers the runs use (no numerics here, and none in the web
+server's process), a page's sections all at once, each drawn when it arrives; the
 per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
 :class:`~krr_app.config.RunConfig`.
 """
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 
 import streamlit as st
 
@@ -141,13 +144,101 @@ _DIAGNOSTICS = {"max_entries": settings.DIAGNOSTICS_CACHE_ENTRIES}
 _SIZES = {"exact_max_M": settings.DENSE_SPECTRUM_MAX_M, "lanczos_steps": settings.LANCZOS_STEPS}
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="Eigenvalues of K…")
-def kernel_spectrum(_X, data_key, kernel: str, kernel_params: tuple) -> dict:
+class Pending:
+    """A diagnostic still computing on the workers: the page shows ``what`` in its place and streams
+    the result in when it is ready (:func:`krr_app.views.stream_in`)."""
+
+    def __init__(self, what: str, key: tuple):
+        self.what, self.key = what, key
+
+    def __repr__(self) -> str:
+        return f"Pending({self.what!r})"
+
+
+class _Failed:
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+class BackgroundResults:
+    """The diagnostic pages' results, by their plain parameters (shared by all sessions, like
+    ``st.cache_data``): computed on the workers, all of a page's sections at once, so a page draws
+    each as it arrives instead of waiting for them one after another. Keeps the last ``size``
+    results (a failure too: its error is raised again), and the computations under way."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._done: OrderedDict = OrderedDict()
+        self._running: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, what: str, fn, /, *args, then=None, **kwargs):
+        """The result of ``fn(*args, **kwargs)`` (``then`` applied here), a :class:`Pending` while
+        it computes; raises its error if it failed."""
+        with self._lock:
+            if key in self._done:
+                self._done.move_to_end(key)
+                return self._value(self._done[key])
+            future = self._running.get(key)
+            if future is None:
+                future = self._running[key] = get_executor().submit_call(fn, *args, **kwargs)
+        if not future.done():
+            return Pending(what, key)
+        try:
+            value = future.result()
+            value = then(value) if then is not None else value
+        except Exception as exc:          # a ValueError the page explains, or the cluster's failure
+            value = _Failed(exc)
+        with self._lock:
+            self._running.pop(key, None)
+            self._done[key] = value
+            while len(self._done) > self.size:
+                self._done.popitem(last=False)
+        return self._value(value)
+
+    @staticmethod
+    def _value(value):
+        if isinstance(value, _Failed):
+            raise value.error
+        return value
+
+    def ready(self, key: tuple) -> bool:
+        """Whether the computation of ``key`` has finished (its result is kept or can be read)."""
+        with self._lock:
+            future = self._running.get(key)
+            return key in self._done or (future is not None and future.done())
+
+    def running(self) -> int:
+        """How many computations are under way or finished but not yet read by a page."""
+        with self._lock:
+            return len(self._running)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every computation under way has finished (tests; a page streams instead)."""
+        with self._lock:
+            futures = list(self._running.values())
+        for future in futures:
+            try:
+                future.result(timeout)
+            except Exception:         # its error is raised to the page that reads it
+                pass
+
+    def clear(self) -> None:
+        with self._lock:
+            self._done.clear()
+            self._running.clear()
+
+
+#: The diagnostic pages' results (Conditioning, Leverage scores).
+results = BackgroundResults(settings.DIAGNOSTICS_CACHE_ENTRIES)
+
+
+def kernel_spectrum(_X, data_key, kernel: str, kernel_params: tuple) -> dict | Pending:
     """Eigenvalues of K (ascending), κ and method: exact up to DENSE_SPECTRUM_MAX_N rows, else Lanczos."""
     d = _diagnostics()
-    return d.spectrum_summary(_compute(d.kernel_eigenvalues, _kernel(kernel, kernel_params), _X,
-                                       exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
-                                       lanczos_steps=settings.LANCZOS_STEPS))
+    return results.get(("kernel_spectrum", data_key, kernel, kernel_params), "Eigenvalues of K",
+                       d.kernel_eigenvalues, _kernel(kernel, kernel_params), _X, then=d.spectrum_summary,
+                       exact_max_n=settings.DENSE_SPECTRUM_MAX_N, lanczos_steps=settings.LANCZOS_STEPS)
 
 
 def full_system(kernel_summary: dict, n: int, penalty: float) -> dict:
@@ -157,41 +248,44 @@ def full_system(kernel_summary: dict, n: int, penalty: float) -> dict:
     return d.spectrum_summary(d.shifted_spectrum(spectrum, n, penalty))
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="Spectra of the Nyström systems…")
-def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int, seed: int) -> dict:
+def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
+                    seed: int) -> dict | Pending:
     """{"nystrom": ..., "falkon": ...}: eigenvalues, κ and method of H̃ and W at M uniform centres."""
     from krrcore.centers import select_centers
 
     d = _diagnostics()
+    key = ("nystrom_systems", data_key, kernel, kernel_params, penalty, M, seed)
     centres = select_centers("uniform", _X, M, seed)
-    spectra = _compute(d.nystrom_spectra, _kernel(kernel, kernel_params), _X, centres, penalty, seed=seed, **_SIZES)
-    return {key: d.spectrum_summary(s) for key, s in spectra.items()}
+    return results.get(key, "Spectra of the Nyström systems", d.nystrom_spectra, _kernel(kernel, kernel_params), _X,
+                       centres, penalty, seed=seed, **_SIZES,
+                       then=lambda spectra: {k: d.spectrum_summary(s) for k, s in spectra.items()})
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="ASkotch's block preconditioners…")
 def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
                    seed: int):
-    """(table, whole) of :func:`krrcore.diagnostics.askotch_blocks` (ASkotch's own set-up)."""
-    return _compute(_diagnostics().askotch_blocks, _kernel(kernel, kernel_params), _X, penalty, blocks, rank,
-                    seed=seed, exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK,
-                    exact_max_n=settings.DENSE_SPECTRUM_MAX_N, lanczos_steps=settings.LANCZOS_STEPS)
+    """(table, whole) of :func:`krrcore.diagnostics.askotch_blocks` (ASkotch's own set-up), or Pending."""
+    return results.get(("askotch_blocks", data_key, kernel, kernel_params, penalty, blocks, rank, seed),
+                       "ASkotch's block preconditioners", _diagnostics().askotch_blocks,
+                       _kernel(kernel, kernel_params), _X, penalty, blocks, rank, seed=seed,
+                       exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+                       lanczos_steps=settings.LANCZOS_STEPS)
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="Condition numbers along λ…")
 def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int, seed: int, penalties: tuple,
                          blocks: int | None = None, rank: int | None = None):
-    """κ of every system for each λ (:func:`krrcore.diagnostics.condition_vs_penalty`)."""
-    return _compute(
-        _diagnostics().condition_vs_penalty, _kernel(kernel, kernel_params), _X, penalties, M=M, seed=seed,
-        blocks=blocks, rank=rank,
-        exact_max_n=settings.DENSE_SPECTRUM_MAX_N, exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, **_SIZES)
+    """κ of every system for each λ (:func:`krrcore.diagnostics.condition_vs_penalty`), or Pending."""
+    return results.get(
+        ("condition_vs_penalty", data_key, kernel, kernel_params, M, seed, penalties, blocks, rank),
+        "Condition numbers along λ", _diagnostics().condition_vs_penalty, _kernel(kernel, kernel_params), _X,
+        penalties, M=M, seed=seed, blocks=blocks, rank=rank, exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+        exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, **_SIZES)
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="Condition numbers along M…")
 def condition_vs_M(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, seed: int, Ms: tuple):
-    """κ(H̃) and κ(W) for each number of uniform centres M (:func:`krrcore.diagnostics.condition_vs_M`)."""
-    return _compute(_diagnostics().condition_vs_M, _kernel(kernel, kernel_params), _X, penalty, Ms, seed=seed,
-                    **_SIZES)
+    """κ(H̃) and κ(W) for each number of uniform centres M (:func:`krrcore.diagnostics.condition_vs_M`), or Pending."""
+    return results.get(("condition_vs_M", data_key, kernel, kernel_params, penalty, seed, Ms),
+                       "Condition numbers along M", _diagnostics().condition_vs_M, _kernel(kernel, kernel_params),
+                       _X, penalty, Ms, seed=seed, **_SIZES)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Effective dimension…")
@@ -201,25 +295,28 @@ def effective_dimension_curve(_X, data_key, kernel: str, kernel_params: tuple, p
                     seed=seed, exact_max_n=settings.DENSE_SPECTRUM_MAX_N, nystrom_M=settings.DEFF_NYSTROM_M)
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="Leverage scores…")
-def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, method: str, q2: float,
-                    seed: int):
-    """A sampler's scores against the exact ones (:func:`krrcore.leverage.compare_with_exact`)."""
-    from krrcore.leverage import compare_with_exact
-
-    kwargs = {} if method == "uniform" else {"q2": q2}
-    comparison = _compute(compare_with_exact, _X, _kernel(kernel, kernel_params), penalty, method, seed=seed,
-                          **kwargs)
-    comparison.result = None        # the sampler's tensors: not needed by the page, not worth caching
+def _without_sampler_state(comparison):
+    comparison.result = None        # the sampler's tensors: not needed by the page, not worth keeping
     return comparison
 
 
-@st.cache_data(**_DIAGNOSTICS, show_spinner="Centres: uniform vs BLESS…")
+def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, method: str, q2: float,
+                    seed: int):
+    """A sampler's scores against the exact ones (:func:`krrcore.leverage.compare_with_exact`), or Pending."""
+    from krrcore.leverage import compare_with_exact
+
+    kwargs = {} if method == "uniform" else {"q2": q2}
+    return results.get(("leverage_report", data_key, kernel, kernel_params, penalty, method, q2, seed),
+                       "Leverage scores", compare_with_exact, _X, _kernel(kernel, kernel_params), penalty, method,
+                       seed=seed, then=_without_sampler_state, **kwargs)
+
+
 def centres_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
-                       leverage_penalty: float, seed: int) -> dict:
-    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`)."""
-    return _compute(_diagnostics().compare_centres, _kernel(kernel, kernel_params), _X, penalty, M,
-                    leverage_penalty, seed=seed, **_SIZES)
+                       leverage_penalty: float, seed: int):
+    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`), or Pending."""
+    return results.get(("centres_comparison", data_key, kernel, kernel_params, penalty, M, leverage_penalty, seed),
+                       "Centres: uniform vs BLESS", _diagnostics().compare_centres, _kernel(kernel, kernel_params),
+                       _X, penalty, M, leverage_penalty, seed=seed, **_SIZES)
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Summarising the data…")

@@ -14,11 +14,11 @@ import streamlit as st
 from krrcore.diagnostics.data import subsample
 from krrcore.surface import FitSurface, plotting_grid
 
-from . import charts, explain, links, teacher
+from . import charts, explain, links, state, teacher
 from .executor import format_bytes, started_executor
 from .live_chart import convergence_panel, fit_panel, live_chart
 from .runs import Run
-from .settings import EMPTY_CHART_DELAY_SECONDS
+from .settings import EMPTY_CHART_DELAY_SECONDS, STREAM_POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
@@ -311,6 +311,33 @@ def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str,
     panels = panels(runs) if panels is not None else [convergence_panel(runs, x, columns=columns)]
     panels += [fit_panel(run, fit_target(fits[run.id])) for run in runs if fits and run.id in fits]
     live_chart(runs, panels, key=key)
+
+
+def pending(result, waiting: list, *, draw: bool = True) -> bool:
+    """Whether ``result`` is still computing on the workers (:class:`krr_app.state.Pending`); then it
+    joins ``waiting`` (for :func:`stream_in`) and, with ``draw``, its place on the page says so."""
+    if not isinstance(result, state.Pending):
+        return False
+    if result.key not in {p.key for p in waiting}:
+        waiting.append(result)
+    if draw:
+        st.caption(f"{result.what}: computing on the workers — drawn here as soon as it is ready.")
+    return True
+
+
+def stream_in(waiting: list) -> None:
+    """Rerun the page as soon as one of the ``waiting`` results is in, so it is drawn (a fragment
+    looks every STREAM_POLL_SECONDS; the page run that draws the last one registers none)."""
+    if not waiting:
+        return
+    keys = [p.key for p in waiting]
+
+    @st.fragment(run_every=STREAM_POLL_SECONDS)
+    def _look():
+        if any(state.results.ready(key) for key in keys):
+            st.rerun()
+
+    _look()
 
 
 def server_load() -> None:

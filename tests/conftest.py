@@ -12,6 +12,19 @@ ROOT = Path(__file__).resolve().parents[1]
 APP_TIMEOUT = 120
 
 
+def settle(at, timeout: float = 180.0):
+    """Rerun until no diagnostic of the page is still computing on the workers: a page draws what is
+    ready and reruns itself as the rest arrives (a fragment's timer, which AppTest does not tick)."""
+    from krr_app import state
+
+    for _ in range(12):
+        if not state.results.running():
+            return at
+        state.results.wait(timeout)
+        at = at.run()
+    raise AssertionError("the page's diagnostics did not settle")
+
+
 def wait_for_runs(at, timeout: float = 180.0):
     """Block until every run of the AppTest session finished, then rerun the script.
 
@@ -34,8 +47,11 @@ def app():
     made = []
 
     def make(**query):
+        from krr_app import state
+
         st.cache_data.clear()
         st.cache_resource.clear()
+        state.results.clear()
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT)
         at.query_params.update({k: v if isinstance(v, list) else str(v) for k, v in query.items()})
         made.append(at)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import settle
 
 from krr_app.text import shown_as
 from krrcore import ASkotch
@@ -29,7 +30,7 @@ PAGES = {"conditioning": "app_pages/conditioning.py", "leverage": "app_pages/lev
 
 def open_page(app, page: str, **query):
     at = app(**{**SMALL, **query})
-    return at.switch_page(PAGES[page]).run()
+    return settle(at.switch_page(PAGES[page]).run())
 
 
 def metrics(at) -> dict[str, str]:
@@ -82,8 +83,8 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     assert kappa_H > 1e5 and kappa_W < 100 and kappa_H / kappa_W > 1e4      # FALKON's preconditioner at work
     assert "At λ = 0.001, M = 40" in [s.value for s in at.subheader]
 
-    at.slider(key="log_lambda").set_value(-1.0).run()
-    at.number_input(key="M").set_value(20).run()
+    at = settle(at.slider(key="log_lambda").set_value(-1.0).run())
+    at = settle(at.number_input(key="M").set_value(20).run())
     shown = metrics(at)
     assert "At λ = 0.1, M = 20" in [s.value for s in at.subheader]
     assert float(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 0.1 * n * np.eye(n)), rel=2e-3)
@@ -99,7 +100,7 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
 def test_conditioning_M_above_n_is_an_error_and_keeps_the_last_result(app):
     at = open_page(app, "conditioning")
     before = metrics(at)["κ(W) — FALKON"]
-    at.number_input(key="M").set_value(5000).run()
+    at = settle(at.number_input(key="M").set_value(5000).run())
     assert any("M = 5,000 centres, but only n = 160 training points" in e for e in errors(at))
     assert metrics(at)["κ(W) — FALKON"] == before                     # the last valid result stays
     assert any("last valid" in c.value for c in at.caption)
@@ -187,7 +188,7 @@ def test_leverage_page_scores_agree_with_the_trace_formula(app):
 def test_leverage_penalty_above_the_kernel_scale_is_an_error_and_keeps_the_scores(app):
     at = open_page(app, "leverage", lev_log_lambda=-2)
     before = metrics(at)["d_eff(λ) exact"]
-    at.slider(key="lev_log_lambda").set_value(0.0).run()     # λ = 1 = κ² of a Gaussian kernel
+    at = settle(at.slider(key="lev_log_lambda").set_value(0.0).run())     # λ = 1 = κ² of a Gaussian kernel
     assert any("is not below the kernel scale" in e for e in errors(at))
     assert metrics(at)["d_eff(λ) exact"] == before
 
@@ -260,3 +261,47 @@ def test_suggestions_state_their_rule():
     curated = suggest_hyperparameters(10_000, 2.0, curve, catalogue_kernel={"name": "laplacian", "sigma": 3.0},
                                       catalogue_penalty=1e-4)
     assert curated["kernel"] == "laplacian" and curated["penalty"] == 1e-4 and curated["M"] == 922
+
+
+def test_the_page_draws_at_once_and_streams_each_section_in_as_it_arrives(app):
+    """Every section's computation starts on the first script run, none is waited for: the page is
+    drawn with a note in each section's place, and each result, once in, is drawn by a rerun."""
+    import concurrent.futures
+    import threading
+
+    from krr_app import executor
+
+    release = threading.Event()
+
+    class Slow(executor.InProcessExecutor):
+        def submit_call(self, fn, /, *args, **kwargs):
+            future = concurrent.futures.Future()
+
+            def later():
+                release.wait(60)
+                future.set_result(fn(*args, **kwargs))
+
+            threading.Thread(target=later, daemon=True).start()
+            return future
+
+    previous = executor.use_executor(Slow())
+    try:
+        at = app(**SMALL)
+        at = at.switch_page(PAGES["conditioning"]).run()
+        assert not at.exception and not at.get("plotly_chart")
+        waiting = [c.value for c in at.caption if "computing on the workers" in c.value]
+        assert {w.split(":")[0] for w in waiting} >= {"Eigenvalues of K", "Spectra of the Nyström systems",
+                                                       "Condition numbers along λ", "Condition numbers along M",
+                                                       "ASkotch's block preconditioners"}
+        from krr_app import state
+
+        assert state.results.running() == 5       # all started at once (the sweeps share K's rows here)
+        release.set()
+        at = settle(at)
+        assert not [c for c in at.caption if "computing on the workers" in c.value]
+        assert {"cond_spectra", "cond_lambda", "cond_M", "cond_askotch"} <= {
+            key for key in ("cond_spectra", "cond_lambda", "cond_M", "cond_askotch")
+            if any(key in e.proto.id for e in at.get("plotly_chart"))}
+    finally:
+        release.set()
+        executor.use_executor(previous)
