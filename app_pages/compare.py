@@ -79,6 +79,9 @@ with col_stop:   # drawn after the click so it is enabled while the batch runs
 with col_load:
     views.server_load()
 
+# The side-by-side slider appears once a batch has finished; a link's or a lesson step's iteration
+# for it is checked now, and kept until it does.
+views.keep_iteration_choice()
 st.divider()
 runs = registry.runs()
 if not runs:

@@ -226,6 +226,17 @@ def side_by_side_runs(runs: list[Run], settings, selected: list[str]) -> list[Ru
     return chosen[-SIDE_BY_SIDE_RUNS:]
 
 
+#: The side-by-side slider's key (its URL parameter) and its widest range (the sidebar's iterations).
+ITERATION_KEY, MAX_ITERATION = "cmp_iteration", 100_000
+
+
+def keep_iteration_choice() -> None:
+    """Check a link's or a lesson step's ``cmp_iteration`` on every Compare run, so a lesson's value
+    waits in the session for the slider, which is drawn only once the runs have finished."""
+    if ITERATION_KEY not in st.session_state:
+        links.check(st.slider, ITERATION_KEY, {"min_value": 0, "max_value": MAX_ITERATION, "value": 0})
+
+
 def fits_side_by_side(runs: list[Run], *, key: str) -> None:
     """The runs' fits, two to a row: while a run computes, its latest picture (the live chart keeps
     it current); once all have finished, every fit after the same iteration, chosen with a slider
@@ -234,10 +245,10 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
     finished = not any(r.active for r in runs)
     if finished:
         last = max(r.records[-1].iteration for r in runs if r.records)
-        if st.session_state.get("cmp_iteration", 0) > max(last, 1):      # runs of another batch
-            st.session_state["cmp_iteration"] = max(last, 1)
+        if st.session_state.get(ITERATION_KEY, 0) > max(last, 1):      # runs of another batch
+            st.session_state[ITERATION_KEY] = max(last, 1)
         iteration = links.widget(st.slider, "Iteration", min_value=0, max_value=max(last, 1), value=last,
-                                 key="cmp_iteration", persist=False,
+                                 key=ITERATION_KEY, persist=False,
                                  help="Every fit as it was after this iteration (the pictures a run keeps: "
                                       "every iteration of a short run, evenly spaced ones of a long run).")
     else:

@@ -5,7 +5,7 @@ errors are named; a lesson link sets its experiment, a link's own values win, Ba
 from __future__ import annotations
 
 import pytest
-from conftest import wait_for_runs
+from conftest import settle, wait_for_runs
 
 from krr_app import lessons
 from krr_app.lessons import LessonError, parse
@@ -14,7 +14,7 @@ from krr_app.text import shown_as
 CATALOG, ERRORS = lessons.catalog()
 #: Keys of the widgets a page draws itself (every other setting is a sidebar control).
 PAGE_KEYS = {"explore": {"auto_run", "x_axis"},
-             "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values"},
+             "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration"},
              "conditioning": {"cond_n", "blocks", "rank"},
              "leverage": {"lev_n", "lev_method", "lev_log_lambda", "lev_q2"},
              "dataset": {"data_n"},
@@ -23,7 +23,8 @@ ALL_PAGE_KEYS = set().union(*PAGE_KEYS.values())
 #: The sidebar's solver controls, drawn on Explore and Compare only.
 SOLVER_KEYS = {"solver", "maxiter", "eval_train", "blocks", "rank", "dtype", "solver_seed", "budget_mb"}
 #: The ideas of the papers that each have a lesson (a word each lesson's `idea` must hold).
-IDEAS = ("Nyström centres", "Preconditioning", "Leverage scores", "without storing K", "float32", "λ", "Tuning σ and λ")
+IDEAS = ("Nyström centres", "Preconditioning", "Leverage scores", "without storing K", "float32", "λ", "Tuning σ and λ",
+         "Conjugate gradient")
 
 
 def _markdown(at) -> str:
@@ -51,6 +52,11 @@ def _completes(at, lesson, step: int):
     or draws its charts (the diagnostic pages)."""
     page = lesson.page_at(step)
     if page == "explore":
+        if lesson.settings_at(step).get("auto_run") is False:    # the step asks for Step, then Run
+            at = at.button(key="step").click().run()
+            stepped = at.session_state["explore_run"]
+            assert stepped.stepped and stepped.wait(0.5) is False      # paused, not finished
+            at = at.button(key="run").click().run()
         at = wait_for_runs(at, timeout=120)
         run = at.session_state["_krr_runs"].get(at.session_state["_krr_settings"].config())
         assert run is not None and run.status == "done", f"{lesson.name} step {step}: {run and run.message}"
@@ -63,6 +69,7 @@ def _completes(at, lesson, step: int):
         run = at.session_state["tune_run"]
         assert run.status == "done", f"{lesson.name} step {step}: {run.message}"
     else:
+        at = settle(at)          # the page's sections, computed on the workers, streamed in
         assert at.get("plotly_chart"), f"{lesson.name} step {step}: the {page} page drew no chart"
     assert not at.exception and not at.error, [e.value for e in at.error]
     return at
