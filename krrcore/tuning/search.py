@@ -31,7 +31,7 @@ from .implicit import evaluate_cg
 from .objectives import PenaltyProfile, Problem, evaluate, gaussian_block, row_stats, sigma_value
 
 #: Evaluations without a relative improvement of the best objective above ``tol`` that end a stage.
-PATIENCE = 5
+PATIENCE = 3
 #: log σ may move this far (in e-folds) either way from its start: a factor of about 150.
 LOG_SIGMA_RANGE = 5.0
 
