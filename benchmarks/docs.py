@@ -69,7 +69,8 @@ def figure_file(case: str, figure: str) -> str:
 
 
 def machine_line(machine: dict) -> str:
-    """Where a case ran, in one line: CPU, cores, memory, GPU, versions — never when."""
+    """Where a case ran, in one line: CPU, cores, memory, GPU, versions and how busy the machine
+    was — never when."""
     parts = [machine.get("cpu", "unknown CPU")]
     if machine.get("cores"):
         parts.append(f"{machine['cores']} cores")
@@ -83,7 +84,9 @@ def machine_line(machine: dict) -> str:
         versions[-1:] = [f"{versions[-1]} ({machine['torch_threads']} threads)"] if versions else []
     versions += [f"{name} {machine[key]}" for key, name in (("sklearn", "scikit-learn"), ("gpytorch", "GPyTorch"),
                                                              ("rlaopt", "rlaopt")) if machine.get(key) not in (None, "not installed")]
-    return ", ".join(parts + versions)
+    load = machine.get("load_average")
+    busy = [f"load average {load[0]:g} at the start of the case, {load[1]:g} at its end"] if load else []
+    return ", ".join(parts + versions + busy)
 
 
 def _load(path: Path):

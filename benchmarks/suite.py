@@ -181,12 +181,14 @@ def main(argv=None) -> int:
     for name in args.case or list(CASES):
         if not args.summarise_only:
             print(f"\n# === {name}: {CASES[name].title}", flush=True)
-            t0 = time.perf_counter()
+            t0, load = time.perf_counter(), os.getloadavg()[0]
             results = CASES[name].measure(args.quick, sizes)
             if args.merge and name in previous:
                 results = merge(previous[name], results)
             (out / f"{name}.json").write_text(json.dumps(results, indent=1, default=float))
-            (out / f"{name}.machine.json").write_text(json.dumps(info, indent=1))
+            # The machine's load around the case: a busy machine stretches every timing in it alike.
+            loads = {"load_average": [round(load, 1), round(os.getloadavg()[0], 1)]}
+            (out / f"{name}.machine.json").write_text(json.dumps({**info, **loads}, indent=1))
             print(f"# {name}: measured in {time.perf_counter() - t0:.0f} s", flush=True)
         if (out / f"{name}.json").exists():
             summarise_case(name, json.loads((out / f"{name}.json").read_text()), out)

@@ -184,6 +184,7 @@ def test_docs_page_holds_every_case_from_the_results_and_is_written_the_same_twi
     assert "## Targets" in page and "| target | measured | holds |" in page
     machine = json.loads((out / "leverage.machine.json").read_text())
     assert f"on {machine['cpu']}, {machine['cores']} cores," in page
+    assert f"load average {machine['load_average'][0]:g} at the start of the case" in page   # how busy it was
     assert "![FALKON against scikit-learn's Nystroem + Ridge" in page and (docs / "bench-falkon-vs-nystroem.png").exists()
     assert violations(docs / "benchmarks.md", docs) == []                     # no date, no clock time
     _docs(out, docs)                                                           # again, from the same results
