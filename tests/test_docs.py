@@ -65,6 +65,19 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
     assert anchors(tmp_path / "guide.md") == {"guide", "the-apps-settings"}
 
 
+def test_every_page_of_the_app_is_named_in_the_readme_and_the_app_guide():
+    titles = re.findall(r'st\.Page\("app_pages/\w+\.py", title="([^"]+)"', (ROOT / "app.py").read_text())
+    assert len(titles) >= 6
+    readme_app = README.read_text().split("## The app", 1)[1].split("\n## ", 1)[0]
+    guide = (ROOT / "docs" / "app.md").read_text()
+    assert [t for t in titles if f"**{t}**" not in readme_app or f"**{t}**" not in guide] == []
+
+
+def test_every_lesson_has_a_row_in_the_app_guide():
+    rows = re.findall(r"^\| `([\w-]+)` \|", (ROOT / "docs" / "app.md").read_text(), flags=re.M)
+    assert sorted(rows) == sorted(p.stem for p in (ROOT / "lessons").glob("*.md"))
+
+
 @pytest.mark.slow
 def test_the_readme_library_example_runs_as_printed(tmp_path):
     section = README.read_text().split("## The library", 1)[1].split("\n## ", 1)[0]
