@@ -1,7 +1,8 @@
 """The Tune page in a real browser (`streamlit run app.py`, Debian's chromium, as in test_browser.py):
 a tuning run streams its steps and its path over the map into the live chart, Stop ends it at its
-best point, and "Apply to Explore" moves Explore and its link to the tuned σ, λ and M. The
-screenshot of the finished page goes to ``$KRR_SAVE_SCREENSHOTS`` (``docs/screenshot-tune.png``)."""
+best point, a second run goes to the end (steps, map, relevance of each feature), and "Apply to
+Explore" moves Explore and its link to the tuned σ, λ and M. The screenshot of the finished page
+goes to ``$KRR_SAVE_SCREENSHOTS`` (``docs/screenshot-tune.png``)."""
 from __future__ import annotations
 
 import math
@@ -57,11 +58,17 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
         # Stop: the run ends, refitted at the best point found, and the finished page follows.
         main.get_by_role("button", name="Stop", exact=True).click()
         page.get_by_text("stopped by the user").first.wait_for(timeout=30_000)
+        main.get_by_role("button", name="Apply to Explore").wait_for(timeout=60_000)
+        page.get_by_text("Where the search went").first.wait_for()
+
+        # Tune again, to the end: the steps, the path over the map, each feature's relevance.
+        main.get_by_role("button", name="Tune", exact=True).click()
+        page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=240_000)
         apply = main.get_by_role("button", name="Apply to Explore")
         apply.wait_for(timeout=60_000)
-        page.get_by_text("Where the search went").first.wait_for()
         page.get_by_text("Relevance of each feature").first.wait_for()
         _wait_idle(page)
+        assert page.locator(".js-plotly-plot").count() == 3     # steps, map, relevance
         shown_lambda = main.get_by_test_id("stMetric").filter(has_text="λ").first.get_by_test_id(
             "stMetricValue").inner_text()
         _save(page, "screenshot-tune.png", tmp_path)
