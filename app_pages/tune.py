@@ -160,7 +160,7 @@ def _panels(runs):
     title = tuning_charts.OBJECTIVE_TITLES[dict(current.config.solver_params).get("objective", "gcv")]
     return [live_chart.tuning_steps_panel(current, title),
             live_chart.tuning_map_panel(current, _map(current.config, current.data),
-                                        f"Where the search goes — {title} over (λ, σ)")]
+                                        f"Where the search goes — {title} over (λ, σ), darker is lower")]
 
 
 views.live(lambda: [shown], _render, key="tune_live", panels=_panels)
