@@ -13,9 +13,9 @@ from .kernels import (GaussianKernel, KERNELS, LaplacianKernel, LinearKernel, Ma
                       make_kernel, median_heuristic)
 from .registry import SOLVERS, get_solver
 from .solvers import (CG, CLASSIFIERS, ASkotch, ASkotchClassifier, CGClassifier, ExactKRR, ExactKRRClassifier,
-                      Falkon, FalkonClassifier, NystromCG, NystromCGClassifier, NystromGD, NystromGDClassifier,
-                      NystromKRR, NystromKRRClassifier, NystromPCG, NystromPCGClassifier, SketchySAGA,
-                      SketchySAGAClassifier, Skotch, SkotchClassifier)
+                      Falkon, FalkonClassifier, KRRClassifierMixin, NystromCG, NystromCGClassifier, NystromGD,
+                      NystromGDClassifier, NystromKRR, NystromKRRClassifier, NystromPCG, NystromPCGClassifier,
+                      SketchySAGA, SketchySAGAClassifier, Skotch, SkotchClassifier)
 from .solvers import __all__ as _solvers
 from .stream import IterationRecord, SolverDivergedError
 from .tuning import FalkonCV, TuneResult, tune

@@ -50,14 +50,19 @@ def as_tensor(
     1-D input is accepted where ``ndim`` allows it. Raises ``ValueError`` naming ``name`` for
     empty arrays, non-numeric or complex entries, NaN/inf and wrong dimensionality, and
     ``TypeError`` for sparse matrices and non-number objects (as numpy does); the messages also carry the phrases scikit-learn's
-    estimator checks look for ("Reshape your data", "0 feature(s)", "Sparse data").
+    estimator checks look for ("Reshape your data", "0 feature(s)", "Sparse data"). A tensor that
+    requires grad is read for its values (detached: nothing here differentiates through its inputs);
+    a tensor on the ``meta`` device, which has no values, is refused.
     """
     if data is None:
         raise ValueError(f"{name} is required, got None")
     if isinstance(data, torch.Tensor):
         if data.layout != torch.strided:
             raise TypeError(f"{name} is a sparse tensor: Sparse data is not supported, pass X.to_dense()")
-        t = data
+        if data.device.type == "meta":
+            raise ValueError(f"{name} is on the 'meta' device, which holds a shape but no values: pass the "
+                             f"tensor on 'cpu' or 'cuda'")
+        t = data.detach()           # its values: krrcore fits and predicts, it never differentiates through them
         if device is None:
             device = t.device
     else:

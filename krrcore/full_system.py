@@ -2,8 +2,8 @@
 
 :class:`FullKernelSystem` (K stored or computed on the fly, block rows K_bn, principal blocks K_bb
 and the float64 residual/objective) serves NystromPCG and CG (:mod:`krrcore.solvers.pcg`) and
-ASkotch/Skotch (:mod:`krrcore.solvers.askotch`); :func:`check_residual_mode` is their common
-``residual`` option.
+ASkotch/Skotch (:mod:`krrcore.solvers.askotch`); :data:`RESIDUAL_MODES` are their common
+``residual`` option's values.
 
 Penalty convention: krrcore's ``penalty`` λ is per sample, so the ASkotch paper's λ (its Eq. 3,
 (K + λI) w = y) is ``penalty * n`` here.
@@ -176,11 +176,5 @@ class FullKernelSystem:
         return residual_and_objective(AW.add_(W64, alpha=self.lam_n), W64, Y64)
 
 
+#: ``residual``: "float64" (exact, O(n²d) per record, timed as evaluation) or "estimate" (free).
 RESIDUAL_MODES = ("float64", "estimate")
-
-
-def check_residual_mode(residual) -> str:
-    """``residual``: "float64" (exact, O(n²d) per record, timed as evaluation) or "estimate" (free)."""
-    if residual not in RESIDUAL_MODES:
-        raise ValueError(f"residual must be one of {RESIDUAL_MODES}, got {residual!r}")
-    return residual

@@ -109,7 +109,7 @@ class LiveSurface:
         self.frames: dict[int, np.ndarray] = {}
         self.stride = 1
         self._cost: float | None = None     # seconds of the last picture that evaluated the kernel
-        self._outputs = None                # the estimator's outputs on the grid (solvers.base.PointOutputs)
+        self._outputs = None                # the estimator's outputs on the grid (solvers.records.PointOutputs)
 
     def due(self, estimator) -> bool:
         """Whether a picture of ``estimator`` now keeps the pictures' time within budget: the
@@ -133,7 +133,7 @@ class LiveSurface:
         """The current iterate's (|grid|, k) outputs, in the estimator's dtype (0 at the start)."""
         import torch
 
-        from .solvers.base import PointOutputs
+        from .solvers.records import PointOutputs
 
         coef = estimator.coef_
         if not bool(torch.any(coef != 0)):          # the starting point: f = 0, no kernel to evaluate

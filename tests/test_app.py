@@ -12,7 +12,6 @@ import io
 import json
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -31,7 +30,6 @@ SMALL = {"n": 200, "M": 40, "maxiter": 4, "auto_run": "false"}   # runs start on
 
 
 # -- solvers that exist only for these tests ---------------------------------------------------
-@dataclass(frozen=True)
 class _ToyKRR(IterativeKRR):
     def __init__(self, kernel=None, penalty=1e-3, M=10, *, maxiter=5, seed=0):
         self.kernel = kernel

@@ -38,13 +38,14 @@ import math
 
 import torch
 
-from .._validation import check_int, check_positive
-from ..full_system import FullKernelSystem, check_residual_mode, evaluation_blocks, resolve_kernel_storage
+from .._validation import check_int
+from ..full_system import RESIDUAL_MODES, FullKernelSystem, evaluation_blocks, resolve_kernel_storage
 from ..linalg import lanczos_ritz_values
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import operator_bytes
 from .base import IterativeKRR, Step
+from .params import BOOLEAN, COUNT, DAMPING, EVERY, NONE, POSITIVE, UNIT_INTERVAL, Options, default, param
 
 #: The authors' default block size is n/100 (field notes: "block size n/100").
 DEFAULT_BLOCKS = 100
@@ -53,12 +54,6 @@ VARIANTS = ("auto", "alg1", "fresh_blocks")
 MU_RULES = ("auto", "estimate", "bound", "lambda")
 #: Lanczos steps for λ_min(K + λI) in μ "estimate" (20 steps overshot 2.8× on an ill-conditioned problem).
 MU_LANCZOS_STEPS = 40
-
-
-def _check_unit_interval(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
 
 
 def random_partition(n: int, blocks: int, generator: torch.Generator) -> list[torch.Tensor]:
@@ -71,6 +66,15 @@ def random_partition(n: int, blocks: int, generator: torch.Generator) -> list[to
 class _BlockCoordinateKRR(IterativeKRR):
     """Shared machinery of Alg. 1 (ASkotch) and Alg. 4 (Skotch): partition, block preconditioners,
     preconditioned smoothness constants, sampling probabilities, block gradients, evaluation."""
+
+    blocks: int | None = param(None, NONE | COUNT)
+    rank: int = param(100, COUNT)
+    damping: str | float = param("damped", DAMPING)
+    preconditioner: str | None = param("nystrom", Options(*PRECONDITIONERS))
+    cache_preconditioners: bool = param(False, BOOLEAN)
+    maxiter: int = default(1000)
+    eval_every: int | None = param(None, EVERY)
+    residual: str = param("float64", Options(*RESIDUAL_MODES))
 
     # -- parameter resolution ----------------------------------------------------------------
     def check_sizes(self, n: int) -> tuple[int, int]:
@@ -97,22 +101,8 @@ class _BlockCoordinateKRR(IterativeKRR):
         raise NotImplementedError
 
     def _resolve_variant(self, n: int) -> str:
-        """"alg1" or "fresh_blocks" for n points (ASkotch's ``variant``; Skotch is Alg. 4, a fixed partition).
-
-        "auto": the fresh-block variant whenever its momentum is defined (λn < ν = n/|b|): it needs
-        no strong-convexity estimate, hence never the n×n K, and converged fastest on every problem
-        measured (benchmarks.bench_askotch_default, bench_askotch_ablation). Otherwise (a ridge so
-        large that λn ≥ n/|b|, or ``cache_preconditioners``) Alg. 1 with μ from the bound λn ≤
-        λ_min(K + λnI), nearly tight when the ridge dominates K's small eigenvalues.
-        """
-        variant = getattr(self, "variant", "alg1")
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        if variant != "auto":
-            return variant
-        blocks = self.check_sizes(n)[0]
-        fits_momentum = self._penalty() * n < n / (n // blocks)
-        return "fresh_blocks" if fits_momentum and not self.cache_preconditioners else "alg1"
+        """"alg1": a fixed partition (Skotch is Alg. 4); ASkotch chooses by its ``variant``."""
+        return "alg1"
 
     # -- resources -----------------------------------------------------------------------------
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
@@ -121,8 +111,6 @@ class _BlockCoordinateKRR(IterativeKRR):
         iteration a block row (|b|·n kernel entries), the block's preconditioner (a sketch of K_bb)
         unless cached, and 1/B of a float64 evaluation; the set-up makes every block's
         preconditioner and L_P."""
-        if self.preconditioner not in PRECONDITIONERS:
-            raise ValueError(f"preconditioner must be 'nystrom' or None, got {self.preconditioner!r}")
         blocks, rank = self.check_sizes(n)
         s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, model.scratch_bytes
         size = -(-n // blocks)
@@ -147,7 +135,7 @@ class _BlockCoordinateKRR(IterativeKRR):
         smoothness = GET_L_ITERATIONS * block_product
         evaluation_blocks(model, n, n, k, budget)
         evaluation = model.entry_seconds(n * n, torch.float64) if self.residual == "float64" else 0.0
-        eval_every = blocks if self.eval_every is None else check_int(self.eval_every, "eval_every")
+        eval_every = blocks if self.eval_every is None else self.eval_every
         model.iteration += model.entry_seconds(size * n) + evaluation / eval_every
         if self._resolve_variant(n) == "fresh_blocks":
             model.iteration += sketch + smoothness
@@ -215,21 +203,15 @@ class _BlockCoordinateKRR(IterativeKRR):
     def _setup(self, X, Y):
         lam = self._penalty()
         n = X.shape[0]
-        preconditioner = self.preconditioner
-        if preconditioner not in PRECONDITIONERS:
-            raise ValueError(f"preconditioner must be 'nystrom' or None, got {preconditioner!r}")
-        self._precondition = preconditioner == "nystrom"
+        self._precondition = self.preconditioner == "nystrom"
         variant = self._resolve_variant(n)
         if variant == "fresh_blocks" and self.cache_preconditioners:
             raise ValueError("cache_preconditioners applies to variant='alg1' only: "
                              "'fresh_blocks' draws a new block (and preconditioner) every iteration")
         self.n_blocks_, self.rank_ = self.check_sizes(n)
-        if self._precondition:
-            resolve_damping(self.damping, None, lam * n)   # validate before the expensive set-up
         self._set_eval_every(self.n_blocks_)
-        check_residual_mode(self.residual)
         self._gradient_sq_sum, self._gradient_count = 0.0, 0
-        self._generator = torch.Generator().manual_seed(int(self.seed))
+        self._generator = torch.Generator().manual_seed(self.seed_)
         self._system = FullKernelSystem(self._kernel(), X, lam * n, storage="on_the_fly",
                                         memory_budget=self.memory_budget)
         self._Y, self._Y64 = Y, Y.to(torch.float64)
@@ -289,34 +271,10 @@ class Skotch(_BlockCoordinateKRR):
     L_b = λ₁(K_bb + λI).
     """
 
-    def __init__(self, kernel=None, penalty=1e-3, *, blocks=None, rank=100, alpha=0.5, damping="damped",
-                 preconditioner="nystrom", cache_preconditioners=False, maxiter=1000, tol=None, eval_every=None,
-                 residual="float64", memory_budget=None, seed=0, dtype="float64", device=None, callback=None,
-                 timeout=None, eval_train=False, metric="auto", stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.blocks = blocks
-        self.rank = rank
-        self.alpha = alpha
-        self.damping = damping
-        self.preconditioner = preconditioner
-        self.cache_preconditioners = cache_preconditioners
-        self.maxiter = maxiter
-        self.tol = tol
-        self.eval_every = eval_every
-        self.residual = residual
-        self.memory_budget = memory_budget
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
+    alpha: float = param(0.5, UNIT_INTERVAL)
 
     def _sampling_exponent(self) -> float:
-        return _check_unit_interval(self.alpha, "alpha")
+        return float(self.alpha)
 
     def _steps(self, X, Y):
         W, L = self.coef_, self.block_smoothness_
@@ -379,46 +337,33 @@ class ASkotch(_BlockCoordinateKRR):
         default: krrcore's scratch and storage budgets (:mod:`krrcore.memory`).
     """
 
-    def __init__(self, kernel=None, penalty=1e-3, *, blocks=None, rank=100, beta=0.0, mu="auto",
-                 damping="damped", preconditioner="nystrom", variant="auto", cache_preconditioners=False,
-                 maxiter=1000, tol=None, eval_every=None, residual="float64", memory_budget=None, seed=0,
-                 dtype="float64",
-                 device=None, callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.blocks = blocks
-        self.rank = rank
-        self.beta = beta
-        self.mu = mu
-        self.damping = damping
-        self.preconditioner = preconditioner
-        self.variant = variant
-        self.cache_preconditioners = cache_preconditioners
-        self.maxiter = maxiter
-        self.tol = tol
-        self.eval_every = eval_every
-        self.residual = residual
-        self.memory_budget = memory_budget
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
+    beta: float = param(0.0, UNIT_INTERVAL)
+    mu: str | float = param("auto", Options(*MU_RULES) | POSITIVE)
+    variant: str = param("auto", Options(*VARIANTS))
+
+    def _resolve_variant(self, n: int) -> str:
+        """"alg1" or "fresh_blocks" for n points (``variant``).
+
+        "auto": the fresh-block variant whenever its momentum is defined (λn < ν = n/|b|): it needs
+        no strong-convexity estimate, hence never the n×n K, and converged fastest on every problem
+        measured (benchmarks.bench_askotch_default, bench_askotch_ablation). Otherwise (a ridge so
+        large that λn ≥ n/|b|, or ``cache_preconditioners``) Alg. 1 with μ from the bound λn ≤
+        λ_min(K + λnI), nearly tight when the ridge dominates K's small eigenvalues.
+        """
+        if self.variant != "auto":
+            return self.variant
+        blocks = self.check_sizes(n)[0]
+        fits_momentum = self._penalty() * n < n / (n // blocks)
+        return "fresh_blocks" if fits_momentum and not self.cache_preconditioners else "alg1"
 
     def _sampling_exponent(self) -> float:
-        return (1.0 - _check_unit_interval(self.beta, "beta")) / 2.0
+        return (1.0 - float(self.beta)) / 2.0
 
     def _mu_rule(self, n: int, itemsize: int) -> str:
         """How μ is obtained: "value", "lambda", "bound" or "estimate" ("auto" resolved for this n)."""
         mu = self.mu
         if not isinstance(mu, str):
-            check_positive(mu, "mu")
             return "value"
-        if mu not in MU_RULES:
-            raise ValueError(f"mu must be one of {MU_RULES} or a positive number, got {mu!r}")
         if mu != "auto":
             return mu
         if self.variant == "auto":         # the default path never stores K: μ from the free bound λn ≤ λ_min
@@ -484,7 +429,7 @@ class ASkotch(_BlockCoordinateKRR):
             system = FullKernelSystem(system.kernel, system.X, system.lam_n, storage="stored",
                                       memory_budget=system.memory_budget)
         ritz = lanczos_ritz_values(system.matvec, system.n, steps=MU_LANCZOS_STEPS, dtype=system.X.dtype,
-                                   device=system.X.device, seed=int(self.seed))
+                                   device=system.X.device, seed=self.seed_)
         return float(ritz[0])
 
     def _setup_partition(self, n: int):

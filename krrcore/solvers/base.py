@@ -4,6 +4,10 @@
   ``fit(X, y, X_val=None, y_val=None)`` takes numpy, pandas or torch; ``predict`` returns the
   same kind of array it was given, and raises ``NotFittedError`` before ``fit``; ``n_features_in_``
   is checked; scikit-learn's own estimator checks pass (tests/test_sklearn_contract.py).
+* Parameters are declared once, with their constraints (:mod:`krrcore.solvers.params`): those every
+  estimator has on :class:`KRRBase`, ``seed`` on :class:`Seeded`, the iterative solvers' runtime
+  knobs on :class:`IterativeKRR`; every subclass is made a dataclass of its parameters, so
+  ``__init__`` is written from the declarations. ``fit`` validates them all before any work.
 * ``converged_`` says whether a fit reached ``tol`` (or working precision); a fit that ends on
   ``maxiter`` or a stall with ``tol`` unmet also warns with ``ConvergenceWarning``.
 * ``fit(..., progress=True)`` draws a tqdm progress bar from the same record stream.
@@ -14,89 +18,35 @@
   Iterative solvers implement two hooks, ``_setup`` and ``_steps``; :meth:`IterativeKRR.iter_fit`
   owns the loop that times, evaluates, records, stops, and detects NaN or a stalled residual.
   Direct solvers implement ``_solve``; :meth:`DirectKRR.iter_fit` yields its single record.
-  Both build records with one :class:`_Recorder`, so every solver's stream is evaluated alike.
+  Both build records with one :class:`~krrcore.solvers.records.Recorder`, so every solver's stream
+  is evaluated alike.
 """
 from __future__ import annotations
 
-import functools
-import math
 import threading
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_tensor, check_features, check_int, check_positive, check_X_y
+from .._validation import as_tensor, check_features, check_X_y
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
-from ..memory import SLOW_FIT_SECONDS, CostModel, MemoryEstimate, SlowFitWarning, scratch_budget
-from ..metrics import DEFAULT_METRIC, METRICS
-from ..ops import KernelOperator
+from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
+from ..metrics import METRICS
 from ..rows import rows_of
-from ..stream import IterationRecord, SolverDivergedError, Stopper, Timer
+from ..stream import SolverDivergedError, Stopper, Timer
+from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNELS, MEMORY_BUDGETS, NONE, PENALTIES,
+                     POSITIVE, TOLERANCE, Integer, Options, Seed, check_stop_event, param, parameters, resolve_seed,
+                     validate)
+from .records import Recorder, Step, target_scale
+from .resources import EstimatedResources
 
-
-def target_scale(Y: torch.Tensor) -> float:
-    """The power of two the solvers multiply ``Y`` by: 1 while the squares of Y's entries (inner
-    products, norms, objectives) stay well inside its dtype's range, else the one that brings
-    max|Y| into [1/2, 1) — y ≈ 1e160 would otherwise overflow ‖y‖² to inf and the residual to NaN.
-    A power of two is exact in floating point, and the KRR solution is linear in y, so the solve is
-    the same one, scaled."""
-    peak = float(Y.abs().max()) if Y.numel() else 0.0
-    if peak == 0.0 or not math.isfinite(peak):
-        return 1.0
-    info = torch.finfo(Y.dtype)
-    # Margins: n terms per inner product, and the iterates' own growth on the way.
-    if math.sqrt(info.tiny) * 1e3 <= peak <= math.sqrt(info.max) / (1e3 * max(1, Y.numel())):
-        return 1.0
-    return math.ldexp(1.0, -math.frexp(peak)[1])
-
-
-@dataclass
-class Step:
-    """What a solver reports after an (outer) iteration or a direct solve; the base class turns it
-    into a record.
-
-    Lazy values: ``residual`` and ``objective`` may each be a number or a zero-argument callable
-    returning one. ``iter_fit`` (through :class:`_Recorder`) calls a callable only after it has
-    paused the solver timer, and counts its run time in the record's ``eval_seconds``; an exact evaluation
-    that costs more than an iteration (the O(n²d) float64 residual of the full-KRR solvers) thus
-    never inflates ``seconds``, which counts solver work only, as ASkotch's plots do. The callable
-    must read the iterate when it is called (the solver's generator is suspended then).
-    :meth:`deferred` builds a step whose residual and objective come from one such evaluation.
-    """
-
-    residual: float | Callable[[], float]
-    objective: float | Callable[[], float] = math.nan
-    iteration: int | None = None        # for solvers that report every k inner iterations
-    extras: dict = field(default_factory=dict)
-
-    @classmethod
-    def deferred(cls, evaluate: Callable[[], tuple[float, float]], *, iteration: int | None = None,
-                 extras: dict | None = None) -> "Step":
-        """A step whose residual and objective are ``evaluate() -> (residual, objective)``, called once
-        after the timer pauses."""
-        once = functools.cache(evaluate)
-        return cls(residual=lambda: once()[0], objective=lambda: once()[1], iteration=iteration,
-                   extras=extras or {})
-
-    def values(self) -> tuple[float, float]:
-        """(residual, objective) as floats, evaluating lazy values (call it with the timer paused)."""
-        return tuple(float(v() if callable(v) else v) for v in (self.residual, self.objective))
-
-
-def validation_cache_bytes(n_val: int, n_centres: int, itemsize: int, scratch_bytes: int) -> int:
-    """Bytes of K(X_val, centres) a fit keeps for its records: all of it when it fits one scratch
-    budget (:mod:`krrcore.memory`; the blocked prediction of every record would allocate that much
-    anyway), else none. Kept, a record's validation metric costs one product with it instead of
-    n_val × n_centres kernel evaluations."""
-    need = n_val * n_centres * itemsize
-    return int(need) if need <= scratch_bytes else 0
+__all__ = ["KRRBase", "Seeded", "NystromCentres", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
 
 
 def distributed_backend(data):
@@ -111,112 +61,45 @@ def distributed_backend(data):
     return distributed
 
 
-class PointOutputs:
-    """The outputs of an estimator that is being fitted on fixed points X (a validation set, a
-    plotting grid), called once per record: K(X, centres_) is kept across calls while the centres
-    stay the same (:func:`validation_cache_bytes`), so a call costs one product with it instead of
-    |X| × n_centres kernel evaluations. The estimator's current ``coef_`` is read at each call."""
-
-    def __init__(self, estimator: "KRRBase", X: torch.Tensor):
-        self.estimator, self.X = estimator, X
-        self._operator, self._centres = None, None
-
-    @property
-    def kept_bytes(self) -> int | None:
-        """Bytes of K(X, centres) held when all of it is kept (None before a call, or when it is not)."""
-        op = self._operator
-        if op is None or op.cached_rows != op.n:
-            return None
-        return op.n * op.M * op.dtype.itemsize
-
-    def __call__(self) -> torch.Tensor:
-        est = self.estimator
-        centres = est.centers_
-        if not rows_of(centres).local:         # rows kept elsewhere: predicted where they live
-            return est._predict_tensor(self.X)
-        if self._centres is not centres:
-            keep = validation_cache_bytes(self.X.shape[0], centres.shape[0], self.X.element_size(),
-                                          est._block_budget())
-            self._operator = None if not keep else KernelOperator(
-                est._kernel(), self.X, centres, memory_budget=getattr(est, "memory_budget", None),
-                n_rhs=est.coef_.shape[1], cache_bytes=keep)
-            self._centres = centres
-        if self._operator is None:
-            return est._predict_tensor(self.X)
-        return self._operator.matvec(est.coef_)
-
-
-class _Recorder:
-    """Turns a solver's :class:`Step` into an :class:`IterationRecord`: one fit's validation data,
-    metric and timing rules, shared by :class:`IterativeKRR` and :class:`DirectKRR`.
-
-    ``record`` pauses the solver timer, then evaluates (lazy step values, train/validation
-    metric) on a timer of its own: that time is the record's ``eval_seconds``, never ``seconds``.
-    """
-
-    def __init__(self, estimator: "KRRBase", X: torch.Tensor, Y: torch.Tensor, X_val, y_val):
-        if (X_val is None) != (y_val is None):
-            raise ValueError("X_val and y_val must be given together")
-        if X_val is not None:
-            X_val, Y_val, _ = check_X_y(X_val, y_val, dtype=X.dtype, device=X.device, X_name="X_val", y_name="y_val")
-            check_features(X_val, X.shape[1], "X_val", type(estimator).__name__)
-            if Y_val.shape[1] != Y.shape[1]:
-                raise ValueError(f"y_val has {Y_val.shape[1]} outputs but y has {Y.shape[1]}")
-        else:
-            Y_val = None
-        self.estimator = estimator
-        self.X, self.Y, self.X_val, self.Y_val = X, Y, X_val, Y_val
-        # Targets kept elsewhere stay there: a few distinct rows tell the task.
-        self.metric_name = estimator._metric_name(rows_of(Y).target_rows(Y))
-        self.metric_fn = METRICS[self.metric_name]
-        self.eval_train = bool(getattr(estimator, "eval_train", False))
-        self._validation_outputs = None if X_val is None else PointOutputs(estimator, X_val)
-        self.target_scale = 1.0          # the solver's targets are Y · target_scale (see _start_fit)
-
-    def record(self, iteration: int, step: Step, timer: Timer) -> IterationRecord:
-        seconds = timer.pause()
-        t_eval = Timer()
-        residual, objective = step.values()
-        scale = self.target_scale            # relative residuals do not change with it; the objective is quadratic
-        rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual,
-                              objective=objective / scale / scale, metric=self.metric_name, extras=dict(step.extras))
-
-        def predict(X):
-            return self.estimator._predict_tensor(X) / scale
-        if self.eval_train:
-            rec.train_metric = self.metric_fn(self.Y, predict(self.X))
-        if self.X_val is not None:
-            rec.val_metric = self.metric_fn(self.Y_val, self._validation_outputs() / scale)
-        rec.eval_seconds = t_eval.pause()
-        return rec
-
-
-class KRRBase(RegressorMixin, BaseEstimator):
-    """Shared parameter handling, input conversion and prediction from (centres_, coef_).
+@parameters
+class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
+    """Shared parameters, input conversion and prediction from (centres_, coef_).
 
     Subclasses set ``centers_`` (the points the predictor expands over: X itself for full KRR)
     and ``coef_`` (M×k), and ``d_weights_`` is folded into ``coef_`` already.
+
+    Parameters: ``kernel`` (a :class:`~krrcore.kernels.Kernel`; None: Gaussian of σ = 1),
+    ``penalty`` (λ of K + λnI), ``dtype`` ("float64" or "float32"), ``device`` (None: CUDA when
+    available, else the CPU), ``memory_budget`` (bytes, or None for krrcore's defaults,
+    :mod:`krrcore.memory`).
     """
 
-    # -- parameter checks ------------------------------------------------------------------
+    kernel: Kernel | None = param(None, KERNELS, positional=True)
+    penalty: float = param(1e-3, PENALTIES, positional=True)
+    dtype: str = param("float64", DTYPES)
+    device: str | None = param(None, DEVICES)
+    memory_budget: int | None = param(None, MEMORY_BUDGETS)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        parameters(cls)          # every estimator is a dataclass of its declared parameters
+
+    def _validate_params(self) -> None:
+        """Every parameter against its declaration (:func:`krrcore.solvers.params.validate`)."""
+        validate(self)
+
+    # -- parameters, resolved --------------------------------------------------------------
     def _kernel(self) -> Kernel:
-        kernel = self.kernel if self.kernel is not None else GaussianKernel(1.0)
-        if not isinstance(kernel, Kernel):
-            raise ValueError(f"kernel must be a krrcore.kernels.Kernel, got {type(kernel).__name__}")
-        return kernel
+        return self.kernel if self.kernel is not None else GaussianKernel(1.0)
 
     def _dtype(self) -> torch.dtype:
-        return resolve_dtype(getattr(self, "dtype", "float64"))
+        return resolve_dtype(self.dtype)
 
     def _device(self) -> torch.device:
-        device = getattr(self, "device", None)
-        return torch.device(device) if device is not None else default_device()
+        return torch.device(self.device) if self.device is not None else default_device()
 
     def _penalty(self) -> float:
-        lam = check_positive(self.penalty, "penalty", allow_zero=True)
-        if lam == 0:
-            raise ValueError("penalty must be > 0: with λ = 0 the system K + λnI is singular in general")
-        return lam
+        return float(self.penalty)
 
     def _prepare_fit(self, X, y):
         X, Y, was_1d = check_X_y(X, y, dtype=self._dtype(), device=self._device())
@@ -225,19 +108,6 @@ class KRRBase(RegressorMixin, BaseEstimator):
         return X, Y
 
     # -- the record stream -------------------------------------------------------------------
-    def _metric_name(self, Y: torch.Tensor) -> str:
-        """Metric of the stream's train/validation values: ``metric``, or by the targets for "auto"."""
-        metric = getattr(self, "metric", "auto")
-        if metric != "auto":
-            if metric not in METRICS:
-                raise ValueError(f"metric must be 'auto' or one of {sorted(METRICS)}, got {metric!r}")
-            return metric
-        values = torch.unique(Y)
-        is_pm1 = values.numel() <= 2 and bool(((values == 1) | (values == -1)).all())
-        is_onehot = Y.shape[1] > 1 and bool(((Y == 0) | (Y == 1)).all())
-        task = "multiclass" if is_onehot else ("binary" if is_pm1 else "regression")
-        return DEFAULT_METRIC[task]
-
     def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None,
             progress: bool = False):
         """Fit by draining :meth:`iter_fit` (its records are in ``trace_``); returns self.
@@ -249,10 +119,13 @@ class KRRBase(RegressorMixin, BaseEstimator):
         if progress:
             from ..progress import progress_bar
 
-            records = progress_bar(records, total=getattr(self, "maxiter", None), desc=type(self).__name__)
+            records = progress_bar(records, total=self._progress_total(), desc=type(self).__name__)
         for _ in records:
             pass
         return self
+
+    #: The factor the targets of the fit under way are scaled by (:func:`target_scale`).
+    _target_scale = 1.0
 
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
         """Generator of :class:`IterationRecord`; after it ends the estimator is fitted. When it
@@ -273,28 +146,38 @@ class KRRBase(RegressorMixin, BaseEstimator):
     def _records(self, X, y, X_val, y_val, *, stop_event):
         raise NotImplementedError
 
-    def _start_fit(self, X, y, X_val, y_val) -> tuple[torch.Tensor, torch.Tensor, _Recorder]:
-        """Checked training tensors and the recorder of this fit; resets ``trace_`` and ``stop_reason_``.
+    def _progress_total(self) -> int | None:
+        """How many records the progress bar expects (None: not known)."""
+        return None
 
+    def _start_fit(self, X, y, X_val, y_val, *, stop_event=None, timeout: float | None = None, metric: str = "auto",
+                   eval_train: bool = False) -> tuple[torch.Tensor, torch.Tensor, Recorder]:
+        """Checked parameters, training tensors and the recorder of this fit; resets ``trace_``,
+        ``stop_reason_`` and sets ``seed_`` (the integer seed the fit uses, when it has a ``seed``).
+
+        Every parameter is validated first (:mod:`krrcore.solvers.params`), then ``stop_event``.
         Before the solver allocates anything, its :meth:`memory_estimate` is checked
         (``memory_estimate_``): :class:`~krrcore.memory.MemoryLimitError` past the memory limit,
         :class:`~krrcore.memory.TimeLimitError` when set-up plus one iteration would exceed
         ``timeout``, and a :class:`~krrcore.memory.SlowFitWarning` past a minute.
         """
+        self._validate_params()
+        check_stop_event(stop_event)
+        self._resolve_seed()
         distributed = distributed_backend(X)
         if distributed is not None:
             X, Y, estimate = distributed.start_fit(self, X, y)
         else:
             X, Y = self._prepare_fit(X, y)
-            estimate = self.memory_estimate(X.shape[0], X.shape[1], Y.shape[1],
-                                            n_val=0 if X_val is None else len(X_val))
-        self.memory_estimate_ = estimate.check(timeout=getattr(self, "timeout", None))
+            estimate = self._memory_estimate(X.shape[0], X.shape[1], Y.shape[1],
+                                             n_val=0 if X_val is None else len(X_val))
+        self.memory_estimate_ = estimate.check(timeout=timeout)
         first = estimate.seconds_for(1)
         if first is not None and first > SLOW_FIT_SECONDS:
             faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
             warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
                           SlowFitWarning, stacklevel=3)
-        recorder = _Recorder(self, X, Y, X_val, y_val)
+        recorder = Recorder(self, X, Y, X_val, y_val, metric=metric, eval_train=eval_train)
         if isinstance(Y, torch.Tensor):
             recorder.target_scale = self._target_scale = target_scale(Y)
             if self._target_scale != 1.0:
@@ -303,60 +186,8 @@ class KRRBase(RegressorMixin, BaseEstimator):
         self.stop_reason_ = ""
         return X, Y, recorder
 
-    # -- resources ---------------------------------------------------------------------------
-    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0) -> MemoryEstimate:
-        """Peak memory (and, on a CPU, time) of fitting this estimator, as configured, on ``n`` points
-        with ``d`` features and ``n_outputs`` targets — from the parameters alone, allocating nothing.
-        ``n_val``: validation points given to ``fit``, with the kernel rows its records keep
-        (:func:`validation_cache_bytes`).
-
-        What it stores is checked against the storage budget of ``memory_budget`` (krrcore's one
-        policy, :mod:`krrcore.memory`), its whole peak against the free memory; a front end with a
-        limit of its own compares ``peak_bytes`` with it. ``fit`` runs the same estimate first and
-        refuses what does not fit (:meth:`~krrcore.memory.MemoryEstimate.check`).
-        """
-        n, d = check_int(n, "n"), check_int(d, "d")
-        k = check_int(n_outputs, "n_outputs")
-        device, dtype = self._device(), self._dtype()
-        model = CostModel(d=d, dtype=dtype, device=device, memory_budget=getattr(self, "memory_budget", None),
-                          scratch_blocks=self._kernel().scratch_blocks)
-        model.hold("training data X, y", n * (d + k) * model.itemsize, "data")
-        suggestion = self._estimate_resources(model, n, k)
-        n_val = check_int(n_val, "n_val", minimum=0)
-        if n_val:
-            model.hold("validation data X_val, y_val", n_val * (d + k) * model.itemsize, "data")
-            model.hold("validation kernel rows K(X_val, centres)",
-                       validation_cache_bytes(n_val, self._center_count(n), model.itemsize, model.scratch_bytes),
-                       "scratch")
-        return model.build(type(self).__name__, n, k, suggestion)
-
-    def _center_count(self, n: int) -> int:
-        """How many centres the fitted model expands over: n for full KRR (Nyström solvers: M)."""
-        return n
-
-    def _block_budget(self) -> int:
-        """Bytes one blocked kernel product may use (:func:`krrcore.memory.scratch_budget`)."""
-        return scratch_budget(getattr(self, "memory_budget", None), self._device())
-
-    def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
-        """Add this solver's parts and seconds to ``model``; return the suggestion if it does not fit.
-
-        Every krrcore solver overrides this; the default (for a user's subclass) counts the data only.
-        """
-        return ""
-
-    #: How the solver runs on rows sharded on a Dask cluster (:mod:`krrcore.distributed`): "nystrom"
-    #: (its products are K_nM's), "full" (those of K + λnI), or None: it does not.
-    _sharded_kind = None
-
-    def _hold_model(self, model: CostModel, n: int, k: int) -> None:
-        """Add to ``model`` what a fit on n rows holds wherever its rows are (M×M matrices, CG
-        vectors): on a cluster, the client's part. Solvers with a ``_sharded_kind`` override it."""
-
-    def _hold_rows(self, model: CostModel, rows: int, n: int, k: int) -> None:
-        """Add to ``model`` what a fit on n rows allocates for ``rows`` of them where they are (kernel
-        block buffers over them): on a cluster, a worker's part for its shard. Nyström solvers
-        override it."""
+    def _resolve_seed(self) -> None:
+        """Estimators with a ``seed`` fix the integer their fit uses here (:class:`Seeded`)."""
 
     # -- scikit-learn's contract ---------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
@@ -370,8 +201,7 @@ class KRRBase(RegressorMixin, BaseEstimator):
 
     # -- prediction ------------------------------------------------------------------------
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
-        return rows_of(self.centers_).expansion(self.centers_, self._kernel(), X, self.coef_,
-                                                getattr(self, "memory_budget", None))
+        return rows_of(self.centers_).expansion(self.centers_, self._kernel(), X, self.coef_, self.memory_budget)
 
     #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these
     #: (``classes_`` for the classifiers of :mod:`krrcore.solvers.classifiers`).
@@ -395,7 +225,7 @@ class KRRBase(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         Xt = as_tensor(X, "X", dtype=self.coef_.dtype, device=self.coef_.device)
         check_features(Xt, self.n_features_in_, "X", type(self).__name__)
-        return self._predict_tensor(Xt) / getattr(self, "_target_scale", 1.0)     # mid-fit: scaled targets
+        return self._predict_tensor(Xt) / self._target_scale     # mid-fit: scaled targets
 
     def predict(self, X):
         out = self._outputs(X)
@@ -404,14 +234,54 @@ class KRRBase(RegressorMixin, BaseEstimator):
         return out if isinstance(X, torch.Tensor) else out.detach().cpu().numpy()
 
 
-class IterativeKRR(KRRBase):
+class Seeded(KRRBase):
+    """An estimator that draws at random (centres, sketches, blocks): ``seed`` is an integer >= 0,
+    None (fresh entropy), a ``numpy.random.Generator``, a ``numpy.random.RandomState`` or a
+    ``torch.Generator`` (drawn from once per fit, as scikit-learn's ``random_state``). The
+    integer a fit used is ``seed_``: refitting with ``seed=model.seed_`` repeats it."""
+
+    seed: int | None = param(0, Seed())
+
+    def _resolve_seed(self) -> None:
+        self.seed_ = resolve_seed(self.seed)
+
+
+class NystromCentres(Seeded):
+    """An estimator on M Nyström centres: ``M`` (how many; ignored when ``centers`` is an array) and
+    ``centers`` (a name of :data:`krrcore.centers.CENTER_SELECTORS`, a selector, or the centres)."""
+
+    M: int = param(100, COUNT, positional=True)
+    centers: object = param("uniform", CENTERS)
+
+
+class IterativeKRR(Seeded):
     """Base of iterative solvers: one loop, one stream.
 
     Subclasses implement ``_setup(X, Y)`` (fitted attributes, preconditioner; sets ``centers_``
     and a zero ``coef_``) and ``_steps(X, Y)``, a generator that updates ``coef_`` and yields a
-    :class:`Step` per reported iteration. Parameters read here: ``maxiter``, ``tol``,
-    ``callback``, ``timeout``, ``eval_train``, ``stall_patience``.
+    :class:`Step` per reported iteration. Their runtime knobs, declared here once: ``maxiter``,
+    ``tol`` (stop when the residual is at most it), ``callback`` (f(record) -> True stops),
+    ``timeout`` (seconds of solver time), ``eval_train`` (the training metric in every record),
+    ``metric`` (of the records' train/validation values; "auto": by the targets) and
+    ``stall_patience`` (iterations without improvement before a stall ends the run).
     """
+
+    maxiter: int = param(100, Integer(0))
+    tol: float | None = param(None, TOLERANCE)
+    callback: object = param(None, CALLBACKS)
+    timeout: float | None = param(None, NONE | POSITIVE)
+    eval_train: bool = param(False, BOOLEAN)
+    metric: str = param("auto", Options("auto", *METRICS))
+    stall_patience: int = param(50, COUNT)
+
+    #: Read by the loop; the solvers that offer them declare them as parameters: ``eval_every``
+    #: (a record every so many iterations; None: the solver's own default) and ``residual``
+    #: ("float64": the reported residual is recomputed in float64).
+    eval_every = None
+    residual = None
+
+    def _progress_total(self) -> int:
+        return self.maxiter
 
     def _records(self, X, y, X_val, y_val, *, stop_event: threading.Event | None):
         """Generator of :class:`IterationRecord` (:meth:`iter_fit`); after it ends the estimator is fitted.
@@ -431,13 +301,11 @@ class IterativeKRR(KRRBase):
         ``coef_`` and the records so far in ``trace_``. After the loop, unless a
         stop was asked for, :meth:`_finish` may add records (FALKON's float64 refinement).
         """
-        maxiter = check_int(self.maxiter, "maxiter", minimum=0)
-        tol = getattr(self, "tol", None)
-        tol = None if tol is None else check_positive(tol, "tol", allow_zero=True)
-        patience = check_int(getattr(self, "stall_patience", 50), "stall_patience")
-        X, Y, recorder = self._start_fit(X, y, X_val, y_val)
+        X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout,
+                                         metric=self.metric, eval_train=self.eval_train)
+        maxiter, tol, patience = self.maxiter, self.tol, self.stall_patience
         self.converged_ = False
-        stopper = Stopper(stop_event, getattr(self, "callback", None), getattr(self, "timeout", None))
+        stopper = Stopper(stop_event, self.callback, self.timeout)
         timer = Timer()
         self._setup(X, Y)
         floor_dtype = self._residual_dtype(X)
@@ -514,7 +382,7 @@ class IterativeKRR(KRRBase):
 
     #: What to change when this solver's iterates diverge, each with its value now (``{name}``:
     #: a parameter or fitted attribute): the advice of :class:`SolverDivergedError`.
-    DIVERGENCE_ADVICE: tuple[str, ...] = ("raise penalty (now {penalty!r})", "use dtype='float64' (now {dtype!r})")
+    DIVERGENCE_ADVICE: ClassVar[tuple[str, ...]] = ("raise penalty (now {penalty!r})", "use dtype='float64' (now {dtype!r})")
 
     def _divergence_advice(self) -> str:
         """'Lower lr_scale (now 4) or raise batch_size (now 1).': the settings that cure a divergence."""
@@ -531,8 +399,7 @@ class IterativeKRR(KRRBase):
 
     def _set_eval_every(self, default: int) -> None:
         """``eval_every_``: the ``eval_every`` parameter, or the solver's ``default`` when it is None."""
-        eval_every = getattr(self, "eval_every", None)
-        self.eval_every_ = default if eval_every is None else check_int(eval_every, "eval_every")
+        self.eval_every_ = default if self.eval_every is None else self.eval_every
 
     def _report_due(self, iteration: int) -> bool:
         """Whether ``iteration`` gets a record: every ``eval_every_`` iterations and at ``maxiter``."""
@@ -543,7 +410,7 @@ class IterativeKRR(KRRBase):
         float64 for the solvers whose ``residual`` option is "float64" (ASkotch, Skotch, NystromPCG,
         CG: recomputed in float64 even for float32 solves), else the solve's dtype (FALKON's CG
         residual, the "estimate" modes). A solver evaluating otherwise overrides this."""
-        return torch.float64 if getattr(self, "residual", None) == "float64" else X.dtype
+        return torch.float64 if self.residual == "float64" else X.dtype
 
     def _finish(self, X, Y):
         """Steps after the loop has stopped, each with its ``iteration`` (FALKON's float64 refinement
@@ -578,7 +445,7 @@ class DirectKRR(KRRBase):
         solve cannot be interrupted. Sets ``trace_``, ``stop_reason_``, ``n_iter_`` = 1 and
         ``converged_`` = True.
         """
-        X, Y, recorder = self._start_fit(X, y, X_val, y_val)
+        X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event)
         timer = Timer()
         step = self._solve(X, Y)
         rec = recorder.record(1, step, timer)

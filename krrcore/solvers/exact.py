@@ -13,7 +13,7 @@ from ..centers import center_count, select_centers
 from ..linalg import jitter_cholesky
 from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
-from .base import DirectKRR, Step
+from .base import DirectKRR, NystromCentres, Step
 
 
 class ExactKRR(DirectKRR):
@@ -25,13 +25,6 @@ class ExactKRR(DirectKRR):
     :class:`~krrcore.memory.MemoryLimitError` (a :class:`~krrcore.memory.MemoryBudgetError`) saying
     how much is needed and suggesting an approximate solver.
     """
-
-    def __init__(self, kernel=None, penalty=1e-3, *, dtype="float64", device=None, memory_budget=None):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.dtype = dtype
-        self.device = device
-        self.memory_budget = memory_budget
 
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """K + λnI and its Cholesky factor, both n×n float64; O(n²d) kernel and n³/3 flops."""
@@ -58,23 +51,12 @@ class ExactKRR(DirectKRR):
         return self._solved_system_step(A, Y64)     # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
 
 
-class NystromKRR(DirectKRR):
+class NystromKRR(NystromCentres, DirectKRR):
     """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8).
 
     O(nM² + M³) time, one M×M float64 system; K_nMᵀK_nM is accumulated in blocks. When the
     system is numerically singular, jitter is raised in steps and reported in ``jitter_``.
     """
-
-    def __init__(self, kernel=None, penalty=1e-3, M=100, *, centers="uniform", seed=0, dtype="float64",
-                 device=None, memory_budget=None):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.M = M
-        self.centers = centers
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.memory_budget = memory_budget
 
     def _center_count(self, n: int) -> int:
         return center_count(self.centers, self.M, n)
@@ -98,7 +80,7 @@ class NystromKRR(DirectKRR):
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()
         n = X.shape[0]
-        cs = select_centers(self.centers, X, self.M, self.seed, kernel=self._kernel())
+        cs = select_centers(self.centers, X, self.M, self.seed_, kernel=self._kernel())
         C = cs.centers
         kernel = self._kernel()
         Y64 = Y.double()

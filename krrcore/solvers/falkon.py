@@ -18,14 +18,14 @@ import warnings
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from .._validation import check_int
 from ..centers import BlessCenters, BlessRCenters, center_count, select_centers
 from ..cg import conjugate_gradient
 from ..memory import CostModel
 from ..ops import operator_bytes
 from ..preconditioner import FalkonPreconditioner, PrecisionWarning
 from ..rows import rows_of
-from .base import IterativeKRR, Step
+from .base import IterativeKRR, NystromCentres, Step
+from .params import NON_NEGATIVE, NONE, Integer, Options, default, param
 
 
 #: Name of the memory part holding cached row blocks of K_nM (sized by the estimate, used by the fit).
@@ -48,32 +48,16 @@ class ResidualWarning(UserWarning):
     """A FALKON fit ended with its residual still high; the message says what to try."""
 
 
-class _NystromIterative(IterativeKRR):
+class _NystromIterative(NystromCentres, IterativeKRR):
     """Shared set-up of the Nyström-problem solvers: centres, blocked operator, b̃ = K_nMᵀy/n."""
 
-    def __init__(self, kernel=None, penalty=1e-6, M=100, *, centers="uniform", maxiter=20, tol=None, seed=0,
-                 dtype="float64", device=None, memory_budget=None, callback=None, timeout=None,
-                 eval_train=False, metric="auto", stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.M = M
-        self.centers = centers
-        self.maxiter = maxiter
-        self.tol = tol
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.memory_budget = memory_budget
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
+    penalty: float = default(1e-6)
+    maxiter: int = default(20)
 
     def _setup_operator(self, X, Y):
         self.penalty_ = self._penalty()
         self.n_ = X.shape[0]
-        cs = select_centers(self.centers, X, self.M, self.seed, kernel=self._kernel())
+        cs = select_centers(self.centers, X, self.M, self.seed_, kernel=self._kernel())
         self.center_set_ = cs
         self.centers_ = cs.centers
         self.center_indices_ = cs.indices
@@ -247,16 +231,9 @@ class Falkon(_NystromIterative):
     DIVERGENCE_ADVICE = ("raise penalty (now {penalty!r})", "raise jitter (now {jitter_!r})",
                          "use dtype='float64' (now {dtype!r})")
 
-    def __init__(self, kernel=None, penalty=1e-6, M=100, *, centers="uniform", maxiter=20, tol=None, seed=0,
-                 dtype="float64", device=None, memory_budget=None, callback=None, timeout=None,
-                 eval_train=False, metric="auto", stall_patience=50, jitter=None, refresh_every="auto",
-                 refine="auto"):
-        super().__init__(kernel, penalty, M, centers=centers, maxiter=maxiter, tol=tol, seed=seed, dtype=dtype,
-                         device=device, memory_budget=memory_budget, callback=callback, timeout=timeout,
-                         eval_train=eval_train, metric=metric, stall_patience=stall_patience)
-        self.jitter = jitter
-        self.refresh_every = refresh_every
-        self.refine = refine
+    jitter: float | None = param(None, NONE | NON_NEGATIVE)
+    refresh_every: int | str = param("auto", Options("auto") | Integer(0))
+    refine: int | str = param("auto", Options("auto") | Integer(0))
 
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE = "preconditioner (one float64 M×M buffer)", 8
     _VECTOR_DTYPE = torch.float64
@@ -266,7 +243,7 @@ class Falkon(_NystromIterative):
         """Refinement rounds after the solve: ``refine``, or for "auto" REFINE_ROUNDS on float32 data."""
         if self.refine == "auto":
             return REFINE_ROUNDS if self._dtype() != torch.float64 else 0
-        return check_int(self.refine, "refine", minimum=0)
+        return self.refine
 
     def _setup(self, X, Y):
         b = self._setup_operator(X, Y)
@@ -380,8 +357,7 @@ class Falkon(_NystromIterative):
                               f"{improved} refinement round(s); raise refine or maxiter", ConvergenceWarning, stacklevel=3)
 
     def _steps(self, X, Y):
-        refresh = self.refresh_every
-        refresh = 0 if refresh == "auto" else check_int(refresh, "refresh_every", minimum=0)
+        refresh = 0 if self.refresh_every == "auto" else self.refresh_every
         for state in conjugate_gradient(self._W, self._rhs, refresh_every=refresh):
             self.coef_ = self.preconditioner_.apply(state.x).to(X.dtype)
             # With α = Pβ: αᵀH̃α − 2αᵀb̃ = βᵀWβ − 2βᵀPᵀb̃ and Wβ = Pᵀb̃ − r.
@@ -414,7 +390,7 @@ class NystromGD(_NystromIterative):
         self._b = self._setup_operator(X, Y)
         self._K_MM = self._kernel()(self.centers_, self.centers_)
         self.lipschitz_ = power_iteration(self._H, self.centers_.shape[0], dtype=X.dtype, device=X.device,
-                                          seed=self.seed)
+                                          seed=self.seed_)
         self.coef_ = torch.zeros_like(self._b)
 
     def _steps(self, X, Y):

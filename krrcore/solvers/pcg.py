@@ -12,11 +12,12 @@ import torch
 
 from .._validation import check_int
 from ..cg import CGState, conjugate_gradient
-from ..full_system import FullKernelSystem, check_residual_mode, resolve_kernel_storage
+from ..full_system import KERNEL_STORAGE, RESIDUAL_MODES, FullKernelSystem, resolve_kernel_storage
 from ..nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
 from ..memory import CostModel
 from ..rows import rows_of
 from .base import IterativeKRR, Step
+from .params import COUNT, DAMPING, EVERY, Options, param
 
 
 class _FullSystemCG(IterativeKRR):
@@ -28,25 +29,9 @@ class _FullSystemCG(IterativeKRR):
     from the truth in float32).
     """
 
-    def __init__(self, kernel=None, penalty=1e-3, *, maxiter=100, tol=None, kernel_storage="auto",
-                 memory_budget=None, eval_every=None, residual="float64", seed=0, dtype="float64", device=None,
-                 callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.maxiter = maxiter
-        self.tol = tol
-        self.kernel_storage = kernel_storage
-        self.memory_budget = memory_budget
-        self.eval_every = eval_every
-        self.residual = residual
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
+    kernel_storage: str = param("auto", Options(*KERNEL_STORAGE))
+    eval_every: int | None = param(None, EVERY)
+    residual: str = param("float64", Options(*RESIDUAL_MODES))
 
     def _preconditioner(self, system: FullKernelSystem, generator: torch.Generator):
         return None
@@ -54,7 +39,7 @@ class _FullSystemCG(IterativeKRR):
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
         """K stored or its blocks, 5 CG vectors of n×k, the float64 evaluation every ``eval_every``."""
         storage = resolve_kernel_storage(self.kernel_storage, n, model.itemsize, self.memory_budget, self._device())
-        eval_every = 1 if self.eval_every is None else check_int(self.eval_every, "eval_every")
+        eval_every = 1 if self.eval_every is None else self.eval_every
         product, evaluation = FullKernelSystem.estimate(model, n, k, storage=storage,
                                                         float64_eval=self.residual == "float64")
         self._hold_model(model, n, k)
@@ -77,8 +62,7 @@ class _FullSystemCG(IterativeKRR):
         lam = self._penalty()
         n = X.shape[0]
         self._set_eval_every(1)
-        check_residual_mode(self.residual)
-        generator = torch.Generator().manual_seed(int(self.seed))
+        generator = torch.Generator().manual_seed(self.seed_)
         self._system = rows_of(X).full_system(self._kernel(), X, lam * n, kernel_storage=self.kernel_storage,
                                               memory_budget=self.memory_budget)
         self.kernel_storage_ = self._system.storage
@@ -134,26 +118,18 @@ class NystromPCG(_FullSystemCG):
         recursive residual in the solve dtype (free, drifts in float32).
     """
 
-    def __init__(self, kernel=None, penalty=1e-3, *, rank=100, damping="damped", maxiter=100, tol=None,
-                 kernel_storage="auto", memory_budget=None, eval_every=None, residual="float64", seed=0,
-                 dtype="float64", device=None, callback=None, timeout=None, eval_train=False, metric="auto",
-                 stall_patience=50):
-        super().__init__(kernel, penalty, maxiter=maxiter, tol=tol, kernel_storage=kernel_storage,
-                         memory_budget=memory_budget, eval_every=eval_every, residual=residual, seed=seed,
-                         dtype=dtype, device=device, callback=callback, timeout=timeout, eval_train=eval_train,
-                         metric=metric, stall_patience=stall_patience)
-        self.rank = rank
-        self.damping = damping
+    rank: int = param(100, COUNT)
+    damping: str | float = param("damped", DAMPING)
 
     def _hold_model(self, model: CostModel, n: int, k: int) -> None:
         """CG's vectors and Alg. 2's four n×r factors of K (the sketch KΩ among them)."""
         super()._hold_model(model, n, k)
-        r = min(check_int(self.rank, "rank"), n)
+        r = min(self.rank, n)
         model.hold(f"Nyström sketch (4 × n×r, r={r})", 4 * n * r * model.itemsize)
 
     def _preconditioner_seconds(self, model: CostModel, n: int, product_seconds: float) -> float:
         """Alg. 2 on K: the sketch KΩ (one product with r columns) and the factorisation."""
-        r = min(check_int(self.rank, "rank"), n)
+        r = min(self.rank, n)
         return product_seconds + model.flop_seconds(2 * n * n * r + 4 * n * r * r)
 
     def check_sizes(self, n: int) -> int:

@@ -16,14 +16,14 @@ import math
 
 import torch
 
-from .._validation import check_int, check_positive
 from ..centers import center_count, select_centers
 from ..full_system import evaluation_blocks
 from ..linalg import residual_and_objective
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import KernelOperator, operator_bytes
-from .base import IterativeKRR, Step
+from .base import IterativeKRR, NystromCentres, Step
+from .params import COUNT, DAMPING, EVERY, NONE, POSITIVE, default, param
 
 
 #: r of the ASkotch paper's experiments ("most consistent performance", C.8); capped at M.
@@ -59,7 +59,7 @@ class NystromObjective:
         return residual_and_objective(H_a, a, self._rhs, 0.5 * float((self.Y64 ** 2).sum()))
 
 
-class SketchySAGA(IterativeKRR):
+class SketchySAGA(NystromCentres, IterativeKRR):
     """SketchySAGA on inducing-points KRR (ASkotch paper Alg. 5, defaults of B.5 and C.2.1).
 
     Set-up: sample independent batches H₁ (|H₁| = b_H1) and H₂ (|H₂| = b_H2) of the data;
@@ -93,39 +93,21 @@ class SketchySAGA(IterativeKRR):
     DIVERGENCE_ADVICE = ("lower lr_scale (now {lr_scale!r}; the default is 0.5)",
                          "raise batch_size (now {batch_size_!r})")
 
-    def __init__(self, kernel=None, penalty=1e-3, M=1000, *, centers="uniform", rank=None, batch_size=None,
-                 precond_batch_size=None, lr_batch_size=None, damping="damped", lr_scale=0.5, maxiter=1000,
-                 tol=None, eval_every=None, memory_budget=None, seed=0, dtype="float64", device=None,
-                 callback=None, timeout=None, eval_train=False, metric="auto", stall_patience=50):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.M = M
-        self.centers = centers
-        self.rank = rank
-        self.batch_size = batch_size
-        self.precond_batch_size = precond_batch_size
-        self.lr_batch_size = lr_batch_size
-        self.damping = damping
-        self.lr_scale = lr_scale
-        self.maxiter = maxiter
-        self.tol = tol
-        self.eval_every = eval_every
-        self.memory_budget = memory_budget
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.callback = callback
-        self.timeout = timeout
-        self.eval_train = eval_train
-        self.metric = metric
-        self.stall_patience = stall_patience
+    M: int = default(1000)
+    rank: int | None = param(None, NONE | COUNT)
+    batch_size: int | None = param(None, NONE | COUNT)
+    precond_batch_size: int | None = param(None, NONE | COUNT)
+    lr_batch_size: int | None = param(None, NONE | COUNT)
+    damping: str | float = param("damped", DAMPING)
+    lr_scale: float = param(0.5, POSITIVE)
+    maxiter: int = default(1000)
+    eval_every: int | None = param(None, EVERY)
 
     # -- set-up ------------------------------------------------------------------------------
     def _batch_sizes(self, n: int) -> tuple[int, int, int]:
         def size(value, default, name):
             if value is None:
                 return max(1, min(default, n))
-            value = check_int(value, name)
             if value > n:
                 raise ValueError(f"{name} must be <= n ({n} training points), got {value}")
             return value
@@ -142,7 +124,7 @@ class SketchySAGA(IterativeKRR):
         iteration b_g·M + M² kernel entries (K_MM w is recomputed), 1/pass of a float64 evaluation."""
         M, d, s, scratch = self._center_count(n), model.d, model.itemsize, model.scratch_blocks
         b_g, b_h1, b_h2 = self._batch_sizes(n)
-        rank = min(DEFAULT_RANK, M) if self.rank is None else check_int(self.rank, "rank")
+        rank = min(DEFAULT_RANK, M) if self.rank is None else self.rank
         budget = model.scratch_bytes
 
         def blocks(rows, n_rhs):
@@ -153,7 +135,7 @@ class SketchySAGA(IterativeKRR):
         model.hold(f"Nyström preconditioner (4 × M×r, r={rank})", 4 * M * rank * s)
         model.hold("float64 copies of centres, targets", M * d * 8 + n * k * 8)
         evaluation_blocks(model, n, M, k, budget)
-        eval_every = math.ceil(n / b_g) if self.eval_every is None else check_int(self.eval_every, "eval_every")
+        eval_every = math.ceil(n / b_g) if self.eval_every is None else self.eval_every
         model.setup += (model.entry_seconds(b_h1 * M) + model.flop_seconds(4 * b_h1 * M * rank)
                         + GET_L_ITERATIONS * model.entry_seconds(b_h2 * M + M * M))
         model.iteration += (model.entry_seconds(b_g * M + M * M) + model.flop_seconds(4 * M * rank)
@@ -166,13 +148,11 @@ class SketchySAGA(IterativeKRR):
         kernel = self._kernel()
         b_g, b_h1, b_h2 = self._batch_sizes(n)
         self.batch_size_ = b_g
-        rank = None if self.rank is None else check_int(self.rank, "rank")   # checked before any work
-        lr_scale = check_positive(self.lr_scale, "lr_scale")
+        rank, lr_scale = self.rank, float(self.lr_scale)
         self._set_eval_every(math.ceil(n / b_g))
         lam_n = lam * n
-        resolve_damping(self.damping, None, lam_n)          # validate before the expensive set-up
-        generator = torch.Generator().manual_seed(int(self.seed))
-        cs = select_centers(self.centers, X, self.M, self.seed, kernel=kernel)
+        generator = torch.Generator().manual_seed(self.seed_)
+        cs = select_centers(self.centers, X, self.M, self.seed_, kernel=kernel)
         C = cs.centers
         M = C.shape[0]
         self.rank_ = rank = min(DEFAULT_RANK, M) if rank is None else rank

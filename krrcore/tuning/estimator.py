@@ -244,7 +244,8 @@ class FalkonCV(KRRBase):
         """Generator of records: the start, one per evaluation of the search, the BLESS comparison
         (when made) and the final fit; afterwards the estimator is fitted at the best point."""
         self._check_params()
-        X, Y, recorder = self._start_fit(X, y, X_val, y_val)
+        X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout,
+                                         metric=self.metric)
         if X.shape[0] < MIN_SAMPLES:
             raise ValueError(f"FalkonCV needs at least {MIN_SAMPLES} samples to tune on, got n_samples={X.shape[0]}")
         for kind, item in run_in_thread(lambda emit: self._tune(X, Y, recorder, emit, stop_event)):
