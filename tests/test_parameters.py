@@ -13,13 +13,13 @@ import pytest
 import torch
 
 import krrcore
-from krrcore import CLASSIFIERS, ExactKRR, Falkon, GaussianKernel, NystromPCG, SketchySAGA
+from krrcore import CLASSIFIERS, ExactKRR, Falkon, FalkonCV, GaussianKernel, NystromPCG, SketchySAGA
 from krrcore.registry import SOLVERS
 from krrcore.solvers import REGRESSORS, base
 from krrcore.solvers import params as params_module
 from krrcore.solvers.params import ParameterError, declared
 
-ESTIMATORS = [getattr(krrcore, name) for name in REGRESSORS] + list(CLASSIFIERS.values())
+ESTIMATORS = [getattr(krrcore, name) for name in REGRESSORS] + list(CLASSIFIERS.values()) + [FalkonCV]
 KERNEL = GaussianKernel(1.0)
 
 

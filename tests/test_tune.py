@@ -207,11 +207,14 @@ def test_float32_model():
 @pytest.mark.parametrize("kwargs, message", [
     ({"objective": "loo"}, "objective must be one of"),
     ({"ard": "yes"}, "ard must be True or False"),
-    ({"penalty_search": "grid"}, "penalty_search must be 'profile' or 'gradient'"),
-    ({"validation_fraction": 1.5}, "validation_fraction must be between 0 and 1"),
+    ({"penalty_search": "grid"}, r"penalty_search must be one of \('profile', 'gradient'\), got 'grid'"),
+    ({"validation_fraction": 1.5}, r"validation_fraction must be a number between 0 and 1 \(exclusive\), got 1.5"),
+    ({"tune_rows": 3}, "tune_rows must be >= 5, got 3"),
+    ({"hypergradient": "cg"}, "hypergradient='cg' tunes the hold-out objective .*got objective='gcv'"),
     ({"kernel": GaussianKernel([1.0, 2.0, 1.0])}, "sigma has 3 per-feature lengths but ard=False"),
     ({"kernel": GaussianKernel([1.0, 2.0]), "ard": True}, "sigma has 2 per-feature lengths but X has 3 features"),
-    ({"kernel": "rbf"}, "FalkonCV tunes the Gaussian kernel's σ: kernel must be a GaussianKernel"),
+    ({"kernel": "rbf"}, r"kernel must be None or a GaussianKernel \(where the search starts; FalkonCV tunes the "
+                        r"Gaussian kernel's σ\), got 'rbf'"),
 ])
 def test_bad_parameters_are_named(kwargs, message):
     X = np.random.default_rng(0).standard_normal((40, 3))

@@ -22,7 +22,7 @@ class (the dataclass fields) with krrcore's own constraints: the messages stay k
 tests and the app quote, and a few checks stay with the code that owns them
 (:func:`krrcore.memory.check_memory_budget`, :func:`krrcore.device.resolve_dtype`,
 :func:`krrcore.centers.resolve_selector`). A subclass that writes its own ``__init__`` keeps it, and
-with it the checking of its parameters (a user's solver, :class:`krrcore.tuning.FalkonCV`).
+with it the checking of its parameters (a user's solver).
 """
 from __future__ import annotations
 

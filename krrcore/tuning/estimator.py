@@ -9,22 +9,25 @@ own parameters, declared once here.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 import warnings
 
 import numpy as np
 import torch
 
-from .._validation import check_int, check_positive
 from ..centers import center_count, select_centers
 from ..diagnostics.suggest import theory_penalty
 from ..kernels import GaussianKernel, median_heuristic
 from ..memory import CostModel
 from ..ops import operator_bytes
-from ..solvers.base import KRRBase, Step
+from ..metrics import METRICS
+from ..solvers.base import KRRBase, Seeded, Step
+from ..solvers.params import (BOOLEAN, CALLBACKS, COUNT, NON_NEGATIVE, NONE, PENALTIES, POSITIVE, Checked, Instance,
+                              Integer, Options, ParameterError, param)
 from ..solvers.falkon import Falkon
 from ..stream import Stopper, Timer
-from .objectives import (PenaltyProfile, check_objective, gaussian_block, nystrom_leftover, row_stats, sigma_value,
+from .objectives import (OBJECTIVES, PenaltyProfile, gaussian_block, nystrom_leftover, row_stats, sigma_value,
                          tuning_problem)
 from .search import Point, Search, StopSearch, run_in_thread
 
@@ -58,7 +61,13 @@ AUTO_TUNE_ROWS = 20_000
 MM_MATRICES = 16
 
 
-class FalkonCV(KRRBase):
+def _check_fraction(fraction) -> None:
+    """``validation_fraction``: a share of the rows, strictly between 0 and 1."""
+    if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, numbers.Real) or not 0 < fraction < 1:
+        raise ValueError(f"validation_fraction must be a number between 0 and 1 (exclusive), got {fraction!r}")
+
+
+class FalkonCV(Seeded):
     """FALKON with σ, λ (and optionally the centres) tuned by gradient inside ``fit``.
 
     Parameters
@@ -125,33 +134,29 @@ class FalkonCV(KRRBase):
     evaluation, then one for the final fit), ``stop_reason_``, ``converged_``, ``n_iter_``.
     """
 
-    def __init__(self, kernel=None, penalty=None, M=500, *, objective="gcv", ard=False,
-                 penalty_search="profile", centers="auto", tune_centers=False, validation_fraction=0.2,
-                 tune_rows="auto", max_steps=40, tol=1e-3, timeout=None, hypergradient="auto", solver="auto", maxiter=20,
-                 seed=0, dtype="float64",
-                 device=None, memory_budget=None, callback=None, metric="auto"):
-        self.kernel = kernel
-        self.penalty = penalty
-        self.M = M
-        self.objective = objective
-        self.ard = ard
-        self.penalty_search = penalty_search
-        self.centers = centers
-        self.tune_centers = tune_centers
-        self.validation_fraction = validation_fraction
-        self.tune_rows = tune_rows
-        self.max_steps = max_steps
-        self.tol = tol
-        self.timeout = timeout
-        self.hypergradient = hypergradient
-        self.solver = solver
-        self.maxiter = maxiter
-        self.seed = seed
-        self.dtype = dtype
-        self.device = device
-        self.memory_budget = memory_budget
-        self.callback = callback
-        self.metric = metric
+    # The constructor is written from these declarations (krrcore.solvers.params); kernel, penalty,
+    # dtype, device and memory_budget come from KRRBase and seed from Seeded. maxiter and tol mean
+    # other things here than on the iterative solvers (the final fit's iterations; the search's
+    # relative improvement), so FalkonCV, which is no IterativeKRR, declares its own runtime knobs.
+    kernel: GaussianKernel | None = param(None, NONE | Instance(GaussianKernel, "a GaussianKernel (where the search "
+                                          "starts; FalkonCV tunes the Gaussian kernel's σ)"), positional=True)
+    penalty: float | None = param(None, NONE | PENALTIES, positional=True)
+    M: int = param(500, COUNT, positional=True)
+    objective: str = param("gcv", Options(*OBJECTIVES))
+    ard: bool = param(False, BOOLEAN)
+    penalty_search: str = param("profile", Options("profile", "gradient"))
+    centers: str = param("auto", Options("auto", "uniform", "bless"))
+    tune_centers: bool = param(False, BOOLEAN)
+    validation_fraction: float = param(0.2, Checked(_check_fraction, "a number between 0 and 1"))
+    tune_rows: int | str | None = param("auto", NONE | Options("auto") | Integer(MIN_SAMPLES))
+    max_steps: int = param(40, COUNT)
+    tol: float = param(1e-3, NON_NEGATIVE)
+    timeout: float | None = param(None, NONE | POSITIVE)
+    hypergradient: str = param("auto", Options("auto", "direct", "cg"))
+    solver: str = param("auto", Options("auto", "direct", "falkon"))
+    maxiter: int = param(20, Integer(0))
+    callback: object = param(None, CALLBACKS)
+    metric: str = param("auto", Options("auto", *METRICS))
 
     _compact_attributes = KRRBase._compact_attributes + (
         "sigma_", "single_sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_", "centers_comparison_", "objective_value_",
@@ -163,36 +168,12 @@ class FalkonCV(KRRBase):
             return self.kernel_
         return self.kernel if self.kernel is not None else GaussianKernel(1.0)
 
-    def _check_params(self) -> None:
-        check_objective(self.objective)
-        if self.penalty_search not in ("profile", "gradient"):
-            raise ValueError(f"penalty_search must be 'profile' or 'gradient', got {self.penalty_search!r}")
-        if self.hypergradient not in ("auto", "direct", "cg"):
-            raise ValueError(f"hypergradient must be 'auto', 'direct' or 'cg', got {self.hypergradient!r}")
+    def _validate_params(self) -> None:
+        """The declared parameters, then the one check that reads two of them."""
+        super()._validate_params()
         if self.hypergradient == "cg" and self.objective != "holdout":
-            raise ValueError(f"hypergradient='cg' tunes the hold-out objective (GCV and compreg need traces of the "
-                             f"direct solve), got objective={self.objective!r}")
-        if self.solver not in ("auto", "direct", "falkon"):
-            raise ValueError(f"solver must be 'auto', 'direct' or 'falkon', got {self.solver!r}")
-        if self.centers not in ("auto", "uniform", "bless"):
-            raise ValueError(f"centers must be 'auto', 'uniform' or 'bless', got {self.centers!r}")
-        for name in ("ard", "tune_centers"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        fraction = check_positive(self.validation_fraction, "validation_fraction")
-        if fraction >= 1:
-            raise ValueError(f"validation_fraction must be between 0 and 1, got {fraction}")
-        check_int(self.M, "M")
-        check_int(self.max_steps, "max_steps")
-        check_int(self.maxiter, "maxiter", minimum=0)
-        check_positive(self.tol, "tol", allow_zero=True)
-        if self.tune_rows not in (None, "auto"):
-            check_int(self.tune_rows, "tune_rows", minimum=MIN_SAMPLES)
-        if self.kernel is not None and not isinstance(self.kernel, GaussianKernel):
-            raise ValueError(f"FalkonCV tunes the Gaussian kernel's σ: kernel must be a GaussianKernel (where the "
-                             f"search starts) or None (the median heuristic), got {self.kernel!r}")
-        if self.penalty is not None:
-            check_positive(self.penalty, "penalty")
+            raise ParameterError(f"hypergradient='cg' tunes the hold-out objective (GCV and compreg need traces of "
+                                 f"the direct solve), got objective={self.objective!r}")
 
     def _tune_rows(self, n: int) -> int:
         """Rows the search reads out of n (``tune_rows``)."""
@@ -243,7 +224,6 @@ class FalkonCV(KRRBase):
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
         """Generator of records: the start, one per evaluation of the search, the BLESS comparison
         (when made) and the final fit; afterwards the estimator is fitted at the best point."""
-        self._check_params()
         X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout,
                                          metric=self.metric)
         if X.shape[0] < MIN_SAMPLES:
@@ -261,9 +241,9 @@ class FalkonCV(KRRBase):
         n = X.shape[0]
         X64, Y64 = X.double(), Y.double()
         problem, scale, rows = tuning_problem(X64, Y64, self.objective, tune_rows=self._tune_rows(X.shape[0]),
-                                              validation_fraction=self.validation_fraction, seed=self.seed,
+                                              validation_fraction=self.validation_fraction, seed=self.seed_,
                                               memory_budget=self.memory_budget)
-        sigma0 = self.kernel.sigma if self.kernel is not None else median_heuristic(X64[rows], seed=int(self.seed))
+        sigma0 = self.kernel.sigma if self.kernel is not None else median_heuristic(X64[rows], seed=self.seed_)
         ls0 = torch.log(torch.as_tensor(sigma0, dtype=torch.float64))
         if ls0.ndim == 1 and not self.ard:
             raise ValueError(f"sigma has {ls0.numel()} per-feature lengths but ard=False: pass one σ, or ard=True")
@@ -272,7 +252,7 @@ class FalkonCV(KRRBase):
         penalty0 = self.penalty if self.penalty is not None else theory_penalty(problem.X.shape[0])
         bounds = PENALTY_BOUNDS[dtype]
         spec = "bless" if self.centers == "bless" else "uniform"
-        Z = select_centers(spec, X64, self.M, self.seed, kernel=GaussianKernel(sigma_value(ls0))).centers
+        Z = select_centers(spec, X64, self.M, self.seed_, kernel=GaussianKernel(sigma_value(ls0))).centers
         stopper = Stopper(stop_event, self.callback, self.timeout)
         self.path_ = []
         stage = {"code": 0}
@@ -376,12 +356,12 @@ class FalkonCV(KRRBase):
         """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
         Nyström error above λ (``centers="auto"``)."""
         sigma = sigma_value(best.log_sigma)
-        leftover = nystrom_leftover(search.problem.X, best.centres, sigma, seed=int(self.seed))     # Tr(K − K̃)/n
+        leftover = nystrom_leftover(search.problem.X, best.centres, sigma, seed=self.seed_)     # Tr(K − K̃)/n
         lam = math.exp(best.log_penalty)
         if leftover <= lam:
             return best
         stage["code"] = 4
-        Z = select_centers("bless", X64, self.M, self.seed, kernel=GaussianKernel(sigma)).centers
+        Z = select_centers("bless", X64, self.M, self.seed_, kernel=GaussianKernel(sigma)).centers
         lam_bless = best.log_penalty if search.cg_maxiter is not None else search.profiled_penalty(best.log_sigma, Z)
         candidate = Point(best.log_sigma, lam_bless, Z, extras={"centres_bless": 1})
         candidate = search.value_at(candidate)
@@ -414,7 +394,7 @@ class FalkonCV(KRRBase):
             residual, iterations = self._direct_solution(X, Y, best, sigma)
         else:
             centres = {"uniform": "uniform", "bless": "bless"}.get(self.centers_choice_, best.centres.numpy())
-            final = Falkon(self.kernel_, self.penalty_, self.M, maxiter=self.maxiter, centers=centres, seed=self.seed,
+            final = Falkon(self.kernel_, self.penalty_, self.M, maxiter=self.maxiter, centers=centres, seed=self.seed_,
                            dtype=self.dtype, device=self.device, memory_budget=self.memory_budget)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="M=.* centres requested")      # said once, by the search
