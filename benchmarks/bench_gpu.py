@@ -8,11 +8,18 @@ look-alike (d = 28, float32, σ = 5):
   at n = 10⁶, M = 5,000 also in float64, the reference the float32 error is compared with;
 * ASkotch (the library's default) on the full n×n system at n = 10⁶ for a fixed solver time.
 
+* the floor at n = 10⁶, M = 5,000 for several row-block sizes (``floor-blocks``): which block
+  height this card runs a pass fastest at (krrcore.ops.MAX_BLOCK_ROWS is its GPU default).
+
 Every result is printed as one JSON line as soon as it exists and appended to ``DIR/gpu.jsonl``,
 so a run cut short keeps what it measured. Seconds are wall-clock with the GPU synchronised
 (:func:`benchmarks.common.timed`); ``x floor`` is seconds per iteration over the floor (for ASkotch,
 per pass over K: B block iterations). Without CUDA it runs the same plans on the CPU at the sizes
 ``--quick`` picks, so the script itself is tested on any machine.
+
+``python -m benchmarks --case gpu [--sizes 1000000]`` runs the plans (at those n) where CUDA is
+available; elsewhere it measures nothing and shows the stored run (:data:`STORED`, with its machine
+line) instead.
 """
 from __future__ import annotations
 
@@ -26,12 +33,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import hardware_floor, synchronize
+from benchmarks.common import hardware_floor, synchronize, timed
 
 SIGMA, PENALTY, N_TEST = 5.0, 1e-6, 100_000
+#: The stored results of a run on a CUDA card (its machine row first, then one row per plan) and
+#: the machine it ran on, as ``python -m benchmarks --docs`` keeps every case.
+STORED = Path(__file__).resolve().parents[1] / "docs" / "data" / "gpu.json"
+STORED_MACHINE = STORED.with_name("gpu.machine.json")
+#: Row-block heights the ``floor-blocks`` plan times one pass at.
+BLOCK_ROWS = (2_048, 4_096, 8_192, 16_384, 32_768, 65_536)
 
 #: name -> (solver, n, M, dtype, maxiter, seconds allowed)
 PLANS = {
+    "floor-blocks": ("floor", 10**6, 5_000, "float32", 0, 30.0),
     "falkon-1e6-M5k-f32": ("falkon", 10**6, 5_000, "float32", 20, 60.0),
     "falkon-1e6-M5k-f64": ("falkon", 10**6, 5_000, "float64", 20, 90.0),
     "falkon-1e6-M20k-f32": ("falkon", 10**6, 20_000, "float32", 20, 90.0),
@@ -90,6 +104,8 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     out = {"plan": name, "solver": solver, "device": str(device), "n": n, "M": M, "d": X.shape[1], "dtype": dtype}
     floor_M = M or n
     centres = X[torch.randperm(n, generator=torch.Generator().manual_seed(0))[:floor_M].to(device)]
+    if solver == "floor":
+        return {**out, **_block_sweep(kernel, X, centres)}
     out.update(hardware_floor(kernel, X, centres))
     del centres
     if solver == "falkon":
@@ -119,32 +135,102 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     return out
 
 
+def _block_sweep(kernel, X, centres) -> dict:
+    """Seconds of one uncached pass K_nMᵀ(K_nM v) at each height of :data:`BLOCK_ROWS` (best of 2)."""
+    from krrcore.ops import KernelOperator
+
+    v = torch.randn(centres.shape[0], 1, dtype=X.dtype, device=X.device)
+    seconds = {}
+    for rows in BLOCK_ROWS:
+        op = KernelOperator(kernel, X, centres, block_rows=min(rows, X.shape[0]))
+        op.fused(v)
+        seconds[str(rows)] = timed(lambda: op.fused(v), repeats=2)[0]
+        del op
+    best = min(seconds, key=seconds.get)
+    return {"block_rows_s": seconds, "best_block_rows": int(best), "floor_s": seconds[best]}
+
+
+def run_plans(names, quick: bool, jsonl: Path | None = None) -> list[dict]:
+    """The machine line, then each plan's result (or its error), in order; printed (and appended to
+    ``jsonl``) as they come, so a run cut short keeps what it measured."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    quick = quick or device.type != "cuda"
+    info = {"plan": "machine", "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__, "cuda": torch.version.cuda, "quick": quick}
+    lines = []
+    cache: dict = {}
+    for name in [None, *(PLANS if names is None else names)]:
+        if name is None:
+            result = info
+        else:
+            try:
+                result = run_plan(name, PLANS[name], device, quick, cache)
+            except Exception as exc:          # one failing plan must not cost the others
+                traceback.print_exc()
+                result = {"plan": name, "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(result), flush=True)
+        lines.append(result)
+        if jsonl is not None:
+            with open(jsonl, "a") as fh:
+                fh.write(json.dumps(result) + "\n")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return lines
+
+
+def measure(quick: bool, sizes=None) -> list[dict]:
+    """The suite's ``gpu`` case: the plans on this machine's CUDA card, or, without one, the
+    stored run (each row marked ``stored``) and why nothing was measured."""
+    if torch.cuda.is_available():
+        return run_plans([name for name, plan in PLANS.items() if sizes is None or plan[1] in sizes], quick)
+    print(f"# gpu: no CUDA device on this machine (torch.cuda.is_available() is False), so nothing was measured; "
+          f"the table is the stored run {STORED.relative_to(STORED.parents[2])}", flush=True)
+    return [{**row, "stored": True} for row in json.loads(STORED.read_text())]
+
+
+def measured_on(results: list[dict]) -> dict | None:
+    """The machine stored results were measured on (None: these results were measured here)."""
+    return json.loads(STORED_MACHINE.read_text()) if any(r.get("stored") for r in results) else None
+
+
+def summarise(results: list[dict]):
+    """(tables, figures, notes): each plan's time, iterations, floor and test error, with its machine."""
+    machine = next((r for r in results if r.get("plan") == "machine"), {})
+    rows, notes = [], []
+    for r in results:
+        if r.get("plan") == "machine":
+            continue
+        if "error" in r:
+            notes.append(f"{r['plan']}: FAILED — {r['error']}")
+        elif r.get("solver") == "floor":
+            rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"], "dtype": r["dtype"], "floor s": r["floor_s"],
+                         "best block rows": r["best_block_rows"],
+                         "per block rows": ", ".join(f"{k}: {v:.3g} s" for k, v in r["block_rows_s"].items())})
+        else:
+            rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"] or "", "dtype": r["dtype"], "fit s": r["fit_s"],
+                         "set-up s": r["setup_s"], "iterations": r["iterations"], "s/pass": r["s_per_pass"],
+                         "floor s": r["floor_s"], "x floor": r["x_floor"], "floor GFLOP/s": r["floor_GFLOP/s"],
+                         "GEMM GFLOP/s": r["GEMM_GFLOP/s"], "residual": r["residual"], "test MSE": r["test_mse"],
+                         "peak GiB": r.get("peak_GiB", math.nan)})
+    where = (f"{machine.get('device', '?')}, torch {machine.get('torch', '?')}, CUDA {machine.get('cuda', '?')}"
+             + (" (--quick: small sizes, not a measurement)" if machine.get("quick") else ""))
+    notes.insert(0, f"device: {where}; command: python -m benchmarks.bench_gpu (or --case gpu)"
+                    + (f"; {machine['cuda_tests']}" if machine.get("cuda_tests") else ""))
+    notes.append("s/pass: seconds per CG iteration (ASkotch: per pass over K, B block iterations), the float32 "
+                 "refinement included; x floor: over one uncached blocked pass K_nMᵀ(K_nM v) on the same card; "
+                 "floor GFLOP/s against GEMM GFLOP/s: how far the pass is from compute-bound (exp and the "
+                 "block's memory traffic are the rest).")
+    return {"summary": rows}, {}, notes
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run, not a measurement)")
     parser.add_argument("--out", type=Path, default=Path("benchmark-results"))
     parser.add_argument("--plan", nargs="*", choices=sorted(PLANS), help="the plans to run (default: all, in order)")
     args = parser.parse_args(argv)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    quick = args.quick or device.type != "cuda"
     args.out.mkdir(parents=True, exist_ok=True)
-    info = {"plan": "machine", "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__, "cuda": torch.version.cuda, "quick": quick}
-    lines = [info]
-    print(json.dumps(info), flush=True)
-    cache: dict = {}
-    for name in args.plan or list(PLANS):
-        try:
-            result = run_plan(name, PLANS[name], device, quick, cache)
-        except Exception as exc:          # one failing plan must not cost the others
-            traceback.print_exc()
-            result = {"plan": name, "error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps(result), flush=True)
-        lines.append(result)
-        with open(args.out / "gpu.jsonl", "a") as fh:
-            fh.write(json.dumps(result) + "\n")
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    lines = run_plans(args.plan, args.quick, args.out / "gpu.jsonl")
     return 0 if all("error" not in r for r in lines) else 1
 
 

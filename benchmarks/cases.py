@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable
 
+from benchmarks import bench_gpu, bench_speed
 from benchmarks.common import call_isolated
 from benchmarks.solvers import LABELS, fit_one
 
@@ -35,6 +36,8 @@ class Case:
     measure: Callable[[bool, list[int] | None], list[dict]]
     summarise: Callable[[list[dict]], Summary]
     sized: bool = False          # takes --sizes (results merge by n)
+    #: The machine results were measured on when not this one (a stored run shown where the case cannot run).
+    measured_on: Callable[[list[dict]], dict | None] = lambda results: None
 
 
 def seconds_to(points: list[dict], target: float, key: str = "test_mse") -> float:
@@ -464,6 +467,11 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("app", "The app: Run to first chart, in-app solver seconds (first Run, Run again) against krrcore", app_measure, app_summarise),
     Case("tune", "Tuning σ and λ: krrcore.tune against a 10 × 10 grid, a random search and GPyTorch", tune_measure,
          tune_summarise),
+    Case("speed", "float32 against float64, BLESS centres against uniform, 10⁶ points: time and test error",
+         bench_speed.measure, lambda results: Summary(*bench_speed.summarise(results)), sized=True),
+    Case("gpu", "FALKON and ASkotch on a CUDA card against its floor (the stored run where CUDA is absent)",
+         bench_gpu.measure, lambda results: Summary(*bench_gpu.summarise(results)), sized=True,
+         measured_on=bench_gpu.measured_on),
 ]}
 
 

@@ -31,6 +31,9 @@ FINITE = {
     "tune-summary": ("test MSE", "seconds", "MSE / grid best", "seconds / grid"),
     "app-summary": ("app solver s (first Run)", "app solver s (Run again)", "krrcore s (same threads)",
                     "Run → first chart s", "Run → result s"),
+    "speed-precision": ("fit s", "test MSE"),
+    "speed-centres": ("fit s", "test MSE"),
+    "speed-moonshot": ("fit s",),
 }
 #: Every solver and peer the quick run must have measured (the test extra installs the peers).
 FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases.FULL_SOLVERS}
