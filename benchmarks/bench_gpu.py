@@ -220,7 +220,20 @@ def summarise(results: list[dict]):
                  "refinement included; x floor: over one uncached blocked pass K_nMᵀ(K_nM v) on the same card; "
                  "floor GFLOP/s against GEMM GFLOP/s: how far the pass is from compute-bound (exp and the "
                  "block's memory traffic are the rest).")
-    return {"summary": rows}, {}, notes
+    return {"summary": rows}, {"pass_vs_floor": _floor_figure(rows, where)}, notes
+
+
+def _floor_figure(rows: list[dict], where: str):
+    """Seconds per CG iteration (per pass over K for ASkotch) beside the floor on the same card."""
+    import plotly.graph_objects as go
+
+    fits = [r for r in rows if "s/pass" in r]
+    fig = go.Figure([go.Bar(x=[r["plan"] for r in fits], y=[r["s/pass"] for r in fits], name="s per iteration"),
+                     go.Bar(x=[r["plan"] for r in fits], y=[r["floor s"] for r in fits], name="floor: one uncached pass")])
+    fig.update_layout(barmode="group", template="plotly_white", width=900, height=520, yaxis_type="log",
+                      yaxis_title="seconds (log)", title=f"Iterations against the blocked-pass floor ({where})",
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
 
 
 def main(argv=None) -> int:

@@ -238,7 +238,31 @@ def summarise(results: list[dict]):
                  "b̃ = K_nMᵀy/n and the preconditioner; CG: the iterations; refine: float32's float64 refinement "
                  "rounds; x floor: CG seconds per iteration over one uncached K_nMᵀ(K_nM v) pass at the same n, M, d "
                  "and dtype (below 1: rows of K_nM cached within krrcore's storage budget are read, not recomputed).")
-    return tables, {}, notes
+    return tables, {"seconds_by_phase": _phase_figure(tables)}, notes
+
+
+def _phase_figure(tables: dict):
+    """Each part's fits as stacked bars of set-up, CG and refinement seconds, beside the floor."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    panels = [("precision", "float32 / float64", lambda r: f"{r['dtype']}, n = {r['n']:,}"),
+              ("centres", "uniform / BLESS centres", lambda r: f"{r['centres']}, M = {r['M used']:,}"),
+              ("moonshot", "n = 10⁶ (HIGGS look-alike)", lambda r: r["run"].split(",")[0])]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title, _ in panels])
+    for col, (table, _, label) in enumerate(panels, start=1):
+        rows = [r for r in tables.get(table, []) if isinstance(r.get("set-up s"), float)]
+        for phase, colour in (("set-up s", "#636efa"), ("CG s", "#00cc96"), ("refine s", "#ef553b")):
+            fig.add_trace(go.Bar(x=[label(r) for r in rows], y=[r.get(phase) or 0.0 for r in rows], name=phase[:-2],
+                                 marker_color=colour, legendgroup=phase, showlegend=col == 1), row=1, col=col)
+        floors = [r for r in tables.get(table, []) if str(r.get("run", "")).startswith("floor")]
+        for floor in floors:
+            fig.add_hline(y=floor["fit s"], line_dash="dot", line_color="grey", row=1, col=col,
+                          annotation_text="one uncached pass", annotation_position="top left")
+    fig.update_layout(barmode="stack", template="plotly_white", width=1100, height=520, yaxis_title="seconds",
+                      title="Where a fit's seconds go: set-up, CG iterations, float32's refinement",
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
 
 
 def _targets(tables: dict) -> list[dict]:
