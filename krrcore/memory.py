@@ -149,9 +149,10 @@ SLOW_FIT_SECONDS = 60.0
 
 #: CPU cost model of one kernel entry in a blocked pass (distances by GEMM, the kernel function,
 #: the two mat-vecs of a fused product): base + per-feature seconds, by dtype. Measured with
-#: ``benchmarks/bench_estimates.py`` on the development machine (2 cores, AVX2, MKL); order of
-#: magnitude, for admission control and warnings, never for a test's assertion.
-_ENTRY_SECONDS = {torch.float32: (1.8e-9, 0.014e-9), torch.float64: (3.4e-9, 0.024e-9)}
+#: ``benchmarks/bench_estimates.py --part 1`` on the development machine (2 cores, AVX-512, MKL;
+#: cache-sized blocks, exp2); order of magnitude, for admission control and warnings, never for a
+#: test's assertion.
+_ENTRY_SECONDS = {torch.float32: (0.45e-9, 0.013e-9), torch.float64: (1.3e-9, 0.031e-9)}
 #: Kernels without a GEMM form (L1 distances, ``scratch_blocks`` > 0) pay per feature instead.
 _SCRATCH_FEATURE_SECONDS = 0.5e-9
 #: Dense GEMM rate (field notes: 37 / 13 GFLOP/s on 2 cores).

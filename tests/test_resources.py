@@ -61,8 +61,8 @@ def test_memory_refusals_come_before_any_allocation(make, n, expected):
 @pytest.mark.parametrize("make, n", [
     (lambda k: NystromPCG(k, 1e-6, maxiter=1, timeout=30), 200_000),
     (lambda k: ASkotch(k, 1e-6, blocks=1, maxiter=1, timeout=30), 60_000),
-    (lambda k: SketchySAGA(k, 1e-6, M=55_000, maxiter=1, timeout=30), 60_000),
-], ids=["NystromPCG-n200k", "ASkotch-blocks1-n60k", "SketchySAGA-M55k"])
+    (lambda k: SketchySAGA(k, 1e-6, M=70_000, maxiter=1, timeout=30), 80_000),
+], ids=["NystromPCG-n200k", "ASkotch-blocks1-n60k", "SketchySAGA-M70k"])
 def test_slow_fits_are_refused_past_their_timeout_and_warned_otherwise(make, n):
     """The issue's cases that fit in memory but take minutes per iteration: with ``timeout`` they are
     refused at once with the estimated time; without one a SlowFitWarning states it before the set-up."""
