@@ -271,6 +271,35 @@ def test_validation_map_has_its_valley_where_the_tuner_went():
     assert result.objective_value <= np.nanmin(values) * (1 + 1e-6)
 
 
+def _heavy_tailed(n, seed):
+    """Four Student-t features with 1.5 degrees of freedom (rare points far out), y from two of them."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(1.5, size=(n, 4))
+    return X, np.tanh(X[:, 0]) + 0.5 * np.sign(X[:, 1]) * np.log1p(np.abs(X[:, 1])) + 0.1 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_the_tuner_takes_bless_centres_where_uniform_ones_leave_too_much_of_the_kernel_out(seed):
+    """Heavy tails: M = 120 uniform centres leave a Nyström error Tr(K − K̃)/n far above the tuned λ,
+    so centers="auto" scores BLESS centres at the tuned σ (a record of its own) and keeps them; the
+    model predicts better than the tuning restricted to uniform centres. Where every row is a centre
+    nothing is left out, and nothing is compared."""
+    X, y = _heavy_tailed(1500, 0)
+    Xt, yt = _heavy_tailed(500, 1)
+    auto = tune(X, y, M=120, seed=seed)
+    uniform = tune(X, y, M=120, seed=seed, centers="uniform")
+    comparison = auto.centers_comparison
+    assert comparison["nystrom_error"] > 100 * comparison["penalty"], comparison
+    assert auto.centers == "bless" and comparison["bless"] < 0.99 * comparison["uniform"], comparison
+    assert "BLESS centres kept" in auto.stop_reason
+    assert [STAGES[r.extras["stage"]] for r in auto.trace][-2:] == ["BLESS centres", "final fit"]
+    assert auto.trace[-2].extras["centres_bless"] == 1
+    assert uniform.centers == "uniform" and uniform.centers_comparison == {}
+    assert _mse(auto.estimator, Xt, yt) <= 0.9 * _mse(uniform.estimator, Xt, yt)
+    every_row = tune(X[:100], y[:100], M=100, seed=seed)
+    assert every_row.centers == "uniform" and every_row.centers_comparison == {}
+
+
 def test_falkon_says_when_its_residual_is_still_high():
     data = load("concrete", seed=0)
     with pytest.warns(ResidualWarning, match=r"Falkon's residual is still .* after 5 iterations .*Try BLESS centres"):
