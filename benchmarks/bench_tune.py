@@ -211,3 +211,26 @@ def summary_rows(results: list[dict]) -> list[dict]:
                          "σ": sigma[0] if len(sigma) == 1 else f"{min(sigma):.3g}…{max(sigma):.3g}",
                          "λ": x.get("penalty", math.nan), "fits or steps": x.get("fits", x.get("steps", ""))})
     return rows
+
+
+#: The targets: a tuned model within 5% of the grid's best point in at most a third of the grid's
+#: time; with one σ per feature on Friedman-1, a test MSE at least 10% below the best single σ.
+WITHIN, TIME_SHARE, ARD_GAIN = 1.05, 1 / 3, 0.9
+
+
+def target_rows(results: list[dict]) -> list[dict]:
+    """One row per data set and tuned method: each against its target, and whether it holds (the ARD
+    target on the data with irrelevant features, Friedman-1)."""
+    rows = []
+    for r in summary_rows(results):
+        if not r["method"].startswith("tuned") or ("ARD" in r["method"] and r["data set"] != "friedman1"):
+            continue
+        error, share = r["MSE / grid best"], r["seconds / grid"]
+        if "ARD" in r["method"]:
+            target, holds = f"test MSE ≤ {ARD_GAIN:g} × the best single-σ point of the grid", error <= ARD_GAIN
+        else:
+            target = f"test MSE ≤ {WITHIN:g} × the grid's best, in ≤ 1/3 of the grid's seconds"
+            holds = error <= WITHIN and share <= TIME_SHARE
+        rows.append({"data set": r["data set"], "method": r["method"], "target": target,
+                     "MSE / grid best": error, "seconds / grid": share, "holds": "yes" if holds else "NO"})
+    return rows

@@ -432,7 +432,7 @@ def tune_summarise(results: list[dict]) -> Summary:
     from benchmarks import bench_tune
 
     rows = bench_tune.summary_rows(results)
-    out = Summary(tables={"summary": rows},
+    out = Summary(tables={"summary": rows, "targets": bench_tune.target_rows(results)},
                   notes=[f"{r.get('name')}: FAILED — {r['error']}" for r in results if "error" in r]
                   + [f"{r['dataset']}: {x['method']} skipped — {x['skipped']}" for r in results if "rows" in r
                      for x in r["rows"] if "skipped" in x])
