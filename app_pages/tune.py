@@ -127,7 +127,10 @@ def _render(runs):
     if estimator is not None and current.status != "error":
         cols = st.columns(5)
         cols[0].metric("σ" if isinstance(estimator.sigma_, float) else "σ (geometric mean)",
-                       format_number(float(frame["σ (geometric mean)"].iloc[-1])))
+                       format_number(float(frame["σ (geometric mean)"].iloc[-1])),
+                       help=None if isinstance(estimator.sigma_, float) else
+                       "The geometric mean of the per-feature σ_j over the features in use (switched-off "
+                       "features left out); the relevance chart shows each one.")
         cols[1].metric("λ", format_number(estimator.penalty_))
         cols[2].metric(f"Objective ({tuning_charts.OBJECTIVE_TITLES[estimator.objective]})",
                        f"{estimator.objective_value_:.4g}")

@@ -173,6 +173,11 @@ def test_ard_on_friedman1_beats_one_sigma_and_switches_off_the_irrelevant_featur
     assert sigma[5:].min() > sigma[:5].max(), sigma
     np.testing.assert_allclose(ard.relevance, 1 / sigma)
     assert "switched off feature(s) " in ard.stop_reason
+    # The σ the records and the map show: the geometric mean over the features in use, not the
+    # switched-off ones (σ_j × 1e12).
+    on = sigma < 1e6 * sigma.min()
+    assert on[:5].all() and not on.all()
+    assert ard.trace[-1].extras["sigma"] == pytest.approx(float(np.exp(np.log(sigma[on]).mean())))
 
 
 def test_result_trace_and_estimator(friedman):

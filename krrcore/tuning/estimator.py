@@ -61,6 +61,17 @@ AUTO_TUNE_ROWS = 20_000
 MM_MATRICES = 16
 
 
+def typical_sigma(log_sigma) -> float:
+    """One σ for the records, the path and the pictures: σ itself, or with one per feature their
+    geometric mean over the features in use — a feature switched off (σ_j at least √OFF_FACTOR
+    times the smallest σ) would carry the mean off by a factor up to OFF_FACTOR^(1/d)."""
+    log_sigma = torch.as_tensor(log_sigma, dtype=torch.float64)
+    if log_sigma.ndim == 0:
+        return float(torch.exp(log_sigma))
+    on = log_sigma < log_sigma.min() + math.log(OFF_FACTOR) / 2
+    return float(torch.exp(log_sigma[on].mean()))
+
+
 def _check_fraction(fraction) -> None:
     """``validation_fraction``: a share of the rows, strictly between 0 and 1."""
     if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, numbers.Real) or not 0 < fraction < 1:
@@ -263,7 +274,7 @@ class FalkonCV(Seeded):
             self.centers_ = point.centres.to(dtype).clone()      # a new tensor: the recorder's K(X_val, ·) is redone
             self.coef_ = (point.alpha * scale).to(dtype)
             value = point.value * (scale ** 2 if self.objective != "compreg" else 1.0)
-            geo = float(torch.exp(point.log_sigma.mean()))
+            geo = typical_sigma(point.log_sigma)
             extras = {"sigma": geo, "penalty": math.exp(point.log_penalty), "log10_sigma": math.log10(geo),
                       "log10_penalty": point.log_penalty / math.log(10), "objective": value, "stage": stage["code"],
                       "residual_kind": "relative hypergradient norm", **point.extras}
@@ -311,7 +322,7 @@ class FalkonCV(Seeded):
         except StopSearch as stop:         # asked for while recording the start or pruning
             messages.append(str(stop))
         best = search.best
-        self.single_sigma_ = float(torch.exp((scalar_best or search.best).log_sigma.mean()))
+        self.single_sigma_ = typical_sigma((scalar_best or search.best).log_sigma)
         self.centers_choice_ = "optimised" if self.tune_centers else spec
         self.centers_comparison_ = {}
         if self.centers == "auto" and not self.tune_centers and not stopper.reason:
@@ -403,7 +414,7 @@ class FalkonCV(Seeded):
             self.centers_, self.coef_ = final.centers_, final.coef_
             residual, iterations = final.trace_[-1].residual, final.n_iter_
         stage["code"] = 5
-        extras = {"sigma": float(np.exp(np.log(self.sigma_).mean())), "penalty": self.penalty_, "stage": 5,
+        extras = {"sigma": typical_sigma(best.log_sigma), "penalty": self.penalty_, "stage": 5,
                   "objective": self.objective_value_,
                   "residual_kind": f"final fit ({'direct Nyström solve' if self.final_solver_ == 'direct' else 'FALKON'})",
                   "final_iterations": iterations}

@@ -4,7 +4,8 @@ One blocked pass and one eigenproblem per σ give the objective at every λ in c
 (:class:`~krrcore.tuning.objectives.PenaltyProfile`), so a map of s σ values costs s passes, not
 s × (number of λ) fits. It is computed on the rows, split and centres a :class:`FalkonCV` with the
 same ``objective``, ``M``, ``tune_rows``, ``validation_fraction`` and ``seed`` tunes on, so its
-valley is the one the search descends (for a single σ: ARD paths are drawn at their geometric-mean σ).
+valley is the one the search descends (for a single σ: ARD paths are drawn at the geometric mean of
+the σ_j of the features in use, :func:`~krrcore.tuning.estimator.typical_sigma`).
 """
 from __future__ import annotations
 
