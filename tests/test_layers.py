@@ -33,7 +33,7 @@ LAYERS = [
     ("krrcore: leverage scores", ("krrcore.leverage.*",)),
     ("krrcore: centre selection", ("krrcore.centers",)),
     ("krrcore: data sets", ("krrcore.datasets.*",)),
-    ("krrcore: one problem on many machines", ("krrcore.distributed.*", "krrcore.sharded")),
+    ("krrcore: one problem on many machines", ("krrcore.distributed.*", "krrcore.sharded", "krrcore.cluster")),
     ("krrcore: solvers", ("krrcore.solvers.*",)),
     ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
     ("krrcore: runs on workers", ("krrcore.remote", "krrcore.surface", "krrcore.worker_setup")),
@@ -92,7 +92,7 @@ def test_distributed_is_reached_from_the_solvers_only():
     importers = sorted(m for m, targets in GRAPH.items()
                        if any(t == "krrcore.distributed" or t.startswith("krrcore.distributed.") for t in targets)
                        and not m.startswith("krrcore.distributed"))
-    assert importers == ["krr_app.executor", "krrcore.remote", "krrcore.sharded", "krrcore.solvers.base",
+    assert importers == ["krr_app.executor", "krrcore.cluster", "krrcore.remote", "krrcore.sharded", "krrcore.solvers.base",
                          "krrcore.worker_setup"]
     text = "".join(p.read_text() for p in CORE.rglob("*.py") if "distributed" not in p.parts)
     assert re.findall(r"isinstance\([^)]*Sharded", text) == []
