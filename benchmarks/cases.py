@@ -512,6 +512,10 @@ def targets(results: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
+def _reached(seconds: float) -> str:
+    return "not reached in its time" if math.isnan(seconds) else f"{seconds:.1f} s"
+
+
 def _askotch_vs_gpytorch(full: list[dict]) -> dict:
     """ASkotch against GPyTorch at every n, judged where K cannot be stored: where krrcore's
     NyströmPCG had to compute K on the fly (K over its storage budget)."""
@@ -533,12 +537,12 @@ def _askotch_vs_gpytorch(full: list[dict]) -> dict:
         if gp is None:
             skipped = next((r["skipped"] for r in full if r["n"] == n and r["solver"] == "gpytorch" and "skipped" in r),
                            "not run")
-            text.append(f"{where}: GPyTorch cannot run ({skipped}); ASkotch {a:.1f} s (test MSE {ask['test MSE']:.4f})")
+            text.append(f"{where}: GPyTorch cannot run ({skipped}); ASkotch {_reached(a)} (test MSE {ask['test MSE']:.4f})")
             if unstorable:
                 verdicts.append(True)
             continue
         g = gp["s to best full MSE"]
-        text.append(f"{where}: ASkotch {a:.1f} s, GPyTorch {g:.1f} s")
+        text.append(f"{where}: ASkotch {_reached(a)}, GPyTorch {_reached(g)}")
         if unstorable:
             verdicts.append(not math.isnan(a) and (math.isnan(g) or a < g))
     holds = "—" if not verdicts else ("yes" if all(verdicts) else "NO")
