@@ -57,21 +57,7 @@ def column_table(report) -> pd.DataFrame:
 
 
 def _apply_edit(key: str, names: list[str], detected: dict) -> None:
-    """The column table's edits: a new target, or roles kept where they differ from the detected."""
-    edits = st.session_state.get(key, {}).get("edited_rows", {})
-    chosen = upload.roles()
-    for row, change in edits.items():
-        name, role = names[int(row)], change.get("role")
-        if role is None or name == st.session_state.get("csv_target"):
-            continue          # the target's row: choose another column as the target instead
-        if role == "target":
-            st.session_state["csv_target"] = name
-            chosen.pop(name, None)
-        elif role == detected.get(name):
-            chosen.pop(name, None)
-        else:
-            chosen[name] = role
-    upload.write_roles(chosen)
+    upload.apply_role_edits(st.session_state.get(key, {}).get("edited_rows", {}), names, detected)
     st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
 
 

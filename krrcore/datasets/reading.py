@@ -238,6 +238,9 @@ def read_frame(source) -> tuple[pd.DataFrame, CsvFormat | None]:
     else:
         frame, fmt = read_csv_bytes(read_bytes(source))
     frame.columns = [str(c) for c in frame.columns]
+    repeated = sorted(set(frame.columns[frame.columns.duplicated()]))
+    if repeated:
+        raise ValueError(f"source: the table names more than one column {repeated}; give each column its own name")
     for name in frame.columns:
         column = frame[name]
         if is_numeric(column) or not column.notna().any():
