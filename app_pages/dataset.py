@@ -105,7 +105,7 @@ summary = state.dataset_summary(dataset, choice.spec)
 st.subheader(plain(dataset.title) if dataset.name == "csv" else dataset.title)
 if dataset.description:
     st.caption(plain(dataset.description, limit=None))
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4 = st.columns([2, 1, 1, 1])       # "800,000 / 200,000" fits
 c1.metric("Rows (train / test)", f"{dataset.n_train:,} / {dataset.n_test:,}")
 c2.metric("Features d", f"{dataset.d:,}", help="Columns the model sees after preprocessing (one-hot columns, "
           "indicator columns and date parts included)." if dataset.preprocess is not None else None)

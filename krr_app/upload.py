@@ -31,6 +31,8 @@ ROLE_PARAM = "role"
 ROLES_KEY = "_krr_table_roles"
 #: session_state: the file (digest) the roles, target and rows belong to.
 FILE_KEY = "_krr_table_file"
+#: session_state: the rows-used default of the previous run (all usable rows, at most the app's cap).
+ROWS_DEFAULT_KEY = "_krr_table_rows_default"
 #: The missing-value rule's widget (drawn on the Dataset page) and its choices' captions.
 MISSING_KEY = "missing"
 MISSING_CAPTIONS = ("gaps get the training median and a column marking them", "rows with a gap are dropped")
@@ -183,6 +185,16 @@ def _new_file(digest: str, columns: list[str]) -> None:
     st.session_state.pop("csv_n", None)
 
 
+def _follow_default_rows(default: int) -> None:
+    """Rows used left at their default (all usable rows, or the app's cap) follow the default when
+    the missing-value rule or a role changes how many rows are usable; a number the user typed stays
+    (the widget itself keeps it within the new maximum)."""
+    rows = st.session_state.get("csv_n")
+    if rows is not None and rows == st.session_state.get(ROWS_DEFAULT_KEY):
+        st.session_state["csv_n"] = default
+    st.session_state[ROWS_DEFAULT_KEY] = default
+
+
 def section() -> tuple[DataSpec | None, Table | None, str | None]:
     """Draw the upload controls; return the spec, the :class:`Table` (None when there is nothing
     to build) and a message for the sidebar (None when all is well)."""
@@ -196,7 +208,8 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
         frame, fmt = state.read_table(raw, digest)
     except (ValueError, ImportError) as exc:
         spec = DataSpec(name=CSV_OPTION, csv_digest=digest, csv_filename=uploaded.name)
-        return spec, None, f"This file cannot be read: {plain(exc, limit=None)}"
+        # "source" is from_csv's argument; here the file is what the user gave.
+        return spec, None, f"This file cannot be read: {plain(str(exc).removeprefix('source: '), limit=None)}"
     columns = [str(c) for c in frame.columns]
     _new_file(digest, columns)
     target = links.widget(st.selectbox, "Target column", options=columns, index=len(columns) - 1, key="csv_target",
@@ -208,6 +221,7 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
     usable = report.usable_rows or report.n_rows
     n = usable
     if usable >= 4:
+        _follow_default_rows(min(usable, APP_MAX_N))
         n = int(links.widget(st.number_input, "Rows used (train + test)", value=min(usable, APP_MAX_N), min_value=4,
                              max_value=min(usable, TABLE_MAX_N), step=1000, key="csv_n", help=explain.HELP["csv_n"]))
     spec = DataSpec(name=CSV_OPTION, n=None if n >= usable else n, seed=0, csv_digest=digest, csv_target=target,

@@ -88,6 +88,11 @@ def test_gaps_are_filled_and_said_so_or_their_rows_dropped_on_the_dataset_page(a
     at = at.radio(key="missing").set_value("drop").run()
     assert "8 of 40 rows dropped for a gap in a column used." in _texts(at.markdown)
     assert next(m.value for m in at.metric if m.label == "Rows (train / test)") == "26 / 6"
+    # Back to filling: the rows used follow all rows again (not the 32 the drop rule left).
+    at = at.radio(key="missing").set_value("impute").run()
+    assert at.number_input(key="csv_n").value == 40
+    assert next(m.value for m in at.metric if m.label == "Rows (train / test)") == "32 / 8"
+    at = at.radio(key="missing").set_value("drop").run()
     at = wait_for_runs(at.switch_page("app_pages/explore.py").run().button(key="run").click().run())
     run = at.session_state["explore_run"]
     assert run.status == "done" and run.data.n == 32 and run.config.data.csv_options == (("missing", "drop"),)
@@ -107,9 +112,19 @@ def test_the_upload_limit_is_explained_on_the_page(app):
            "rows." in text
 
 
-def test_a_one_column_read_says_how_the_file_was_read(app):
-    at = _upload(app, b"x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 2\n")
-    assert "only one column was found (read as comma-separated)" in _texts(at.error)
+@pytest.mark.parametrize("content, message", [
+    (b"", "This file cannot be read: the file is empty (0 bytes)"),
+    (b"a,b,y\n", "the file has a header (a, b, y) but no data rows"),
+    (b"x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 2\n", "only one column was found (read as comma-separated)"),
+    (b"a,y\n1,\n2,\n3,\n4,\n", "cannot be used yet: target column 'y' has no values (all 4 rows are missing)"),
+    (b"PK\x03\x04\x14\x00\x06\x00" + bytes(200), "This file cannot be read: this is not a text table but a ZIP archive"),
+    (bytes(range(256)) * 4, "This file cannot be read: this is a binary file, not a CSV"),
+], ids=["empty", "header-only", "one-column", "target-all-missing", "xlsx-renamed", "binary"])
+def test_a_bad_file_gets_a_message_naming_what_is_wrong(app, content, message):
+    at = _upload(app, content)
+    assert not at.exception
+    assert message in _texts(at.error) and "non-numeric" not in _texts(at.error)
+    assert at.button(key="run").disabled is True
 
 
 def test_column_choices_come_from_the_link_through_its_checks(app):
