@@ -24,7 +24,8 @@ import math
 import shutil
 from pathlib import Path
 
-from benchmarks.cases import CASES, targets
+from benchmarks.cases import CASES
+from benchmarks.targets import targets
 from benchmarks.common import markdown_table
 
 #: Figures the README and docs/measurements.md show under names of their own; any other figure of

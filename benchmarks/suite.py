@@ -33,7 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.cases import CASES, targets
+from benchmarks.cases import CASES
+from benchmarks.targets import targets
 from benchmarks import common
 from benchmarks.common import markdown_table, print_table
 from benchmarks.docs import write_docs
