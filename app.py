@@ -1,7 +1,8 @@
 """KRR Explorer — the Streamlit entry point and router.
 
 Run with ``streamlit run app.py``. Streamlit imports this file once to find ``app``: the pages plus
-the live chart's records endpoint (:mod:`krr_app.live_api`) on one Starlette server. Then, as
+the live chart's records endpoint (:mod:`krr_app.live_api`) on one Starlette server, whose start and
+end (signals, the Dask cluster's close) are :mod:`krr_app.lifecycle`'s. Then, as
 ``__main__``, this script runs on every interaction: it declares the pages,
 draws the shared sidebar (data, kernel, λ, M, solver — all bound to the URL; its data section
 first, the rest when the page asks for the settings), then runs the selected page. Every page goes
@@ -16,7 +17,8 @@ resets that mode before every run, would run pages without the router on every r
 import streamlit as st
 
 if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI app
-    from krr_app.live_api import ROUTES, lifespan
+    from krr_app.lifecycle import lifespan
+    from krr_app.live_api import ROUTES
 
     app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:

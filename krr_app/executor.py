@@ -11,9 +11,15 @@ process, for tests whose point is the page rather than the cluster.
 Both call back into the :class:`~krr_app.runs.Run`: ``_started(worker)``, ``_append(record)``,
 ``_frame(picture)``, ``_complete(outcome)`` or ``_fail(message)``; none of them calls Streamlit. A
 stepped run (the app's Step) reads ``run.step_limit`` through :meth:`Executor.steps`.
+
+A scheduler that stops costs the runs it held, each with a message, and nothing else: the pages
+read the workers' description the executor last saw (never a call that waits for a dead
+scheduler), and :func:`get_executor` replaces a stopped embedded cluster with a fresh one for the
+next run, or, for an external scheduler, says that it is unreachable and where.
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import hashlib
 import logging
@@ -23,7 +29,9 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from concurrent.futures import CancelledError
 
+from krrcore.distributed import ClusterUnavailable
 from krrcore.remote import (RECORDS_TOPIC, StepGate, dask_fit_task, frame_from_message, run_fit, steps_name,
                             stop_event_name)
 from krrcore.stream import IterationRecord
@@ -34,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: Uploaded tables kept scattered on the cluster (by digest), oldest dropped first.
 MAX_SCATTERED_TABLES = 8
+#: Seconds the workers' description (how many, their memory limit) is reused before the scheduler
+#: is asked again: the pages read it on every script run.
+WORKER_INFO_SECONDS = 5.0
 
 
 def format_bytes(n_bytes: float) -> str:
@@ -100,6 +111,10 @@ class Executor(ABC):
         return (f"Refused before starting: this run needs about {format_bytes(estimate.peak_bytes)} at its peak "
                 f"({parts}), and a worker of this server may use {format_bytes(limit)}. {advice[0].upper()}"
                 f"{advice[1:]}.")
+
+    def healthy(self) -> bool:
+        """Whether runs can be sent (the cluster's scheduler answers)."""
+        return True
 
     def close(self) -> None:
         pass
@@ -190,7 +205,10 @@ class DaskExecutor(Executor):
         self._futures: dict[str, object] = {}
         self._runs: dict[str, object] = {}
         self._tables: OrderedDict[str, object] = OrderedDict()
+        self._worker_info: dict[str, dict] = {}
+        self._worker_info_at = -math.inf
         self.client.subscribe_topic(RECORDS_TOPIC, self._on_event)
+        self._workers_info()
 
     @classmethod
     def connect(cls, address: str | None = None) -> "DaskExecutor":
@@ -203,13 +221,28 @@ class DaskExecutor(Executor):
         kind = "embedded local cluster" if self.connection.embedded else "Dask scheduler"
         return f"{kind} at {self.connection.address}, {self.workers} worker{'s' if self.workers != 1 else ''}"
 
+    def healthy(self) -> bool:
+        return self.connection.alive()
+
+    def _workers_info(self) -> dict[str, dict]:
+        """The workers (address → nthreads, memory_limit, ...), asked of the scheduler at most every
+        WORKER_INFO_SECONDS; while it does not answer, what it said last."""
+        now = time.monotonic()
+        if now - self._worker_info_at > WORKER_INFO_SECONDS:
+            self._worker_info_at = now
+            try:
+                self._worker_info = self.connection.workers()
+            except ClusterUnavailable:
+                pass
+        return self._worker_info
+
     @property
     def workers(self) -> int:
-        return max(1, sum(w.get("nthreads", 1) for w in self.connection.workers().values()))
+        return max(1, sum(w.get("nthreads", 1) for w in self._workers_info().values()))
 
     @property
     def worker_memory_limit(self) -> int | None:
-        limits = [w.get("memory_limit") or 0 for w in self.connection.workers().values()]
+        limits = [w.get("memory_limit") or 0 for w in self._workers_info().values()]
         return max(limits) if limits and max(limits) > 0 else None
 
     def _table_name(self, run) -> str | None:
@@ -256,11 +289,15 @@ class DaskExecutor(Executor):
     CALL_PRIORITY = 10
 
     def submit_call(self, fn, /, *args, **kwargs):
+        if not self.healthy():
+            raise self.connection.unavailable()
         return self.client.submit(fn, *args, **kwargs, pure=False, priority=self.CALL_PRIORITY)
 
     def steps(self, run) -> None:
         from distributed import Variable
 
+        if not self.healthy():
+            return                  # the scheduler is gone: the run ends with its own message
         Variable(steps_name(run.id), client=self.client).set(run.step_limit)
 
     def cancel(self, run) -> None:
@@ -270,6 +307,8 @@ class DaskExecutor(Executor):
             queued = run.id in self._pending
         if future is None:
             return
+        if not self.healthy():
+            return                  # the scheduler is gone: the run ends with its own message
         if queued:
             future.cancel()         # not started: the scheduler forgets it
         else:
@@ -298,7 +337,9 @@ class DaskExecutor(Executor):
         if run is None:
             return
         try:
-            if future.cancelled():
+            if _lost_scheduler(future):
+                run._fail(self._explain_lost_scheduler())
+            elif future.cancelled():
                 run._fail("stopped while waiting for a worker", status="stopped")
             else:
                 run._complete(future.result())
@@ -320,9 +361,18 @@ class DaskExecutor(Executor):
         log.warning("run failed on the cluster: %r", exc)
         return f"The cluster could not complete this run: {type(exc).__name__}: {exc}"
 
+    def _explain_lost_scheduler(self) -> str:
+        if self.connection.embedded:
+            return (f"The embedded Dask cluster's scheduler ({self.connection.address}) stopped during this run, and "
+                    f"the run with it. A fresh cluster starts for the next run: press Run to try again.")
+        return (f"The Dask scheduler at {self.connection.address} went away during this run, and the run with it. "
+                f"Start the scheduler again (or point KRR_DASK_SCHEDULER at a running one) and press Run.")
+
     def _release_stop_event(self, run_id: str) -> None:
         from distributed import Event, Variable
 
+        if not self.healthy():
+            return
         try:
             Event(stop_event_name(run_id), client=self.client).clear()
             Variable(steps_name(run_id), client=self.client).delete()
@@ -335,8 +385,36 @@ class DaskExecutor(Executor):
             self._futures.pop(run.id, None)
             self._runs.pop(run.id, None)
 
+    def abandon(self) -> None:
+        """Fail every run this executor still holds (its scheduler stopped, and they with it): the
+        client may not have told them yet, and will not once it is closed."""
+        with self._lock:
+            runs = list(self._runs.values())
+        for run in runs:
+            run._fail(self._explain_lost_scheduler())
+            self._forget(run)
+
     def close(self) -> None:
         self.connection.close()
+
+
+def cluster_failure(exc: BaseException) -> ClusterUnavailable | None:
+    """``exc`` as the cluster's failure, not the computation's (None otherwise): its scheduler could
+    not be reached, or stopped with the computation (Dask then cancels its futures)."""
+    if isinstance(exc, ClusterUnavailable):
+        return exc
+    if isinstance(exc, CancelledError):
+        executor = _executor
+        if isinstance(executor, DaskExecutor):
+            return executor.connection.unavailable()
+        return ClusterUnavailable("the Dask cluster lost the computation")
+    return None
+
+
+def _lost_scheduler(future) -> bool:
+    """Whether Dask cancelled ``future`` because its client lost the scheduler."""
+    exception = getattr(getattr(future, "_state", None), "exception", None)
+    return future.cancelled() and getattr(exception, "reason", "") == "scheduler-connection-lost"
 
 
 _executor: Executor | None = None
@@ -344,12 +422,30 @@ _executor_lock = threading.Lock()
 
 
 def get_executor() -> Executor:
-    """The server's executor, created on first use (the embedded cluster starts then, once)."""
+    """The server's executor, created on first use (the embedded cluster starts then). A stopped
+    embedded cluster is replaced by a fresh one; an external scheduler that does not answer raises
+    :class:`~krrcore.distributed.ClusterUnavailable`, naming its address (the client keeps trying
+    to reconnect, and after it gave up a new one is made here)."""
     global _executor
     with _executor_lock:
+        stale = _executor if isinstance(_executor, DaskExecutor) and not _executor.healthy() else None
+        if stale is not None and not stale.connection.embedded and stale.client.status != "closed":
+            raise stale.connection.unavailable()            # still reconnecting: not yet given up
+        if stale is not None:
+            log.warning("%s: starting again", stale.connection.unavailable())
+            _executor = None
+            stale.abandon()
+            stale.close()
         if _executor is None:
             started = time.perf_counter()
-            _executor = DaskExecutor.connect(settings.DASK_SCHEDULER)
+            try:
+                _executor = DaskExecutor.connect(settings.DASK_SCHEDULER)
+            except (OSError, TimeoutError) as exc:
+                if not settings.DASK_SCHEDULER:
+                    raise
+                raise ClusterUnavailable(f"the Dask scheduler at {settings.DASK_SCHEDULER} is unreachable "
+                                         f"({type(exc).__name__}: {exc}): start it, or unset KRR_DASK_SCHEDULER to "
+                                         f"use an embedded cluster") from exc
             log.info("%s ready in %.1f s", _executor.describe(), time.perf_counter() - started)
         return _executor
 
@@ -363,9 +459,13 @@ def started_executor() -> Executor | None:
 
 
 def warm_up() -> None:
-    """Start the executor in the background (once per process), so the first Run does not wait
-    for the cluster; the router calls it on every script run, which costs nothing after the first."""
-    if _executor is None and not _warming.is_set():
+    """Start the executor in the background, so the first Run does not wait for the cluster — and
+    start a fresh embedded cluster the same way when the one before stopped. The router calls it
+    on every script run; with a healthy executor that costs a look at the scheduler's process."""
+    executor = _executor
+    needed = executor is None or (isinstance(executor, DaskExecutor) and executor.connection.embedded
+                                  and not executor.healthy())
+    if needed and not _warming.is_set():
         _warming.set()
         threading.Thread(target=_warm, daemon=True, name="krr-executor-start").start()
 
@@ -373,13 +473,32 @@ def warm_up() -> None:
 def _warm() -> None:
     try:
         get_executor()
-    except Exception:       # reported to the user by the first run that needs it
-        log.exception("the executor could not start")
+    except Exception as exc:       # each run that needs it says so, with the reason
+        if not _closing.is_set():
+            log.warning("the Dask cluster could not start: %s: %s", type(exc).__name__, exc)
+    finally:
+        _warming.clear()
 
 
+_closing = threading.Event()
+
+
+@atexit.register
 def close_executor() -> None:
-    """Close the server's executor and the cluster it started (the server is shutting down)."""
-    executor = use_executor(None)
+    """Close the server's executor and the cluster it started: the server is shutting down, or
+    the interpreter exits (a script or AppTest that started the app's cluster). A cluster still
+    starting is not waited for: its processes are ended."""
+    global _executor
+    _closing.set()
+    if not _executor_lock.acquire(timeout=1.0):           # the cluster is starting: end its processes
+        from krrcore.distributed.processes import end_embedded_clusters
+
+        end_embedded_clusters()
+        return
+    try:
+        executor, _executor = _executor, None
+    finally:
+        _executor_lock.release()
     if executor is not None:
         executor.close()
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import math
 import weakref
-from contextlib import asynccontextmanager
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -105,14 +104,3 @@ async def _run_endpoint(request: Request) -> JSONResponse:
 
 
 ROUTES = [Route(PREFIX + "{run_id}", _run_endpoint, methods=["GET"])]
-
-
-@asynccontextmanager
-async def lifespan(_app):
-    """The server's life: on shutdown the embedded Dask cluster is closed here. uvicorn re-raises
-    the SIGTERM it caught once it has shut down, so the interpreter's exit handlers never run and a
-    cluster left to them outlives the server."""
-    yield
-    from .executor import close_executor
-
-    close_executor()

@@ -27,7 +27,7 @@ from krrcore.surface import SurfaceFrame
 
 from . import live_api
 from .config import RunConfig
-from .executor import get_executor, started_executor
+from .executor import ClusterUnavailable, get_executor, started_executor
 from .settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
 
 ACTIVE, FINISHED = ("queued", "running"), ("done", "stopped", "error")
@@ -258,10 +258,13 @@ class RunRegistry:
             if waiting:
                 self._waiting.remove(run)
         run.stop_event.set()
+        executor = started_executor()       # never get_executor(): a tab closing must not wait for a cluster
         if waiting:
             run._fail("stopped before it started", status="stopped")
-        elif run.active:
-            get_executor().cancel(run)
+        elif run.active and executor is not None:
+            executor.cancel(run)
+        elif run.active:                    # handed to a dispatcher still waiting for the cluster
+            run._fail("stopped before it started", status="stopped")
 
     def _evict(self) -> None:
         finished = [c for c, r in self._runs.items() if not r.active]
@@ -275,9 +278,11 @@ class RunRegistry:
 
     def _dispatch(self) -> None:
         """Hand waiting runs to the executor while this session is under its cap. While the
-        executor is still starting (the embedded cluster's first seconds), that happens on a
-        thread of its own, so the page never waits for the cluster."""
-        if started_executor() is None:
+        executor is starting (the embedded cluster's first seconds, or a fresh one after its
+        scheduler stopped), that happens on a thread of its own, so the page never waits for
+        the cluster."""
+        executor = started_executor()
+        if executor is None or not executor.healthy():
             threading.Thread(target=self._dispatch_now, daemon=True, name="krr-dispatch").start()
         else:
             self._dispatch_now()
@@ -292,12 +297,17 @@ class RunRegistry:
                 self._dispatched.add(run.id)
             try:
                 executor = get_executor()
+            except ClusterUnavailable as exc:
+                run._fail(f"Runs cannot start: {exc}.")
+                continue
             except Exception as exc:     # the cluster could not be started or reached
                 run._fail(f"Runs cannot start: no Dask cluster ({type(exc).__name__}: {exc}). "
                           "Check KRR_DASK_SCHEDULER, or unset it to use the embedded cluster.")
                 continue
             refusal = executor.admission_problem(run)
-            if refusal:
+            if run.stop_event.is_set():        # stopped (its tab closed) while the cluster started
+                run._fail("stopped before it started", status="stopped")
+            elif refusal:
                 run._fail(refusal)
             else:
                 run._executor = executor

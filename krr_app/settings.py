@@ -57,6 +57,10 @@ DASK_SCHEDULER = os.environ.get("KRR_DASK_SCHEDULER", "").strip() or None
 #: KRR_DASK_WORKERS; default: cores ÷ threads, so the workers never oversubscribe the cores).
 WORKER_THREADS = _env_int("KRR_WORKER_THREADS", 1)
 DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
+#: Seconds the server's graceful shutdown (Ctrl-C, SIGTERM, SIGHUP) may take before it ends its
+#: processes and itself at once (krr_app.lifecycle): uvicorn, Streamlit and the cluster's close
+#: take about a second when all is well.
+SHUTDOWN_SECONDS = 4.0
 #: Runs one session has on the cluster at once; its further runs wait their turn in the session
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)

@@ -20,7 +20,7 @@ import streamlit as st
 
 from . import preview, settings
 from .config import DataSpec
-from .executor import get_executor
+from .executor import cluster_failure, get_executor
 from .runs import RunRegistry
 
 #: Datasets kept in memory at once (all sessions together).
@@ -130,8 +130,19 @@ def _kernel(kernel: str, kernel_params: tuple):
 
 def _compute(fn, /, *args, **kwargs):
     """A diagnostic's krrcore computation on the workers the runs use (ahead of queued runs), so
-    a classroom on these pages does not load the web server; its result comes back to the cache."""
-    return get_executor().call(fn, *args, **kwargs)
+    a classroom on these pages does not load the web server; its result comes back to the cache.
+    A cluster that cannot be reached is a ValueError, which the pages show as any refused setting
+    (nothing is cached: the next look tries again)."""
+    try:
+        return get_executor().call(fn, *args, **kwargs)
+    except Exception as exc:
+        raise _unreached(exc) from None
+
+
+def _unreached(exc: Exception) -> Exception:
+    """A cluster failure as a ValueError (the pages show it as any refused setting); other errors as they are."""
+    failure = cluster_failure(exc)
+    return exc if failure is None else ValueError(f"it could not run on the cluster: {failure}")
 
 
 def _diagnostics():
@@ -181,13 +192,20 @@ class BackgroundResults:
                 return self._value(self._done[key])
             future = self._running.get(key)
             if future is None:
-                future = self._running[key] = get_executor().submit_call(fn, *args, **kwargs)
+                try:
+                    future = self._running[key] = get_executor().submit_call(fn, *args, **kwargs)
+                except Exception as exc:
+                    raise _unreached(exc) from None
         if not future.done():
             return Pending(what, key)
         try:
             value = future.result()
             value = then(value) if then is not None else value
         except Exception as exc:          # a ValueError the page explains, or the cluster's failure
+            if cluster_failure(exc) is not None:        # not kept: the next look computes it again
+                with self._lock:
+                    self._running.pop(key, None)
+                raise _unreached(exc) from None
             value = _Failed(exc)
         with self._lock:
             self._running.pop(key, None)

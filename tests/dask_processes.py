@@ -20,15 +20,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def scheduler_and_workers(log_dir: Path, n_workers: int = 1, *, memory_limit: str | None = None):
-    """Start `dask scheduler` and ``n_workers`` `dask worker` processes (one thread each); yields the
-    scheduler's address. Every process is terminated (then waited for) on exit."""
-    port = free_port()
+def scheduler_and_workers(log_dir: Path, n_workers: int = 1, *, memory_limit: str | None = None,
+                          port: int | None = None, processes: list | None = None):
+    """Start `dask scheduler` (on ``port``, default a free one) and ``n_workers`` `dask worker`
+    processes (one thread each); yields the scheduler's address. ``processes``, if given, receives
+    the ``Popen`` objects, the scheduler first. Every process is terminated (then waited for) on exit."""
+    port = port or free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
-    log = open(log_dir / "cluster.log", "w")
-    processes = [subprocess.Popen(
+    log = open(log_dir / "cluster.log", "a")
+    processes = [] if processes is None else processes
+    processes.append(subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-         "--no-dashboard", "--preload", "krrcore.worker_setup"], env=env, stdout=log, stderr=log)]
+         "--no-dashboard", "--preload", "krrcore.worker_setup"], env=env, stdout=log, stderr=log))
     address = f"tcp://127.0.0.1:{port}"
     try:
         worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard",
@@ -40,7 +43,8 @@ def scheduler_and_workers(log_dir: Path, n_workers: int = 1, *, memory_limit: st
         yield address
     finally:
         for process in reversed(processes):
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
         for process in processes:
             try:
                 process.wait(20)

@@ -1,5 +1,6 @@
 """Runs on Dask workers, as the app makes them: streaming, Stop, what comes back, a worker that
-dies, the per-session cap, and a separate scheduler started with the standard commands.
+dies, the per-session cap, a separate scheduler started with the standard commands, and a
+scheduler that stops (the embedded one killed, an external one gone mid-run).
 
 The shared executor is the app's own (the embedded cluster, one per test session); the tests
 that kill a worker or need a scheduler of their own start a separate one, so nothing they break
@@ -15,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from dask_processes import scheduler_and_workers
+from dask_processes import free_port, scheduler_and_workers
 
 from krr_app import executor as executor_module
 from krr_app.config import DataSpec, make_config
@@ -23,6 +24,7 @@ from krr_app.executor import DaskExecutor
 from krr_app.runs import RunRegistry
 from krrcore import datasets
 from krrcore import remote
+from krrcore.distributed import ClusterUnavailable
 from krrcore.remote import DataRef, FitSpec, RecordBatches, run_fit
 
 MOONS = DataSpec("moons", n=2000)
@@ -294,3 +296,86 @@ def test_the_queue_estimate_uses_krrcore_s_estimate_until_a_run_has_finished():
     executor._left_queue(first)
     executor._finished(SimpleNamespace(id="a", timings={"wall_seconds": 4.0}))
     assert executor.queue_position(second) == (1, pytest.approx(4.0))        # measured walls win
+
+
+# -- a scheduler that stops: it costs the runs it held, each with a message, and nothing else -----------
+ENDLESS = {"solver": "nystrom_gd", "maxiter": 10**6, "M": 300}
+
+
+def _quick(fn):
+    """``fn()`` and the seconds it took."""
+    started = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - started
+
+
+@pytest.fixture
+def app_executor():
+    """The app's executor slot, emptied for the test (get_executor() then starts an embedded
+    cluster of the test's own) and restored after it; every executor made meanwhile is closed."""
+    previous = executor_module.use_executor(None)
+    yield
+    current = executor_module.use_executor(previous)
+    if current is not None:
+        current.close()
+
+
+def test_a_killed_embedded_scheduler_costs_its_run_and_the_next_run_starts_a_fresh_cluster(app_executor, moons):
+    first = executor_module.get_executor()
+    doomed = RunRegistry().start(_config(**ENDLESS), moons)
+    _wait_for(lambda: len(doomed.records) >= 2, 120, "the run to compute")
+    os.kill(first.connection.cluster.scheduler.process.pid, signal.SIGKILL)
+    assert doomed.wait(30), "the run of a dead scheduler never ended"
+    assert doomed.status == "error"
+    assert doomed.message == (f"The embedded Dask cluster's scheduler ({first.connection.address}) stopped during "
+                              f"this run, and the run with it. A fresh cluster starts for the next run: press Run to "
+                              f"try again.")
+    # The pages read the last known workers at once: no call waits for the dead scheduler.
+    (workers, limit), seconds = _quick(lambda: (first.workers, first.worker_memory_limit))
+    assert workers == 2 and limit and seconds < 0.5 and not first.healthy()
+    again = RunRegistry().start(_config(), moons)
+    assert again.wait(180) and again.status == "done", again.message
+    fresh = executor_module.started_executor()
+    assert fresh is not first and fresh.healthy() and fresh.connection.address != first.connection.address
+    assert all(p.returncode is not None for p in [first.connection.cluster.scheduler.process]
+               + [w.process for w in first.connection.cluster.workers.values()])
+
+
+def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used(app_executor, moons, tmp_path,
+                                                                                  monkeypatch):
+    """Its run fails naming the address; runs while it is gone fail at once saying it is unreachable
+    (the pages never wait for it); the scheduler started again on its address takes the next run."""
+    port = free_port()
+    processes: list = []
+    with scheduler_and_workers(tmp_path, n_workers=1, port=port, processes=processes) as address:
+        monkeypatch.setattr(executor_module.settings, "DASK_SCHEDULER", address)
+        executor = executor_module.get_executor()
+        _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
+        run = RunRegistry().start(_config(**ENDLESS), moons)
+        _wait_for(lambda: len(run.records) >= 2, 120, "the run to compute")
+        processes[0].kill()                                   # the scheduler goes away
+        assert run.wait(30) and run.status == "error"
+        assert run.message == (f"The Dask scheduler at {address} went away during this run, and the run with it. "
+                               f"Start the scheduler again (or point KRR_DASK_SCHEDULER at a running one) and press "
+                               f"Run.")
+        refused, seconds = _quick(lambda: RunRegistry().start(_config(), moons))
+        assert refused.wait(10) and refused.status == "error" and seconds < 2
+        assert refused.message.startswith(f"Runs cannot start: the Dask scheduler at {address} is unreachable: "
+                                          f"start it again (dask scheduler)")
+        _, seconds = _quick(lambda: (executor.workers, executor.worker_memory_limit))
+        assert seconds < 0.5
+        with pytest.raises(ClusterUnavailable, match=f"the Dask scheduler at {address} is unreachable"):
+            executor_module.get_executor().call(sum, [1, 2])
+        for process in processes[1:]:                          # its worker goes too: both start again
+            process.kill()
+            process.wait(10)
+    with scheduler_and_workers(tmp_path, n_workers=1, port=port):
+        def reconnected():
+            try:
+                current = executor_module.get_executor()
+            except ClusterUnavailable:
+                return False
+            return current.healthy() and len(current.connection.workers()) == 1
+        _wait_for(reconnected, 90, "the client to reach the scheduler started again")
+        run = RunRegistry().start(_config(), moons)
+        assert run.wait(120) and run.status == "done", run.message

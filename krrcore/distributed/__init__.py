@@ -9,6 +9,8 @@ Eq. (3) of the BLESS paper needs its own row only. The package, bottom up:
 * :mod:`~krrcore.distributed.cluster` — which cluster: :func:`connect` (an existing scheduler or an
   embedded local cluster) and :func:`resolve_client` (the ``cluster=`` argument, else the default
   ``Client``, else ``KRR_DASK_SCHEDULER``);
+* :mod:`~krrcore.distributed.processes` — the embedded cluster's processes: a session of their
+  own, and an end with the process that started them;
 * :mod:`~krrcore.distributed.array` — :class:`ShardedArray`, row shards living on workers as futures;
 * :mod:`~krrcore.distributed.data` — rows onto the cluster: :func:`generate`, :func:`read_table`,
   :func:`from_dask`, :func:`scatter`;
@@ -28,11 +30,11 @@ from __future__ import annotations
 
 from .admission import as_sharded, start_fit
 from .array import ShardedArray
-from .cluster import SCHEDULER_ENV, ClusterConnection, LocalClusterShape, connect, resolve_client
+from .cluster import SCHEDULER_ENV, ClusterConnection, ClusterUnavailable, LocalClusterShape, connect, resolve_client
 from .data import ShardedDataset, from_dask, generate, read_table, scatter
 from .operators import ProductTimes, ShardedFullSystem, ShardedKernelOperator
 from .rows import SHARDED
 
 __all__ = ["ShardedArray", "ShardedDataset", "ShardedKernelOperator", "ShardedFullSystem", "ProductTimes",
            "scatter", "from_dask", "generate", "read_table", "as_sharded", "start_fit", "resolve_client", "connect",
-           "ClusterConnection", "LocalClusterShape", "SCHEDULER_ENV", "SHARDED"]
+           "ClusterConnection", "ClusterUnavailable", "LocalClusterShape", "SCHEDULER_ENV", "SHARDED"]

@@ -7,10 +7,17 @@ One function, :func:`connect`, serves both cases (Dask's client/cluster split):
   started with the standard commands (``dask scheduler``; ``dask worker tcp://HOST:8786
   --nworkers 2 --nthreads 1 --preload krrcore.worker_setup``) and need ``krrcore`` importable.
 * otherwise: an embedded cluster of worker *processes* on this machine, sized so that
-  workers × torch threads never exceeds the cores. It is a ``SubprocessCluster`` (scheduler and
-  workers as ``dask spec`` subprocesses) because ``LocalCluster(processes=True)`` cannot start its
-  workers while a module is being imported, which is how ``streamlit run`` runs a page; the
-  subprocesses end with this process.
+  workers × torch threads never exceeds the cores. Its scheduler and nannies are ``dask spec``
+  subprocesses (:mod:`~krrcore.distributed.processes`), as in Dask's ``SubprocessCluster``,
+  because ``LocalCluster(processes=True)`` cannot start its workers while a module is being
+  imported, which is how ``streamlit run`` runs a page. A terminal's Ctrl-C or hang-up reaches
+  only the process that started them, which then ends them (:meth:`ClusterConnection.close`),
+  and they end by themselves within a second once that process is gone, however it ended.
+
+A scheduler that stopped (killed, its machine gone) makes :meth:`ClusterConnection.alive` false
+and :meth:`ClusterConnection.workers` raise :class:`ClusterUnavailable` naming its address, at
+once for the embedded cluster and within a few seconds for an external one — never the 30 s
+connect timeout of a Dask call on a dead scheduler.
 
 :func:`resolve_client` says which cluster a function that places data on one uses: its
 ``cluster=`` argument (a ``distributed.Client``, a :class:`ClusterConnection` or a scheduler
@@ -23,14 +30,15 @@ on, and kill, the next worker too. For an external scheduler set the same with
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-log = logging.getLogger(__name__)
-
 from .workers import TORCH_THREADS_ENV
+
+log = logging.getLogger(__name__)
 
 SCHEDULER_ENV = "KRR_DASK_SCHEDULER"
 #: The folder holding the ``krrcore`` package, and the workers' preload (``--preload krrcore.worker_setup``).
@@ -67,6 +75,16 @@ class LocalClusterShape:
         return cls(n_workers, threads, int(_total_memory_bytes() * memory_fraction / n_workers))
 
 
+class ClusterUnavailable(ConnectionError):
+    """The cluster's scheduler cannot be reached (stopped, killed, or its machine gone); the
+    message names its address and what to do."""
+
+
+#: Seconds a question to the scheduler may take before it counts as unreachable, and that closing
+#: the embedded cluster gracefully may take before its processes are killed.
+SCHEDULER_TIMEOUT = 3.0
+
+
 @dataclass
 class ClusterConnection:
     """A client and, when embedded, the cluster it started (closed together by :meth:`close`)."""
@@ -81,19 +99,77 @@ class ClusterConnection:
     def embedded(self) -> bool:
         return self.cluster is not None
 
-    def workers(self) -> dict[str, dict]:
-        """The scheduler's view of the workers: address → {nthreads, memory_limit, ...}."""
-        return dict(self.client.scheduler_info(n_workers=-1)["workers"])
+    def describe(self) -> str:
+        return (f"the embedded Dask cluster's scheduler ({self.address})" if self.embedded
+                else f"the Dask scheduler at {self.address}")
 
-    def close(self) -> None:
+    def alive(self) -> bool:
+        """Whether the scheduler can be asked anything: its process runs (embedded) and the client
+        is connected. Costs nothing: no call to the scheduler."""
+        if self._closed or getattr(self.client, "status", "closed") != "running":
+            return False
+        if not self.embedded:
+            return True
+        from .processes import processes_of, running
+
+        return all(running(p) for p in processes_of(self.cluster, workers=False))
+
+    def unavailable(self) -> ClusterUnavailable:
+        """The error for a scheduler that cannot be reached, with what to do."""
+        if self.embedded:
+            return ClusterUnavailable(f"{self.describe()} has stopped; a fresh embedded cluster starts with the "
+                                      f"next run")
+        return ClusterUnavailable(f"{self.describe()} is unreachable: start it again (dask scheduler), or point "
+                                  f"{SCHEDULER_ENV} at a running one, or unset it to use an embedded cluster")
+
+    def workers(self, timeout: float = SCHEDULER_TIMEOUT) -> dict[str, dict]:
+        """The scheduler's view of the workers: address → {nthreads, memory_limit, ...}; raises
+        :class:`ClusterUnavailable` when it does not answer within ``timeout`` seconds."""
+        if not self.alive():
+            raise self.unavailable()
+        try:
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1, callback_timeout=timeout)
+        except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
+            raise self.unavailable() from exc
+        return dict(info.get("workers", {}))
+
+    def close(self, timeout: float = SCHEDULER_TIMEOUT) -> None:
+        """Close the client (within ``timeout`` seconds) and, when embedded, end the cluster's
+        processes."""
         if self._closed:
             return
         self._closed = True
+        _shut(self.client, self.cluster, timeout)
+
+
+def _shut(client, cluster, timeout: float) -> None:
+    """Close ``client`` (within ``timeout`` seconds while its scheduler runs) and end ``cluster``'s
+    processes (either may be None). The embedded cluster keeps nothing worth a graceful close, and
+    one takes seconds and fills the server's output with its processes' farewells: they are killed."""
+    from .processes import forget, kill, processes_of, running
+
+    processes = processes_of(cluster)
+    alive = cluster is None or all(running(p) for p in processes[:1])
+    if client is not None:
         try:
-            self.client.close()
-        finally:
-            if self.cluster is not None:
-                self.cluster.close()
+            client.close(timeout=timeout if alive else 0.5)
+        except Exception as exc:        # a client of a dead scheduler may time out closing: nothing left to do
+            log.debug("closing the Dask client: %r", exc)
+    if cluster is not None:
+        kill(processes)
+        forget(cluster)
+
+
+class _QuietCancelledReconnect(logging.Filter):
+    """Drops Dask's report of a client's reconnection cancelled by ``close`` (an ERROR with a
+    traceback): closing the client of a scheduler that stopped cancels its attempts to reconnect,
+    which is the point, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+_QUIET = _QuietCancelledReconnect()
 
 
 def connect(address: str | None = None, *, shape: LocalClusterShape | None = None,
@@ -106,22 +182,27 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
         client = Client(address, timeout=timeout, set_as_default=False)
         return ClusterConnection(client=client, address=address)
 
-    from distributed.deploy.subprocess import SubprocessCluster
+    from .processes import embedded_cluster
 
     shape = shape or LocalClusterShape.for_this_machine()
-    preload = {"preload": [str(PRELOAD)], "preload_argv": ["--package-root", str(PACKAGE_ROOT)]}
-    cluster = SubprocessCluster(
-        n_workers=shape.n_workers, threads_per_worker=1, dashboard_address=None,
-        scheduler_kwargs={"allowed_failures": 0, **preload},
-        worker_kwargs={"memory_limit": shape.memory_limit, **preload,
-                       "env": {TORCH_THREADS_ENV: str(shape.threads), "OMP_NUM_THREADS": str(shape.threads),
-                               "MKL_NUM_THREADS": str(shape.threads)}},
-    )
+    logging.getLogger("distributed.client").addFilter(_QUIET)     # a filter is added once only
+    root = ["--package-root", str(PACKAGE_ROOT)]
+    threads = str(shape.threads)
+    cluster = embedded_cluster(
+        shape.n_workers, parent_pid=os.getpid(),
+        # Its HTTP endpoint (health, metrics) on a free loopback port, not 8787 on every interface.
+        scheduler={"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": "127.0.0.1:0",
+                   "allowed_failures": 0, "preload": [str(PRELOAD)], "preload_argv": root},
+        nanny={"host": "127.0.0.1", "nthreads": 1, "silence_logs": logging.WARN, "memory_limit": shape.memory_limit,
+               "preload": [str(PRELOAD)], "preload_argv": root, "preload_nanny": [str(PRELOAD)],
+               "preload_nanny_argv": root,
+               "env": {TORCH_THREADS_ENV: threads, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}})
+    client = None
     try:
         client = Client(cluster, timeout=timeout, set_as_default=False)
         client.wait_for_workers(shape.n_workers, timeout=timeout)
     except Exception:
-        cluster.close()
+        _shut(client, cluster, SCHEDULER_TIMEOUT)
         raise
     log.info("embedded Dask cluster at %s: %d workers × %d threads, %.1f GiB each", cluster.scheduler_address,
              shape.n_workers, shape.threads, shape.memory_limit / 2**30)
