@@ -9,6 +9,7 @@ import streamlit as st
 from krr_app import charts, explain, links, sidebar, state, views
 from krr_app.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
                             with_value)
+from krr_app.text import plain
 
 settings = sidebar.current()
 registry = state.session_runs()
@@ -54,14 +55,14 @@ if settings.data is not None:
         configs = [with_value(base, param, v) for v in values]
 
 if input_error:
-    st.error(input_error)
+    st.error(plain(input_error, None))
 issues = {}
 for config in configs:
     found = problems(config, dataset.n_train if dataset is not None else None)
     if found:
         issues[config] = found
 for config, found in issues.items():
-    st.error(f"**{config.label()}**: {' '.join(found)}")
+    st.error(f"**{plain(config.label(), None)}**: {plain(' '.join(found), None)}")
 runnable = [c for c in configs if c not in issues] if dataset is not None else []
 
 col_run, col_stop, col_load = st.columns([2, 1, 4], vertical_alignment="center")
@@ -111,7 +112,7 @@ if side_by_side:
     views.fits_side_by_side(side_by_side, key="cmp_fit")
 for run in runs:
     if run.status == "error":
-        st.error(f"**{run.label}** failed: {run.message}")
+        st.error(f"**{plain(run.label, None)}** failed: {plain(run.message, None)}")
 
 col_remove, col_downloads = st.columns([2, 1])
 with col_remove:

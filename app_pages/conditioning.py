@@ -13,6 +13,7 @@ import streamlit as st
 from krr_app import charts, sidebar, state, views
 from krr_app import settings as limits
 from krr_app.config import INT_KNOBS, format_number
+from krr_app.text import plain
 from krrcore.diagnostics import SYSTEMS
 
 #: λ grid of the "κ against λ" plot (the sidebar's λ is added to it).
@@ -56,7 +57,7 @@ waiting = []
 try:
     eigs_K = state.kernel_spectrum(X, data_key, kernel, kernel_params)
 except ValueError as exc:
-    st.error(f"The kernel matrix cannot be formed with these settings: {exc}")
+    st.error(f"The kernel matrix cannot be formed with these settings: {plain(exc, None)}")
     st.stop()
 full = None if views.pending(eigs_K, waiting, draw=False) else state.full_system(eigs_K, n, penalty)
 
@@ -145,7 +146,7 @@ if sweep_M is not None:
         by_penalty = state.condition_vs_penalty(X_sweep, sweep_key, kernel, kernel_params, sweep_M, seed, penalties,
                                              blocks if use_blocks else None, rank_sweep)
     except ValueError as exc:
-        st.error(f"The λ sweep failed: {exc}")
+        st.error(f"The λ sweep failed: {plain(exc, None)}")
     else:
         if not views.pending(by_penalty, waiting):
             views.plot(charts.kappa_figure(by_penalty, "penalty", current=penalty), key="cond_lambda",
@@ -163,7 +164,7 @@ if Ms:
     try:
         by_M = state.condition_vs_M(X_sweep, sweep_key, kernel, kernel_params, penalty, seed, Ms)
     except ValueError as exc:
-        st.error(f"The M sweep failed: {exc}")
+        st.error(f"The M sweep failed: {plain(exc, None)}")
     else:
         if not views.pending(by_M, waiting) and not views.pending(eigs_sweep, waiting):
             fig = charts.kappa_figure(by_M, "M", current=M if nystrom_problem is None and M in Ms else None,

@@ -43,6 +43,7 @@ from pathlib import Path
 import streamlit as st
 
 from . import links, settings
+from .text import plain, quoted
 #: A lesson step's ``page`` setting → the page's script (as ``app.py`` registers it).
 PAGES = {"explore": "app_pages/explore.py", "compare": "app_pages/compare.py",
          "conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
@@ -282,6 +283,6 @@ def index() -> None:
             st.button(lesson.title, key=f"lesson_start_{name}", on_click=_go, args=(name, 1), width="stretch",
                       help=f"{lesson.idea} — {len(lesson.steps)} steps. Share it as ?lesson={name}")
         for name, error in errors.items():
-            st.error(f"Lesson {name!r} cannot be used: {error}")
+            st.error(f"Lesson {quoted(name)} cannot be used: {plain(error, None)}")     # the name is the link's
         st.caption("A lesson is a file in `lessons/` (Markdown with the settings of each step): "
                    "add one to add a lesson. Share one as `?lesson=<name>`.")

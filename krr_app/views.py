@@ -20,6 +20,7 @@ from .live_chart import convergence_panel, fit_panel, live_chart
 from .runs import Run
 from .settings import EMPTY_CHART_DELAY_SECONDS, STREAM_POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
+from .text import plain
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -65,12 +66,13 @@ def dropped_runs_note(registry) -> None:
         last = registry.dropped[-3:]
         more = len(registry.dropped) - len(last)
         st.caption(f"This tab keeps its {registry.max_runs} most recent runs; dropped the oldest: "
-                   + "; ".join(last) + (f" and {more} earlier" if more else "") + ".")
+                   + "; ".join(plain(label, None) for label in last) + (f" and {more} earlier" if more else "") + ".")
 
 
 def show_problems(messages: list[str]) -> None:
+    """krrcore's and the config's messages, which may quote what a user entered: shown as text."""
     for message in messages:
-        st.error(message)
+        st.error(plain(message, None))
 
 
 def status_message(run: Run) -> None:
@@ -81,15 +83,18 @@ def status_message(run: Run) -> None:
     summary = f"{iterations} iteration{'s' if iterations != 1 else ''}, {seconds:.3g} s solver time"
     if run.queue_seconds is not None:
         summary += f" after {run.queue_seconds:.1f} s in the queue"
+    # A run's label and message may quote a user's input (a krrcore error on an uploaded table):
+    # shown as text (krr_app.text).
+    label, message = plain(run.label, None), plain(run.message, None)
     if run.status == "done":
-        st.success(f"**{run.label}** finished — {run.message}: {summary}.")
+        st.success(f"**{label}** finished — {message}: {summary}.")
         advice = getattr(run.estimator, "residual_advice_", "")
         if advice:              # FALKON ended far from the Nyström solution (krrcore's text, no user strings)
             st.warning(advice, icon=":material/warning:")
     elif run.status == "stopped":
-        st.warning(f"**{run.label}** stopped — {run.message}: {summary}. The model is the last iterate.")
+        st.warning(f"**{label}** stopped — {message}: {summary}. The model is the last iterate.")
     elif run.status == "error":
-        st.error(f"**{run.label}** failed: {run.message}")
+        st.error(f"**{label}** failed: {message}")
 
 
 def metric_cards(run: Run) -> None:
@@ -454,8 +459,9 @@ def remember(key: str, value):
 
 
 def last_valid(key: str, reason: str):
-    """Show ``reason`` as an error; return the section's last valid result (or None) with a caption."""
-    st.error(reason)
+    """Show ``reason`` (it may quote krrcore's message about a user's input: as text) as an error;
+    return the section's last valid result (or None) with a caption."""
+    st.error(plain(reason, None))
     value = st.session_state.get(f"_diag_last_{key}")
     if value is not None:
         st.caption("Showing the last valid result below (computed with the settings noted in its heading).")

@@ -68,7 +68,8 @@ def _register(monkeypatch, key, cls, label):
 
 
 def _texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
+    """The elements' texts as a reader sees them (messages quoting inputs are escaped Markdown)."""
+    return "\n".join(shown_as(str(e.value)) for e in elements)
 
 
 def _chart_points(at, index=0) -> list[int]:

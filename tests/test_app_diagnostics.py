@@ -42,7 +42,8 @@ def metrics(at) -> dict[str, str]:
 
 
 def errors(at) -> list[str]:
-    return [e.value for e in at.error]
+    """The page's errors as a reader sees them (messages quoting inputs are escaped Markdown)."""
+    return [shown_as(e.value) for e in at.error]
 
 
 def chart(at, key_part: str) -> dict:
