@@ -240,7 +240,7 @@ def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None =
             outcome.message = (f"no Step or Run for {steps.max_wait / 60:g} minutes while paused (a paused run "
                                "holds a worker)")
     except SolverDivergedError as exc:
-        outcome.message = f"The solver diverged: {exc}. Try a larger λ, float64, or fewer iterations."
+        outcome.message = f"The solver diverged: {exc}"          # the message names the settings to change
     except (ValueError, ImportError) as exc:
         outcome.message = str(exc)
     except MemoryError as exc:
