@@ -7,8 +7,10 @@ link value, a CSV header or cell, a file name, or a krrcore message that quotes 
 otherwise turn into a clickable link or an image fetched from elsewhere. :func:`plain` escapes
 every ASCII punctuation character (CommonMark allows a backslash before each of them, and then
 shows the character itself) and shortens very long strings (:func:`chart_text` does the same for
-plotly's labels, which read a few HTML tags); the app adds its own formatting
-around the escaped text, never inside it. Code spans are not used for such strings: a backslash
+plotly's labels, which read a few HTML tags). An invisible word joiner (:data:`JOINER`) inside
+``://`` and ``www.`` and after ``@`` keeps GFM's autolink literals from making a bare URL or e-mail
+address a link (Streamlit finds them in the text after the escapes were read). The app adds its
+own formatting around the escaped text, never inside it. Code spans are not used for such strings: a backslash
 does not escape inside them, so a backtick in the string would end the span.
 """
 from __future__ import annotations
@@ -21,6 +23,9 @@ MAX_SHOWN = 120
 
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: U+2060 WORD JOINER: zero width, not shown, and no autolink literal runs across it.
+JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
 
 
 def plain(value, limit: int | None = MAX_SHOWN) -> str:
@@ -33,13 +38,13 @@ def plain(value, limit: int | None = MAX_SHOWN) -> str:
     text = _CONTROL.sub("", str(value)).replace("\r", " ").replace("\n", " ")
     if limit is not None and len(text) > limit:
         text = f"{text[:limit]}… ({len(text):,} characters)"
-    return _PUNCTUATION.sub(r"\\\1", text)
+    return _PUNCTUATION.sub(r"\\\1", _AUTOLINK.sub(JOINER, text))
 
 
 def shown_as(markdown: str) -> str:
     """The text a reader sees for Markdown made of :func:`plain` pieces (backslash escapes
-    removed): what tests compare messages with."""
-    return re.sub(r"\\(.)", r"\1", markdown)
+    and word joiners removed): what tests compare messages with."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace(JOINER, ""))
 
 
 def quoted(value, limit: int | None = MAX_SHOWN) -> str:

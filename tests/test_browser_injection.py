@@ -2,7 +2,8 @@
 link and a link key holding a Markdown image (the phishing channel of a shared link), and a link
 value quoted in Compare's error, are shown as their plain characters. No ``<a>`` or ``<img>``
 pointing where they point is in the DOM, and nothing is fetched from there: the targets are a
-recording HTTP server on 127.0.0.1, so a fetched image would show as a request."""
+recording HTTP server on 127.0.0.1, so a fetched image would show as a request. A bare URL and an
+e-mail address (which GFM would make links by themselves) stay text too."""
 from __future__ import annotations
 
 import http.server
@@ -12,6 +13,7 @@ import urllib.parse
 import pytest
 
 from krr_app.server import ServerFailed, running_app
+from krr_app.text import JOINER
 from test_browser import VIEWPORT, _save, _wait_idle, chromium
 
 pytestmark = pytest.mark.browser
@@ -41,7 +43,8 @@ def test_markdown_and_image_injections_are_shown_as_plain_text(tmp_path, trap):
     host, asked = trap
     link = f"[Click here to log in](http://{host}/login)"
     image = f"![px](http://{host}/pixel.png)"
-    query = urllib.parse.urlencode([("M", f"1`{link}"), (image, "1"), ("auto_run", "false")])
+    bare = "www.example.com or me@example.com"
+    query = urllib.parse.urlencode([("M", f"1`{link}"), (image, "1"), ("n", bare), ("auto_run", "false")])
     try:
         with chromium() as browser, running_app(tmp_path / "server.log") as (url, _process):
             page = browser.new_page(viewport=VIEWPORT)
@@ -50,9 +53,11 @@ def test_markdown_and_image_injections_are_shown_as_plain_text(tmp_path, trap):
             warning = page.get_by_text("Some values in this link were refused or adjusted")
             warning.first.wait_for()
             _wait_idle(page)
-            text = page.get_by_test_id("stAlert").filter(has_text="Some values in this link").first.inner_text()
-            assert f"“M=1`{link}”" in text and f"“{image}=1”" in text, text
+            alert = page.get_by_test_id("stAlert").filter(has_text="Some values in this link").first
+            text = alert.inner_text().replace(JOINER, "")          # the invisible joiners of krr_app.text
+            assert f"“M=1`{link}”" in text and f"“{image}=1”" in text and f"“n={bare}”" in text, text
             assert page.locator(f"a[href*='{host}']").count() == 0
+            assert alert.locator("a").count() == 0
             assert page.locator(f"img[src*='{host}']").count() == 0
             _save(page, "screenshot-link-injection.png", tmp_path)
 
@@ -62,7 +67,7 @@ def test_markdown_and_image_injections_are_shown_as_plain_text(tmp_path, trap):
             error = page.get_by_text("is not a number").first
             error.wait_for()
             _wait_idle(page)
-            assert f"'{link}' is not a number" in error.inner_text()
+            assert f"'{link}' is not a number" in error.inner_text().replace(JOINER, "")
             assert page.locator(f"a[href*='{host}']").count() == 0
             _save(page, "screenshot-compare-injection.png", tmp_path)
             page.close()
