@@ -94,8 +94,8 @@ class FalkonCV(Seeded):
     objective : "gcv" | "holdout" | "compreg"
         What the tuning minimises (:data:`krrcore.tuning.OBJECTIVES`). GCV by default: it needs
         no held-out rows and scores every row, so it is steadier than the hold-out fifth on small
-        tables (concrete, 824 rows, and digits: the hold-out choice's test error was 27% and 32%
-        above the best point of a 10 × 10 grid of FALKON fits, GCV's 1.5% below and 5% above;
+        tables (concrete, 824 rows, and digits: the hold-out choice's test error was 11% and 32%
+        above the best point of a 10 × 10 grid of FALKON fits, GCV's 1.6% below and 4.6% above;
         ``python -m benchmarks --case tune``); the hold-out objective's gradient pass is cheaper
         (O(nMd) against O(nM²)) on large tables.
     ard : bool
