@@ -54,6 +54,8 @@ st.caption(caption)
 # Every computation of the page starts here, on the workers, all at once: each section is drawn when
 # its result is in (views.stream_in reruns the page as results arrive), the first within a second.
 waiting = []
+views.first_picture(lambda: state.kernel_spectrum(X, data_key, kernel, kernel_params),
+                    lambda: 1 <= M <= n and state.nystrom_systems(X, data_key, kernel, kernel_params, penalty, M, seed))
 try:
     eigs_K = state.kernel_spectrum(X, data_key, kernel, kernel_params)
 except ValueError as exc:

@@ -64,6 +64,8 @@ if M <= n:
                                                  leverage_penalty, seed)
     except ValueError as exc:
         centres_input = exc
+views.first_picture(lambda: state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2,
+                                                  seed))
 
 # -- scores --------------------------------------------------------------------------------------
 try:

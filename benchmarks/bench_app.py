@@ -9,6 +9,9 @@ on screen (a returning user), and read the new run's seconds. After each app run
 ``krrcore.remote.run_fit`` (what the reproduce snippet does) in a warm process with the workers'
 torch thread count, as a worker is warm: app and library runs alternate, so a change in the shared
 machine's load reaches both. Each figure is the median of ``--repeats`` runs; read the ratios.
+"live fit / wall time" is what drawing the fit while the solver ran cost the worker (its pictures of
+the current iterate on the plotting grid, outside the solver's time), as a share of the run's wall
+time on the worker, read from the page under the finished fit.
 
 Where the browser runs is a column: sharing every core with the workers (as when a visitor runs the
 app on their own 2-core machine), or confined by ``taskset`` to the last core (a visitor's browser
@@ -18,6 +21,7 @@ on their own machine cannot take the workers' cores; the web server still shares
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import re
@@ -41,6 +45,9 @@ QUICK = {"Two moons, n = 2,000, M = 100, t = 5": "dataset=moons&solver=falkon&n=
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
+#: The live fit's cost, as the page states it under a finished run's fit (krr_app.views.pictures_caption).
+PICTURES = re.compile(r"Drawn while the solver ran: (\d+) pictures .*?, ([\d.e+-]+) s on the worker \(([\d.]+)% of "
+                      r"the run's ([\d.e+-]+) s wall time")
 
 
 def library_fit(query: str) -> float:
@@ -121,6 +128,15 @@ def run_button(page):
     return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
 
 
+def pictures_share(page) -> float:
+    """The share of the run's wall time its live fit took on the worker, as the page states it
+    (NaN when the page states none: not 1-D or 2-D data)."""
+    caption = page.get_by_text(PICTURES)
+    if not caption.count():
+        return math.nan
+    return float(PICTURES.search(caption.first.inner_text()).group(3)) / 100
+
+
 def first_run(page, url: str, query: str) -> tuple[float, float, float]:
     """A new visitor's first Run: (solver seconds, Run → first chart marker, Run → result)."""
     page.goto(f"{url}/?{query}")
@@ -157,7 +173,7 @@ def app_fits(url: str, browser, queries: dict[str, str], repeats: int, library) 
     ``library``, then Run pressed again in that tab and the fit through ``library`` once more."""
     out = {}
     for label, query in queries.items():
-        first, again, library_seconds, first_chart, to_result = [], [], [], [], []
+        first, again, library_seconds, first_chart, to_result, pictures = [], [], [], [], [], []
         for _ in range(repeats):
             page = browser.new_context(viewport={"width": 1200, "height": 1400}).new_page()
             page.set_default_timeout(300_000)
@@ -165,14 +181,17 @@ def app_fits(url: str, browser, queries: dict[str, str], repeats: int, library) 
             first.append(seconds)
             first_chart.append(chart_s)
             to_result.append(result_s)
+            pictures.append(pictures_share(page))
             library_seconds.append(library(query))
             time.sleep(1.0)
             again.append(run_again(page))
+            pictures.append(pictures_share(page))
             library_seconds.append(library(query))
             page.context.close()
         out[label] = {"first_run": statistics.median(first), "run_again": statistics.median(again),
                       "library_seconds": statistics.median(library_seconds),
-                      "first_chart": statistics.median(first_chart), "to_result": statistics.median(to_result)}
+                      "first_chart": statistics.median(first_chart), "to_result": statistics.median(to_result),
+                      "pictures": statistics.median(pictures)}
     return out
 
 
@@ -203,7 +222,8 @@ def measure(quick: bool, repeats: int) -> list[dict]:
                              "worker threads": settings.WORKER_THREADS,
                              "first Run / krrcore": app["first_run"] / app["library_seconds"],
                              "Run again / krrcore": app["run_again"] / app["library_seconds"],
-                             "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"]})
+                             "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"],
+                             "live fit / wall time": app["pictures"]})
     with warm_library(os.cpu_count() or 1, queries.values()) as all_cores:
         every_core = {label: statistics.median(all_cores(query) for _ in range(repeats)) for label, query in queries.items()}
     for row in rows:

@@ -112,6 +112,9 @@ TUNE_MAP_MAX_ROWS = 4000
 #: Seconds between two looks of a diagnostic page at its results still computing on the workers
 #: (each that arrives reruns the page once to draw it).
 STREAM_POLL_SECONDS = 0.3
+#: Seconds such a page waits, in its first run, for the computations of its first picture (most
+#: are in within it: drawn in that run, not by a rerun a look later).
+FIRST_PICTURE_WAIT_SECONDS = 0.6
 #: Explore runs a problem by itself on every change ("Run on every change", on by default) when it
 #: is small: at most this many points n (train + test) and, for Nyström solvers, centres M.
 AUTO_RUN_MAX_N = 5_000

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 
 import streamlit as st
@@ -230,6 +231,17 @@ class BackgroundResults:
         """How many computations are under way or finished but not yet read by a page."""
         with self._lock:
             return len(self._running)
+
+    def wait_for(self, keys, timeout: float) -> None:
+        """Block until the computations of ``keys`` have finished, for ``timeout`` seconds at most."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            futures = [self._running[k] for k in keys if k in self._running]
+        for future in futures:
+            try:
+                future.result(max(0.0, deadline - time.monotonic()))
+            except Exception:         # not yet (the page draws it when it is in), or failed (raised to the page)
+                pass
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every computation under way has finished (tests; a page streams instead)."""

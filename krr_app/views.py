@@ -18,7 +18,7 @@ from . import charts, explain, links, state, teacher
 from .executor import format_bytes, started_executor
 from .live_chart import convergence_panel, fit_panel, live_chart
 from .runs import Run
-from .settings import EMPTY_CHART_DELAY_SECONDS, STREAM_POLL_SECONDS
+from .settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
 from .text import plain
 
@@ -339,6 +339,22 @@ def pending(result, waiting: list, *, draw: bool = True) -> bool:
     if draw:
         st.caption(f"{result.what}: computing on the workers — drawn here as soon as it is ready.")
     return True
+
+
+def first_picture(*calls) -> None:
+    """Start the diagnostics ``calls`` (each a krr_app.state function call) that make a page's first
+    picture and wait up to FIRST_PICTURE_WAIT_SECONDS for them: results that are nearly in come
+    with this page run instead of a rerun later (an error is left to the page's own call)."""
+    keys = []
+    for call in calls:
+        try:
+            result = call()
+        except ValueError:
+            continue
+        if isinstance(result, state.Pending):
+            keys.append(result.key)
+    if keys:
+        state.results.wait_for(keys, FIRST_PICTURE_WAIT_SECONDS)
 
 
 def stream_in(waiting: list) -> None:

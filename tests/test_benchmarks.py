@@ -30,7 +30,7 @@ FINITE = {
     "scaling-summary": ("s/iter", "floor s", "x floor", "peak MiB", "GEMM GFLOP/s"),
     "tune-summary": ("test MSE", "seconds", "MSE / grid best", "seconds / grid"),
     "app-summary": ("app solver s (first Run)", "app solver s (Run again)", "krrcore s (same threads)",
-                    "Run → first chart s", "Run → result s"),
+                    "Run → first chart s", "Run → result s", "live fit / wall time"),
     "speed-precision": ("fit s", "test MSE"),
     "speed-centres": ("fit s", "test MSE"),
     "speed-moonshot": ("fit s",),
