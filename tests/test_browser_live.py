@@ -37,7 +37,7 @@ FIT_STATE = f"""() => {{
 #: A run long enough for several looks: FALKON at λ = 10⁻⁶ goes the whole 40 iterations here.
 LONG_FIT = "dataset=moons&n=100000&M=1000&log_lambda=-6&maxiter=40&solver=falkon&auto_run=false"
 #: Conditioning's first picture: its spectra, drawn (a plotly chart with its traces).
-PICTURE = ".js-plotly-plot .plot .trace"
+PICTURE = ".js-plotly-plot .trace"
 PAINTED = f"""
 window.__krrPainted = null;
 new MutationObserver((_, observer) => {{
@@ -182,6 +182,7 @@ def test_compare_shows_two_solvers_fits_at_one_iteration(server, tmp_path):
             heads.first.wait_for()
             assert heads.count() == 2
             fits = page.locator("[class*='st-key-cmp_fit_'] .js-plotly-plot")
+            fits.nth(1).wait_for()
             assert fits.count() == 2
             _save(page, "screenshot-compare-fits.png", tmp_path)
         except Exception:
