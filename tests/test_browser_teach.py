@@ -286,7 +286,7 @@ def _overlap(a, b) -> bool:
 
 
 def test_legends_leave_the_x_axis_titles_clear(server, tmp_path):
-    """Explore after a run, in a 1000 px window (the fit's column is then ~260 px wide and its
+    """Explore after a finished run, in a 1000 px window (the fit's column is then ~260 px wide and its
     legend wraps): no legend covers an x-axis title or tick label, and the decision surface shows
     its boundary line, named in the legend. (charts.LEGEND_BELOW; at y = -0.15 in plot
     coordinates the decision surface's legend covered its x-axis title here by ~15 px.)"""
@@ -297,6 +297,10 @@ def test_legends_leave_the_x_axis_titles_clear(server, tmp_path):
         try:
             for dataset, entry in (("moons", "decision boundary f(x) = 0"), ("sine1d", "fitted f(x)")):
                 page.goto(f"{url}/?dataset={dataset}&solver=falkon&maxiter=20")    # small: runs by itself
+                # The fit's figure is drawn while the run computes (the live chart redraws it); the
+                # convergence chart is a plotly figure once the run has finished.
+                page.get_by_test_id("stAlert").filter(has_text=" finished — ").first.wait_for()
+                page.locator(".st-key-explore_convergence .js-plotly-plot .legend").wait_for()
                 page.locator(".st-key-explore_fit .js-plotly-plot .legend").wait_for()
                 _wait_idle(page)
                 charts = {c["key"]: c for c in page.evaluate(CHART_BOXES)}
