@@ -10,7 +10,7 @@ import math
 
 import streamlit as st
 
-from krr_app import charts, sidebar, state, views
+from krr_app import charts, image_charts, sidebar, state, views
 from krr_app import settings as limits
 from krr_app.config import INT_KNOBS, format_number
 from krr_app.text import plain
@@ -122,9 +122,15 @@ if nystrom:
 st.markdown("**Eigenvalue spectra** (each divided by its largest: the lowest point of a curve is 1/κ)")
 views.pending(eigs_K, waiting)
 views.pending(nystrom_spectra, waiting)
+# The page's first picture: an image in a session's first page run (painted before plotly.js has
+# loaded), the interactive chart from the next run on, which the rest of the page waits for too.
+charts_due = views.after_first_picture("cond_charts")
 if spectra:
     spectra_table = charts.spectra_frame(spectra)
-    views.plot(charts.spectra_figure(spectra_table), key="cond_spectra", filename="krr-spectra")
+    if charts_due:
+        views.plot(charts.spectra_figure(spectra_table), key="cond_spectra", filename="krr-spectra")
+    else:
+        st.markdown(image_charts.spectra_image(spectra_table))
     views.download_csv(spectra_table, key="cond_spectra_csv", filename="krr-spectra.csv")
 
 # -- how κ moves with λ and M (one system per grid point: bounded sizes) -------------------------
@@ -150,7 +156,7 @@ if sweep_M is not None:
     except ValueError as exc:
         st.error(f"The λ sweep failed: {plain(exc, None)}")
     else:
-        if not views.pending(by_penalty, waiting):
+        if not views.pending(by_penalty, waiting) and charts_due:
             views.plot(charts.kappa_figure(by_penalty, "penalty", current=penalty), key="cond_lambda",
                        filename="krr-kappa-vs-lambda")
             views.download_csv(by_penalty, key="cond_lambda_csv", filename="krr-kappa-vs-lambda.csv")
@@ -168,7 +174,7 @@ if Ms:
     except ValueError as exc:
         st.error(f"The M sweep failed: {plain(exc, None)}")
     else:
-        if not views.pending(by_M, waiting) and not views.pending(eigs_sweep, waiting):
+        if not views.pending(by_M, waiting) and not views.pending(eigs_sweep, waiting) and charts_due:
             fig = charts.kappa_figure(by_M, "M", current=M if nystrom_problem is None and M in Ms else None,
                                       reference=(f"K + λnI: κ = {views.format_kappa(full_sweep['condition_number'])}",
                                                  full_sweep["condition_number"]))
@@ -196,7 +202,8 @@ if result is not None:
     c4.metric("L_P (get_L) / exact λ_max", f"{worst['L_P (get_L)']:.3g} / {worst['lambda_max_preconditioned']:.3g}",
               help="get_L's 10 steps of randomized powering against the exact top eigenvalue, worst block.")
     st.caption(f"Spectra: {views.kappa_label(str(table['method'].iloc[0]))}.")
-    views.plot(charts.askotch_figure(table), key="cond_askotch", filename="krr-askotch-blocks")
+    if charts_due:
+        views.plot(charts.askotch_figure(table), key="cond_askotch", filename="krr-askotch-blocks")
     shown = table.rename(columns={"kappa_block": "κ(K_bb + λnI)", "kappa_preconditioned": "κ preconditioned",
                                   "L_b": "L_b = λ₁(K_bb + λnI)", "lambda_max_preconditioned": "λ_max preconditioned",
                                   "rho": "ρ (damping)"})

@@ -10,7 +10,7 @@ come from the sidebar; the leverage scores have their own λ (BLESS's λ is typi
 import pandas as pd
 import streamlit as st
 
-from krr_app import charts, sidebar, state, views
+from krr_app import charts, image_charts, sidebar, state, views
 from krr_app import settings as limits
 from krr_app.config import format_number
 from krrcore.leverage import DEFAULT_Q2, SAMPLERS
@@ -67,6 +67,10 @@ if M <= n:
 views.first_picture(lambda: state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2,
                                                   seed))
 
+# The page's first picture, the scores' scatter, is an image in a session's first page run (painted
+# before plotly.js has loaded); the interactive charts come from the next run on.
+charts_due = views.after_first_picture("lev_charts")
+
 # -- scores --------------------------------------------------------------------------------------
 try:
     report = state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2, seed)
@@ -93,16 +97,21 @@ if report is not None:
     col_hist, col_scatter = st.columns(2)
     with col_hist:
         st.markdown("**Distribution of the scores**")
-        views.plot(charts.score_histogram(points), key="lev_hist", filename="krr-leverage-histogram")
+        if charts_due:
+            views.plot(charts.score_histogram(points), key="lev_hist", filename="krr-leverage-histogram")
     with col_scatter:
         st.markdown("**Approximate against exact**, with the R-ACC band")
-        views.plot(charts.score_scatter(points, r_acc), key="lev_scatter", filename="krr-leverage-scatter")
+        if charts_due:
+            views.plot(charts.score_scatter(points, r_acc), key="lev_scatter", filename="krr-leverage-scatter")
+        else:       # the page's first picture: an image, painted before plotly.js has loaded
+            st.markdown(image_charts.scores_image(points, r_acc))
     views.download_csv(points, key="lev_points_csv", filename="krr-leverage-scores.csv",
                     label="Download the scores (CSV)")
 
     st.subheader("d_eff(λ) and d_∞(λ) along the λ path")
     path = report.path
-    views.plot(charts.path_figure(path), key="lev_path", filename="krr-leverage-path")
+    if charts_due:
+        views.plot(charts.path_figure(path), key="lev_path", filename="krr-leverage-path")
     views.download_csv(path, key="lev_path_csv", filename="krr-leverage-path.csv", label="Download the path (CSV)")
 
 # -- uniform vs BLESS centres --------------------------------------------------------------------
@@ -123,9 +132,10 @@ if centres is not None:
     frames = []
     for col, (name, info) in zip(st.columns(2), centres["sets"].items()):
         with col:
-            fig = charts.centres_figure(centres["coords"], centres["axes"], info["indices"], colour=colour,
-                                        colour_title="log₁₀ ℓ", weights=info["weights"], title=name)
-            views.plot(fig, key=f"lev_centres_{name}", filename=f"krr-centres-{name.lower()}")
+            if charts_due:
+                fig = charts.centres_figure(centres["coords"], centres["axes"], info["indices"], colour=colour,
+                                            colour_title="log₁₀ ℓ", weights=info["weights"], title=name)
+                views.plot(fig, key=f"lev_centres_{name}", filename=f"krr-centres-{name.lower()}")
             m1, m2, m3 = st.columns(3)
             m1.metric(f"κ(W) — {name}", views.format_kappa(info["kappa_W"]), help=views.kappa_label(info["method"]))
             m2.metric("κ(H) unpreconditioned", views.format_kappa(info["kappa_H"]))

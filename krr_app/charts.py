@@ -232,7 +232,7 @@ def _fit_2d(data, surface, height):
 MAX_POINTS = 3000
 
 
-def _estimate_suffix(method: str) -> str:
+def estimate_suffix(method: str) -> str:
     return "" if method == "exact" else f" — estimate, {method}"
 
 
@@ -279,7 +279,7 @@ def spectra_frame(spectra: dict[str, dict]) -> pd.DataFrame:
 _SYSTEM_COLOR_KEYS = ("K + λnI", "H̃", "W", "ASkotch")
 
 
-def _system_color(name: str, fallback: int) -> str:
+def system_color(name: str, fallback: int) -> str:
     for i, key in enumerate(_SYSTEM_COLOR_KEYS):
         if name.startswith(key):
             return PALETTE[i % len(PALETTE)]
@@ -298,9 +298,9 @@ def spectra_figure(frame: pd.DataFrame, *, height: int = 380) -> go.Figure:
         keep = part["relative"] > 0
         x = part["rank"][keep] / len(part)
         fig.add_trace(go.Scatter(
-            x=x, y=part["relative"][keep], name=name + _estimate_suffix(method),
+            x=x, y=part["relative"][keep], name=name + estimate_suffix(method),
             mode="lines+markers" if method != "exact" else "lines",
-            marker={"symbol": "circle-open", "size": 7}, line={"color": _system_color(name, i), "width": 2.5},
+            marker={"symbol": "circle-open", "size": 7}, line={"color": system_color(name, i), "width": 2.5},
             hovertemplate=f"{name}<br>rank/size=%{{x:.3f}}<br>λᵢ/λ_max=%{{y:.3g}}<extra></extra>"))
     fig.update_yaxes(type="log", exponentformat="power", title_text="λᵢ / λ_max")
     fig.update_xaxes(title_text="rank i / system size (largest eigenvalue first)", range=[0, 1.02])
@@ -318,7 +318,7 @@ def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
     for i, (name, part) in enumerate(frame.groupby("system", sort=False)):
         estimated = part["method"] != "exact"
         y = part["condition_number"].where(np.isfinite(part["condition_number"]))
-        color = _system_color(name, i)
+        color = system_color(name, i)
         fig.add_trace(go.Scatter(x=part[x], y=y, name=name, mode="lines+markers", line={"color": color},
                                  marker={"color": color, "size": 8,
                                          "symbol": np.where(estimated, "circle-open", "circle").tolist()},
@@ -479,7 +479,7 @@ def deff_figure(curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | No
     fig = go.Figure()
     for i, (label, frame) in enumerate(curves.items()):
         method = frame["method"].iloc[0]
-        fig.add_trace(go.Scatter(x=frame["penalty"], y=frame["d_eff"], name=label + _estimate_suffix(method),
+        fig.add_trace(go.Scatter(x=frame["penalty"], y=frame["d_eff"], name=label + estimate_suffix(method),
                                  mode="lines+markers", line={"color": PALETTE[i % len(PALETTE)]},
                                  hovertemplate="λ=%{x:.3g}<br>d_eff=%{y:.4g}<extra></extra>"))
     penalties = np.concatenate([c["penalty"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])

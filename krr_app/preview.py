@@ -110,13 +110,13 @@ def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
     return traces, x_title, y_title
 
 
-def _ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
+def ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
     """Round tick values (steps of 1, 2 or 5 × 10^k) covering [lo, hi]."""
     raw = (hi - lo) / count
     base = 10.0 ** np.floor(np.log10(raw))
     step = base * min((m for m in (1, 2, 5, 10) if m * base >= raw), default=10)
-    ticks = np.arange(np.ceil(lo / step) * step, hi + step / 2, step)
-    return ticks[ticks <= hi]
+    values = np.arange(np.ceil(lo / step) * step, hi + step / 2, step)
+    return values[values <= hi]
 
 
 def _label(value: float) -> str:
@@ -141,10 +141,10 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="14" fill="#555">']
-    for t in _ticks(x0, x1):
+    for t in ticks(x0, x1):
         out.append(f'<line x1="{sx(t):.1f}" x2="{sx(t):.1f}" y1="{top}" y2="{height - bottom}" stroke="#e6e6e6"/>'
                    f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_label(t)}</text>')
-    for t in _ticks(y0, y1):
+    for t in ticks(y0, y1):
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#e6e6e6"/>'
                    f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_label(t)}</text>')
     out.append(f'<text x="{(left + width - right) / 2}" y="{height - 10}" text-anchor="middle">{escape(x_title)}</text>'
@@ -195,9 +195,14 @@ def data_image_markdown(data) -> str:
     arrives: Streamlit's Markdown renderer is loaded with the page, while HTML in Markdown first
     fetches and runs an HTML parser (rehype-raw) and ``st.image`` its own element script, both
     queued behind every other element's (the sidebar's widgets) on a new visitor's first load."""
-    svg = base64.b64encode(data_svg(data).encode()).decode()
-    alt = re.sub(r"([\\\[\]])", r"\\\1", f"The data: {summary(data)}")
-    return f"![{alt}](data:image/svg+xml;base64,{svg})"
+    return svg_markdown(data_svg(data), f"The data: {summary(data)}")
+
+
+def svg_markdown(svg: str, alt: str) -> str:
+    """An SVG picture as a Markdown image (a base64 data URL), ``alt`` its text (see
+    :func:`data_image_markdown` for why Markdown)."""
+    alt = re.sub(r"([\\\[\]])", r"\\\1", alt)
+    return f"![{alt}](data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()})"
 
 
 def summary(data) -> str:

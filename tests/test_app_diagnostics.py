@@ -306,3 +306,26 @@ def test_the_page_draws_at_once_and_streams_each_section_in_as_it_arrives(app):
     finally:
         release.set()
         executor.use_executor(previous)
+
+
+@pytest.mark.parametrize("page, image, key", [("conditioning", "![Eigenvalue spectra: K + λnI", "cond_spectra"),
+                                               ("leverage", "![Approximate against exact leverage", "lev_scatter")])
+def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(in_process, page, image, key):
+    """A session's first page run draws the page's first picture as an image (no plotly.js to load
+    before it is painted) and no plotly chart; its next run draws the interactive charts."""
+    import streamlit as st
+    from conftest import APP_TIMEOUT, ROOT
+    from streamlit.testing.v1 import AppTest
+
+    from krr_app import state
+
+    st.cache_data.clear()
+    state.results.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT)
+    at.query_params.update({k: str(v) for k, v in SMALL.items()})
+    at.switch_page(PAGES[page])
+    at = at.run()
+    assert not at.exception and not at.get("plotly_chart")
+    assert any(m.value.startswith(image) for m in at.markdown), [m.value[:40] for m in at.markdown]
+    at = at.run()
+    assert chart(at, key) and not any(m.value.startswith(image) for m in at.markdown)

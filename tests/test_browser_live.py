@@ -36,14 +36,18 @@ FIT_STATE = f"""() => {{
 }}"""
 #: A run long enough for several looks: FALKON at λ = 10⁻⁶ goes the whole 40 iterations here.
 LONG_FIT = "dataset=moons&n=100000&M=1000&log_lambda=-6&maxiter=40&solver=falkon&auto_run=false"
-#: Conditioning's first picture: its spectra, drawn (a plotly chart with its traces).
-PICTURE = ".js-plotly-plot .trace"
+#: Conditioning's first picture: its spectra, an image in a new visitor's first page run (a plotly
+#: chart with its traces once the charts are due), painted: inserted, its image decoded, then the
+#: next frame's callback and the task after it.
+PICTURE = '[data-testid=stMarkdownContainer] img[alt^="Eigenvalue spectra"], .js-plotly-plot .trace'
 PAINTED = f"""
 window.__krrPainted = null;
 new MutationObserver((_, observer) => {{
-  if (!document.querySelector({PICTURE!r})) return;
+  const picture = document.querySelector({PICTURE!r});
+  if (!picture) return;
   observer.disconnect();
-  requestAnimationFrame(() => setTimeout(() => {{ window.__krrPainted = performance.now(); }}, 0));
+  const ready = picture.tagName === "IMG" ? picture.decode().catch(() => null) : Promise.resolve();
+  ready.then(() => requestAnimationFrame(() => setTimeout(() => {{ window.__krrPainted = performance.now(); }}, 0)));
 }}).observe(document, {{childList: true, subtree: true}});
 """
 

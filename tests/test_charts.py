@@ -170,3 +170,24 @@ def test_the_regression_surface_is_sent_as_float32_in_the_targets_units():
     assert _colours(surface.colorscale) == _colours(get_colorscale("Viridis")) and surface.colorbar.title.text == clusters.target_name
     np.testing.assert_allclose(surface.z, expected, rtol=1e-6)
     assert _sent(fig)["data"][0]["z"]["dtype"] == "f4"
+
+
+def test_the_diagnostic_pages_first_pictures_are_images_of_their_tables():
+    """Conditioning's spectra and the Leverage page's scores as SVG images (krr_app.image_charts):
+    one line per system, open markers where the values are estimates, one marker per point."""
+    import re
+
+    from krr_app import image_charts
+
+    frame = charts.spectra_frame({"K + λnI": {"eigenvalues": [4.0, 2.0, 1.0], "method": "exact"},
+                                  "W": {"eigenvalues": [3.0, 1.0], "method": "lanczos"}})
+    markdown = image_charts.spectra_image(frame)
+    assert markdown.startswith("![Eigenvalue spectra: K + λnI, W](data:image/svg+xml;base64,")
+    svg = base64.b64decode(re.search(r"base64,([^)]+)\)", markdown).group(1)).decode()
+    assert svg.count("<polyline") == 2 and svg.count('fill="none" stroke=') == 2 + 2     # W's two open markers
+    assert "W — estimate, lanczos" in svg and ">K + λnI<" in svg
+    scores = pd.DataFrame({"index": range(5), "exact": [0.1, 0.2, 0.3, 0.4, 0.5],
+                           "approximate": [0.12, 0.18, 0.3, 0.5, 0.45]})
+    svg = base64.b64decode(re.search(r"base64,([^)]+)\)", image_charts.scores_image(
+        scores, {"q05": 0.8, "q95": 1.2})).group(1)).decode()
+    assert svg.count("<circle") == 5 and svg.count("<polygon") == 1 and "R-ACC 5–95% band [0.80, 1.20]" in svg
