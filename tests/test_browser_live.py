@@ -6,7 +6,6 @@
 * Step computes exactly one iteration per press (the progress line, the convergence chart's
   markers and the fit's iteration all move by one); Run goes on from there.
 * ``?hide=solver`` hides the solver control, ``?lock=M`` shows M read-only.
-* Conditioning's first picture, for a new visitor on a warm server, within 2 s of opening the link.
 * Compare: FALKON and plain CG's fits after the same iteration, side by side.
 
 ``screenshot-live-fit.png`` (the fit mid-run) and ``screenshot-compare-fits.png`` go to
@@ -14,6 +13,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
@@ -36,20 +36,6 @@ FIT_STATE = f"""() => {{
 }}"""
 #: A run long enough for several looks: FALKON at λ = 10⁻⁶ goes the whole 40 iterations here.
 LONG_FIT = "dataset=moons&n=100000&M=1000&log_lambda=-6&maxiter=40&solver=falkon&auto_run=false"
-#: Conditioning's first picture: its spectra, an image in a new visitor's first page run (a plotly
-#: chart with its traces once the charts are due), painted: inserted, its image decoded, then the
-#: next frame's callback and the task after it.
-PICTURE = '[data-testid=stMarkdownContainer] img[alt^="Eigenvalue spectra"], .js-plotly-plot .trace'
-PAINTED = f"""
-window.__krrPainted = null;
-new MutationObserver((_, observer) => {{
-  const picture = document.querySelector({PICTURE!r});
-  if (!picture) return;
-  observer.disconnect();
-  const ready = picture.tagName === "IMG" ? picture.decode().catch(() => null) : Promise.resolve();
-  ready.then(() => requestAnimationFrame(() => setTimeout(() => {{ window.__krrPainted = performance.now(); }}, 0)));
-}}).observe(document, {{childList: true, subtree: true}});
-"""
 
 
 def _main(page):
@@ -67,74 +53,74 @@ def _new_page(browser):
     return page
 
 
-def test_the_decision_surface_moves_while_falkon_runs(server, tmp_path):
+@contextlib.contextmanager
+def _visit(server, tmp_path):
+    """(the server's URL, a new page); on failure the page's screenshot and the server log's end."""
     url, log_path = server
     with chromium() as browser:
         page = _new_page(browser)
         try:
-            page.goto(f"{url}/?{LONG_FIT}")
-            _main(page).get_by_role("button", name="Run", exact=True).wait_for()
-            _wait_idle(page)
-            _main(page).get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text(re.compile(r"iteration \d+ / 40")).first.wait_for()
-            _wait_idle(page)
-            page.evaluate(WATCH_SCRIPT_STATE)
-            moments, deadline = [], time.time() + 240
-            while time.time() < deadline:
-                state, text = page.evaluate(FIT_STATE), _progress(page)
-                if state and state["iteration"] is not None and "iteration" in text:
-                    if not moments or state["sum"] != moments[-1][0]["sum"]:
-                        moments.append((state, text))
-                    if len(moments) == 2 and moments[1][0]["iteration"] >= 4:
-                        _save(page, "screenshot-live-fit.png", tmp_path)
-                    if len(moments) >= 3:
-                        break
-                time.sleep(0.25)
-            # Drawn: the 80 × 80 surface, moved by the pictures of later iterates, the run not over.
-            assert len(moments) >= 2, moments
-            (first, _), (second, text) = moments[0], moments[-1]
-            assert first["cells"] == second["cells"] == 80 * 80
-            assert second["iteration"] > first["iteration"] and "/ 40" in text, moments
-            assert page.evaluate("window.__krrScriptStates.filter(s => s === 'running').length") == 0
-            page.get_by_text(re.compile(r"FALKON .* (finished|stopped) — ")).first.wait_for(timeout=300_000)
+            yield url, page
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             print(f"page: {page.url}\nserver log:\n{log_path.read_text()[-5000:]}")
             raise
+
+
+def test_the_decision_surface_moves_while_falkon_runs(server, tmp_path):
+    with _visit(server, tmp_path) as (url, page):
+        page.goto(f"{url}/?{LONG_FIT}")
+        _main(page).get_by_role("button", name="Run", exact=True).wait_for()
+        _wait_idle(page)
+        _main(page).get_by_role("button", name="Run", exact=True).click()
+        page.get_by_text(re.compile(r"iteration \d+ / 40")).first.wait_for()
+        _wait_idle(page)
+        page.evaluate(WATCH_SCRIPT_STATE)
+        moments, deadline = [], time.time() + 240
+        while time.time() < deadline:
+            state, text = page.evaluate(FIT_STATE), _progress(page)
+            if state and state["iteration"] is not None and "iteration" in text:
+                if not moments or state["sum"] != moments[-1][0]["sum"]:
+                    moments.append((state, text))
+                if len(moments) == 2 and moments[1][0]["iteration"] >= 4:
+                    _save(page, "screenshot-live-fit.png", tmp_path)
+                if len(moments) >= 3:
+                    break
+            time.sleep(0.25)
+        # Drawn: the 80 × 80 surface, moved by the pictures of later iterates, the run not over.
+        assert len(moments) >= 2, moments
+        (first, _), (second, text) = moments[0], moments[-1]
+        assert first["cells"] == second["cells"] == 80 * 80
+        assert second["iteration"] > first["iteration"] and "/ 40" in text, moments
+        assert page.evaluate("window.__krrScriptStates.filter(s => s === 'running').length") == 0
+        page.get_by_text(re.compile(r"FALKON .* (finished|stopped) — ")).first.wait_for(timeout=300_000)
 
 
 def test_step_computes_one_iteration_per_press(server, tmp_path):
-    url, log_path = server
-    with chromium() as browser:
-        page = _new_page(browser)
-        try:
-            page.goto(f"{url}/?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&solver=nystrom_cg&maxiter=30"
-                      "&auto_run=false")
-            step = _main(page).get_by_role("button", name="Step", exact=True)
-            step.wait_for()
+    with _visit(server, tmp_path) as (url, page):
+        page.goto(f"{url}/?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&solver=nystrom_cg&maxiter=30"
+                  "&auto_run=false")
+        step = _main(page).get_by_role("button", name="Step", exact=True)
+        step.wait_for()
+        _wait_idle(page)
+
+        def paused_at(k: int) -> None:
+            page.get_by_text(re.compile(rf"paused after iteration {k} / 30")).first.wait_for()
+            page.wait_for_function(f"() => ({FIT_STATE})()?.iteration === {k}")
+            time.sleep(1.5)                      # nothing more comes while it is paused
+            assert f"paused after iteration {k} / 30" in _progress(page)
+            assert page.evaluate(FIT_STATE)["iteration"] == k
+            assert page.locator(".krr-live-point").count() == 2 * (k + 1)    # residual and test error
+
+        step.click()
+        paused_at(1)
+        for k in (2, 3):
             _wait_idle(page)
-
-            def paused_at(k: int) -> None:
-                page.get_by_text(re.compile(rf"paused after iteration {k} / 30")).first.wait_for()
-                page.wait_for_function(f"() => ({FIT_STATE})()?.iteration === {k}")
-                time.sleep(1.5)                      # nothing more comes while it is paused
-                assert f"paused after iteration {k} / 30" in _progress(page)
-                assert page.evaluate(FIT_STATE)["iteration"] == k
-                assert page.locator(".krr-live-point").count() == 2 * (k + 1)    # residual and test error
-
             step.click()
-            paused_at(1)
-            for k in (2, 3):
-                _wait_idle(page)
-                step.click()
-                paused_at(k)
-            _wait_idle(page)
-            _main(page).get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text(re.compile(r"Nyström CG .* finished — ")).first.wait_for()
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            print(f"page: {page.url}\nserver log:\n{log_path.read_text()[-5000:]}")
-            raise
+            paused_at(k)
+        _wait_idle(page)
+        _main(page).get_by_role("button", name="Run", exact=True).click()
+        page.get_by_text(re.compile(r"Nyström CG .* finished — ")).first.wait_for()
 
 
 def test_a_teachers_link_hides_and_locks_controls(server):
@@ -151,45 +137,17 @@ def test_a_teachers_link_hides_and_locks_controls(server):
         assert "hide=solver" in page.url and "lock=M" in page.url
 
 
-def test_conditioning_shows_its_first_picture_within_two_seconds_on_a_warm_server(server, record_property):
-    url, _ = server
-    with chromium() as browser:
-        warm = _new_page(browser)        # the server has imported the page's modules and started its workers
-        warm.goto(f"{url}/conditioning")
-        warm.locator(PICTURE).first.wait_for(timeout=240_000)
-        warm.context.close()
-        seconds = []
-        for seed in (11, 12, 13):        # new data each time: nothing of it computed yet
-            page = _new_page(browser)
-            page.add_init_script(PAINTED)
-            page.goto(f"{url}/conditioning?seed={seed}")
-            page.wait_for_function("window.__krrPainted !== null", timeout=120_000)
-            seconds.append(page.evaluate("window.__krrPainted / 1000"))     # from the link opened
-            page.context.close()
-        for k, value in enumerate(seconds):
-            record_property(f"Conditioning first picture, visit {k + 1} (s)", round(value, 3))
-        print(f"\nConditioning, new visitors on a warm server: first picture painted {seconds} s after opening")
-        assert sorted(seconds)[1] <= 2.0, seconds          # the median visit
-
-
 def test_compare_shows_two_solvers_fits_at_one_iteration(server, tmp_path):
-    url, log_path = server
-    with chromium() as browser:
-        page = _new_page(browser)
-        try:
-            page.goto(f"{url}/compare?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&maxiter=30"
-                      "&cmp_solvers=falkon&cmp_solvers=nystrom_cg&cmp_iteration=3")
-            page.get_by_role("button", name=re.compile(r"^Run 2 configurations")).click()
-            page.locator(".krr-live-text").first.wait_for(state="detached", timeout=180_000)
-            _wait_idle(page)
-            heads = page.get_by_text(re.compile(r"after iteration 3$"))
-            heads.first.wait_for()
-            assert heads.count() == 2
-            fits = page.locator("[class*='st-key-cmp_fit_'] .js-plotly-plot")
-            fits.nth(1).wait_for()
-            assert fits.count() == 2
-            _save(page, "screenshot-compare-fits.png", tmp_path)
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            print(f"page: {page.url}\nserver log:\n{log_path.read_text()[-5000:]}")
-            raise
+    with _visit(server, tmp_path) as (url, page):
+        page.goto(f"{url}/compare?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&maxiter=30"
+                  "&cmp_solvers=falkon&cmp_solvers=nystrom_cg&cmp_iteration=3")
+        page.get_by_role("button", name=re.compile(r"^Run 2 configurations")).click()
+        page.locator(".krr-live-text").first.wait_for(state="detached", timeout=180_000)
+        _wait_idle(page)
+        heads = page.get_by_text(re.compile(r"after iteration 3$"))
+        heads.first.wait_for()
+        assert heads.count() == 2
+        fits = page.locator("[class*='st-key-cmp_fit_'] .js-plotly-plot")
+        fits.nth(1).wait_for()
+        assert fits.count() == 2
+        _save(page, "screenshot-compare-fits.png", tmp_path)
