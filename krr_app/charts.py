@@ -3,7 +3,7 @@
 * :func:`convergence_figure`: residual and test metric against iteration or seconds, log scale,
   one colour per run (Explore shows one run, Compare overlays several), as the papers plot them
   (FALKON Fig. 1; ASkotch Fig. 2 and 3 use solver time on the x axis).
-* :func:`fit_figure`: the fitted function over 1-D data, or the prediction surface over 2-D data.
+* The fitted function / prediction surface of a run: :mod:`krr_app.fit_charts`.
 * :func:`traces_frame` / :func:`summary_frame`: what the CSV downloads and the Compare table hold.
 * The diagnostic pages' figures (spectra, κ against λ and M, ASkotch's blocks, leverage scores,
   centres, d_eff, the dataset, the features' relevance from a tuning): every figure plots exactly
@@ -20,9 +20,6 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from krrcore.metrics import predicted_labels
-
-from .preview import browser_values, point_traces
 from .text import chart_text
 
 PALETTE = qualitative.Plotly + qualitative.D3
@@ -45,7 +42,7 @@ MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
 LEGEND_BELOW = {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0}
 
 
-def _layout(fig: go.Figure, height: int, *, top: int = MARGIN["t"], **kwargs) -> go.Figure:
+def layout(fig: go.Figure, height: int, *, top: int = MARGIN["t"], **kwargs) -> go.Figure:
     """Every figure's height, margins (``top`` leaves room for titles) and legend (:data:`LEGEND_BELOW`)."""
     fig.update_layout(height=height, margin={**MARGIN, "t": top}, legend=LEGEND_BELOW, **kwargs)
     return fig
@@ -103,7 +100,7 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
             fig.add_annotation(text=EMPTY_TEXT, xref="x domain" if col == 1 else "x2 domain",
                                yref="y domain" if col == 1 else "y2 domain", x=0.5, y=0.5, showarrow=False,
                                font={"color": "#888"})
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def traces_frame(runs) -> pd.DataFrame:
@@ -140,90 +137,6 @@ def summary_frame(runs, metrics: tuple[str, ...] | None = TABLE_METRICS) -> pd.D
         row["id"] = run.id
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
-    """The fitted function (1-D data) or prediction surface (2-D data) over the points, from the
-    grid predictions a worker computed (:class:`krrcore.surface.FitSurface`); None otherwise.
-
-    Axes are the z-scored features the model sees; regression targets are in their own units.
-    """
-    if surface is None or data.d not in (1, 2):
-        return None
-    return (_fit_1d if data.d == 1 else _fit_2d)(data, surface, height)
-
-
-#: The fit figure's traces that a new picture of the model changes (the live chart's fit panel
-#: restyles them in place): 1-D data, the curve; 2-D data, the surface and the decision boundary.
-FIT_CURVE, FIT_SURFACE, FIT_BOUNDARY, FIT_CLASSES = ("fitted f(x)", "f(x)", "decision boundary f(x) = 0",
-                                                     "predicted class")
-
-
-def fit_display(data, values: np.ndarray) -> np.ndarray:
-    """What the fit figure plots of a model's grid outputs ``values`` ((points, k)), flat: f in the
-    target's units (regression), f (two classes: its sign is the class) or the predicted class's
-    index (more classes)."""
-    values = np.asarray(values).reshape(len(values), -1)
-    if data.task == "regression":
-        return data.to_original_units(values[:, 0])
-    if data.task == "binary":
-        return values[:, 0]
-    return predicted_labels(values).astype(np.float64)
-
-
-def fit_live_traces(data) -> tuple[str, ...]:
-    """The names of :func:`fit_figure`'s traces that show the model (what a new picture changes)."""
-    if data.d == 1:
-        return (FIT_CURVE,)
-    if data.task == "binary":
-        return FIT_SURFACE, FIT_BOUNDARY
-    return (FIT_SURFACE if data.task == "regression" else FIT_CLASSES,)
-
-
-def _fit_1d(data, surface, height):
-    grid = surface.axes[0]
-    points, x_title, y_title = point_traces(data)
-    fig = go.Figure(points)
-    fig.add_trace(go.Scatter(x=browser_values(grid), y=browser_values(fit_display(data, surface.values)), mode="lines",
-                             name=FIT_CURVE, line={"color": "#1f77b4", "width": 3}))
-    return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
-
-
-def _zero_crossings(z: np.ndarray) -> np.ndarray:
-    """A grid with the zero crossings of ``z`` in a quarter of its float64 bytes, for a contour
-    drawn at 0 alone: z/max|z| as int16. A positive scale leaves the crossings plotly interpolates
-    linearly between neighbouring grid values z₁, z₂ where they were; rounding moves one by at most
-    (max|z|/32767)/|z₁ − z₂| of their spacing. (int16 has no NaN: a grid with gaps stays float.)"""
-    if not np.isfinite(z).all():
-        return browser_values(z)
-    return np.rint(z * (32767 / (float(np.abs(z).max()) or 1.0))).astype(np.int16)
-
-
-def _fit_2d(data, surface, height):
-    (gx, gy) = surface.axes
-    shape = (len(gy), len(gx))
-    gx, gy = browser_values(gx), browser_values(gy)
-    z = fit_display(data, surface.values).reshape(shape)
-    fig = go.Figure()
-    if data.task == "regression":
-        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="Viridis", opacity=0.75, name=FIT_SURFACE,
-                                 colorbar={"title": data.target_name}))
-    elif data.task == "binary":
-        bound = float(np.nanmax(np.abs(z))) or 1.0
-        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="RdBu", zmin=-bound, zmax=bound,
-                                 opacity=0.7, name=FIT_SURFACE, colorbar={"title": "f(x)"},
-                                 contours={"coloring": "heatmap"}))
-        # Its hover would show the rescaled grid, not f: the surface below shows f(x) there.
-        fig.add_trace(go.Contour(x=gx, y=gy, z=_zero_crossings(z), showscale=False, hoverinfo="skip",
-                                 name=FIT_BOUNDARY,
-                                 contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
-                                 line={"width": 3, "color": "black"}))
-    else:
-        fig.add_trace(go.Heatmap(x=gx, y=gy, z=z.astype(np.int16), colorscale="Turbo", opacity=0.45,
-                                 showscale=False, name=FIT_CLASSES))
-    points, x_title, y_title = point_traces(data, colorbar=False)     # the surface has the colour bar
-    fig.add_traces(points)
-    return _layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
 
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset) ------------------------------
@@ -304,7 +217,7 @@ def spectra_figure(frame: pd.DataFrame, *, height: int = 380) -> go.Figure:
             hovertemplate=f"{name}<br>rank/size=%{{x:.3f}}<br>λᵢ/λ_max=%{{y:.3g}}<extra></extra>"))
     fig.update_yaxes(type="log", exponentformat="power", title_text="λᵢ / λ_max")
     fig.update_xaxes(title_text="rank i / system size (largest eigenvalue first)", range=[0, 1.02])
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
@@ -330,7 +243,7 @@ def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
         _guide(fig, x=current, label="sidebar", span=_positive_span(ys))
     fig.update_yaxes(type="log", exponentformat="power", title_text="condition number κ = λ_max/λ_min")
     fig.update_xaxes(type="log", exponentformat="power", title_text="λ" if x == "penalty" else "M (centres)")
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
@@ -342,7 +255,7 @@ def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
                          marker_color=PALETTE[2]))
     fig.update_yaxes(type=_bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
                      exponentformat="power", title_text="κ")
-    return _layout(fig, height, barmode="group")
+    return layout(fig, height, barmode="group")
 
 
 # -- leverage scores ----------------------------------------------------------------------------
@@ -359,7 +272,7 @@ def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
                                    opacity=0.6))
     fig.update_xaxes(title_text="log₁₀ leverage score")
     fig.update_yaxes(title_text="points")
-    return _layout(fig, height, barmode="overlay")
+    return layout(fig, height, barmode="overlay")
 
 
 def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go.Figure:
@@ -381,7 +294,7 @@ def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go
                              hovertemplate="point %{customdata}<br>ℓ=%{x:.3g}<br>ℓ̃=%{y:.3g}<extra></extra>"))
     fig.update_xaxes(type="log", exponentformat="power", title_text="exact ℓ(i, λ)")
     fig.update_yaxes(type="log", exponentformat="power", title_text="approximate ℓ̃(i, λ)")
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def path_figure(path: pd.DataFrame, *, height: int = 380) -> go.Figure:
@@ -399,7 +312,7 @@ def path_figure(path: pd.DataFrame, *, height: int = 380) -> go.Figure:
     fig.update_xaxes(type="log", exponentformat="power", title_text="λ_h (the path runs right to left)",
                      autorange="reversed")
     fig.update_yaxes(type="log", exponentformat="power", title_text="dimension / points")
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def centres_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarray, *, colour=None,
@@ -425,7 +338,7 @@ def centres_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarra
                              hovertemplate="centre: point %{customdata}<extra></extra>"))
     fig.update_xaxes(title_text=axes[0])
     fig.update_yaxes(title_text=axes[1])
-    return _layout(fig, height, title={"text": title, "x": 0, "font": {"size": 14}})
+    return layout(fig, height, title={"text": title, "x": 0, "font": {"size": 14}})
 
 
 # -- dataset diagnostics -----------------------------------------------------------------------
@@ -440,8 +353,8 @@ def target_figure(dataset, *, height: int = 320) -> go.Figure:
         unit = f" ({dataset.target_unit})" if dataset.target_unit else ""
         fig.update_xaxes(title_text=chart_text(f"{dataset.target_name}{unit}"))
         fig.update_yaxes(title_text="rows")
-        return _layout(fig, height, barmode="overlay")
-    return _layout(_class_counts(fig, target_frame(dataset)), height, barmode="group")
+        return layout(fig, height, barmode="overlay")
+    return layout(_class_counts(fig, target_frame(dataset)), height, barmode="group")
 
 
 def _class_counts(fig: go.Figure, frame: pd.DataFrame) -> go.Figure:
@@ -470,7 +383,7 @@ def feature_scales_figure(features: pd.DataFrame, *, height: int = 320) -> go.Fi
     fig = go.Figure(go.Bar(x=features["feature"].map(chart_text), y=std, marker_color=PALETTE[0], name="std"))
     fig.update_yaxes(type=_bar_axis(std), exponentformat="power", title_text="std in original units")
     fig.update_xaxes(title_text="feature", type="category")
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def deff_figure(curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | None = None,
@@ -493,7 +406,7 @@ def deff_figure(curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | No
         _guide(fig, x=value, label=" = ".join(labels), span=_positive_span(np.append(values, n or 1)))
     fig.update_xaxes(type="log", exponentformat="power", title_text="λ")
     fig.update_yaxes(type="log", exponentformat="power", title_text="d_eff(λ)")
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 
@@ -513,4 +426,4 @@ def relevance_figure(features, relevance, *, height: int = 320) -> go.Figure:
                            hovertemplate="%{x}: 1/σ = %{y:.3g}<extra></extra>"))
     fig.update_xaxes(title_text="feature", type="category")
     fig.update_yaxes(title_text="relevance 1/σ_j")
-    return _layout(fig, height)
+    return layout(fig, height)

@@ -9,7 +9,7 @@
   values, e.g. a tuning run's σ and λ); ``count``: how many records the client then holds;
 * ``frame``, when ``frame_since`` is given and the run's latest picture of the model is of a later
   iteration than ``j`` (``-1``: none yet): ``{"iteration", "kind": "fit", "values", "size"}``,
-  ``values`` being what the fit figure plots on its grid (:func:`krr_app.charts.fit_display`) as
+  ``values`` being what the fit figure plots on its grid (:func:`krr_app.fit_charts.fit_display`) as
   base64 float32, little-endian. The picture is computed on the worker
   (:class:`krrcore.surface.LiveSurface`); only the latest is kept and sent.
 
@@ -60,7 +60,7 @@ def frame_state(run, since: int = -1) -> dict | None:
     frame, data = run.frame, run.data
     if frame is None or frame.iteration <= since or data is None or data.d not in (1, 2):
         return None
-    from .charts import fit_display     # plotly: not imported with the server's routes
+    from .fit_charts import fit_display     # plotly: not imported with the server's routes
 
     values = fit_display(data, frame.values).astype("<f4")
     return {"iteration": frame.iteration, "kind": "fit", "size": int(values.size),

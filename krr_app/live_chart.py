@@ -18,7 +18,7 @@ The page passes the runs and a list of panels, plain JSON-able dicts, each with 
   objective (:func:`krrcore.tuning.validation_map`), each σ's best λ dashed;
 * ``{"kind": "fit", "run": id, "target": key, "traces": [names], "shape": [rows, cols]}``
   (:func:`fit_panel`): the run's fit figure — a plotly chart the page draws itself inside
-  ``st.container(key=target)`` (:func:`krr_app.charts.fit_figure`, the figure the finished run
+  ``st.container(key=target)`` (:func:`krr_app.fit_charts.fit_figure`, the figure the finished run
   shows) — restyled in place with every new picture (``frame``): the named traces' ``y`` (1-D) or
   ``z`` (2-D, ``shape`` rows × cols) and the title naming the picture's iteration.
 
@@ -36,7 +36,7 @@ import streamlit as st
 
 from krrcore.surface import GRID_1D, GRID_2D
 
-from . import charts
+from . import charts, fit_charts
 from .live_api import PREFIX, run_state
 
 _JS = r"""
@@ -381,7 +381,7 @@ def fit_panel(run, target: str) -> dict:
     """The live pictures of ``run``'s model, drawn into its fit figure inside ``st.container(key=target)``."""
     data = run.data
     shape = [GRID_1D] if data.d == 1 else [GRID_2D, GRID_2D]
-    return {"kind": "fit", "run": run.id, "target": target, "traces": list(charts.fit_live_traces(data)),
+    return {"kind": "fit", "run": run.id, "target": target, "traces": list(fit_charts.fit_live_traces(data)),
             "shape": shape, "symmetric": data.task == "binary"}
 
 

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from krrcore.tuning import OBJECTIVES, STAGES
 
-from .charts import PALETTE, _layout, metric_title
+from .charts import PALETTE, layout, metric_title
 
 #: Objective names as the figures write them.
 OBJECTIVE_TITLES = {"gcv": "GCV", "holdout": "hold-out error", "compreg": "complexity-regularised objective"}
@@ -66,7 +66,7 @@ def progress_figure(frame: pd.DataFrame, objective: str, metric: str = "mse", *,
     fig.update_yaxes(type="log" if len(positive) and (positive > 0).all() else "linear", exponentformat="power",
                      row=1, col=1)
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=2)
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def map_figure(grid: dict | None, frame: pd.DataFrame, *, height: int = 440) -> go.Figure:
@@ -102,7 +102,7 @@ def map_figure(grid: dict | None, frame: pd.DataFrame, *, height: int = 440) -> 
                                          "line": {"width": 1, "color": "black"}}))
     fig.update_xaxes(title_text="log₁₀ λ")
     fig.update_yaxes(title_text="log₁₀ σ")
-    return _layout(fig, height)
+    return layout(fig, height)
 
 
 def objective_text(objective: str) -> str:

@@ -14,7 +14,7 @@ import streamlit as st
 from krrcore.diagnostics.data import subsample
 from krrcore.surface import FitSurface, plotting_grid
 
-from . import charts, explain, links, state, teacher
+from . import charts, explain, fit_charts, links, state, teacher
 from .executor import format_bytes, started_executor
 from .live_chart import convergence_panel, fit_panel, live_chart
 from .runs import Run
@@ -191,10 +191,10 @@ def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
     if surface is None:
         return
     if run.active:
-        figure = charts.fit_figure(run.data, surface)
+        figure = fit_charts.fit_figure(run.data, surface)
     else:       # the figure is built once per run from the worker's grid
         if "fit_figure" not in run.cache:
-            run.cache["fit_figure"] = charts.fit_figure(run.data, surface)
+            run.cache["fit_figure"] = fit_charts.fit_figure(run.data, surface)
         figure = run.cache["fit_figure"]
     heading = "Fitted function" if run.data.d == 1 else (
         "Prediction surface" if run.data.task == "regression" else "Decision surface")
@@ -269,7 +269,7 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
                         st.markdown(f"**{run.label}** " + ("— the fitted model (no pictures were kept while it ran)"
                                                            if shown is None else f"after iteration {shown:,}"
                                                            + (" (its last)" if shown < iteration else "")))
-                        plot(charts.fit_figure(run.data, surface), key=f"{key}_{run.id}",
+                        plot(fit_charts.fit_figure(run.data, surface), key=f"{key}_{run.id}",
                              filename=f"krr-fit-{run.id}-t{shown}")
                 else:
                     st.markdown(f"**{run.label}**")

@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import wait_for_runs
 
-from krr_app import charts
+from krr_app import charts, fit_charts
 from krr_app.config import DataSpec, make_config, parse_sweep_values, problems
 from krr_app.runs import Run, RunRegistry
 from krr_app.snippet import reproduce_snippet
@@ -188,7 +188,7 @@ def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkey
     # The one plotly chart is the fit beside the data, which the live chart's fit panel redraws in
     # place with the worker's pictures; the convergence chart is the live chart's own.
     (fit,) = at.get("plotly_chart")
-    assert {trace["name"] for trace in json.loads(fit.proto.spec)["data"]} >= set(charts.fit_live_traces(run.data))
+    assert {trace["name"] for trace in json.loads(fit.proto.spec)["data"]} >= set(fit_charts.fit_live_traces(run.data))
     panels = json.loads(at.get("bidi_component")[0].proto.json)["panels"]
     assert [(p["kind"], p.get("run")) for p in panels] == [("convergence", None), ("fit", run.id)]
     assert panels[1]["target"] == "explore_fit_box" and panels[0]["runs"] == [run.id]

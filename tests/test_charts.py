@@ -14,7 +14,7 @@ import plotly.io as pio
 import pytest
 from plotly.colors import get_colorscale
 
-from krr_app import charts, tuning_charts
+from krr_app import charts, fit_charts, tuning_charts
 from krrcore import datasets
 from krrcore.stream import IterationRecord
 from krrcore.surface import GRID_2D, FitSurface, grid_axes
@@ -39,7 +39,7 @@ def moons():
 
 @pytest.fixture(scope="module")
 def moons_figure(moons):
-    return charts.fit_figure(moons, _surface(moons, _moons_boundary))
+    return fit_charts.fit_figure(moons, _surface(moons, _moons_boundary))
 
 
 def _colours(scale) -> list[str]:
@@ -58,9 +58,9 @@ def _figures():
     moons = datasets.load("moons", n=100)
     penalties = [1e-4, 1e-3, 1e-2]
     scores = pd.DataFrame({"index": range(4), "exact": [0.1, 0.2, 0.3, 0.4], "approximate": [0.12, 0.18, 0.3, 0.5]})
-    yield "fit, 1-D", charts.fit_figure(sine, _surface_1d(sine))
-    yield "fit, 2-D binary", charts.fit_figure(moons, _surface(moons, _moons_boundary))
-    yield "fit, 2-D regression", charts.fit_figure(clusters, _surface(clusters, lambda a, b: a * b))
+    yield "fit, 1-D", fit_charts.fit_figure(sine, _surface_1d(sine))
+    yield "fit, 2-D binary", fit_charts.fit_figure(moons, _surface(moons, _moons_boundary))
+    yield "fit, 2-D regression", fit_charts.fit_figure(clusters, _surface(clusters, lambda a, b: a * b))
     yield "convergence", charts.convergence_figure([])
     yield "spectra", charts.spectra_figure(charts.spectra_frame({"K + λnI": {"eigenvalues": [3.0, 2.0, 1.0],
                                                                             "method": "exact"}}))
@@ -155,7 +155,7 @@ def test_a_grid_with_gaps_keeps_them_for_the_boundary(moons):
         f[:10] = np.nan
         return f
 
-    _, boundary, _ = _sent(charts.fit_figure(moons, _surface(moons, with_gap)))["data"]
+    _, boundary, _ = _sent(fit_charts.fit_figure(moons, _surface(moons, with_gap)))["data"]
     assert boundary["z"]["dtype"] == "f4"
     z = np.frombuffer(base64.b64decode(boundary["z"]["bdata"]), dtype=np.float32)
     assert np.isnan(z[:10]).all() and np.isfinite(z[10:]).all()
@@ -163,7 +163,7 @@ def test_a_grid_with_gaps_keeps_them_for_the_boundary(moons):
 
 def test_the_regression_surface_is_sent_as_float32_in_the_targets_units():
     clusters = datasets.load("clustered_outliers", n=200)
-    fig = charts.fit_figure(clusters, _surface(clusters, lambda a, b: a * b))
+    fig = fit_charts.fit_figure(clusters, _surface(clusters, lambda a, b: a * b))
     surface, points = fig.data
     grid = _surface(clusters, lambda a, b: a * b)
     expected = clusters.to_original_units(grid.values[:, 0]).reshape(GRID_2D, GRID_2D)

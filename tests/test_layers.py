@@ -42,7 +42,7 @@ LAYERS = [
                                     "krr_app.settings", "krr_app.text", "krr_app.explain")),
     ("krr_app: configurations, links and figures", ("krr_app.config", "krr_app.links", "krr_app.teacher",
                                                     "krr_app.lessons", "krr_app.preview", "krr_app.charts",
-                                                    "krr_app.tuning_charts", "krr_app.image_charts",
+                                                    "krr_app.fit_charts", "krr_app.tuning_charts", "krr_app.image_charts",
                                                     "krr_app.snippet")),
     ("krr_app: runs and the live channel", ("krr_app.executor", "krr_app.run_status", "krr_app.live_api",
                                             "krr_app.runs", "krr_app.live_chart", "krr_app.state")),
