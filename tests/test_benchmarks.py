@@ -80,7 +80,7 @@ def test_quick_run_writes_csv_with_finite_numbers(quick_run):
         if row["solver"] in {"FALKON (krrcore)", "NyströmPCG (krrcore)", "CG (krrcore)", "ASkotch (krrcore)"}:
             assert float(row["x floor"]) > 0, row
     targets = _rows(out / "targets.csv")
-    assert len(targets) == 3 and all(r["measured"] for r in targets)
+    assert len(targets) == 4 and all(r["measured"] for r in targets)
 
 
 def test_quick_run_writes_html_and_png_figures(quick_run):
@@ -235,3 +235,20 @@ def test_without_chromium_everything_but_the_png_is_written_and_the_run_says_why
     assert {"app.json", "app-summary.csv", "app.md", "app-app_vs_library.html", "targets.csv"} <= written
     assert not [name for name in written if name.endswith(".png")]
     assert "skipped — needs Chromium" in (out / "app.md").read_text()
+
+
+def test_the_live_fit_target_reads_the_classroom_problems_share_of_wall_time():
+    """The live fit's target holds when every browser placement's share on the classroom problem is
+    at most 10%, fails above, and says when the problem was not measured."""
+    from benchmarks.bench_app import CLASSROOM
+    from benchmarks.targets import targets
+
+    def row(app):
+        return targets({"app": app})[-1]
+
+    shares = [{"problem": CLASSROOM, "browser": "shares the 2 cores", "live fit / wall time": 0.034},
+              {"problem": CLASSROOM, "browser": "on core 1 only", "live fit / wall time": 0.051}]
+    assert row(shares) == {"target": f"Live fit ≤ 10% of the run's wall time ({CLASSROOM})",
+                           "measured": "3.4% (browser shares the 2 cores); 5.1% (browser on core 1 only)", "holds": "yes"}
+    assert row(shares[:1] + [{**shares[1], "live fit / wall time": 0.12}])["holds"] == "NO"
+    assert row([{**shares[0], "problem": "Two moons, n = 2,000, M = 100, t = 5"}])["holds"] == "—"
