@@ -89,6 +89,11 @@ class Executor(ABC):
             future.set_exception(exc)
         return future
 
+    def submit_first(self, fn, /, *args, **kwargs):
+        """:meth:`submit_call` for a page's first picture, which a new visitor waits for: ahead of
+        the computations other pages queued before (here: the same)."""
+        return self.submit_call(fn, *args, **kwargs)
+
     @abstractmethod
     def cancel(self, run) -> None:
         """Ask ``run`` to stop: a queued run is dropped, a running one stops after its iteration."""
@@ -288,10 +293,19 @@ class DaskExecutor(Executor):
     #: is waiting for it and it takes seconds, not minutes.
     CALL_PRIORITY = 10
 
+    #: Dask priority of a page's first picture: ahead of the sections other visitors' pages queued.
+    FIRST_PICTURE_PRIORITY = 20
+
     def submit_call(self, fn, /, *args, **kwargs):
+        return self._submit(fn, args, kwargs, self.CALL_PRIORITY)
+
+    def submit_first(self, fn, /, *args, **kwargs):
+        return self._submit(fn, args, kwargs, self.FIRST_PICTURE_PRIORITY)
+
+    def _submit(self, fn, args, kwargs, priority: int):
         if not self.healthy():
             raise self.connection.unavailable()
-        return self.client.submit(fn, *args, **kwargs, pure=False, priority=self.CALL_PRIORITY)
+        return self.client.submit(fn, *args, **kwargs, pure=False, priority=priority)
 
     def steps(self, run) -> None:
         from distributed import Variable

@@ -12,6 +12,8 @@ per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import threading
 import time
@@ -172,6 +174,21 @@ class _Failed:
         self.error = error
 
 
+#: Whether the computations a page asks for now make its first picture (:func:`first_picture_calls`).
+_FIRST_PICTURE: contextvars.ContextVar[bool] = contextvars.ContextVar("first_picture", default=False)
+
+
+@contextlib.contextmanager
+def first_picture_calls():
+    """Computations started inside make a page's first picture: they go ahead of those queued
+    before (another visitor's later sections), as a new visitor is waiting for them."""
+    token = _FIRST_PICTURE.set(True)
+    try:
+        yield
+    finally:
+        _FIRST_PICTURE.reset(token)
+
+
 class BackgroundResults:
     """The diagnostic pages' results, by their plain parameters (shared by all sessions, like
     ``st.cache_data``): computed on the workers, all of a page's sections at once, so a page draws
@@ -193,8 +210,10 @@ class BackgroundResults:
                 return self._value(self._done[key])
             future = self._running.get(key)
             if future is None:
+                executor = get_executor()
+                submit = executor.submit_first if _FIRST_PICTURE.get() else executor.submit_call
                 try:
-                    future = self._running[key] = get_executor().submit_call(fn, *args, **kwargs)
+                    future = self._running[key] = submit(fn, *args, **kwargs)
                 except Exception as exc:
                     raise _unreached(exc) from None
         if not future.done():

@@ -343,12 +343,14 @@ def pending(result, waiting: list, *, draw: bool = True) -> bool:
 
 def first_picture(*calls) -> None:
     """Start the diagnostics ``calls`` (each a krr_app.state function call) that make a page's first
-    picture and wait up to FIRST_PICTURE_WAIT_SECONDS for them: results that are nearly in come
-    with this page run instead of a rerun later (an error is left to the page's own call)."""
+    picture, ahead of computations queued before (:func:`krr_app.state.first_picture_calls`), and
+    wait up to FIRST_PICTURE_WAIT_SECONDS for them: results that are nearly in come with this page
+    run instead of a rerun later (an error is left to the page's own call)."""
     keys = []
     for call in calls:
         try:
-            result = call()
+            with state.first_picture_calls():
+                result = call()
         except ValueError:
             continue
         if isinstance(result, state.Pending):

@@ -329,3 +329,49 @@ def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(in_pro
     assert any(m.value.startswith(image) for m in at.markdown), [m.value[:40] for m in at.markdown]
     at = at.run()
     assert chart(at, key) and not any(m.value.startswith(image) for m in at.markdown)
+
+
+@pytest.mark.parametrize("page, first", [("conditioning", {"kernel_eigenvalues", "nystrom_spectra"}),
+                                         ("leverage", {"compare_with_exact"})])
+def test_a_pages_first_picture_goes_ahead_of_its_other_sections(app, page, first):
+    """The computations of a page's first picture are submitted as such (on Dask: at a priority above
+    the other sections', which another visitor may have queued before), the rest as sections."""
+    from krr_app import executor
+
+    submitted = []
+
+    class Recording(executor.InProcessExecutor):
+        def submit_call(self, fn, /, *args, **kwargs):
+            submitted.append(("section", fn.__name__))
+            return super().submit_call(fn, *args, **kwargs)
+
+        def submit_first(self, fn, /, *args, **kwargs):
+            submitted.append(("first", fn.__name__))
+            return super().submit_call(fn, *args, **kwargs)
+
+    previous = executor.use_executor(Recording())
+    try:
+        at = app(**SMALL).switch_page(PAGES[page]).run()
+        assert not at.exception
+    finally:
+        executor.use_executor(previous)
+    assert {name for kind, name in submitted if kind == "first"} == first, submitted
+    assert {kind for kind, _ in submitted} == {"first", "section"}, submitted
+
+
+def test_dask_submits_a_first_picture_above_the_other_sections():
+    from krr_app import executor
+
+    seen = []
+
+    class Client:
+        def submit(self, fn, *args, pure, priority, **kwargs):
+            seen.append((fn, args, kwargs, pure, priority))
+
+    dask = executor.DaskExecutor.__new__(executor.DaskExecutor)
+    dask.client, dask.healthy = Client(), lambda: True
+    dask.submit_call(len, "ab", key=1)
+    dask.submit_first(len, "abc")
+    assert seen == [(len, ("ab",), {"key": 1}, False, executor.DaskExecutor.CALL_PRIORITY),
+                    (len, ("abc",), {}, False, executor.DaskExecutor.FIRST_PICTURE_PRIORITY)]
+    assert executor.DaskExecutor.FIRST_PICTURE_PRIORITY > executor.DaskExecutor.CALL_PRIORITY
