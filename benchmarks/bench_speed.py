@@ -286,7 +286,11 @@ def _targets(tables: dict) -> list[dict]:
                          "measured": f"{r['fit s']:.2f}× (test MSE ratio {r['test MSE']:.3f})",
                          "holds": _yes(r["fit s"] <= BLESS_SLOWDOWN)})
     run = next((r for r in tables["moonshot"] if r["run"].startswith("float32")), None)
-    if run:
+    if run is None:
+        rows.append({"target": f"n = 1,000,000 float32 within 1% of float64's test MSE in under {MOONSHOT_SECONDS} s",
+                     "measured": "not in these results (python -m benchmarks --case speed --sizes 1000000)",
+                     "holds": "—"})
+    else:
         rows.append({"target": f"n = {run['n']:,} float32 within 1% of float64's test MSE in under {MOONSHOT_SECONDS} s",
                      "measured": f"{run['fit s']:.0f} s ({run['fit ÷ floor']:.1f} floor passes), test MSE ratio "
                                  f"{run['÷ reference MSE']:.4f}",
