@@ -193,12 +193,17 @@ class BackgroundResults:
     """The diagnostic pages' results, by their plain parameters (shared by all sessions, like
     ``st.cache_data``): computed on the workers, all of a page's sections at once, so a page draws
     each as it arrives instead of waiting for them one after another. Keeps the last ``size``
-    results (a failure too: its error is raised again), and the computations under way."""
+    results (a failure too: its error is raised again), and the computations under way.
+
+    A computation the cluster took with it (its scheduler stopped) is not kept: it starts once
+    more at once, on a fresh embedded cluster; a second such loss, or an external scheduler that
+    cannot be reached, is raised as a ValueError naming the cluster (the next look tries again)."""
 
     def __init__(self, size: int):
         self.size = size
         self._done: OrderedDict = OrderedDict()
         self._running: dict = {}
+        self._retried: set = set()          # keys started again after the cluster lost them
         self._lock = threading.Lock()
 
     def get(self, key: tuple, what: str, fn, /, *args, then=None, **kwargs):
@@ -215,6 +220,7 @@ class BackgroundResults:
                 try:
                     future = self._running[key] = submit(fn, *args, **kwargs)
                 except Exception as exc:
+                    self._retried.discard(key)
                     raise _unreached(exc) from None
         if not future.done():
             return Pending(what, key)
@@ -224,11 +230,20 @@ class BackgroundResults:
         except Exception as exc:          # a ValueError the page explains, or the cluster's failure
             if cluster_failure(exc) is not None:        # not kept: the next look computes it again
                 with self._lock:
-                    self._running.pop(key, None)
+                    replaced = self._running.get(key) is not future     # another look started it again
+                    if not replaced:
+                        self._running.pop(key, None)
+                    again = replaced or key not in self._retried
+                    self._retried.add(key)
+                if again:
+                    return self.get(key, what, fn, *args, then=then, **kwargs)
+                with self._lock:
+                    self._retried.discard(key)
                 raise _unreached(exc) from None
             value = _Failed(exc)
         with self._lock:
             self._running.pop(key, None)
+            self._retried.discard(key)
             self._done[key] = value
             while len(self._done) > self.size:
                 self._done.popitem(last=False)
@@ -276,6 +291,7 @@ class BackgroundResults:
         with self._lock:
             self._done.clear()
             self._running.clear()
+            self._retried.clear()
 
 
 #: The diagnostic pages' results (Conditioning, Leverage scores).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import re
 import signal
 import time
 
@@ -19,6 +20,7 @@ import pytest
 from dask_processes import free_port, scheduler_and_workers
 
 from krr_app import executor as executor_module
+from krr_app import state
 from krr_app.config import DataSpec, make_config
 from krr_app.executor import DaskExecutor
 from krr_app.runs import RunRegistry
@@ -341,6 +343,26 @@ def test_a_killed_embedded_scheduler_costs_its_run_and_the_next_run_starts_a_fre
                + [w.process for w in first.connection.cluster.workers.values()])
 
 
+def _slept(_):
+    return "slept"
+
+
+def test_a_diagnostic_the_killed_scheduler_took_starts_again_on_a_fresh_cluster(app_executor):
+    """A diagnostic page's computation under way when the embedded scheduler is killed: the page's
+    next look finds it started again on a fresh cluster (no message), then gets its result."""
+    results = state.BackgroundResults(4)
+    look = lambda: results.get(("slow section",), "A slow section", time.sleep, 3, then=_slept)  # noqa: E731
+    first = executor_module.get_executor()
+    assert isinstance(look(), state.Pending)
+    os.kill(first.connection.cluster.scheduler.process.pid, signal.SIGKILL)
+    _wait_for(lambda: results.ready(("slow section",)), 30, "the computation to end with its scheduler")
+    assert isinstance(look(), state.Pending)
+    fresh = executor_module.started_executor()
+    assert fresh is not first and fresh.healthy() and fresh.connection.address != first.connection.address
+    results.wait(60)
+    assert look() == "slept"
+
+
 def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used(app_executor, moons, tmp_path,
                                                                                   monkeypatch):
     """Its run fails naming the address; runs while it is gone fail at once saying it is unreachable
@@ -353,6 +375,9 @@ def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used
         _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
         run = RunRegistry().start(_config(**ENDLESS), moons)
         _wait_for(lambda: len(run.records) >= 2, 120, "the run to compute")
+        results = state.BackgroundResults(4)                  # and a diagnostic page's computation
+        look = lambda: results.get(("slow section",), "A slow section", time.sleep, 60)  # noqa: E731
+        assert isinstance(look(), state.Pending)
         processes[0].kill()                                   # the scheduler goes away
         assert run.wait(30) and run.status == "error"
         assert run.message == (f"The Dask scheduler at {address} went away during this run, and the run with it. "
@@ -366,6 +391,10 @@ def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used
         assert seconds < 0.5
         with pytest.raises(ClusterUnavailable, match=f"the Dask scheduler at {address} is unreachable"):
             executor_module.get_executor().call(sum, [1, 2])
+        _wait_for(lambda: results.ready(("slow section",)), 30, "the diagnostic to end with its scheduler")
+        with pytest.raises(ValueError, match=re.escape(f"it could not run on the cluster: the Dask scheduler at "
+                                                       f"{address} is unreachable: start it again")):
+            look()
         for process in processes[1:]:                          # its worker goes too: both start again
             process.kill()
             process.wait(10)
