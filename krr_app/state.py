@@ -215,9 +215,9 @@ class BackgroundResults:
                 return self._value(self._done[key])
             future = self._running.get(key)
             if future is None:
-                executor = get_executor()
-                submit = executor.submit_first if _FIRST_PICTURE.get() else executor.submit_call
                 try:
+                    executor = get_executor()       # an unreachable scheduler: a message, as a failed submit
+                    submit = executor.submit_first if _FIRST_PICTURE.get() else executor.submit_call
                     future = self._running[key] = submit(fn, *args, **kwargs)
                 except Exception as exc:
                     self._retried.discard(key)
