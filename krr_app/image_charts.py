@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .charts import MAX_POINTS, PALETTE, estimate_suffix, system_color
-from .preview import svg_markdown, ticks
+from .preview import dots, svg_markdown, ticks
 
 WIDTH, HEIGHT = 900, 380
 #: Plot area margins (pixels); the legend goes below the x-axis title, one entry a line.
@@ -109,10 +109,11 @@ def chart_svg(series: list[Series], *, x_title: str, y_title: str, log_x: bool =
         if "lines" in s.mode and len(xs) > 1:
             dash = ' stroke-dasharray="6 4"' if s.dash else ""
             out.append(f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2.5"{dash}/>')
-        if "markers" in s.mode:
-            fill = "none" if s.open_markers else s.colour
-            out.append("".join(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.5" fill="{fill}" stroke="{s.colour}" '
-                               f'stroke-width="1.5" fill-opacity="0.6"/>' for a, b in zip(xs, ys)))
+        if "markers" in s.mode and s.open_markers:      # a few: an estimated spectrum's points
+            out.append("".join(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.5" fill="none" stroke="{s.colour}" '
+                               'stroke-width="1.5"/>' for a, b in zip(xs, ys)))
+        elif "markers" in s.mode:         # up to MAX_POINTS: one path of dots, not a <circle> each
+            out.append(dots(xs, ys, [s.colour] * len(xs), 0.6))
     out.append("</g>")
     for k, s in enumerate(shown):
         y = HEIGHT + LEGEND_LINE * k + 4

@@ -171,12 +171,12 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
                 out.append(f'<circle cx="{width - right + 16}" cy="{y - 4}" r="4" '
                            f'fill="{palette[level(value)]}"/>'
                            f'<text x="{width - right + 26}" y="{y}">{escape(text)}</text>')
-        out.append(_dots(sx(np.asarray(points.x)), sy(np.asarray(points.y)), colours, points.opacity))
+        out.append(dots(sx(np.asarray(points.x)), sy(np.asarray(points.y)), colours, points.opacity))
     out.append("</svg>")
     return "".join(out)
 
 
-def _dots(x: np.ndarray, y: np.ndarray, colours: list[str], opacity: float) -> str:
+def dots(x: np.ndarray, y: np.ndarray, colours: list[str], opacity: float) -> str:
     """Points as round dots of radius DOT_RADIUS: per colour one path of zero-length round-capped
     strokes ("M x y h0" a point, whole pixels), a few bytes a point where a <circle> takes a
     hundred, so the picture's message — text the browser's Markdown renderer parses before it can

@@ -190,5 +190,7 @@ def test_the_diagnostic_pages_first_pictures_are_images_of_their_tables():
                            "approximate": [0.12, 0.18, 0.3, 0.5, 0.45]})
     svg = base64.b64decode(re.search(r"base64,([^)]+)\)", image_charts.scores_image(
         scores, {"q05": 0.8, "q95": 1.2})).group(1)).decode()
-    assert svg.count("<circle") == 5 + 1 and svg.count("<polygon") == 1      # the points, the legend's marker
+    # The points as one path of five dots, the legend's marker a circle.
+    assert svg.count('class="dots"') == 1 and svg.count("h0") == 5 and svg.count("<circle") == 1
+    assert svg.count("<polygon") == 1
     assert "R-ACC 5–95% band [0.80, 1.20]" in svg
