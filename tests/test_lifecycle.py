@@ -146,7 +146,8 @@ def _visited_server(tmp_path: Path):
     agent, every process the server started)."""
     log = tmp_path / "server.log"
     try:
-        with running_app(log, args=("--server.enableAgentApi", "true"), new_session=True) as (url, process):
+        with running_app(log, args=("--server.enableAgentApi", "true"), new_session=True,
+                         timeout=180) as (url, process):          # a busy machine starts it slowly
             agent = Agent(url)
             agent.send(query_params=QUICK)
             agent.send(trigger={"key": "run"})
