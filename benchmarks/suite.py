@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
 import math
 import os
@@ -64,7 +63,7 @@ def machine() -> dict:
         except Exception:        # not installed: the case prints its own reason
             versions[package] = "not installed"
     gpu = {"gpu": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else {}
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
+    return {"cpu": cpu,
             "cores": os.cpu_count(), "memory_GiB": round(mem, 1), **gpu, "torch_threads": torch.get_num_threads(),
             **versions}
 
