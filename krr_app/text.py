@@ -28,6 +28,15 @@ JOINER = "\u2060"
 _AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
 
 
+def _one_line(value, limit: int | None) -> str:
+    """``value`` as one line of text: control characters dropped, newlines as spaces, cut after
+    ``limit`` characters with the full length said."""
+    text = _CONTROL.sub("", str(value)).replace("\r", " ").replace("\n", " ")
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    return text
+
+
 def plain(value, limit: int | None = MAX_SHOWN) -> str:
     """``value`` as text that Streamlit's Markdown shows character for character.
 
@@ -35,10 +44,7 @@ def plain(value, limit: int | None = MAX_SHOWN) -> str:
     user string is one item of a message, not a paragraph of its own); other control characters
     are dropped.
     """
-    text = _CONTROL.sub("", str(value)).replace("\r", " ").replace("\n", " ")
-    if limit is not None and len(text) > limit:
-        text = f"{text[:limit]}… ({len(text):,} characters)"
-    return _PUNCTUATION.sub(r"\\\1", _AUTOLINK.sub(JOINER, text))
+    return _PUNCTUATION.sub(r"\\\1", _AUTOLINK.sub(JOINER, _one_line(value, limit)))
 
 
 def shown_as(markdown: str) -> str:
@@ -56,7 +62,4 @@ def chart_text(value, limit: int | None = MAX_SHOWN) -> str:
     """``value`` for a plotly title, tick label or legend entry: plotly draws a few HTML tags there
     (``<a href>`` becomes a link, ``<b>``, ``<br>``), so ``<``, ``>`` and ``&`` are written as HTML
     entities, which plotly shows as the characters themselves."""
-    text = _CONTROL.sub("", str(value)).replace("\r", " ").replace("\n", " ")
-    if limit is not None and len(text) > limit:
-        text = f"{text[:limit]}… ({len(text):,} characters)"
-    return html.escape(text, quote=False)
+    return html.escape(_one_line(value, limit), quote=False)
