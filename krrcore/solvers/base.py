@@ -37,11 +37,10 @@ from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
 from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
-from ..metrics import METRICS
 from ..rows import rows_of
 from ..stream import SolverDivergedError, Stopper, Timer
-from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNELS, MEMORY_BUDGETS, NONE, PENALTIES,
-                     POSITIVE, TOLERANCE, Integer, Options, Seed, check_stop_event, param, parameters, resolve_seed,
+from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNELS, MEMORY_BUDGETS, METRIC_NAMES,
+                     PENALTIES, TIMEOUTS, TOLERANCE, Integer, Seed, check_stop_event, param, parameters, resolve_seed,
                      validate)
 from .records import Recorder, Step, target_scale
 from .resources import EstimatedResources
@@ -269,9 +268,9 @@ class IterativeKRR(Seeded):
     maxiter: int = param(100, Integer(0))
     tol: float | None = param(None, TOLERANCE)
     callback: object = param(None, CALLBACKS)
-    timeout: float | None = param(None, NONE | POSITIVE)
+    timeout: float | None = param(None, TIMEOUTS)
     eval_train: bool = param(False, BOOLEAN)
-    metric: str = param("auto", Options("auto", *METRICS))
+    metric: str = param("auto", METRIC_NAMES)
     stall_patience: int = param(50, COUNT)
 
     #: Read by the loop; the solvers that offer them declare them as parameters: ``eval_every``

@@ -38,6 +38,7 @@ from ..centers import CENTER_SELECTORS, CenterSelector, resolve_selector
 from ..device import resolve_dtype
 from ..kernels import Kernel
 from ..memory import check_memory_budget
+from ..metrics import METRICS
 
 
 class ParameterError(ValueError, TypeError):
@@ -236,6 +237,10 @@ MEMORY_BUDGETS = Checked(check_memory_budget, "a positive whole number of bytes 
 CENTERS = Checked(_check_centers, "a selector name, a CenterSelector or an array")
 TOLERANCE = NONE | NON_NEGATIVE
 CALLBACKS = NONE | Callable()
+#: Seconds of solver (or search) time, or None for no limit.
+TIMEOUTS = NONE | POSITIVE
+#: The metric of the records' train/validation values ("auto": by the targets).
+METRIC_NAMES = Options("auto", *METRICS)
 
 
 class Seed(Constraint):

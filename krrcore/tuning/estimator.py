@@ -21,10 +21,9 @@ from ..diagnostics.suggest import theory_penalty
 from ..kernels import GaussianKernel, median_heuristic
 from ..memory import CostModel
 from ..ops import operator_bytes
-from ..metrics import METRICS
 from ..solvers.base import KRRBase, Seeded, Step
-from ..solvers.params import (BOOLEAN, CALLBACKS, COUNT, NON_NEGATIVE, NONE, PENALTIES, POSITIVE, Checked, Instance,
-                              Integer, Options, ParameterError, param)
+from ..solvers.params import (BOOLEAN, CALLBACKS, COUNT, METRIC_NAMES, NON_NEGATIVE, NONE, PENALTIES, TIMEOUTS, Checked,
+                              Instance, Integer, Options, ParameterError, param)
 from ..solvers.falkon import Falkon
 from ..stream import Stopper, Timer
 from .objectives import (OBJECTIVES, PenaltyProfile, gaussian_block, nystrom_leftover, row_stats, sigma_value,
@@ -162,12 +161,12 @@ class FalkonCV(Seeded):
     tune_rows: int | str | None = param("auto", NONE | Options("auto") | Integer(MIN_SAMPLES))
     max_steps: int = param(40, COUNT)
     tol: float = param(1e-3, NON_NEGATIVE)
-    timeout: float | None = param(None, NONE | POSITIVE)
+    timeout: float | None = param(None, TIMEOUTS)
     hypergradient: str = param("auto", Options("auto", "direct", "cg"))
     solver: str = param("auto", Options("auto", "direct", "falkon"))
     maxiter: int = param(20, Integer(0))
     callback: object = param(None, CALLBACKS)
-    metric: str = param("auto", Options("auto", *METRICS))
+    metric: str = param("auto", METRIC_NAMES)
 
     _compact_attributes = KRRBase._compact_attributes + (
         "sigma_", "single_sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_", "centers_comparison_", "objective_value_",
