@@ -54,8 +54,6 @@ DATE_FORMAT_NAMES = {"ISO8601": "ISO 8601", "%m/%d/%Y": "month/day/year", "%d/%m
                      "%d.%m.%Y": "day.month.year", "%Y/%m/%d": "year/month/day"}
 _DATE_SHAPE = re.compile(r"^\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}")
 _ID_NAME = re.compile(r"^(id|rownames|row|row_?id|index|unnamed: ?0|.*[_ .]id|.*ID)$", re.IGNORECASE)
-#: How the column table calls each encoding.
-ENCODINGS = {"numeric": "standardised", "one-hot": "one-hot", "date": "date → numbers", None: "left out"}
 
 
 @dataclass(frozen=True)
