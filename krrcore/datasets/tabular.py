@@ -299,9 +299,9 @@ def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, m
         preprocess.fit(rows.iloc[n_test:])
     X = np.asarray(preprocess.transform(rows), dtype=np.float64)
     column = rows[target].to_numpy()
-    classes = None if task == "regression" else np.unique(column.astype(str) if column.dtype == object else column)
-    if classes is not None and column.dtype == object:
+    if task != "regression" and column.dtype == object:
         column = column.astype(str)
+    classes = None if task == "regression" else np.unique(column)
     label = source_label(frame if source is None else source)
     if title is None:
         named = None if isinstance(source, (pd.DataFrame, bytes, bytearray, memoryview)) else \
