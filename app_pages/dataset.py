@@ -90,14 +90,9 @@ if choice.table is not None:
     table_section(choice.table)
     if choice.table.report.problems:
         st.stop()
-elif choice.dataset is None:
-    message = choice.error or "Choose a dataset in the sidebar."
-    (st.info if choice.spec is None else st.error)(message)
-    st.stop()
-
-dataset = choice.dataset
+dataset = choice.dataset        # an uploaded table is built when first asked for
 if dataset is None:
-    st.error(choice.error)
+    (st.info if choice.spec is None else st.error)(choice.error or "Choose a dataset in the sidebar.")
     st.stop()
 summary = state.dataset_summary(dataset, choice.spec)
 
