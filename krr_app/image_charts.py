@@ -36,7 +36,6 @@ class Series:
     mode: str = "lines"                  # "lines", "markers", "lines+markers" or "band"
     open_markers: bool = False
     dash: bool = False
-    legend: bool = True
 
 
 def _log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
@@ -68,8 +67,7 @@ def _span(values: np.ndarray, log: bool) -> tuple[float, float]:
 def chart_svg(series: list[Series], *, x_title: str, y_title: str, log_x: bool = False,
               log_y: bool = False) -> str:
     """``series`` on linear or log axes, with gridlines, titles and a legend below."""
-    shown = [s for s in series if s.legend]
-    height = HEIGHT + LEGEND_LINE * len(shown)
+    height = HEIGHT + LEGEND_LINE * len(series)
     plot_bottom = HEIGHT - BOTTOM
     (x0, x1) = _span(np.concatenate([np.asarray(s.x, float) for s in series]), log_x)
     (y0, y1) = _span(np.concatenate([np.asarray(s.y, float) for s in series]), log_y)
@@ -115,7 +113,7 @@ def chart_svg(series: list[Series], *, x_title: str, y_title: str, log_x: bool =
         elif "markers" in s.mode:         # up to MAX_POINTS: one path of dots, not a <circle> each
             out.append(dots(xs, ys, [s.colour] * len(xs), 0.6))
     out.append("</g>")
-    for k, s in enumerate(shown):
+    for k, s in enumerate(series):
         y = HEIGHT + LEGEND_LINE * k + 4
         if s.mode == "band":
             swatch = f'<rect x="{LEFT}" y="{y - 9}" width="22" height="10" fill="{s.colour}" fill-opacity="0.3"/>'
