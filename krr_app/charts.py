@@ -275,13 +275,19 @@ def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
     return layout(fig, height, barmode="overlay")
 
 
+def score_scatter_points(points: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """What the scores' scatter draws (:func:`score_scatter`, :func:`krr_app.image_charts.scores_image`):
+    up to MAX_POINTS evenly spaced points with both scores positive (a log-log plot), and 50
+    log-spaced exact scores over their range, where the line ℓ̃ = ℓ and the R-ACC band are drawn."""
+    shown = points.iloc[np.linspace(0, len(points) - 1, min(len(points), MAX_POINTS)).astype(int)]
+    shown = shown[(shown["exact"] > 0) & (shown["approximate"] > 0)]
+    return shown, np.geomspace(float(shown["exact"].min()), float(shown["exact"].max()), 50)
+
+
 def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go.Figure:
     """Approximate against exact scores (log-log) with the line ℓ̃ = ℓ and the R-ACC band between
     the 5th and 95th percentiles of ℓ̃/ℓ (the accuracy BLESS Fig. 1 reports)."""
-    shown = points.iloc[np.linspace(0, len(points) - 1, min(len(points), MAX_POINTS)).astype(int)]
-    shown = shown[(shown["exact"] > 0) & (shown["approximate"] > 0)]
-    lo, hi = float(shown["exact"].min()), float(shown["exact"].max())
-    xs = np.geomspace(lo, hi, 50)
+    shown, xs = score_scatter_points(points)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=np.concatenate([xs, xs[::-1]]),
                              y=np.concatenate([xs * r_acc["q95"], (xs * r_acc["q05"])[::-1]]),

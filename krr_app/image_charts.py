@@ -16,7 +16,7 @@ from html import escape
 import numpy as np
 import pandas as pd
 
-from .charts import MAX_POINTS, PALETTE, estimate_suffix, system_color
+from .charts import PALETTE, estimate_suffix, score_scatter_points, system_color
 from .preview import dots, svg_markdown, ticks
 
 WIDTH, HEIGHT = 900, 380
@@ -145,9 +145,7 @@ def spectra_image(frame: pd.DataFrame) -> str:
 def scores_image(points: pd.DataFrame, r_acc: dict) -> str:
     """:func:`krr_app.charts.score_scatter` as a Markdown image: approximate against exact scores,
     the line ℓ̃ = ℓ and the R-ACC band between the 5th and 95th percentiles of ℓ̃/ℓ."""
-    shown = points.iloc[np.linspace(0, len(points) - 1, min(len(points), MAX_POINTS)).astype(int)]
-    shown = shown[(shown["exact"] > 0) & (shown["approximate"] > 0)]
-    xs = np.geomspace(float(shown["exact"].min()), float(shown["exact"].max()), 50)
+    shown, xs = score_scatter_points(points)
     series = [Series(f"R-ACC 5–95% band [{r_acc['q05']:.2f}, {r_acc['q95']:.2f}]", np.concatenate([xs, xs[::-1]]),
                      np.concatenate([xs * r_acc["q95"], (xs * r_acc["q05"])[::-1]]), PALETTE[0], mode="band"),
               Series("ℓ̃ = ℓ", xs, xs, "#444", dash=True),
