@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import hardware_floor, synchronize, timed
+from benchmarks.common import hardware_floor, held_out_mse, synchronize, timed
 
 SIGMA, PENALTY, N_TEST = 5.0, 1e-6, 100_000
 #: The stored results of a run on a CUDA card (its machine row first, then one row per plan) and
@@ -87,11 +87,6 @@ def _data(n: int, device, dtype: str, cache: dict):
     return cache[key]
 
 
-def _mse(model, X_test, y_test) -> float:
-    pred = torch.as_tensor(model.predict(X_test)).double().cpu().numpy().reshape(-1)
-    return float(np.mean((pred - y_test) ** 2))
-
-
 def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     from krrcore import ASkotch, Falkon
     from krrcore.kernels import GaussianKernel
@@ -128,7 +123,7 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
                 "s_per_iter": per_iter, "blocks": blocks, "s_per_pass": per_pass,
                 "x_floor": per_pass / out["floor_s"], "residual": trace[-1].residual,
                 "stop": getattr(model, "stop_reason_", ""), "K": getattr(model, "kernel_storage_", ""),
-                "test_mse": _mse(model, X_test, y_test)})
+                "test_mse": held_out_mse(model, X_test, y_test)})
     if device.type == "cuda":
         out["peak_GiB"] = torch.cuda.max_memory_allocated(device) / 2**30
         torch.cuda.reset_peak_memory_stats(device)

@@ -26,8 +26,7 @@ import math
 import time
 import warnings
 
-import numpy as np
-
+from benchmarks.common import held_out_mse
 from krrcore.solvers.falkon import ResidualWarning
 
 #: Fits per dtype (float32/float64 part) or per centre rule (BLESS part), alternating.
@@ -46,13 +45,6 @@ F32_SPEEDUP, BLESS_SLOWDOWN, MOONSHOT_SECONDS = 1.6, 1.3, 120
 PARTS = {"precision": (50_000, 200_000), "centres": (300_000,), "moonshot": (1_000_000,)}
 
 
-def _mse(model, X_test, y_test) -> float:
-    import torch
-
-    pred = torch.as_tensor(model.predict(X_test)).double().cpu().numpy().reshape(-1)
-    return float(np.mean((pred - np.asarray(y_test, dtype=np.float64).reshape(-1)) ** 2))
-
-
 def _timed_fit(model, X, y, X_test, y_test) -> dict:
     """Fit, then the parts of its wall time from its records, and the test MSE (timed apart)."""
     c0, t0 = time.process_time(), time.perf_counter()
@@ -65,7 +57,7 @@ def _timed_fit(model, X, y, X_test, y_test) -> dict:
     refine = trace[-1].seconds - solve[-1].seconds
     iterations = solve[-1].iteration
     t1 = time.perf_counter()
-    mse = _mse(model, X_test, y_test)
+    mse = held_out_mse(model, X_test, y_test)
     return {"fit_s": fit, "cpu_s": cpu, "setup_s": trace[0].seconds, "cg_s": solve[-1].seconds - trace[0].seconds,
             "refine_s": refine, "eval_s": time.perf_counter() - t1, "iterations": iterations,
             "refine_rounds": len(trace) - len(solve), "s_per_iter": (solve[-1].seconds - trace[0].seconds) / max(iterations, 1),

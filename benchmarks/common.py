@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 
@@ -138,6 +139,12 @@ def gemm_gflops(dtype=torch.float32, size: int = 2048, repeats: int = 3, device=
     b = torch.randn(size, size, dtype=dtype, device=device)
     best, _ = timed(lambda: torch.mm(a, b), repeats=repeats + 1)
     return 2 * size ** 3 / best / 1e9
+
+
+def held_out_mse(model, X_test, y_test) -> float:
+    """Test MSE of a fitted krrcore model, its predictions taken to the CPU in float64."""
+    pred = torch.as_tensor(model.predict(X_test)).double().cpu().numpy().reshape(-1)
+    return float(np.mean((pred - np.asarray(y_test, dtype=np.float64).reshape(-1)) ** 2))
 
 
 def synchronize() -> None:
