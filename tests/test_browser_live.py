@@ -30,6 +30,8 @@ FIT_STATE = f"""() => {{
   const plot = document.querySelector({FIT!r});
   if (!plot || !plot._fullData) return null;
   const z = plot._fullData[0].z;
+  // Mid-redraw plotly can hold a z whose rows are not arrays yet: not drawn, so a waiter waits on.
+  if (z && !Array.from(z).every(row => row != null && typeof row[Symbol.iterator] === "function")) return null;
   let sum = 0, cells = 0;
   if (z) for (const row of z) for (const v of row) {{ sum += Math.abs(v); cells += 1; }}
   return {{iteration: plot.dataset.krrIteration ? +plot.dataset.krrIteration : null, sum, cells}};
