@@ -21,6 +21,7 @@ class CGState:
     r: torch.Tensor          # current (recursive) residual b − A x (m×k)
     rel_residual: float      # ‖r‖_F / ‖b‖_F, whether or not a preconditioner is used
     converged: bool = False  # every column's residual is exactly zero: the generator ends here
+    step: torch.Tensor | None = None   # this iteration's step sizes (k,): x moved by step·p along p
 
 
 def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = None, refresh_every: int = 0,
@@ -69,6 +70,6 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = Non
         r_norm = torch.sqrt(rz_new.sum()) if preconditioner is None else torch.linalg.norm(r)
         # rᵀz = 0 with P SPD means r = 0: that column has converged exactly.
         converged = not bool((rz_new > 0).any())
-        yield CGState(iteration, x, r, float(r_norm) / b_norm, converged)
+        yield CGState(iteration, x, r, float(r_norm) / b_norm, converged, step)
         if converged:
             return

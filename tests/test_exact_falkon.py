@@ -202,9 +202,9 @@ def test_nan_in_the_run_raises_and_keeps_last_finite_model(diabetes, monkeypatch
     original = Falkon._W
     calls = {"n": 0}
 
-    def poisoned(self, beta):
+    def poisoned(self, beta, *pass_):
         calls["n"] += 1
-        out = original(self, beta)
+        out = original(self, beta, *pass_)
         return out * float("nan") if calls["n"] >= 4 else out
 
     monkeypatch.setattr(Falkon, "_W", poisoned)

@@ -224,3 +224,37 @@ def test_float32_warns_where_its_kernel_values_cannot_hold_float64s_answer(smoot
         assert Falkon(kernel, lam, M=M, maxiter=20).fit(X, y).unresolved_directions_ == 0
     # The check's factorisations are in the set-up estimate only where they can run (λ < eps32).
     assert model32.memory_estimate_.setup_seconds > resolved.memory_estimate_.setup_seconds
+
+
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_a_maxiter_run_checks_its_true_residual_in_its_last_cg_pass(problem, outputs, monkeypatch, one_thread):
+    """A refined float32 run that ends at maxiter makes no pass of its own for the check: its last CG
+    pass runs in float64 arithmetic with −α as a second column, and the true residual it gives (by
+    linearity at the last iterate) is the one a separate float64 pass gives at the model's α."""
+    from krrcore.ops import KernelOperator
+
+    X, y, _, _ = problem
+    Y = np.column_stack([y, 1 - 2 * y])[:, :outputs]
+    passes = []
+    fused = KernelOperator.fused
+
+    def counted(self, v, w=None, *, dtype=None):
+        passes.append((dtype, None if v is None else v.shape[1]))
+        return fused(self, v, w, dtype=dtype)
+
+    monkeypatch.setattr(KernelOperator, "fused", counted)
+    model = Falkon(GaussianKernel(2.0), 1e-6, M=200, maxiter=10, dtype="float32").fit(X, Y)
+    assert "0 float64 refinement round(s)" in model.stop_reason_          # 10 iterations: far above float32's noise
+    assert passes == [(None, outputs)] * 9 + [(torch.float64, 2 * outputs)]
+    alpha = model.coef_.double()
+    Y64 = torch.as_tensor(Y, dtype=torch.float64).reshape(len(X), outputs)
+    separate = model._true_residual(fused(model.operator_, -alpha, Y64, dtype=torch.float64) / len(X), alpha)
+    expected = float(torch.linalg.norm(separate)) / float(torch.linalg.norm(model._rhs))
+    folded = float(model.stop_reason_.split("true residual ")[1].split(" ->")[0])
+    assert folded == pytest.approx(expected, rel=5e-3)
+
+    passes.clear()                         # a tol run: the check is a pass of its own, and rounds run to tol
+    model = Falkon(GaussianKernel(2.0), 1e-6, M=200, maxiter=500, tol=1e-6, dtype="float32").fit(X, Y)
+    rounds = [r for r in model.trace_ if r.extras.get("residual_kind") == "float64 refinement"]
+    assert rounds and model.converged_ and rounds[-1].residual <= 1e-6
+    assert sum(dtype == torch.float64 for dtype, _ in passes) == 1 + len(rounds)

@@ -117,8 +117,12 @@ class _NystromIterative(NystromCentres, IterativeKRR):
         model.hold(KERNEL_CACHE, cached_rows * M * s)
         kernel_pass = model.entry_seconds((n - cached_rows) * M) + model.stream_seconds(cached_rows * M * s)
         model.iteration += kernel_pass + model.stream_seconds(4 * M * M * system_itemsize)
-        # Refinement: 1 + rounds passes over the same kernel values in float64 arithmetic.
-        model.setup += (1 + rounds) * (kernel_pass + model.stream_seconds(n * M * 8))
+        # Refinement: rounds passes over the same kernel values in float64 arithmetic, and the check
+        # of the true residual: in a maxiter run the last CG pass, made in float64 (Falkon._steps),
+        # else a pass of its own.
+        if rounds:
+            promoted = kernel_pass + model.stream_seconds(n * M * 8)
+            model.setup += rounds * promoted + (promoted - kernel_pass if self.tol is None else promoted)
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
 
@@ -210,8 +214,9 @@ class Falkon(_NystromIterative):
         reach; refinement removes that bound, so the float32 jitter can be the smaller
         :data:`~krrcore.preconditioner.FLOAT32_RIDGE_REFINED`. Rounds stop once the true residual is
         down to what the run paid for (``tol``, else the CG residual of the model kept, so
-        ``maxiter`` keeps its meaning: within :data:`REFINE_GAP` of it, no round runs, only the
-        one pass that checks) or when it stops falling (the best α is kept); with ``tol``,
+        ``maxiter`` keeps its meaning: within :data:`REFINE_GAP` of it, no round runs; a run that
+        ends at ``maxiter`` checks in its last CG pass, made in float64 arithmetic with α as a
+        second column, others in one pass of their own) or when it stops falling (the best α is kept); with ``tol``,
         ``converged_`` says whether the true residual met it. Each round is a record (``residual_kind`` "float64
         refinement") whose residual is that true residual. A stop asked for (``stop_event``,
         ``callback``, ``timeout``) skips refinement. Refinement cannot restore what float32 kernel
@@ -246,6 +251,7 @@ class Falkon(_NystromIterative):
         return self.refine
 
     def _setup(self, X, Y):
+        self.__dict__.pop("_checked", None)         # a stopped fit's last-pass check (see _steps)
         b = self._setup_operator(X, Y)
         self.preconditioner_ = FalkonPreconditioner(self._kernel(), self.centers_, self.penalty_,
                                                     weights=self.center_weights_, data_dtype=X.dtype,
@@ -274,9 +280,12 @@ class Falkon(_NystromIterative):
         """CG's vectors, hence its residual, are float64 whatever the data dtype."""
         return torch.float64
 
-    def _W(self, beta: torch.Tensor) -> torch.Tensor:
-        """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D + jI)."""
-        return self.preconditioner_.system_product(beta, lambda v: self.operator_.fused(v) / self.n_, self.penalty_)
+    def _W(self, beta: torch.Tensor, kernel_product=None) -> torch.Tensor:
+        """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D + jI);
+        ``kernel_product(v)``, K_nMᵀK_nM v / n by default, makes the pass (:meth:`_steps`' own)."""
+        if kernel_product is None:
+            kernel_product = lambda v: self.operator_.fused(v) / self.n_    # noqa: E731
+        return self.preconditioner_.system_product(beta, kernel_product, self.penalty_)
 
     _compact_attributes = _NystromIterative._compact_attributes + ("residual_advice_",)
 
@@ -312,17 +321,20 @@ class Falkon(_NystromIterative):
         precision and the residual formed in a higher one), and λ Pᵀ(K_MM + j D⁻²)α = λ A⁻ᵀ T D⁻¹α
         (TᵀT = D K_MM D + jI) from the preconditioner's float64 factors."""
         rounds = self._refine_rounds()
+        checked = self.__dict__.pop("_checked", None)
         if not rounds:
             return
         pc, n, lam, op = self.preconditioner_, self.n_, self.penalty_, self.operator_
-        weights = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
 
         def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α) in float64 over the solve's kernel values
-            return pc.apply_t(op.fused(-alpha, Y, dtype=torch.float64) / n) - lam * pc.solve_A_t(pc.times_T(alpha / weights))
+            return self._true_residual(op.fused(-alpha, Y, dtype=torch.float64) / n, alpha)
 
         rhs_norm = float(torch.linalg.norm(self._rhs)) or 1.0
-        alpha = self.coef_.double()
-        r = true_residual(alpha)
+        if checked is not None and torch.equal(checked[0].to(X.dtype), self.coef_):
+            alpha, r = checked             # the check made by the last CG pass (:meth:`_steps`)
+        else:
+            alpha = self.coef_.double()
+            r = true_residual(alpha)
         start = best = float(torch.linalg.norm(r)) / rhs_norm
         # What the run paid for: tol, else the residual CG reported for the model kept. Refinement
         # restores what float32 blocks lost; it does not run on past that (maxiter keeps its meaning).
@@ -356,10 +368,51 @@ class Falkon(_NystromIterative):
                 warnings.warn(f"Falkon's true float64 residual {best:.3g} is above tol={self.tol:g} after "
                               f"{improved} refinement round(s); raise refine or maxiter", ConvergenceWarning, stacklevel=3)
 
+    def _true_residual(self, kernel_residual: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        """Pᵀ(b̃ − H̃_j α) from ``kernel_residual`` = K_nMᵀ(y − K_nM α)/n (float64): Pᵀ of it, minus
+        λ Pᵀ(K_MM + j D⁻²)α = λ A⁻ᵀ T D⁻¹α from the preconditioner's float64 factors."""
+        pc = self.preconditioner_
+        weights = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
+        return pc.apply_t(kernel_residual) - self.penalty_ * pc.solve_A_t(pc.times_T(alpha / weights))
+
     def _steps(self, X, Y):
+        """CG on W β = Pᵀb̃ (Alg. 1), α = Pβ kept up to date from the pass's own P p (α moves by
+        a_k P p_k with β; no triangular solves for it). In a run that ends at ``maxiter`` and is
+        refined, the last iteration's pass is made in float64 arithmetic with −α as a second column
+        against [0, y]: it gives W p_k and K_nMᵀ(y − K_nM α_{k−1}), so the true residual at
+        α_{k−1}, and by linearity the one at α_k = α_{k−1} + a_k P p_k, r_k = r_{k−1} − a_k W p_k,
+        which the refinement starts from instead of a pass of its own."""
         refresh = 0 if self.refresh_every == "auto" else self.refresh_every
-        for state in conjugate_gradient(self._W, self._rhs, refresh_every=refresh):
-            self.coef_ = self.preconditioner_.apply(state.x).to(X.dtype)
+        fold = (self._refine_rounds() > 0 and self.tol is None and not refresh and isinstance(Y, torch.Tensor)
+                and self.maxiter >= 1)
+        pc, n, k = self.preconditioner_, self.n_, self._rhs.shape[1]
+        done, alpha, seen = 0, torch.zeros_like(self._rhs), {}
+
+        def kernel_product(v):              # v = P p, kept
+            seen["P_p"] = v
+            if not (fold and done + 1 == self.maxiter):
+                return self.operator_.fused(v) / n
+            w = torch.zeros(n, 2 * k, dtype=torch.float64, device=v.device)
+            w[:, k:] = Y
+            both = self.operator_.fused(torch.cat([v, -alpha], 1), w, dtype=torch.float64) / n
+            seen["kernel_residual"] = both[:, k:]
+            return both[:, :k]
+
+        def matvec(beta):
+            seen["W_p"] = self._W(beta, kernel_product)
+            return seen["W_p"]
+
+        for state in conjugate_gradient(matvec, self._rhs, refresh_every=refresh):
+            step = state.step.unsqueeze(0)
+            checked = "kernel_residual" in seen
+            if checked:
+                residual = self._true_residual(seen.pop("kernel_residual"), alpha) - seen["W_p"] * step
+            # A restart's extra product is P x, not P p: then α = P x by the solves.
+            alpha = pc.apply(state.x) if refresh else alpha + seen["P_p"] * step
+            done = state.iteration
+            self.coef_ = alpha.to(X.dtype)
+            if checked:
+                self._checked = (alpha, residual)
             # With α = Pβ: αᵀH̃α − 2αᵀb̃ = βᵀWβ − 2βᵀPᵀb̃ and Wβ = Pᵀb̃ − r.
             objective = float(-(state.x.double() * (self._rhs + state.r).double()).sum()) + self._y_sq
             yield Step(residual=state.rel_residual, objective=objective,
