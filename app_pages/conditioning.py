@@ -51,8 +51,9 @@ kernel, kernel_params = views.kernel_key(settings)
 penalty, M, seed = settings.penalty, settings.M, settings.solver_seed
 st.caption(caption)
 
-# Every computation of the page starts here, on the workers, all at once: each section is drawn when
-# its result is in (views.stream_in reruns the page as results arrive), the first within a second.
+# The first picture's computations start here, on the workers, the other sections' right after (in a
+# new visitor's first page run: in its next run, views.first_picture); each section is drawn when its
+# result is in (views.stream_in reruns the page as results arrive), the first within a second.
 waiting = []
 views.first_picture(lambda: state.kernel_spectrum(X, data_key, kernel, kernel_params),
                     lambda: 1 <= M <= n and state.nystrom_systems(X, data_key, kernel, kernel_params, penalty, M, seed))

@@ -53,10 +53,13 @@ kernel, kernel_params = views.kernel_key(settings)
 seed = settings.solver_seed
 st.caption(caption)
 
-# Both computations start here, on the workers, at once; each section is drawn when its result is in
-# (views.stream_in reruns the page as results arrive).
+# Both computations start here, on the workers, the first picture's first (a new visitor's first page
+# run starts the other in its next run); each section is drawn when its result is in (views.stream_in
+# reruns the page as results arrive).
 waiting = []
 M = settings.M
+views.first_picture(lambda: state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2,
+                                                  seed))
 centres_input = None
 if M <= n:
     try:
@@ -64,8 +67,6 @@ if M <= n:
                                                  leverage_penalty, seed)
     except ValueError as exc:
         centres_input = exc
-views.first_picture(lambda: state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2,
-                                                  seed))
 
 # The page's first picture, the scores' scatter, is an image in a session's first page run (painted
 # before plotly.js has loaded); the interactive charts come from the next run on.

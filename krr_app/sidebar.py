@@ -339,6 +339,7 @@ def render(*, page: str, solver_section: bool = True) -> None:
     Each part goes in a container reserved here, so the page looks the same whatever the order."""
     st.session_state.pop(SETTINGS_KEY, None)
     st.session_state[views.PAGE_RUNS_KEY] = st.session_state.get(views.PAGE_RUNS_KEY, 0) + 1
+    state.rest_waits(False)
     links.read_url_once()
     teacher.apply(teacher.teacher_view())
     lesson = lessons.sync(page)

@@ -189,6 +189,19 @@ def first_picture_calls():
         _FIRST_PICTURE.reset(token)
 
 
+#: Whether the computations a page asks for now wait for its next run (:func:`rest_waits`).
+_REST_WAITS: contextvars.ContextVar[bool] = contextvars.ContextVar("rest_waits", default=False)
+
+
+def rest_waits(waits: bool) -> None:
+    """From here to the end of this page run, computations other than the first picture's
+    (:func:`first_picture_calls`) are not started: they wait for the page's next run, which
+    :func:`krr_app.views.stream_in` asks for. On a new visitor's first page run the cores then go
+    to the first picture and to the browser painting it, not to the sections below it. Every page
+    run starts with ``rest_waits(False)`` (:func:`krr_app.sidebar.render`)."""
+    _REST_WAITS.set(waits)
+
+
 class BackgroundResults:
     """The diagnostic pages' results, by their plain parameters (shared by all sessions, like
     ``st.cache_data``): computed on the workers, all of a page's sections at once, so a page draws
@@ -214,6 +227,8 @@ class BackgroundResults:
                 self._done.move_to_end(key)
                 return self._value(self._done[key])
             future = self._running.get(key)
+            if future is None and _REST_WAITS.get() and not _FIRST_PICTURE.get():
+                return Pending(what, key)
             if future is None:
                 try:
                     executor = get_executor()       # an unreachable scheduler: a message, as a failed submit
@@ -260,6 +275,11 @@ class BackgroundResults:
         with self._lock:
             future = self._running.get(key)
             return key in self._done or (future is not None and future.done())
+
+    def started(self, key: tuple) -> bool:
+        """Whether the computation of ``key`` was started (it may have finished)."""
+        with self._lock:
+            return key in self._done or key in self._running
 
     def running(self) -> int:
         """How many computations are under way or finished but not yet read by a page."""

@@ -345,7 +345,9 @@ def first_picture(*calls) -> None:
     """Start the diagnostics ``calls`` (each a krr_app.state function call) that make a page's first
     picture, ahead of computations queued before (:func:`krr_app.state.first_picture_calls`), and
     wait up to FIRST_PICTURE_WAIT_SECONDS for them: results that are nearly in come with this page
-    run instead of a rerun later (an error is left to the page's own call)."""
+    run instead of a rerun later (an error is left to the page's own call). In a session's first
+    page run the page's other computations then wait for its next run
+    (:func:`krr_app.state.rest_waits`)."""
     keys = []
     for call in calls:
         try:
@@ -357,21 +359,27 @@ def first_picture(*calls) -> None:
             keys.append(result.key)
     if keys:
         state.results.wait_for(keys, FIRST_PICTURE_WAIT_SECONDS)
+    state.rest_waits(st.session_state.get(PAGE_RUNS_KEY, 0) <= 1)
 
 
 def stream_in(waiting: list) -> None:
-    """Rerun the page as soon as one of the ``waiting`` results is in, so it is drawn (a fragment
-    looks every STREAM_POLL_SECONDS; the page run that draws the last one registers none)."""
+    """Rerun the page as soon as one of the ``waiting`` results is in, so it is drawn, or at the
+    first look when none of them has started (they wait for this rerun: the first picture is in,
+    :func:`krr_app.state.rest_waits`). A fragment looks every STREAM_POLL_SECONDS; the page run
+    that draws the last one registers none."""
     if not waiting:
         return
     keys = [p.key for p in waiting]
+    in_page_run = True
 
     @st.fragment(run_every=STREAM_POLL_SECONDS)
     def _look():
-        if any(state.results.ready(key) for key in keys):
+        started = [key for key in keys if state.results.started(key)]
+        if any(state.results.ready(key) for key in started) or not (started or in_page_run):
             st.rerun()
 
     _look()
+    in_page_run = False
 
 
 def server_load() -> None:
