@@ -115,6 +115,9 @@ class FalkonPreconditioner:
         prepared = kernel.prepare(C)
 
         def load_DKD(jitter_value: float) -> torch.Tensor:
+            if self.__dict__.pop("_holds_DKD", False):     # left untouched by the count below
+                self._packed.diagonal().add_(jitter_value)
+                return self._packed
             kernel.block(prepared, prepared, out=self._packed)
             if self.weights is not None:
                 self._packed.mul_(self.weights.unsqueeze(0)).mul_(self.weights.unsqueeze(1))
@@ -144,7 +147,10 @@ class FalkonPreconditioner:
         DKD = load_DKD(0.0)
         norm = max(float(DKD[r0:r0 + 256].abs().sum(1).max()) for r0 in range(0, self.M, 256))
         floor, low = torch.finfo(data_dtype).eps * norm, penalty * self.M
-        if floor <= low or self._positive_definite(load_DKD(-floor)):
+        if floor <= low:
+            self._holds_DKD = True          # the factorisation starts from this D K_MM D
+            return 0, floor
+        if self._positive_definite(load_DKD(-floor)):
             return 0, floor
         below = [self._eigenvalues_below(load_DKD, shift) for shift in (low, floor)]
         return below[1] - below[0], floor

@@ -258,3 +258,24 @@ def test_a_maxiter_run_checks_its_true_residual_in_its_last_cg_pass(problem, out
     rounds = [r for r in model.trace_ if r.extras.get("residual_kind") == "float64 refinement"]
     assert rounds and model.converged_ and rounds[-1].residual <= 1e-6
     assert sum(dtype == torch.float64 for dtype, _ in passes) == 1 + len(rounds)
+
+
+def test_float32_preconditioner_evaluates_K_MM_once_when_there_is_nothing_to_count(monkeypatch):
+    """For float32 data the count of unresolved directions loads D K_MM D first; when λM is above
+    float32's resolution there is nothing to count, and the factorisation starts from that same
+    buffer: one kernel evaluation, and factors equal to those of an evaluation of their own."""
+    C = torch.as_tensor(np.random.default_rng(0).standard_normal((300, 4)))
+    kernel = GaussianKernel(2.0)
+    calls = []
+    block = GaussianKernel.block
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return block(self, *args, **kwargs)
+
+    monkeypatch.setattr(GaussianKernel, "block", counted)
+    pc32 = FalkonPreconditioner(kernel, C, 1e-4, data_dtype=torch.float32, jitter=1e-6)
+    assert pc32.unresolved_ == 0 and len(calls) == 1
+    pc64 = FalkonPreconditioner(kernel, C, 1e-4, data_dtype=torch.float64, jitter=1e-6)
+    assert torch.equal(pc32._packed, pc64._packed)
+    assert torch.equal(pc32.diag_T, pc64.diag_T) and torch.equal(pc32.diag_A, pc64.diag_A)
