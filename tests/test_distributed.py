@@ -16,6 +16,7 @@ import torch
 from dask_processes import scheduler_and_workers
 
 from krrcore import ASkotch, Falkon, GaussianKernel, NystromCG, NystromGD, NystromPCG
+from krrcore.centers import BlessCenters
 from krrcore.distributed import LocalClusterShape, connect
 from krrcore.leverage import bless, bless_r
 from krrcore.memory import MemoryLimitError
@@ -104,14 +105,19 @@ def test_nystrom_solvers_on_two_workers_equal_one_process(make, tol, problem, sh
 
 
 def test_falkon_bless_and_bless_scores_on_two_workers_equal_one_process(problem, shards):
+    """float64 scoring: the same arithmetic on shards as in one process. float32 scoring (the
+    default): the same draws, weights within float32's rounding (blocks of other widths round
+    differently); the returned scores are float64 in both."""
     X, _, _ = problem
     Xs, _ = shards
     for sampler in (bless, bless_r):
-        local, distributed = (sampler(data, KERNEL, 1e-3, points="all", seed=3) for data in (torch.as_tensor(X), Xs))
-        assert torch.equal(local.indices, distributed.indices)
-        assert relative(local.weights, distributed.weights) < TOL
-        assert relative(local.scores, distributed.scores) < TOL
-    assert_same_fit(Falkon(KERNEL, 1e-4, M=150, maxiter=8, centers="bless"), problem, shards)
+        for precision, tol in (("float64", TOL), ("float32", 1e-5)):
+            local, distributed = (sampler(data, KERNEL, 1e-3, points="all", seed=3, precision=precision)
+                                  for data in (torch.as_tensor(X), Xs))
+            assert torch.equal(local.indices, distributed.indices)
+            assert relative(local.weights, distributed.weights) < tol
+            assert relative(local.scores, distributed.scores) < tol
+    assert_same_fit(Falkon(KERNEL, 1e-4, M=150, maxiter=8, centers=BlessCenters(precision="float64")), problem, shards)
 
 
 @pytest.mark.parametrize("storage", ["on_the_fly", "stored"])

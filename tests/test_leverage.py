@@ -83,6 +83,38 @@ def test_eq3_with_every_point_and_unit_weights_is_exact():
                                lv.exact_scores(X, kernel, lam)[some].numpy(), atol=1e-10)
 
 
+def test_float32_scoring_is_checked_and_falls_back_to_float64_where_it_rounds_too_much(caplog):
+    """BLESS's candidate scoring in float32 on clustered data with outliers (scores over 2–3 decades),
+    λn from 3 down to 0.003: where the float64 check keeps float32, every score is within 1% of
+    max(its float64 value, the mean score) and the checked ones are float64's; where float32's
+    cancellation grows (small λn) the check sees it and every score is float64's, with a log line."""
+    from krrcore.leverage import dictionary
+
+    X = _clustered_data(3000)
+    kernel, n, idx = GaussianKernel(0.3), 3000, torch.arange(3000)
+    kept = []
+    for lam in (1e-3, 1e-4, 1e-5, 1e-6):
+        level = lv.bless(X, kernel, 10 * lam, seed=0).final
+        args = (kernel, X, level.indices, level.weights, lam * n)
+        exact = dictionary._Dictionary(*args).scores(idx)
+        low = dictionary._Dictionary(*args, precision="float32")
+        caplog.clear()
+        with caplog.at_level("INFO", logger="krrcore.leverage.dictionary"):
+            scores = low.scores(idx)
+        assert exact.max() / exact.min() > 50
+        if "scoring all in float64" in caplog.text:
+            torch.testing.assert_close(scores, exact, rtol=1e-10, atol=0)
+            continue
+        kept.append(lam)
+        assert float(((scores - exact).abs() / exact.clamp_min(float(exact.mean()))).max()) < 1e-2
+        changed = scores != low.local_scores(idx)                        # the checked ones: float64's
+        assert int(changed.sum()) >= dictionary.FLOAT32_CHECKED
+        torch.testing.assert_close(scores[changed], exact[changed], rtol=1e-10, atol=0)
+    assert kept and kept != [1e-3, 1e-4, 1e-5, 1e-6]
+    with pytest.raises(ValueError, match="precision must be one of"):
+        lv.bless(X, kernel, 1e-3, precision="float16")
+
+
 # ------------------------------------------------------------------------------- accuracy
 @pytest.fixture(scope="module")
 def flat():

@@ -11,7 +11,7 @@ import torch
 from .._validation import check_int, check_positive
 from ..kernels import Kernel
 from ._inputs import _generator, _sampler_inputs
-from .dictionary import _Dictionary
+from .dictionary import PRECISIONS, _Dictionary
 from .results import LeverageLevel, LeverageResult
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class _Context:
     q2: float
     generator: torch.Generator
     memory_budget: int | None
+    precision: str = "float32"
 
     @property
     def n(self) -> int:
@@ -68,7 +69,8 @@ class _Context:
         if level is None:
             empty = torch.empty(0, dtype=torch.int64, device=self.X.device)
             return _Dictionary(self.kernel, self.X, empty, empty.double(), penalty * self.n, self.memory_budget)
-        return _Dictionary(self.kernel, self.X, level.indices, level.weights, penalty * self.n, self.memory_budget)
+        return _Dictionary(self.kernel, self.X, level.indices, level.weights, penalty * self.n, self.memory_budget,
+                           self.precision)
 
     def uniform_candidates(self, lam: float) -> tuple[int, torch.Tensor]:
         """Alg. 1 line 5: R_h = q1·min(κ²/λ_h, n) i.i.d. uniform indices — or all n points, once,
@@ -143,7 +145,7 @@ def _bless_r_level(ctx: _Context, previous: LeverageLevel | None, lam: float,
 
 
 def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, q2, lambda0, seed, points,
-               target_size, memory_budget, extra_params=None) -> LeverageResult:
+               target_size, memory_budget, precision, extra_params=None) -> LeverageResult:
     """The loop shared by Alg. 1 and Alg. 2: λ_1 > … > λ_H, each level sampling from the last.
 
     ``target_size`` stops the descent at the first level whose dictionary reaches that many
@@ -157,7 +159,9 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
         target_size = check_int(target_size, "target_size")
         if target_size > n:
             raise ValueError(f"target_size={target_size} exceeds the n={n} points of X")
-    ctx = _Context(X, kernel, kappa2, q1, q2, _generator(seed), memory_budget)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    ctx = _Context(X, kernel, kappa2, q1, q2, _generator(seed), memory_budget, precision)
     state = make_state(ctx)
     levels: list[LeverageLevel] = []
     note = ""
@@ -181,6 +185,7 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
         raise ValueError(f"{method} selected no points at the final level (λ={previous.penalty:g}): raise q2 "
                          f"(dictionary oversampling) or q1 (candidates)")
     params = {"q": q, "q1": q1, "q2": q2, "lambda0": lambda0, "penalty": lam, "target_size": target_size,
+              "precision": precision,
               **(extra_params or {})}
     result = LeverageResult(method, n, kappa2, levels, params, seconds=seconds, note=note)
     return _with_scores(result, X, kernel, point_idx, memory_budget)
@@ -200,7 +205,7 @@ def _with_scores(result: LeverageResult, X, kernel, point_idx, memory_budget) ->
 
 def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None,
           lambda0: float | None = None, seed=0, points=None, target_size: int | None = None,
-          memory_budget: int | None = None) -> LeverageResult:
+          memory_budget: int | None = None, precision: str = "float32") -> LeverageResult:
     """BLESS, Alg. 1: leverage-score sampling with replacement along λ_0 > λ_1 > … > λ_H = λ.
 
     Level h draws R_h = q1·min(κ²/λ_h, n) uniform candidates U_h, scores them with Eq. (3) on
@@ -220,15 +225,21 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
     lambda0 : start of the path; default κ² (Theorem 1: κ²/min(t, 1)).
     seed : int or torch.Generator. points : indices (or "all") whose Eq. (3) scores to return.
     target_size : stop descending once the dictionary has this many points.
+    precision : "float32" (default) or "float64": the candidates' kernel columns and triangular
+        solves (line 6, Eq. 3), the cost of every level. float32 halves it; its rounding is checked
+        on each level's smallest scores and the level falls back to float64 when it matters
+        (:class:`~krrcore.leverage.dictionary._Dictionary`). The dictionary's factor, the scores
+        returned for ``points`` and everything else stay float64.
     """
     return _bottom_up("bless", _bless_level, lambda ctx: None, X, kernel, penalty, q=q, q1=q1, q2=q2,
                       lambda0=lambda0, seed=seed, points=points, target_size=target_size,
-                      memory_budget=memory_budget)
+                      memory_budget=memory_budget, precision=precision)
 
 
 def bless_r(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None,
             lambda0: float | None = None, seed=0, points=None, target_size: int | None = None,
-            memory_budget: int | None = None, weight_rule: str = "marginal") -> LeverageResult:
+            memory_budget: int | None = None, weight_rule: str = "marginal",
+            precision: str = "float32") -> LeverageResult:
     """BLESS-R, Alg. 2: Bernoulli (without replacement) sampling along the same λ path.
 
     Candidates U_h are nested: U_h = {i : u_i < β_h}, β_h = min(q1κ²/(λ_h n), 1) (the paper
@@ -241,5 +252,5 @@ def bless_r(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None
         raise ValueError(f"weight_rule must be 'marginal' or 'conditional', got {weight_rule!r}")
     return _bottom_up("bless_r", _bless_r_level, lambda ctx: (_NestedCandidates(ctx), weight_rule), X, kernel,
                       penalty, q=q, q1=q1, q2=q2, lambda0=lambda0, seed=seed, points=points,
-                      target_size=target_size, memory_budget=memory_budget,
+                      target_size=target_size, memory_budget=memory_budget, precision=precision,
                       extra_params={"weight_rule": weight_rule})

@@ -31,6 +31,9 @@ class BlessCenters(CenterSelector):
     of FALKON's λ, as in the paper's experiments (λ_bless ≫ λ_falkon); the descent stops at
     κ²/n at the latest. ``info`` holds the BLESS result (whole path), its λ and the scores.
 
+    ``precision``: BLESS's candidate scoring (:func:`~krrcore.leverage.bless.bless`); "sample" mode
+    scores the n points in float64.
+
     The kernel must be the solver's: pass ``kernel=`` or let the solver forward it to ``select``.
     """
 
@@ -38,7 +41,7 @@ class BlessCenters(CenterSelector):
 
     def __init__(self, penalty=None, variant: str = "bless", M=None, *, kernel=None, mode: str = "dictionary",
                  q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None, lambda0=None,
-                 memory_budget: int | None = None):
+                 memory_budget: int | None = None, precision: str = "float32"):
         self.penalty = penalty
         self.variant = variant
         self.M = M
@@ -49,6 +52,7 @@ class BlessCenters(CenterSelector):
         self.q2 = q2
         self.lambda0 = lambda0
         self.memory_budget = memory_budget
+        self.precision = precision
 
     def select(self, X, M, generator, kernel=None) -> CenterSet:
         if self.variant not in ("bless", "bless_r"):
@@ -73,7 +77,8 @@ class BlessCenters(CenterSelector):
             penalty, target = kappa2 / n, M       # floor κ²/n: below it d_eff ≈ n, sampling is moot
         sampler = bless if self.variant == "bless" else bless_r
         result = sampler(X64, kernel, penalty, q=self.q, q1=self.q1, q2=self.q2, lambda0=self.lambda0,
-                         seed=generator, target_size=target, memory_budget=self.memory_budget)
+                         seed=generator, target_size=target, memory_budget=self.memory_budget,
+                         precision=self.precision)
         info = {"method": self.variant, "mode": self.mode, "penalty": result.penalty, "bless": result,
                 "path": result.path()}
         if self.mode == "dictionary":
