@@ -35,15 +35,13 @@ class PrecisionWarning(UserWarning):
 
 @contextlib.contextmanager
 def _lapack():
-    """scipy's LAPACK module, on as many BLAS threads as torch uses while in use (the in-place
-    factorisations here)."""
+    """scipy's LAPACK module, on one BLAS thread while in use (the in-place factorisations here)."""
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
-    # Inside a fit, right after torch's kernel passes, potrf + lauum + potrf ran faster on torch's
-    # thread count than on one BLAS thread or through torch's Cholesky and T Tᵀ product (the
-    # set-up seconds of python -m benchmarks --case speed).
-    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+    # Two OpenBLAS threads factor faster on idle cores, but their busy-waiting makes them about ten
+    # times slower than one thread as soon as another process wants the same cores.
+    with threadpool_limits(limits=1, user_api="blas"):
         yield lapack
 
 
