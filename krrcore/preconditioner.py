@@ -194,16 +194,22 @@ class FalkonPreconditioner:
 
     def _factor_lapack(self, lapack, load_DKD, eps: float, penalty: float) -> float:
         current = eps
+        status = torch.empty((), dtype=torch.int32)
         for _ in range(_JITTER_TRIES):
-            A = load_DKD(current).numpy().T
-            _, info = lapack.dpotrf(A, lower=1, overwrite_a=1, clean=0)
-            if info == 0:
+            # The first Cholesky through torch's LAPACK, in place on the Fortran-order view and on
+            # torch's own threads (faster than one OpenBLAS thread, and no busy-waiting pool of
+            # its own). It zeroes A's upper triangle, which the mirror below refills; the second
+            # one must keep that triangle (L_T), hence scipy's potrf, which leaves it alone.
+            A_t = load_DKD(current).T
+            torch.linalg.cholesky_ex(A_t, out=(A_t, status))
+            if int(status) == 0:
                 break
             current = current * _JITTER_STEP if current > 0 else 1e-12
         else:
             raise ValueError("D K_MM D is not positive definite even with large jitter "
                              "(check for NaN inputs or an extremely small kernel bandwidth)")
         buf = self._packed                      # buf = Aᵀ: A's lower triangle is buf's upper one
+        A = buf.numpy().T
         self.diag_T = buf.diagonal().clone()
         _mirror_upper_to_lower(buf)             # buf lower = L_T; lauum overwrites the upper copy
         _, info = lapack.dlauum(A, lower=1, overwrite_c=1)     # A lower (= buf upper) ← T Tᵀ
