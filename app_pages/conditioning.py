@@ -95,26 +95,9 @@ elif rank > block_size:
     rank = block_size
 
 # -- headline numbers ----------------------------------------------------------------------------
-heading = f"At λ = {format_number(penalty)}" + (f", M = {nystrom['M']:,}" if nystrom else "")
-st.subheader(heading)
-cards = []
-if full is not None:
-    cards.append(("κ(K + λnI)", full["condition_number"], eigs_K["method"], "Exact KRR's system (n × n)."))
-if nystrom:
-    sp = nystrom["spectra"]
-    cards += [("κ(H) — Nyström", sp["nystrom"]["condition_number"], sp["nystrom"]["method"],
-               "The Nyström system of FALKON Eq. 8 (M × M), no preconditioner."),
-              ("κ(W) — FALKON", sp["falkon"]["condition_number"], sp["falkon"]["method"],
-               "FALKON's preconditioned system BᵀHB (Eq. 13).")]
-for col, (label, value, method, help_text) in zip(st.columns(len(cards)) if cards else (), cards):
-    col.metric(label, views.format_kappa(value), help=help_text)
-    col.caption(views.kappa_label(method))
-if any(value > ROUNDOFF_KAPPA for _, value, _, _ in cards):
-    st.caption("κ above ~10¹³ is at the limit of float64: λ_min is then round-off, so read such a κ as "
-               "\"numerically singular\" rather than as an exact number.")
-if nystrom and (nystrom["M"], nystrom["penalty"]) != (M, penalty):
-    st.caption(f"(Nyström numbers from the last valid setting: λ = {format_number(nystrom['penalty'])}, "
-               f"M = {nystrom['M']}.)")
+# Drawn here, written after the spectra's picture below: a new visitor's browser lays out what it
+# is sent in order, and the picture is the page's first.
+headline = st.container()
 
 spectra = {"K + λnI": {"eigenvalues": full["eigenvalues"], "method": eigs_K["method"]}} if full is not None else {}
 if nystrom:
@@ -133,6 +116,28 @@ if spectra:
     else:
         st.markdown(image_charts.spectra_image(spectra_table))
     views.download_csv(spectra_table, key="cond_spectra_csv", filename="krr-spectra.csv")
+
+with headline:
+    heading = f"At λ = {format_number(penalty)}" + (f", M = {nystrom['M']:,}" if nystrom else "")
+    st.subheader(heading)
+    cards = []
+    if full is not None:
+        cards.append(("κ(K + λnI)", full["condition_number"], eigs_K["method"], "Exact KRR's system (n × n)."))
+    if nystrom:
+        sp = nystrom["spectra"]
+        cards += [("κ(H) — Nyström", sp["nystrom"]["condition_number"], sp["nystrom"]["method"],
+                   "The Nyström system of FALKON Eq. 8 (M × M), no preconditioner."),
+                  ("κ(W) — FALKON", sp["falkon"]["condition_number"], sp["falkon"]["method"],
+                   "FALKON's preconditioned system BᵀHB (Eq. 13).")]
+    for col, (label, value, method, help_text) in zip(st.columns(len(cards)) if cards else (), cards):
+        col.metric(label, views.format_kappa(value), help=help_text)
+        col.caption(views.kappa_label(method))
+    if any(value > ROUNDOFF_KAPPA for _, value, _, _ in cards):
+        st.caption("κ above ~10¹³ is at the limit of float64: λ_min is then round-off, so read such a κ as "
+                   "\"numerically singular\" rather than as an exact number.")
+    if nystrom and (nystrom["M"], nystrom["penalty"]) != (M, penalty):
+        st.caption(f"(Nyström numbers from the last valid setting: λ = {format_number(nystrom['penalty'])}, "
+                   f"M = {nystrom['M']}.)")
 
 # -- how κ moves with λ and M (one system per grid point: bounded sizes) -------------------------
 X_sweep, sweep_key, _ = views.training_rows(dataset, settings.data, min(rows, limits.SWEEP_MAX_ROWS), seed=seed)

@@ -275,10 +275,19 @@ def panel(lesson: Lesson | None) -> None:
         out.button("Leave the lesson", key="leave_lesson", on_click=leave)
 
 
+#: session_state key of the Lessons expander (:func:`index`): open or not.
+INDEX_KEY = "lessons_open"
+
+
 def index() -> None:
-    """The lessons, each with a Start button and the link a teacher shares (outside lessons)."""
+    """The lessons, each with a Start button and the link a teacher shares (outside lessons),
+    written only while the expander is open (opening it reruns the page): a closed expander's
+    buttons are still laid out by a new visitor's browser, in front of the page's first picture."""
+    box = st.expander("Lessons", key=INDEX_KEY, on_change="rerun")
+    if not box.open:
+        return
     lessons, errors = catalog()
-    with st.expander("Lessons"):
+    with box:
         for name, lesson in lessons.items():
             st.button(lesson.title, key=f"lesson_start_{name}", on_click=_go, args=(name, 1), width="stretch",
                       help=f"{lesson.idea} — {len(lesson.steps)} steps. Share it as ?lesson={name}")

@@ -133,7 +133,9 @@ def test_an_unknown_lesson_or_step_is_named(app):
 
 def test_start_a_lesson_from_the_sidebar(app):
     at = app(auto_run="false")
-    at = at.button(key="lesson_start_lambda-overfitting").click().run()
+    assert not [b for b in at.sidebar.button if b.key.startswith("lesson_start_")]     # written once opened
+    at.session_state[lessons.INDEX_KEY] = True
+    at = at.run().button(key="lesson_start_lambda-overfitting").click().run()
     assert at.query_params["lesson"] == "lambda-overfitting" and at.session_state["eval_train"] is True
     assert at.session_state["log_lambda"] == -1.0
 
