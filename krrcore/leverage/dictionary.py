@@ -7,7 +7,7 @@ import logging
 import torch
 
 from .._validation import check_positive
-from ..kernels import Kernel
+from ..kernels import Kernel, _ScaledDistanceKernel
 from ..linalg import jitter_cholesky
 from ..memory import check_fits, scratch_budget, worker_memory_left
 from ..ops import block_rows_for_budget
@@ -141,8 +141,16 @@ class _Dictionary:
             Kb.mul_(s.unsqueeze(1))
             W = torch.linalg.solve_triangular(L, Kb, upper=False, out=Kb)    # in place: no |J|×cols temporaries
             # Summed in the solve's dtype (cascade summation: ~1e-7 relative in float32, below the solve's rounding).
-            out[start:stop] = (self.kernel.diag(Xb) - W.square_().sum(0).double()) / self.ridge
+            out[start:stop] = (_checked_rows_diag(self.kernel, Xb) - W.square_().sum(0).double()) / self.ridge
         return out.clamp_min_(0.0)   # ≥ 0 in exact arithmetic; round-off can dip below
+
+
+def _checked_rows_diag(kernel: Kernel, rows: torch.Tensor) -> torch.Tensor:
+    """K(x, x) for rows of an X already checked on entry: a stationary kernel's is K(0), the same for
+    every row (``Kernel.diag`` would check every block's rows again, ~20% of BLESS's time)."""
+    if isinstance(kernel, _ScaledDistanceKernel):
+        return kernel.diag(rows[:1]).expand(rows.shape[0])
+    return kernel.diag(rows)
 
 
 def approximate_scores(X, kernel, penalty, result_level, points=None, *,
