@@ -50,15 +50,17 @@ def _finished(page, label_part: str):
 #: (largest-contentful-paint; not always: it is not reported for an element replaced since).
 #: Playwright polls from the page's main thread, so it sees the picture late when a long script
 #: (plotly.js) runs right after the picture was painted.
-PAINT_PROBE = f"""
+def paint_probe(picture: str) -> str:
+    """The probe above for the first element matching the CSS selector ``picture``."""
+    return f"""
 window.__krrPicturePainted = null;
 window.__krrPictureLCP = null;
 new PerformanceObserver((entries) => {{
   for (const e of entries.getEntries())
-    if (e.element && e.element.matches({PICTURE!r})) window.__krrPictureLCP = e.renderTime || e.startTime;
+    if (e.element && e.element.matches({picture!r})) window.__krrPictureLCP = e.renderTime || e.startTime;
 }}).observe({{type: "largest-contentful-paint", buffered: true}});
 new MutationObserver((_, observer) => {{
-  const picture = document.querySelector({PICTURE!r});
+  const picture = document.querySelector({picture!r});
   if (!picture) return;
   observer.disconnect();
   const ready = picture.tagName === "IMG" ? picture.decode().catch(() => null) : Promise.resolve();
@@ -66,6 +68,9 @@ new MutationObserver((_, observer) => {{
     window.__krrPicturePainted = performance.now(); }}, 0)));
 }}).observe(document, {{childList: true, subtree: true}});
 """
+
+
+PAINT_PROBE = paint_probe(PICTURE)
 
 
 #: New visitors measured on the warm server (fresh browser contexts; median and worst printed).
