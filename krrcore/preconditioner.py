@@ -194,13 +194,15 @@ class FalkonPreconditioner:
 
     def _factor_lapack(self, lapack, load_DKD, eps: float, penalty: float) -> float:
         current = eps
-        status = torch.empty((), dtype=torch.int32)
+        status = None
         for _ in range(_JITTER_TRIES):
             # The first Cholesky through torch's LAPACK, in place on the Fortran-order view and on
             # torch's own threads (faster than one OpenBLAS thread, and no busy-waiting pool of
             # its own). It zeroes A's upper triangle, which the mirror below refills; the second
             # one must keep that triangle (L_T), hence scipy's potrf, which leaves it alone.
             A_t = load_DKD(current).T
+            if status is None:          # on A's device, whatever torch's default device is
+                status = torch.empty((), dtype=torch.int32, device=A_t.device)
             torch.linalg.cholesky_ex(A_t, out=(A_t, status))
             if int(status) == 0:
                 break

@@ -99,7 +99,8 @@ class _Dictionary:
             return out
         m = out.numel()
         smallest = torch.topk(out, min(FLOAT32_CHECKED, m), largest=False).indices
-        drawn = torch.randperm(m, generator=torch.Generator().manual_seed(0))[:FLOAT32_CHECKED].to(out.device)
+        drawn = torch.randperm(m, generator=torch.Generator().manual_seed(0), device="cpu")    # the generator's device
+        drawn = drawn[:FLOAT32_CHECKED].to(out.device)
         checked = torch.unique(torch.cat([smallest, drawn]))
         exact = rows.leverage_scores(self._in_float64(), idx[checked])
         error = float(((out[checked] - exact).abs() / exact.clamp_min(float(out.mean()))).max())
