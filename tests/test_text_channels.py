@@ -59,7 +59,7 @@ def test_run_labels_messages_problems_and_reasons_are_text(monkeypatch, tmp_path
 
 
 def test_a_lesson_file_whose_name_is_markdown_is_named_as_text(app, tmp_path, monkeypatch):
-    from krr_app import settings
+    from krr_app import lessons, settings
 
     lessons_dir = tmp_path / "lessons"
     lessons_dir.mkdir()
@@ -67,6 +67,8 @@ def test_a_lesson_file_whose_name_is_markdown_is_named_as_text(app, tmp_path, mo
     (lessons_dir / f"{name}.md").write_text("not a lesson")
     monkeypatch.setattr(settings, "LESSONS_DIR", lessons_dir)
     at = app(auto_run="false")
+    at.session_state[lessons.INDEX_KEY] = True          # the Lessons expander, where the catalogue is read, opened
+    at = at.run()
     errors = [e.value for e in at.error if "cannot be used" in e.value]
     assert errors, [e.value for e in at.error]
     assert shown_as(errors[0]).startswith(f"Lesson “{name}” cannot be used: ")
