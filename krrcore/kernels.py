@@ -44,6 +44,9 @@ class Kernel:
 
     #: Extra scratch of the size of one block that :meth:`block` allocates (L1 distances do).
     scratch_blocks: int = 0
+    #: k(x, x) is the same for every x (stationary kernels): callers holding checked rows need not
+    #: evaluate ``diag`` row by row.
+    constant_diag: bool = False
     name: str = "kernel"
 
     def prepare(self, X: torch.Tensor) -> Prepared:
@@ -117,6 +120,8 @@ def dist_into(P1: Prepared, P2: Prepared, out: torch.Tensor | None) -> torch.Ten
 
 class _ScaledDistanceKernel(Kernel):
     """Kernels k(x, x') = f(‖(x − x')/σ‖): σ scalar or per feature (ARD)."""
+
+    constant_diag = True
 
     def __init__(self, sigma=1.0):
         self.sigma = _sigma_param(sigma)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from krrcore.kernels import (GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel,
+from krrcore.kernels import (KERNELS, GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel,
                              make_kernel, median_heuristic)
 from krrcore.ops import (CPU_BLOCK_BYTES, MIN_BLOCK_ROWS, KernelOperator, block_rows_for_budget,
                          preferred_block_rows)
@@ -176,3 +176,11 @@ def test_square_root_kernels_are_exact_on_equal_points(kernel, dtype, tol):
     X = (X * 3 + 5).to(dtype)            # large norms make the cancellation worst
     K = kernel(X, X)
     assert float((torch.diagonal(K) - 1).abs().max()) <= tol
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_constant_diag_says_whether_k_x_x_is_the_same_for_every_row(name):
+    """BLESS's scoring reads one K(x, x) for every row when ``constant_diag`` says so."""
+    X = torch.randn(50, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
+    diag = KERNELS[name]().diag(X)
+    assert KERNELS[name].constant_diag == bool(torch.allclose(diag, diag[:1].expand_as(diag)))
