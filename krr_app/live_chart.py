@@ -186,14 +186,16 @@ function fit(box, panel, ctx) {
   if (!frame || !plot || !window.Plotly || !plot.data) return;      // drawn at a later look
   const indices = panel.traces.map(name => plot.data.findIndex(t => t.name === name));
   if (indices.some(i => i < 0)) return;
-  if (plot._krrFrame === frame.iteration && plot.data[indices[0]]._krrLive) return;
-  const values = decode(frame);
+  if (plot._krrFrame === frame.iteration && plot._krrTrace === plot.data[indices[0]]) return;
+  // Plain arrays, not typed ones: Streamlit may redraw the figure from a JSON copy of its data, and
+  // JSON turns a Float32Array into an object plotly cannot draw.
+  const values = Array.from(decode(frame));
   const update = {}, title = `after iteration ${frame.iteration}` + (run.active ? ' — the solver is running' : '');
   if (panel.shape.length === 1) {
     update.y = [values];
   } else {
     const [rows, cols] = panel.shape, z = [];
-    for (let r = 0; r < rows; r++) z.push(values.subarray(r * cols, (r + 1) * cols));
+    for (let r = 0; r < rows; r++) z.push(values.slice(r * cols, (r + 1) * cols));
     update.z = indices.map(() => z);
     if (panel.symmetric) {       // two classes: the colours centred on the boundary f = 0
       let bound = 0;
@@ -204,7 +206,7 @@ function fit(box, panel, ctx) {
   }
   window.Plotly.update(plot, update, {'title.text': title, 'title.font.size': 13}, indices);
   plot._krrFrame = frame.iteration;
-  plot.data[indices[0]]._krrLive = true;      // a redraw by Streamlit drops it: the picture is applied again
+  plot._krrTrace = plot.data[indices[0]];     // a redraw by Streamlit replaces it: the picture is applied again
   plot.dataset.krrIteration = String(frame.iteration);
 }
 
