@@ -350,6 +350,8 @@ class DaskExecutor(Executor):
         run = self._runs.get(run_id)
         if run is None:
             return
+        if future.cancelled() and self._requeued(run):
+            return
         try:
             if _lost_scheduler(future):
                 run._fail(self._explain_lost_scheduler())
@@ -405,8 +407,21 @@ class DaskExecutor(Executor):
         with self._lock:
             runs = list(self._runs.values())
         for run in runs:
-            run._fail(self._explain_lost_scheduler())
-            self._forget(run)
+            if not self._requeued(run):
+                run._fail(self._explain_lost_scheduler())
+                self._forget(run)
+
+    def _requeued(self, run) -> bool:
+        """Hand ``run`` back to its session if the scheduler went away before any worker started it
+        (nothing was computed, so it waits for the fresh cluster rather than failing); once only."""
+        if (run.status != "queued" or run.stop_event.is_set() or self.healthy() or run._requeue is None
+                or run.requeued):
+            return False
+        run.requeued = True
+        log.info("run %s was lost with its scheduler before it started: queued again", run.id)
+        self._forget(run)
+        run._requeue(run)
+        return True
 
     def close(self) -> None:
         self.connection.close()

@@ -60,6 +60,8 @@ class Run:
         self._records: list[IterationRecord] = []
         self._on_finish: list = []
         self._stopper = None            # the registry's cancel (set when the run is registered)
+        self._requeue = None            # the registry's requeue: a cluster lost it before it started
+        self.requeued = False           # it was (once only)
         self._executor = None           # where it was submitted (Step and Run reach it there)
         self.status = "queued"
         self.message = ""
@@ -217,6 +219,7 @@ class RunRegistry:
             live_api.publish(run)        # the live chart asks for its records by id
             run._on_finish.append(self._on_finish)
             run._stopper = self._cancel
+            run._requeue = self._requeue
             self._runs.pop(config, None)
             self._runs[config] = run
             self._evict()
@@ -265,6 +268,20 @@ class RunRegistry:
             executor.cancel(run)
         elif run.active:                    # handed to a dispatcher still waiting for the cluster
             run._fail("stopped before it started", status="stopped")
+
+    def _requeue(self, run: Run) -> None:
+        """``run`` was lost with its cluster before a worker started it: nothing of it was computed,
+        so it goes back to the front of this session's line, for the next (fresh) cluster."""
+        with self._lock:
+            self._dispatched.discard(run.id)
+            closed = self.closed
+            if not closed:
+                run._executor, run.waiting_in_session = None, True
+                self._waiting.appendleft(run)
+        if closed:
+            run._fail("stopped before it started", status="stopped")
+            return
+        self._dispatch()
 
     def _evict(self) -> None:
         finished = [c for c, r in self._runs.items() if not r.active]

@@ -96,7 +96,8 @@ class Agent:
             text = self.text()
             if re.search(pattern, text):
                 return text
-            assert time.monotonic() < deadline, f"{pattern!r} did not show within {timeout} s: {text[-2000:]}"
+            assert time.monotonic() < deadline, (f"{pattern!r} did not show within {timeout} s: {text[:2500]} … "
+                                                 f"{text[-800:]}")
             time.sleep(0.5)
 
 

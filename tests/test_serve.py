@@ -324,15 +324,23 @@ def app_executor():
 
 
 def test_a_killed_embedded_scheduler_costs_its_run_and_the_next_run_starts_a_fresh_cluster(app_executor, moons):
+    """The runs computing on it fail with the message; one still waiting for a worker is not lost:
+    it starts on the fresh cluster and finishes."""
     first = executor_module.get_executor()
-    doomed = RunRegistry().start(_config(**ENDLESS), moons)
-    _wait_for(lambda: len(doomed.records) >= 2, 120, "the run to compute")
+    doomed = [RunRegistry().start(_config(**ENDLESS, solver_seed=i), moons) for i in range(first.workers)]
+    _wait_for(lambda: all(len(r.records) >= 2 for r in doomed), 120, "every worker to compute")
+    waiting = RunRegistry().start(_config(), moons)
+    _wait_for(lambda: first.queue_position(waiting)[0] == 1 and waiting.id in first._futures, 30,
+              "the run to wait on the scheduler")
     os.kill(first.connection.cluster.scheduler.process.pid, signal.SIGKILL)
-    assert doomed.wait(30), "the run of a dead scheduler never ended"
-    assert doomed.status == "error"
-    assert doomed.message == (f"The embedded Dask cluster's scheduler ({first.connection.address}) stopped during "
-                              f"this run, and the run with it. A fresh cluster starts for the next run: press Run to "
-                              f"try again.")
+    assert all(r.wait(30) for r in doomed), "a run of a dead scheduler never ended"
+    for run in doomed:
+        assert run.status == "error"
+        assert run.message == (f"The embedded Dask cluster's scheduler ({first.connection.address}) stopped during "
+                               f"this run, and the run with it. A fresh cluster starts for the next run: press Run "
+                               f"to try again.")
+    assert waiting.wait(180) and waiting.status == "done", waiting.message
+    assert waiting.requeued and waiting.worker not in {r.worker for r in doomed}
     # The pages read the last known workers at once: no call waits for the dead scheduler.
     (workers, limit), seconds = _quick(lambda: (first.workers, first.worker_memory_limit))
     assert workers == 2 and limit and seconds < 0.5 and not first.healthy()
