@@ -245,7 +245,8 @@ def test_in_place_lapack_and_torch_factorisations_agree(diabetes, monkeypatch):
     X, y = diabetes
     kw = dict(kernel=GaussianKernel(3.0), penalty=1e-4, M=120, maxiter=20, seed=1)
     in_place = Falkon(**kw).fit(X, y)
-    monkeypatch.setattr(FalkonPreconditioner, "_factor_in_place", FalkonPreconditioner._factor_with_torch)
+    monkeypatch.setattr(FalkonPreconditioner, "_factor_in_place",
+                        lambda self, load_DKD, eps, penalty, data_dtype: self._factor_with_torch(load_DKD, eps, penalty))
     with_torch = Falkon(**kw).fit(X, y)
     np.testing.assert_allclose(in_place.predict(X), with_torch.predict(X), atol=1e-8)
     assert in_place.preconditioner_.buffer_bytes == 120 * 120 * 8

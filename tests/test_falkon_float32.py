@@ -277,5 +277,37 @@ def test_float32_preconditioner_evaluates_K_MM_once_when_there_is_nothing_to_cou
     pc32 = FalkonPreconditioner(kernel, C, 1e-4, data_dtype=torch.float32, jitter=1e-6)
     assert pc32.unresolved_ == 0 and len(calls) == 1
     pc64 = FalkonPreconditioner(kernel, C, 1e-4, data_dtype=torch.float64, jitter=1e-6)
-    assert torch.equal(pc32._packed, pc64._packed)
-    assert torch.equal(pc32.diag_T, pc64.diag_T) and torch.equal(pc32.diag_A, pc64.diag_A)
+    # T from the same D K_MM D: equal; A is factored in float32 for float32 data (the next test).
+    assert torch.equal(torch.tril(pc32._packed, -1), torch.tril(pc64._packed, -1))
+    assert torch.equal(pc32.diag_T, pc64.diag_T)
+
+
+@pytest.mark.parametrize("penalty", [1e-4, 1e-7])
+def test_float32_data_factors_A_in_float32_and_solves_the_same_system(penalty, one_thread):
+    """For float32 data, A (T Tᵀ/M + λI = A Aᵀ) is formed and factored in float32; T stays float64.
+    A is only a change of variables (B = T⁻¹A⁻¹/√n), so FALKON's system W β = Pᵀ b̃ has the same
+    solution α = P β with either A: the float32 A's factors are off by float32 rounding, the fitted
+    values K_nM α agree to float64 accuracy."""
+    rng = np.random.default_rng(1)
+    C = torch.as_tensor(rng.standard_normal((200, 3)))
+    X = torch.as_tensor(rng.standard_normal((1000, 3)))
+    y = torch.as_tensor(rng.standard_normal((1000, 1)))
+    kernel = GaussianKernel(1.5)
+    K_nM = kernel(X, C)
+    pcs = {dt: FalkonPreconditioner(kernel, C, penalty, data_dtype=dt, jitter=1e-8)
+           for dt in (torch.float32, torch.float64)}
+    pc32, pc64 = pcs[torch.float32], pcs[torch.float64]
+    assert torch.equal(pc32.diag_T, pc64.diag_T)
+    upper32, upper64 = torch.triu(pc32._packed, 1), torch.triu(pc64._packed, 1)
+    assert not torch.equal(upper32, upper64)                           # A is float32's
+    assert float((upper32 - upper64).abs().max() / upper64.abs().max()) < 1e-3
+    n = X.shape[0]
+    kernel_product = lambda v: K_nM.T @ (K_nM @ v) / n     # noqa: E731
+    alphas = []
+    for pc in (pc32, pc64):
+        b = pc.apply_t(K_nM.T @ y / n)
+        W = torch.stack([pc.system_product(e[:, None], kernel_product, penalty)[:, 0]
+                         for e in torch.eye(C.shape[0], dtype=torch.float64)], 1)
+        alphas.append(pc.apply(torch.linalg.solve(W, b)))
+    fits = [K_nM @ alpha for alpha in alphas]       # the fitted values: well conditioned, unlike α
+    assert float((fits[0] - fits[1]).abs().max()) < 1e-6

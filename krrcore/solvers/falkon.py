@@ -244,6 +244,14 @@ class Falkon(_NystromIterative):
     _VECTOR_DTYPE = torch.float64
     _CHECKS_RESOLUTION = True
 
+    def _hold_model(self, model: CostModel, n: int, k: int) -> None:
+        """The base's parts, and below float64 on the CPU the float32 M×M scratch in which the
+        preconditioner's A is factored during set-up (FalkonPreconditioner._factor_A_float32)."""
+        super()._hold_model(model, n, k)
+        if model.itemsize != 8 and model.device.type == "cpu":
+            M = self._center_count(n)
+            model.hold(f"float32 scratch for A ({M:,}×{M:,}, set-up)", M * M * 4, "scratch")
+
     def _refine_rounds(self) -> int:
         """Refinement rounds after the solve: ``refine``, or for "auto" REFINE_ROUNDS on float32 data."""
         if self.refine == "auto":
