@@ -2,8 +2,8 @@
 
 ``GET /krr-api/runs/{run_id}?since=k&frame_since=j`` answers, as JSON:
 
-* ``status``, ``active``, ``text`` (the line the page shows for the run) and ``next_ms`` (when to
-  ask again);
+* ``status``, ``active``, ``paused`` (a stepped run waiting for Step or Run), ``text`` (the line
+  the page shows for the run) and ``next_ms`` (when to ask again);
 * ``records``: the run's records from the k-th on, each with the fields of :data:`RECORD_FIELDS`,
   its ``metric`` name and its numeric ``extras`` (finite numbers only: a solver's own per-iteration
   values, e.g. a tuning run's σ and λ); ``count``: how many records the client then holds;
@@ -74,7 +74,8 @@ def run_state(run, since: int = 0, frame_since: int | None = None) -> dict:
 
     records = run.records[max(0, since):]
     waiting, computing = run_status.look_intervals([run])
-    state = {"id": run.id, "status": run.status, "active": run.active, "text": run_status.progress_text(run),
+    state = {"id": run.id, "status": run.status, "active": run.active, "paused": run.paused,
+             "text": run_status.progress_text(run),
              "records": [record_state(r) for r in records], "count": max(0, since) + len(records),
              "next_ms": round(1000 * (waiting if run.status == "queued" else computing))}
     if frame_since is not None:

@@ -25,8 +25,8 @@ The page passes the runs and a list of panels, plain JSON-able dicts, each with 
 Every run the panels name is polled (``?since=`` its record count, and ``&frame_since=`` its
 latest picture's iteration when a panel draws pictures). Each look's answer updates the run's
 state in the browser — ``records`` (with their numeric ``extras``), ``frame``, ``text``,
-``status``, ``active`` — and every panel is drawn again from it by ``PANELS[kind](box, panel,
-ctx)``: ``box`` is the panel's own element in the component, ``ctx.runs`` the run states by id,
+``status``, ``active``, ``paused`` — and every panel is drawn again from it by
+``PANELS[kind](box, panel, ctx)``: ``box`` is the panel's own element in the component, ``ctx.runs`` the run states by id,
 ``ctx.data`` what the page passed. A new kind is one function added to ``PANELS`` (and a Python
 builder here), as the tuning panels are.
 """
@@ -190,7 +190,8 @@ function fit(box, panel, ctx) {
   // Plain arrays, not typed ones: Streamlit may redraw the figure from a JSON copy of its data, and
   // JSON turns a Float32Array into an object plotly cannot draw.
   const values = Array.from(decode(frame));
-  const update = {}, title = `after iteration ${frame.iteration}` + (run.active ? ' — the solver is running' : '');
+  const now = run.paused ? ' — paused (Step: one more iteration)' : run.active ? ' — the solver is running' : '';
+  const update = {}, title = `after iteration ${frame.iteration}` + now;
   if (panel.shape.length === 1) {
     update.y = [values];
   } else {
@@ -340,6 +341,7 @@ export default function (component) {
         r.text = state.text;
         r.status = state.status;
         r.active = state.active;
+        r.paused = state.paused;
         next = Math.min(next, state.next_ms);
         if (!state.active) { ended(r.id); return; }
       }
@@ -417,6 +419,7 @@ def live_chart(runs, panels: list[dict], *, key: str) -> None:
         intervals.append(state["next_ms"])
         data["runs"].append({"id": run.id, "label": run.label, "color": charts.PALETTE[i % len(charts.PALETTE)],
                              "maxiter": run.config.maxiter, "status": state["status"], "active": state["active"],
+                             "paused": state["paused"],
                              "text": state["text"], "records": state["records"], "frame": state.get("frame")})
     data["poll_ms"] = min(intervals) if intervals else 1000
     _component(data=data, key=key, on_ended_change=lambda: None)

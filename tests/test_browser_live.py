@@ -37,7 +37,8 @@ FIT_STATE = f"""() => {{
   if (z) for (const row of z) for (const v of row) {{ sum += Math.abs(v); cells += 1; }}
   // Plain arrays: Streamlit may redraw the figure from a JSON copy of its data, which keeps them.
   const plain = !z || Array.from(z).every(row => Array.isArray(row));
-  return {{iteration: plot.dataset.krrIteration ? +plot.dataset.krrIteration : null, sum, cells, plain}};
+  const title = plot.layout && plot.layout.title ? String(plot.layout.title.text || '') : '';
+  return {{iteration: plot.dataset.krrIteration ? +plot.dataset.krrIteration : null, sum, cells, plain, title}};
 }}"""
 #: A run long enough for several looks: FALKON at λ = 10⁻⁶ goes the whole 40 iterations here.
 LONG_FIT = "dataset=moons&n=100000&M=1000&log_lambda=-6&maxiter=40&solver=falkon&auto_run=false"
@@ -123,6 +124,7 @@ def test_step_computes_one_iteration_per_press(server, tmp_path):
             assert f"paused after iteration {k} / 30" in _progress(page)
             state = page.evaluate(FIT_STATE)
             assert state["iteration"] == k and state["plain"], state
+            assert f"after iteration {k} — paused" in state["title"], state["title"]
             assert page.locator(".krr-live-point").count() == 2 * (k + 1)    # residual and test error
 
         step.click()

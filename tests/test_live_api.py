@@ -46,7 +46,7 @@ def test_a_look_gets_the_records_it_has_not_drawn_nan_as_null(run):
         run._append(IterationRecord(iteration=t, seconds=0.1 * t, residual=10.0 ** -t,
                                     val_metric=math.nan if t == 0 else 0.5 / (t + 1), metric="classification_error"))
     status, first = _call(run.id)
-    assert status == 200 and first["status"] == "running" and first["active"] is True
+    assert status == 200 and first["status"] == "running" and first["active"] is True and first["paused"] is False
     assert [r["iteration"] for r in first["records"]] == [0, 1, 2, 3] and first["count"] == 4
     assert first["records"][0]["val_metric"] is None                 # JSON has no NaN
     assert first["records"][2]["residual"] == pytest.approx(1e-2)
