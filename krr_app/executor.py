@@ -12,8 +12,9 @@ Both call back into the :class:`~krr_app.runs.Run`: ``_started(worker)``, ``_app
 ``_frame(picture)``, ``_complete(outcome)`` or ``_fail(message)``; none of them calls Streamlit. A
 stepped run (the app's Step) reads ``run.step_limit`` through :meth:`Executor.steps`.
 
-A scheduler that stops costs the runs it held, each with a message, and nothing else: the pages
-read the workers' description the executor last saw (never a call that waits for a dead
+A scheduler that stops costs the runs computing on it, each with a message, and nothing else: a
+run it held that no worker had started goes back to its tab's line (``DaskExecutor._requeued``),
+the pages read the workers' description the executor last saw (never a call that waits for a dead
 scheduler), and :func:`get_executor` replaces a stopped embedded cluster with a fresh one for the
 next run, or, for an external scheduler, says that it is unreachable and where.
 """
