@@ -211,7 +211,7 @@ class FalkonPreconditioner:
         if info:
             return False
         scratch.diagonal().add_(penalty * self.M)
-        status = torch.empty((), dtype=torch.int32)
+        status = torch.empty((), dtype=torch.int32, device=scratch.device)      # not torch's default device
         torch.linalg.cholesky_ex(scratch.T, out=(scratch.T, status))    # L_A in S's lower triangle
         if int(status):
             return False

@@ -40,6 +40,18 @@ def test_no_tensor_is_created_on_the_default_device(key):
     np.testing.assert_allclose(predictions, reference, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("key", ["falkon", "falkon_bless"])
+def test_float32_falkon_creates_no_tensor_on_the_default_device(key):
+    """float32 takes its own set-up paths (A factored in float32, BLESS's float32 scoring)."""
+    X, y = _data()
+    reference = _make(key, "cpu").set_params(dtype="float32").fit(X, y).predict(X[:20])
+    model = _make(key, "cpu").set_params(dtype="float32")
+    with torch.device("meta"):
+        model.fit(X, y)
+        predictions = model.predict(X[:20])
+    np.testing.assert_allclose(predictions, reference, rtol=1e-6, atol=1e-7)
+
+
 @CUDA
 @pytest.mark.parametrize("key", sorted(SOLVERS))
 def test_every_solver_on_cuda_matches_the_cpu(key):
