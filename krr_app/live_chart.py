@@ -26,9 +26,9 @@ Every run the panels name is polled (``?since=`` its record count, and ``&frame_
 latest picture's iteration when a panel draws pictures). Each look's answer updates the run's
 state in the browser — ``records`` (with their numeric ``extras``), ``frame``, ``text``,
 ``status``, ``active``, ``paused`` — and every panel is drawn again from it by
-``PANELS[kind](box, panel, ctx)``: ``box`` is the panel's own element in the component, ``ctx.runs`` the run states by id,
-``ctx.data`` what the page passed. A new kind is one function added to ``PANELS`` (and a Python
-builder here), as the tuning panels are.
+``PANELS[kind](box, panel, ctx)``: ``box`` is the panel's own element in the component,
+``ctx.runs`` the run states by id, ``ctx.data`` what the page passed. A new kind is one function
+added to ``PANELS`` (and a Python builder here), as the tuning panels are.
 """
 from __future__ import annotations
 
@@ -170,10 +170,12 @@ function convergence(box, panel, ctx) {
   }
 }
 
+// A frame's values as a plain array, once per frame: Streamlit may redraw the figure from a JSON
+// copy of its data, and JSON turns a Float32Array into an object plotly cannot draw.
 function decode(frame) {
   if (!frame._decoded) {
     const bytes = Uint8Array.from(atob(frame.values), c => c.charCodeAt(0));
-    frame._decoded = new Float32Array(bytes.buffer);
+    frame._decoded = Array.from(new Float32Array(bytes.buffer));
   }
   return frame._decoded;
 }
@@ -187,9 +189,7 @@ function fit(box, panel, ctx) {
   const indices = panel.traces.map(name => plot.data.findIndex(t => t.name === name));
   if (indices.some(i => i < 0)) return;
   if (plot._krrFrame === frame.iteration && plot._krrTrace === plot.data[indices[0]]) return;
-  // Plain arrays, not typed ones: Streamlit may redraw the figure from a JSON copy of its data, and
-  // JSON turns a Float32Array into an object plotly cannot draw.
-  const values = Array.from(decode(frame));
+  const values = decode(frame);
   const now = run.paused ? ' — paused (Step: one more iteration)' : run.active ? ' — the solver is running' : '';
   const update = {}, title = `after iteration ${frame.iteration}` + now;
   if (panel.shape.length === 1) {
