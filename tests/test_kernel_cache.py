@@ -95,3 +95,30 @@ def test_bless_centres_get_the_cache_the_budget_leaves_for_the_dictionary_they_a
     assert M > 1.25 * 40 and model.operator_.cached_rows == 3000
     planned = dict((p.name, p.bytes) for p in model.memory_estimate_.parts)[KERNEL_CACHE]
     assert planned < 3000 * M * 8                       # what the estimate alone would have cached
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_float64_products_over_float32_blocks_are_float64_arithmetic_on_the_float32_values(threads):
+    """fused(dtype=float64) over float32 blocks (FALKON's refinement residual): cached blocks, blocks
+    evaluated in the walk, v only, w only, both; one thread or two."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(1000, 3, generator=g)
+    C = X[:50].clone()
+    v = torch.randn(50, 2, generator=g, dtype=torch.float64)
+    w = torch.randn(1000, 2, generator=g, dtype=torch.float64)
+    before_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for cache_rows in (0, 300, 1000):
+            op = KernelOperator(GaussianKernel(1.0), X, C, block_rows=128, cache_bytes=cache_rows * 50 * 4,
+                                accumulate_dtype=torch.float64)
+            op.rmatvec(torch.ones(1000))                      # fills the cache
+            K = torch.cat([block.clone() for _, _, block in op.blocks()]).double()     # its float32 values, exactly
+            for args, want in (((v, w), K.T @ (K @ v + w)), ((v, None), K.T @ (K @ v)), ((None, w), K.T @ w)):
+                got = op.fused(*args, dtype=torch.float64)
+                assert got.dtype == torch.float64
+                torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-12)
+            got = op.fused(v[:, 0], dtype=torch.float64)      # a vector in, a vector out
+            torch.testing.assert_close(got, K.T @ (K @ v[:, 0]), rtol=1e-13, atol=1e-12)
+    finally:
+        torch.set_num_threads(before_threads)
