@@ -16,11 +16,12 @@ The page passes the runs and a list of panels, plain JSON-able dicts, each with 
 * ``{"kind": "tuning_map", "run": id, "grid": map or None, "title"}`` (:func:`tuning_map_panel`):
   the path of the records' (``log10_penalty``, ``log10_sigma``) extras over a shaded map of the
   objective (:func:`krrcore.tuning.validation_map`), each σ's best λ dashed;
-* ``{"kind": "fit", "run": id, "target": key, "traces": [names], "shape": [rows, cols]}``
+* ``{"kind": "fit", "run": id, "target": key, "traces": [names], "shape": [rows, cols], "mark"}``
   (:func:`fit_panel`): the run's fit figure — a plotly chart the page draws itself inside
   ``st.container(key=target)`` (:func:`krr_app.fit_charts.fit_figure`, the figure the finished run
-  shows) — restyled in place with every new picture (``frame``): the named traces' ``y`` (1-D) or
-  ``z`` (2-D, ``shape`` rows × cols) and the title naming the picture's iteration.
+  shows), marked as the running one by ``layout.meta[mark]`` = the run's id — restyled in place
+  with every new picture (``frame``): the named traces' ``y`` (1-D) or ``z`` (2-D, ``shape`` rows
+  × cols) and the title naming the picture's iteration. The finished figure carries no mark.
 
 Every run the panels name is polled (``?since=`` its record count, and ``&frame_since=`` its
 latest picture's iteration when a panel draws pictures). Each look's answer updates the run's
@@ -38,6 +39,10 @@ from krrcore.surface import GRID_1D, GRID_2D
 
 from . import charts, fit_charts
 from .live_api import PREFIX, run_state
+
+#: The key of a running fit figure's ``layout.meta`` that names its run (:func:`krr_app.views.fit_chart`
+#: sets it): the fit panel restyles that figure only, never the finished one drawn in its place.
+LIVE_FIGURE_MARK = "krr_live_run"
 
 _JS = r"""
 const NS = 'http://www.w3.org/2000/svg';
@@ -186,6 +191,9 @@ function fit(box, panel, ctx) {
   const run = ctx.runs.get(panel.run), frame = run && run.frame;
   const plot = document.querySelector(`.st-key-${panel.target} .js-plotly-plot`);
   if (!frame || !plot || !window.Plotly || !plot.data) return;      // drawn at a later look
+  // Only the figure drawn while this run computes (views.fit_chart marks it): the finished one,
+  // drawn in the same place by the rerun the run's end asks for, is never touched.
+  if (!plot.layout || !plot.layout.meta || plot.layout.meta[panel.mark] !== panel.run) return;
   const indices = panel.traces.map(name => plot.data.findIndex(t => t.name === name));
   if (indices.some(i => i < 0)) return;
   if (plot._krrFrame === frame.iteration && plot._krrTrace === plot.data[indices[0]]) return;
@@ -386,7 +394,7 @@ def fit_panel(run, target: str) -> dict:
     data = run.data
     shape = [GRID_1D] if data.d == 1 else [GRID_2D, GRID_2D]
     return {"kind": "fit", "run": run.id, "target": target, "traces": list(fit_charts.fit_live_traces(data)),
-            "shape": shape, "symmetric": data.task == "binary"}
+            "shape": shape, "symmetric": data.task == "binary", "mark": LIVE_FIGURE_MARK}
 
 
 def tuning_steps_panel(run, objective_title: str) -> dict:

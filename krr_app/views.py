@@ -16,7 +16,7 @@ from krrcore.surface import FitSurface, plotting_grid
 
 from . import charts, explain, fit_charts, links, state, teacher
 from .executor import format_bytes, started_executor
-from .live_chart import convergence_panel, fit_panel, live_chart
+from .live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
 from .runs import Run
 from .settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
 from .snippet import notebook_json, reproduce_snippet
@@ -192,6 +192,9 @@ def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
         return
     if run.active:
         figure = fit_charts.fit_figure(run.data, surface)
+        # The live chart moves only a figure marked as this run's running one: the finished
+        # figure, drawn in the same place by the rerun a run's end asks for, is left as drawn.
+        figure.update_layout(meta={LIVE_FIGURE_MARK: run.id})
     else:       # the figure is built once per run from the worker's grid
         if "fit_figure" not in run.cache:
             run.cache["fit_figure"] = fit_charts.fit_figure(run.data, surface)

@@ -192,11 +192,16 @@ def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkey
     panels = json.loads(at.get("bidi_component")[0].proto.json)["panels"]
     assert [(p["kind"], p.get("run")) for p in panels] == [("convergence", None), ("fit", run.id)]
     assert panels[1]["target"] == "explore_fit_box" and panels[0]["runs"] == [run.id]
+    # The panel moves the running figure only: it is marked with the run's id, the finished one is not.
+    assert json.loads(fit.proto.spec)["layout"]["meta"][panels[1]["mark"]] == run.id
     at.button(key="stop").click().run()
     assert run.stop_event.is_set()
     assert run.wait(1.0), "the run did not stop within a second"
     at.run()
     assert run.status == "stopped" and "stopped by the user" in _texts(at.warning)
+    finished = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    finished = [f for f in finished if {t.get("name") for t in f["data"]} >= set(fit_charts.fit_live_traces(run.data))]
+    assert len(finished) == 1 and panels[1]["mark"] not in finished[0]["layout"].get("meta", {})
 
 
 def test_step_computes_one_iteration_per_press_and_run_goes_on_from_there(app):
