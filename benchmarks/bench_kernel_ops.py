@@ -54,8 +54,8 @@ def rows_sweep(cfg: dict) -> list[dict]:
         for rows in cfg["rows"]:
             op = KernelOperator(GaussianKernel(3.0), X, C, block_rows=rows)
             seconds, _ = timed(lambda: op.fused(v), repeats=3)
-            out.append({"dtype": str(dtype).removeprefix("torch."), "block_rows": rows,
-                        "block_MiB": rows * cfg["M"] * X.element_size() / 2**20, "fused_s": seconds})
+            out.append({"dtype": str(dtype).removeprefix("torch."), "block_rows": op.block_rows,
+                        "block_MiB": op.buffer_bytes / 2**20, "fused_s": seconds})
     return out
 
 

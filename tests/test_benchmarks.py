@@ -252,3 +252,14 @@ def test_the_live_fit_target_reads_the_classroom_problems_share_of_wall_time():
                            "measured": "3.4% (browser shares the 2 cores); 5.1% (browser on core 1 only)", "holds": "yes"}
     assert row(shares[:1] + [{**shares[1], "live fit / wall time": 0.12}])["holds"] == "NO"
     assert row([{**shares[0], "problem": "Two moons, n = 2,000, M = 100, t = 5"}])["holds"] == "—"
+
+
+def test_kernel_ops_measures_block_sizes_and_the_promoted_product_idle_and_loaded():
+    """The two side measurements the product code cites (ops.CPU_BLOCK_BYTES, KernelOperator._promote)
+    run and print what they claim to measure."""
+    for flag, expected in (("--rows", ("float32", "float64", "block_rows", "fused_s")),
+                           ("--promoted", ("idle", "one core busy", "krrcore: torch's copy", "numpy's copy"))):
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_kernel_ops", flag, "--quick"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert all(word in proc.stdout for word in expected), proc.stdout
