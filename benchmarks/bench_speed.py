@@ -230,8 +230,9 @@ def summarise(results: list[dict]):
     ok = [r for r in results if "error" not in r]
     tables = {"precision": _precision_rows(ok), "centres": _centre_rows(ok), "moonshot": _moonshot_rows(ok)}
     tables = {"summary": _targets(tables), **{name: _filled(rows) for name, rows in tables.items() if rows}}
-    if _bless_path_rows(ok):
-        tables["bless levels"] = levels = _bless_path_rows(ok)
+    levels = _bless_path_rows(ok)
+    if levels:
+        tables["bless levels"] = levels
         last = levels[-1]
         notes.append(f"bless levels: the fastest BLESS fit's λ path. A level scores its candidates (Eq. 3) against the "
                      f"previous level's dictionary: one triangular solve per candidate, whose flops the GFLOP column "
@@ -365,12 +366,13 @@ def _precision_rows(results) -> list[dict]:
 
 def _centre_rows(results) -> list[dict]:
     fits = [r for r in results if r.get("part") == "centres" and r["solver"] == "falkon"]
-    rows = []
+    rows, fastest = [], []
     for centers in ("uniform", "bless"):
         mine = [r for r in fits if r["centers"] == centers]
         if not mine:
             continue
         b = min(mine, key=lambda r: r["fit_s"])
+        fastest.append(b)
         rows.append({"centres": centers, "n": b["n"], "M asked": b["M"], "M used": b["M_used"], "fit s": b["fit_s"],
                      "spread s": _spread([r["fit_s"] for r in mine]), "CPU s": min(r["cpu_s"] for r in mine),
                      "selection s": b["selection_s"],
@@ -380,8 +382,7 @@ def _centre_rows(results) -> list[dict]:
     if len(rows) == 2:
         # Seconds since the fit began until each rule's residual first reached uniform's final one.
         goal = rows[0]["residual"]
-        for row in rows:
-            best = min((r for r in fits if r["centers"] == row["centres"]), key=lambda r: r["fit_s"])
+        for row, best in zip(rows, fastest):
             row["s to uniform's residual"] = next(
                 (t for t, res in zip(best.get("curve_s", []), best.get("curve_residual", [])) if res <= goal), math.nan)
         rows.append({"centres": "bless ÷ uniform", "fit s": rows[1]["fit s"] / rows[0]["fit s"],
