@@ -23,6 +23,13 @@ DEFAULT_Q2 = 4.0
 DEFAULT_Q1 = 4.0
 #: Default λ step q (λ_h = λ_{h−1}/q).
 DEFAULT_Q = 2.0
+#: A BLESS level draws by rejection from bounds (:class:`_BoundedCandidates`) when its previous
+#: dictionary has at least REJECTION_MIN_DICTIONARY points and it has REJECTION_CANDIDATES_PER_POINT
+#: distinct candidates per dictionary point: below that, scoring every candidate costs little.
+REJECTION_MIN_DICTIONARY = 256
+REJECTION_CANDIDATES_PER_POINT = 24
+#: Proposals that estimate Σ_U ℓ̃ in a level drawn by rejection.
+REJECTION_PILOT = 2048
 
 
 def _path_inputs(q, q1, lambda0, lam: float, kappa2: float) -> tuple[float, float, float]:
@@ -64,13 +71,14 @@ class _Context:
     def n(self) -> int:
         return self.X.shape[0]
 
-    def dictionary(self, level: LeverageLevel | None, penalty: float) -> _Dictionary:
-        """Eq. (3) at ``penalty`` with the previous level's J and A (empty before level 1)."""
+    def dictionary(self, level: LeverageLevel | None, penalty: float, pivots: int = 0) -> _Dictionary:
+        """Eq. (3) at ``penalty`` with the previous level's J and A (empty before level 1); ``pivots``:
+        J reordered to lead with that many greedy pivots (:meth:`_Dictionary.leading`)."""
         if level is None:
             empty = torch.empty(0, dtype=torch.int64, device=self.X.device)
             return _Dictionary(self.kernel, self.X, empty, empty.double(), penalty * self.n, self.memory_budget)
         return _Dictionary(self.kernel, self.X, level.indices, level.weights, penalty * self.n, self.memory_budget,
-                           self.precision)
+                           self.precision, pivots=pivots)
 
     def uniform_candidates(self, lam: float) -> tuple[int, torch.Tensor]:
         """Alg. 1 line 5: R_h = q1·min(κ²/λ_h, n) i.i.d. uniform indices — or all n points, once,
@@ -86,25 +94,112 @@ class _Context:
 
 
 def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _state) -> LeverageLevel:
-    """One iteration of Alg. 1 (lines 3–10): R_h uniform candidates, M_h = ⌈q2 d_h⌉ draws."""
+    """One iteration of Alg. 1 (lines 3–10): R_h uniform candidates, M_h = ⌈q2 d_h⌉ draws.
+
+    Where candidates far outnumber the dictionary, Eq. (3) is completed only for the candidates
+    the draws propose (:class:`_BoundedCandidates`); otherwise every candidate is scored.
+    """
     n = ctx.n
     R, U = ctx.uniform_candidates(lam)
-    # U is drawn with replacement (a point recurs once R_h nears n): each distinct point is scored once.
-    distinct, repeat = torch.unique(U, return_inverse=True)
-    scores = ctx.dictionary(previous, lam).scores(distinct)[repeat]
-    total = float(scores.sum())
-    if not total > 0:
+    # U is drawn with replacement (a point recurs once R_h nears n): each distinct point is scored
+    # once and drawn with its multiplicity's weight, the same P_h over U's draws.
+    distinct, multiplicity = torch.unique(U, return_counts=True)
+    leading = _leading_size(previous, distinct.numel())
+    candidates = _BoundedCandidates(ctx, previous, lam, distinct, multiplicity, leading) if leading else None
+    if candidates is None or candidates.total is None:
+        candidates = _ScoredCandidates(ctx, ctx.dictionary(previous, lam), distinct, multiplicity)
+    if not candidates.total > 0:
         raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
-    p = scores / total                                        # P_h over the candidates (line 7)
-    d_h = n / R * total                                       # line 8
+    d_h = n / R * candidates.total                                         # line 8
     M_h = math.ceil(ctx.q2 * d_h)
-    draws = torch.multinomial(p.cpu(), M_h, replacement=True, generator=ctx.generator).to(ctx.X.device)
-    indices, inverse, counts = torch.unique(U[draws], return_inverse=True, return_counts=True)
-    # Every draw of the same index carries the same p: scatter it onto the merged index.
-    p_index = torch.zeros(indices.numel(), dtype=torch.float64, device=ctx.X.device).scatter_(0, inverse, p[draws])
-    probabilities = R * p_index / n                           # marginal per-draw probability over [n]
+    draws = candidates.draw(M_h)                                           # positions in distinct (line 9)
+    chosen, counts = torch.unique(draws, return_counts=True)               # duplicates merged
+    probabilities = R * (candidates.scores[chosen] / candidates.total) / n  # per-draw probability over [n]
     weights = M_h * probabilities / counts                    # A_h = (R_h M_h/n) diag(p) (line 10), merged
-    return LeverageLevel(lam, indices, weights, probabilities, counts, d_h, R, n, expected_size=float(M_h))
+    return LeverageLevel(lam, distinct[chosen], weights, probabilities, counts, d_h, R, n,
+                         expected_size=float(M_h), scored=candidates.scored)
+
+
+class _ScoredCandidates:
+    """Every distinct candidate scored with Eq. (3): P_h (line 7) and Σ_U ℓ̃ (line 8) exact."""
+
+    def __init__(self, ctx: _Context, dictionary: _Dictionary, distinct: torch.Tensor, multiplicity: torch.Tensor):
+        self.generator = ctx.generator
+        self.scores = dictionary.scores(distinct)
+        self.mass = (self.scores * multiplicity).cpu()
+        self.total = float(self.mass.sum())
+        self.scored = int(distinct.numel())
+
+    def draw(self, m: int) -> torch.Tensor:
+        """m i.i.d. draws from P_h: positions in the distinct candidates."""
+        return torch.multinomial(self.mass, m, replacement=True, generator=self.generator).to(self.scores.device)
+
+
+def _leading_size(previous: LeverageLevel | None, candidates: int) -> int:
+    """How many of J_{h−1}'s points bound the candidates' scores in :class:`_BoundedCandidates`
+    (0: score every candidate in full).
+
+    Scoring all |U| distinct candidates costs |U|·|J|². Bounding them with r leading points costs
+    |U|·r², and completing the proposed ones about (pilot + M_h/acceptance)·|J|², with M_h ≈ |J| and
+    an acceptance roughly ∝ r/|J|: the sum is least near r = |J|·(|J|/|U|)^(1/3).
+    """
+    size = previous.size if previous is not None else 0
+    if size < REJECTION_MIN_DICTIONARY or candidates < REJECTION_CANDIDATES_PER_POINT * size:
+        return 0
+    return math.ceil(size * (size / candidates) ** (1 / 3))
+
+
+class _BoundedCandidates:
+    """Alg. 1 lines 6–9 with Eq. (3) completed only for the candidates that draws propose.
+
+    Every candidate gets a bound b_i ≥ ℓ̃_{J_{h−1}}(i, λ_h) from J_{h−1}'s ``leading`` greedy pivots
+    (:meth:`_Dictionary.leading`: the first entries of the same triangular solve). A draw proposes
+    candidate i with probability ∝ (its multiplicity in U_h)·b_i and accepts it with probability
+    ℓ̃_i/b_i, so every accepted draw is an exact draw from P_h (line 9). Σ_U ℓ̃ — d_h (line 8) and
+    p in A_h (line 10) — is Σ_U b times the mean of ℓ̃/b over :data:`REJECTION_PILOT` proposals drawn
+    before and apart from line 9's: an unbiased estimate whose relative error is the ratio's
+    coefficient of variation over √REJECTION_PILOT. ``total`` is None when that pilot accepts nothing.
+    ``scores`` holds ℓ̃ where it was computed (NaN elsewhere).
+    """
+
+    def __init__(self, ctx: _Context, previous: LeverageLevel, lam: float, distinct: torch.Tensor,
+                 multiplicity: torch.Tensor, leading: int):
+        self.ctx, self.distinct = ctx, distinct
+        self.dictionary = ctx.dictionary(previous, lam, pivots=leading)
+        self.bound = self.dictionary.leading(leading).scores(distinct)
+        self.mass = (self.bound * multiplicity).cpu()
+        bound_total = float(self.mass.sum())
+        if not bound_total > 0:
+            raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
+        self.scores = torch.full_like(self.bound, math.nan)
+        _, ratio = self._propose(REJECTION_PILOT)
+        self.acceptance = float(ratio.mean())
+        self.total = bound_total * self.acceptance if self.acceptance > 0 else None     # ≈ Σ_U ℓ̃
+        log.debug("bless level λ=%.3g: %d leading points bound %d candidates, acceptance %.3f",
+                  lam, leading, distinct.numel(), self.acceptance)
+
+    @property
+    def scored(self) -> int:
+        return int((~torch.isnan(self.scores)).sum())
+
+    def _propose(self, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """m proposals ∝ multiplicity·bound, with ℓ̃/b for each (Eq. 3 completed where new)."""
+        k = torch.multinomial(self.mass, m, replacement=True, generator=self.ctx.generator).to(self.bound.device)
+        new = torch.unique(k[torch.isnan(self.scores[k])])
+        if new.numel():
+            self.scores[new] = self.dictionary.scores(self.distinct[new])
+        return k, self.scores[k] / self.bound[k]
+
+    def draw(self, m: int) -> torch.Tensor:
+        """m i.i.d. draws from P_h, in the order accepted: positions in the distinct candidates."""
+        accepted, count = [], 0
+        while count < m:
+            tries = math.ceil(1.2 * (m - count) / self.acceptance) + 16
+            k, ratio = self._propose(tries)
+            k = k[self.ctx.rand(tries) < ratio]
+            accepted.append(k)
+            count += k.numel()
+        return torch.cat(accepted)[:m]
 
 
 class _NestedCandidates:
@@ -212,6 +307,9 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
     J_{h−1}, estimates d_h = (n/R_h)Σ_U ℓ̃, and draws M_h = ⌈q2·d_h⌉ points from U_h with
     probabilities ∝ ℓ̃ (duplicates merged); A_h = (R_h M_h/n)·diag(p) (line 10), divided by the
     multiplicity of merged points. Cost O(Σ_h R_h M_{h−1}²): independent of n once n > q1κ²/λ.
+    Where the candidates outnumber the dictionary (:data:`REJECTION_CANDIDATES_PER_POINT`), a level
+    scores them all against a few of its points only, and completes Eq. (3) for the candidates its
+    draws propose (:class:`_BoundedCandidates`; the draws are still exact draws from P_h).
 
     Parameters
     ----------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 
 import torch
 
@@ -49,11 +50,12 @@ class _Dictionary:
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor,
-                 ridge: float, memory_budget: int | None = None, precision: str = "float64"):
+                 ridge: float, memory_budget: int | None = None, precision: str = "float64", pivots: int = 0):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.kernel, self.X, self.ridge, self.precision = kernel, X, float(ridge), precision
         self.size = int(indices.numel())
+        self.indices = indices          # J, in the order of the factor's rows
         self._given_budget = memory_budget
         self.memory_budget = scratch_budget(memory_budget, X.device)
         if self.size == 0:
@@ -64,6 +66,10 @@ class _Dictionary:
         self._s = weights.to(dtype=torch.float64, device=X.device).rsqrt()
         B = kernel.block(self._PJ, self._PJ)
         B.mul_(self._s.unsqueeze(0)).mul_(self._s.unsqueeze(1)).diagonal().add_(self.ridge)
+        if pivots:      # J reordered so that its leading points span most of the others (see leading())
+            order = _pivot_order(B, min(int(pivots), self.size))
+            indices, self._s, B = indices[order], self._s[order], B[order][:, order]
+            self._PJ, self.indices = kernel.prepare(X[indices]), indices
         self._L, _ = jitter_cholesky(B, 0.0, name="S K_JJ S + λnI")
         self._float32 = None
         if precision == "float32":      # K(J, ·)'s dictionary side, S and L, rounded once
@@ -111,6 +117,25 @@ class _Dictionary:
         out[checked] = exact
         return out
 
+    def leading(self, size: int) -> "_Dictionary":
+        """The dictionary of J's first ``size`` points with their own weights, sharing the factor.
+
+        Its factor is L's leading block, and its solve is the first ``size`` entries of this one's:
+        w = L⁻¹SK_Ji gives ‖w‖² ≥ ‖w_{:size}‖², so its scores bound this dictionary's from above
+        (exactly; float32 rounding aside) at size²/|J|² of the cost. Built with ``pivots`` ≥ ``size``,
+        the leading points are greedy pivots and the bound is tight where it matters.
+        """
+        size = int(size)
+        if not 0 < size <= self.size:
+            raise ValueError(f"a leading sub-dictionary needs 1 to {self.size} points, got {size}")
+        part = copy.copy(self)
+        part.size, part.indices = size, self.indices[:size]
+        part._PJ, part._s, part._L = self._PJ.rows(0, size), self._s[:size], self._L[:size, :size].contiguous()
+        if self._float32 is not None:
+            PJ, s, L = self._float32
+            part._float32 = (PJ.rows(0, size), s[:size], L[:size, :size].contiguous())
+        return part
+
     def _in_float64(self) -> "_Dictionary":
         """The same dictionary, scoring in float64 (shares the factor)."""
         twin = copy.copy(self)
@@ -144,6 +169,26 @@ class _Dictionary:
             # Summed in the solve's dtype (cascade summation: ~1e-7 relative in float32, below the solve's rounding).
             out[start:stop] = (_checked_rows_diag(self.kernel, Xb) - W.square_().sum(0).double()) / self.ridge
         return out.clamp_min_(0.0)   # ≥ 0 in exact arithmetic; round-off can dip below
+
+
+def _pivot_order(B: torch.Tensor, count: int) -> torch.Tensor:
+    """A permutation of B's rows whose first ``count`` are the pivots of a greedy (largest residual
+    diagonal) partial Cholesky of B: each is the point the ones before it span worst. O(|J|·count²)."""
+    size = B.shape[0]
+    residual = B.diagonal().clone()
+    columns = B.new_zeros(size, count)
+    chosen = torch.zeros(size, dtype=torch.bool, device=B.device)
+    pivots = []
+    for k in range(count):
+        p = int(torch.argmax(residual.masked_fill(chosen, -math.inf)))
+        pivots.append(p)
+        chosen[p] = True
+        column = B[:, p] - columns[:, :k] @ columns[p, :k]
+        column.div_(math.sqrt(max(float(residual[p]), torch.finfo(B.dtype).tiny)))
+        columns[:, k] = column
+        residual.sub_(column.square())
+    head = torch.tensor(pivots, dtype=torch.int64, device=B.device)
+    return torch.cat([head, torch.arange(size, device=B.device)[~chosen]])
 
 
 def _checked_rows_diag(kernel: Kernel, rows: torch.Tensor) -> torch.Tensor:

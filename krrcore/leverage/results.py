@@ -30,6 +30,8 @@ class LeverageLevel:
     n_points: int
     expected_size: float = math.nan
     seconds: float = 0.0
+    #: Candidates whose Eq. (3) score was computed in full (None: not recorded by this sampler).
+    scored: int | None = None
 
     @property
     def size(self) -> int:
@@ -87,6 +89,7 @@ class LeverageResult:
             "size": [lv.size for lv in self.levels],
             "expected_size": [lv.expected_size for lv in self.levels],
             "n_candidates": [lv.n_candidates for lv in self.levels],
+            "scored": [math.nan if lv.scored is None else lv.scored for lv in self.levels],
             "n_points": [lv.n_points for lv in self.levels],
             "seconds": [lv.seconds for lv in self.levels],
         })
