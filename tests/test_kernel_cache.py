@@ -83,18 +83,24 @@ def test_validation_kernel_rows_are_kept_for_the_records_when_they_fit_the_scrat
 
 
 def test_bless_centres_get_the_cache_the_budget_leaves_for_the_dictionary_they_are():
-    """The estimate counts a BLESS dictionary as 1.25 M before it exists; once it does, the K_nM cache
-    is sized from the storage budget with its real size, so a dictionary larger than 1.25 M still has
-    every row cached when they fit (heavy-tailed data: 64 centres for M = 40; the estimate's bytes
-    held 2,343 of the 3,000 rows)."""
+    """The estimate counts M centres before the BLESS dictionary exists. The dictionary stops at M
+    points, so the plan holds; where BLESS's λ path ends (at κ²/n) before M, the K_nM cache is sized
+    again from the storage budget with the real, smaller M: more rows cached than planned
+    (heavy-tailed data, n = 3,000: M = 2,600 asked, 1,413 points at λ = κ²/n; the estimate's bytes
+    held 1,814 rows)."""
     rng = np.random.default_rng(0)
     X = rng.standard_cauchy((3000, 3))
     y = np.sin(X[:, 0])
-    model = Falkon(GaussianKernel(1.0), 1e-6, M=40, maxiter=3, centers="bless").fit(X, y)
-    M = model.centers_.shape[0]
-    assert M > 1.25 * 40 and model.operator_.cached_rows == 3000
-    planned = dict((p.name, p.bytes) for p in model.memory_estimate_.parts)[KERNEL_CACHE]
-    assert planned < 3000 * M * 8                       # what the estimate alone would have cached
+    for M, budget in ((40, 800 * 1024), (2600, 90_000 * 1024)):
+        model = Falkon(GaussianKernel(1.0), 1e-6, M=M, maxiter=3, centers="bless", memory_budget=budget).fit(X, y)
+        used = model.centers_.shape[0]
+        planned = dict((p.name, p.bytes) for p in model.memory_estimate_.parts)[KERNEL_CACHE] // (M * 8)
+        assert planned < 3000
+        if M == 40:
+            assert used == 40 and model.operator_.cached_rows == planned
+        else:
+            assert model.center_set_.info["penalty"] == pytest.approx(1 / 3000) and used < M
+            assert model.operator_.cached_rows == 3000
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -224,11 +224,29 @@ def test_lambda_path_is_returned_whole():
         assert abs(result.levels[h].d_eff / float(exact.sum()) - 1) < 0.4
 
 
-def test_target_size_stops_the_descent_early():
+def test_target_size_stops_the_descent_at_a_dictionary_of_exactly_that_many_points():
+    """The first level whose dictionary reaches target_size is the last, and keeps that many points:
+    BLESS the draws up to the one that brings the target-th distinct point (M_h shrinks to them),
+    BLESS-R the accepted candidates of smallest u (inclusion probabilities shrink by β'/β)."""
     X = _gaussian_data(1000, d=5)
-    result = lv.bless_r(X, GaussianKernel(2.0), 1e-4, target_size=150, seed=0)
-    assert result.final.size >= 150 and result.levels[-2].size < 150
-    assert result.penalty > 1e-4 and "target_size=150" in result.note
+    kernel = GaussianKernel(2.0)
+    for sampler in (lv.bless, lv.bless_r):
+        full = sampler(X, kernel, 1e-4, seed=0)
+        result = sampler(X, kernel, 1e-4, target_size=150, seed=0)
+        *before, last = result.levels
+        assert result.penalty > 1e-4 and "the dictionary reached target_size=150" in result.note
+        assert all(level.size < 150 for level in before) and last.size == 150
+        # The same draws as without a target, up to the stop: the prefix is kept, not redrawn.
+        twin = full.levels[len(before)]
+        assert twin.penalty == last.penalty and twin.size > 150
+        assert set(last.indices.tolist()) <= set(twin.indices.tolist())
+        if sampler is lv.bless:
+            assert int(last.counts.sum()) == round(last.expected_size) < int(twin.counts.sum())
+            torch.testing.assert_close(last.weights, last.expected_size * last.probabilities / last.counts)
+        else:
+            kept = last.probabilities / twin.probabilities[torch.isin(twin.indices, last.indices)]
+            assert 0 < float(kept[0]) < 1
+            torch.testing.assert_close(kept, torch.full_like(kept, float(kept[0])))
 
 
 @pytest.mark.parametrize("sampler", ["bless", "bless_r", "recursive_rls", "uniform"])
@@ -456,3 +474,16 @@ def test_racc_band_holds_when_every_level_draws_by_rejection(request, monkeypatc
     assert 0.5 <= lo and hi <= 2.0, (lo, hi)
     assert abs(result.d_eff / float(exact.sum()) - 1) < 0.3
 
+
+@pytest.mark.parametrize("sequence, M_h, kept", [
+    ([1, 1, 2, 1, 3, 4, 5, 6], 6, [1, 1, 2, 1, 3]),        # cut after the draw that brings the 3rd point
+    ([1, 1, 1, 2, 1, 3, 4, 5], 4, [1, 1, 1, 2, 1, 3]),     # M_h ≥ 3 but only 2 points: draws on to the 3rd
+    ([1, 2] * 40, 4, [1, 2, 1, 2]),                        # 4·M_h draws fall short: the M_h draws stand
+    ([1, 2, 3, 4], 2, [1, 2]),                             # M_h below the target: not the last level
+])
+def test_the_last_level_of_a_descent_keeps_the_draws_up_to_its_target(sequence, M_h, kept):
+    source = iter(sequence)
+    ctx = bless_module._Context(torch.zeros(8, 1), GaussianKernel(1.0), 1.0, 4.0, 4.0, torch.Generator(), None,
+                                target_size=3)
+    draws = bless_module._line9_draws(ctx, lambda m: torch.tensor([next(source) for _ in range(m)]), M_h)
+    assert draws.tolist() == kept

@@ -30,6 +30,8 @@ REJECTION_MIN_DICTIONARY = 256
 REJECTION_CANDIDATES_PER_POINT = 24
 #: Proposals that estimate Σ_U ℓ̃ in a level drawn by rejection.
 REJECTION_PILOT = 2048
+#: The last level of a descent to a target draws at most this many times M_h to reach it.
+TARGET_DRAWS_LIMIT = 4
 
 
 def _path_inputs(q, q1, lambda0, lam: float, kappa2: float) -> tuple[float, float, float]:
@@ -66,6 +68,8 @@ class _Context:
     generator: torch.Generator
     memory_budget: int | None
     precision: str = "float32"
+    #: The dictionary size a descent stops at (see :func:`_bottom_up`); None: no target.
+    target_size: int | None = None
 
     @property
     def n(self) -> int:
@@ -111,13 +115,36 @@ def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _sta
     if not candidates.total > 0:
         raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
     d_h = n / R * candidates.total                                         # line 8
-    M_h = math.ceil(ctx.q2 * d_h)
-    draws = candidates.draw(M_h)                                           # positions in distinct (line 9)
+    draws = _line9_draws(ctx, candidates.draw, math.ceil(ctx.q2 * d_h))    # positions in distinct
+    M_h = draws.numel()
     chosen, counts = torch.unique(draws, return_counts=True)               # duplicates merged
     probabilities = R * (candidates.scores[chosen] / candidates.total) / n  # per-draw probability over [n]
     weights = M_h * probabilities / counts                    # A_h = (R_h M_h/n) diag(p) (line 10), merged
     return LeverageLevel(lam, distinct[chosen], weights, probabilities, counts, d_h, R, n,
                          expected_size=float(M_h), scored=candidates.scored)
+
+
+def _line9_draws(ctx: _Context, draw, M_h: int) -> torch.Tensor:
+    """Line 9: M_h i.i.d. draws (``draw(m)`` gives m more, in order), except at the last level of a
+    descent to ``target_size`` — the first whose M_h reaches it — which keeps drawing until its
+    dictionary holds target_size distinct points and keeps the draws up to the one that brought
+    the last of them. (Fewer than M_h where duplicates are few, more where many: the q2 that M
+    distinct points need at that λ; a prefix of i.i.d. draws is still i.i.d.) Where duplicates
+    are so many that :data:`TARGET_DRAWS_LIMIT`·M_h draws fall short, the M_h draws stand and the
+    descent goes on."""
+    draws = draw(M_h)
+    target = ctx.target_size
+    if target is None or M_h < target:
+        return draws
+    extended = draws
+    while torch.unique(extended).numel() < target and extended.numel() < TARGET_DRAWS_LIMIT * M_h:
+        extended = torch.cat([extended, draw(max(M_h // 8, 1))])
+    values, inverse = torch.unique(extended, return_inverse=True)
+    if values.numel() < target:
+        return draws
+    position = torch.arange(extended.numel(), device=extended.device)
+    first = torch.full_like(values, extended.numel()).scatter_reduce_(0, inverse, position, "amin")
+    return extended[: int(torch.sort(first).values[target - 1]) + 1]
 
 
 class _ScoredCandidates:
@@ -231,12 +258,20 @@ def _bless_r_level(ctx: _Context, previous: LeverageLevel | None, lam: float,
               else torch.zeros(0, dtype=torch.float64, device=ctx.X.device))
     marginal = (ctx.q2 * scores).clamp_(max=beta)             # min(p, β) ≤ 1
     accept = ctx.rand(U.numel()) < marginal / beta
+    kept = 1.0
+    if ctx.target_size is not None and int(accept.sum()) > ctx.target_size:
+        # U runs in increasing u: keeping the accepted candidates up to the target-th is Alg. 2 with
+        # the candidates u < β' (β' that one's u), so each inclusion probability shrinks by β'/β.
+        last = int(torch.nonzero(accept)[ctx.target_size - 1])
+        accept[last + 1:] = False
+        kept = min(float(candidates.sorted_u[last]) / beta, 1.0)
     order = torch.argsort(U[accept])
     indices = U[accept][order]
-    probabilities = marginal[accept][order]
-    weights = probabilities / beta if weight_rule == "conditional" else probabilities
+    conditional = marginal[accept][order] / beta
+    probabilities = conditional * beta * kept
+    weights = conditional if weight_rule == "conditional" else probabilities
     return LeverageLevel(lam, indices, weights, probabilities, torch.ones_like(indices), float(scores.sum()) / beta,
-                         int(U.numel()), n, expected_size=float(marginal.sum()) / beta)
+                         int(U.numel()), n, expected_size=float(marginal.sum()) / beta * kept)
 
 
 def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, q2, lambda0, seed, points,
@@ -244,7 +279,10 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
     """The loop shared by Alg. 1 and Alg. 2: λ_1 > … > λ_H, each level sampling from the last.
 
     ``target_size`` stops the descent at the first level whose dictionary reaches that many
-    points (the centre selectors use it to find the λ a budget of M centres can resolve).
+    points, and keeps exactly that many there (BLESS: its draws until then, :func:`_line9_draws`,
+    which also lets the first level whose M_h reaches the target draw on to it; BLESS-R: the accepted
+    candidates of smallest u): the centre selectors use it to find the λ a budget of M centres can
+    resolve, and to keep to the budget.
     """
     kernel, X, kappa2, lam, point_idx = _sampler_inputs(X, kernel, penalty, points)
     n = X.shape[0]
@@ -256,7 +294,7 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
             raise ValueError(f"target_size={target_size} exceeds the n={n} points of X")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    ctx = _Context(X, kernel, kappa2, q1, q2, _generator(seed), memory_budget, precision)
+    ctx = _Context(X, kernel, kappa2, q1, q2, _generator(seed), memory_budget, precision, target_size)
     state = make_state(ctx)
     levels: list[LeverageLevel] = []
     note = ""
@@ -322,7 +360,8 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
         back inside [0.5, 2] (tests/test_leverage.py).
     lambda0 : start of the path; default κ² (Theorem 1: κ²/min(t, 1)).
     seed : int or torch.Generator. points : indices (or "all") whose Eq. (3) scores to return.
-    target_size : stop descending once the dictionary has this many points.
+    target_size : stop descending at the first level whose dictionary reaches this many points,
+        and keep this many there (:func:`_bottom_up`).
     precision : "float32" (default) or "float64": the candidates' kernel columns and triangular
         solves (line 6, Eq. 3), the cost of every level. float32 halves it; its rounding is checked
         on each level's smallest scores and the level falls back to float64 when it matters

@@ -14,20 +14,21 @@ class BlessCenters(CenterSelector):
     """Nyström centres for FALKON from BLESS (Alg. 1) or BLESS-R (Alg. 2) leverage scores.
 
     ``mode="dictionary"`` (default; the BLESS paper's FALKON-BLESS, Sect. 3.1): the final dictionary
-    J_H itself is the centre set (≈ M points, not exactly M), with D derived from its A weights so
-    that (n/M) K D² K estimates K_nMᵀK_nM: D_jj = √(M/(n A_jj)) (uniform sampling gives D = I). No
-    pass over all n points is needed: the cost is BLESS's, which stops growing with n
-    (benchmarks.bench_falkon_bless_default: 1.2–2.0 s from n = 10⁴ to 10⁶ at M = 500, and the same
-    or lower test error than "sample" on clustered data with outliers).
+    J_H itself is the centre set, with D derived from its A weights so that (n/M) K D² K estimates
+    K_nMᵀK_nM: D_jj = √(M/(n A_jj)) (uniform sampling gives D = I). J_H holds exactly M points (BLESS
+    keeps its draws up to the one that brings the M-th distinct point, BLESS-R its first M accepted
+    candidates), fewer only where the λ path reaches κ²/n first. No pass over all n points is needed: the cost is BLESS's, which stops growing with n, and the test
+    error is the same as or lower than "sample"'s on clustered data with outliers (docs/measurements.md,
+    ``benchmarks.bench_falkon_bless_default``).
 
     ``mode="sample"`` (FALKON Alg. 2, Appendix A Def. 2): score all n points with Eq. (3) on the
     BLESS dictionary, draw exactly M centres with replacement ∝ the scores
     (:func:`krrcore.centers.weighted_sample`, duplicates merged), D_jj = 1/√(n p_j count_j) —
-    O(n·|J|²) on top of BLESS (84 s at n = 10⁶, M = 500, there).
+    O(n·|J|²) on top of BLESS.
 
     BLESS's λ. ``penalty`` given: BLESS runs down to it. ``penalty=None`` (default): BLESS descends
-    its λ path until the dictionary reaches M points (``target_size=M``), i.e. λ such that
-    q2·d_eff(λ) ≈ M — the finest scale a budget of M centres resolves. This λ is independent
+    its λ path until the dictionary reaches M points and keeps M there (``target_size=M``), i.e. λ
+    such that q2·d_eff(λ) ≈ M — the finest scale a budget of M centres resolves. This λ is independent
     of FALKON's λ, as in the paper's experiments (λ_bless ≫ λ_falkon); the descent stops at
     κ²/n at the latest. ``info`` holds the BLESS result (whole path), its λ and the scores.
 

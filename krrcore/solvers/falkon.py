@@ -18,7 +18,7 @@ import warnings
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from ..centers import BlessCenters, BlessRCenters, center_count, select_centers
+from ..centers import BlessCenters, center_count, select_centers
 from ..cg import conjugate_gradient
 from ..memory import CostModel
 from ..ops import operator_bytes
@@ -71,9 +71,10 @@ class _NystromIterative(NystromCentres, IterativeKRR):
         return self.operator_.rmatvec(Y) / self.n_        # b̃
 
     def _planned_parts(self, X, Y, M: int) -> dict:
-        """The estimate's parts (name → bytes) for the M centres the selector chose: a BLESS dictionary
-        was estimated at 1.25 M before it existed, so the K_nM cache is sized again from the storage
-        budget with the real M (fewer centres leave room for more cached rows, more take it)."""
+        """The estimate's parts (name → bytes) for the M centres the selector chose: a BLESS dictionary's
+        size is known only once it exists (M, or fewer where BLESS's λ path ends first), so the K_nM
+        cache is sized again from the storage budget with the real M (fewer centres leave room for
+        more cached rows, more take it)."""
         estimate = self.memory_estimate_
         if isinstance(X, torch.Tensor) and M != self._center_count(X.shape[0]):
             self._selected_M = M
@@ -149,16 +150,12 @@ class _NystromIterative(NystromCentres, IterativeKRR):
     def _uses_bless(self) -> bool:
         """Whether the centres come from a BLESS dictionary (``centers="bless"``/``"bless_r"`` or its selector)."""
         centers = self.centers
-        return (isinstance(centers, str) and centers.startswith("bless")) or isinstance(centers, (BlessCenters,
-                                                                                                  BlessRCenters))
+        return (isinstance(centers, str) and centers.startswith("bless")) or isinstance(centers, BlessCenters)
 
     def _center_count(self, n: int) -> int:
         if getattr(self, "_selected_M", None):        # during set-up, once the centres exist
             return self._selected_M
-        M = center_count(self.centers, self.M, n)
-        if self._uses_bless():
-            M = min(n, math.ceil(1.25 * M))      # a BLESS dictionary holds ≈ M points (up to 1.2 M measured)
-        return M
+        return center_count(self.centers, self.M, n)     # a BLESS dictionary too (it stops at M points)
 
     def _refine_rounds(self) -> int:
         """Rounds of float64 refinement after the solve (:class:`Falkon` only)."""
