@@ -27,6 +27,7 @@ import time
 import warnings
 
 from benchmarks.common import held_out_mse
+from krrcore.leverage.bless import REJECTION_CANDIDATES_PER_POINT
 from krrcore.solvers.falkon import ResidualWarning
 
 #: Fits per dtype (float32/float64 part) or per centre rule (BLESS part), alternating.
@@ -143,9 +144,10 @@ def centres_fit(cfg: dict) -> dict:
     return {**out, "solver": "falkon", "centers": cfg["centers"], "repeat": cfg["repeat"], **result, **curve,
             "selection_s": bless.seconds if bless is not None else 0.0,
             "bless_penalty": info.get("penalty"), "bless_levels": len(bless.levels) if bless is not None else 0,
-            # Each level's λ_h, candidates |U_h| (draws), dictionary |J_h| and seconds: where selection goes.
-            "bless_path": [{"penalty": lv.penalty, "candidates": lv.n_candidates, "size": lv.size,
-                            "seconds": lv.seconds} for lv in bless.levels] if bless is not None else []}
+            # Each level's λ_h, candidates |U_h| (draws), those scored in full, dictionary |J_h| and
+            # seconds: where selection goes.
+            "bless_path": [{"penalty": lv.penalty, "candidates": lv.n_candidates, "scored": lv.scored,
+                            "size": lv.size, "seconds": lv.seconds} for lv in bless.levels] if bless is not None else []}
 
 
 # ------------------------------------------------------------------ 10⁶ points
@@ -199,7 +201,7 @@ def measure(quick: bool, sizes=None) -> list[dict]:
     if _wanted("centres", sizes):
         base = {**CENTRES, **({"M": 200, "rows": 5_000, "maxiter": 5} if quick else {})}
         results.append(call_isolated(centres_fit, {**base, "centers": "floor", "repeat": 0}))
-        for repeat in range(1 if quick else 2):
+        for repeat in range(1 if quick else REPEATS):
             for centers in ("uniform", "bless"):
                 results.append(call_isolated(centres_fit, {**base, "centers": centers, "repeat": repeat}, timeout=1800))
                 print(f"  speed: {centers} centres ({repeat + 1}) done", flush=True)
@@ -235,10 +237,11 @@ def summarise(results: list[dict]):
         tables["bless levels"] = levels
         last = levels[-1]
         notes.append(f"bless levels: the fastest BLESS fit's λ path. A level scores its candidates (Eq. 3) against the "
-                     f"previous level's dictionary: one triangular solve per candidate, whose flops the GFLOP column "
-                     f"counts for every draw (a repeated draw is scored once, so it is an upper bound). The last level "
-                     f"took {last['share']:.0%} of the selection at up to "
-                     f"{last['GFLOP (candidates × previous dictionary²)'] / last['seconds']:.0f} GFLOP/s.")
+                     f"previous level's dictionary, one triangular solve of that size per distinct candidate. Where "
+                     f"they outnumber it {REJECTION_CANDIDATES_PER_POINT}-fold, every candidate is only bounded, with "
+                     f"a few of the dictionary's points, and a score is completed for the candidates the draws "
+                     f"propose (scored in full; krrcore.leverage.bless._BoundedCandidates). The last level took "
+                     f"{last['share']:.0%} of the selection.")
     notes.append("fit s: the fit's wall seconds, least of the repeats (the spread beside it); CPU s: the process's "
                  "CPU seconds for the fit, both threads (it moves less than wall seconds when other work shares the "
                  "cores); set-up: centres, "
@@ -393,22 +396,16 @@ def _centre_rows(results) -> list[dict]:
 
 
 def _bless_path_rows(results) -> list[dict]:
-    """The fastest BLESS fit's λ path: each level's candidates, dictionary and seconds. A level scores
-    its distinct candidates against the previous dictionary: about |U_h|·|J_{h−1}|² flops of
-    triangular solves (duplicate draws scored once), which is where the selection's seconds go."""
+    """The fastest BLESS fit's λ path: each level's candidates, those scored in full (|J_{h−1}|² flops
+    of triangular solve each, where the selection's seconds go), dictionary and seconds."""
     fits = [r for r in results if r.get("part") == "centres" and r.get("centers") == "bless" and r.get("bless_path")]
     if not fits:
         return []
     path = min(fits, key=lambda r: r["fit_s"])["bless_path"]
     total = sum(level["seconds"] for level in path) or math.nan
-    rows, previous = [], 0
-    for h, level in enumerate(path, start=1):
-        rows.append({"level": h, "λ_h": level["penalty"], "candidates": level["candidates"],
-                     "dictionary": level["size"], "GFLOP (candidates × previous dictionary²)":
-                     level["candidates"] * previous ** 2 / 1e9, "seconds": level["seconds"],
-                     "share": level["seconds"] / total})
-        previous = level["size"]
-    return rows
+    return [{"level": h, "λ_h": level["penalty"], "candidates": level["candidates"],
+             "scored in full": level.get("scored", math.nan), "dictionary": level["size"],
+             "seconds": level["seconds"], "share": level["seconds"] / total} for h, level in enumerate(path, start=1)]
 
 
 def _moonshot_rows(results) -> list[dict]:
