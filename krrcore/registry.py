@@ -37,7 +37,7 @@ SOLVERS: dict[str, SolverInfo] = {s.key: s for s in [
                "Rudi, Carratino, Rosasco 2017, Alg. 1"),
     SolverInfo("falkon_bless", "FALKON-BLESS", Falkon, "nystrom", True,
                ("M", "maxiter", "dtype", "seed"),
-               "FALKON on the BLESS dictionary (at most M leverage-score-sampled centres, weighted by D); "
+               "FALKON on the BLESS dictionary (M leverage-score-sampled centres, weighted by D); "
                "its cost does not grow with n.",
                "Rudi, Calandriello, Carratino, Rosasco 2018; FALKON Alg. 2",
                defaults=(("centers", "bless"),)),

@@ -392,10 +392,11 @@ def test_leading_points_are_greedy_pivots_whose_scores_bound_the_dictionarys():
     n, r = X.shape[0], previous.size // 4
     args = (kernel, X, previous.indices, previous.weights, lam * n)
     pivoted = dictionary_module._Dictionary(*args, pivots=r)
-    # Greedy pivots: each leading point has the largest residual diagonal when chosen, so the
-    # factor's leading diagonal falls, and the first is the largest diagonal of S K_JJ S + λnI.
+    # Greedy pivots, 16 at a time: each block starts with the point of largest residual diagonal,
+    # which no later point's residual (the factor's diagonal, squared) exceeds.
     diagonal = pivoted._L.diagonal()
-    assert bool((diagonal[1:r] <= diagonal[: r - 1] * (1 + 1e-12)).all())
+    for start in range(0, r, 16):
+        assert float(diagonal[start:].max()) <= float(diagonal[start]) * (1 + 1e-12), start
     assert float(diagonal[0]) == pytest.approx(float(diagonal.max()), rel=1e-12)
     assert sorted(pivoted.indices.tolist()) == previous.indices.tolist()
     points = torch.arange(n)
@@ -416,7 +417,7 @@ def test_leading_points_are_greedy_pivots_whose_scores_bound_the_dictionarys():
 
 def _rejection_everywhere(monkeypatch):
     monkeypatch.setattr(bless_module, "REJECTION_MIN_DICTIONARY", 1)
-    monkeypatch.setattr(bless_module, "REJECTION_CANDIDATES_PER_POINT", 1)
+    monkeypatch.setattr(bless_module, "REJECTION_SAVING", math.inf)
     calls = []
 
     class Recorded(bless_module._BoundedCandidates):
@@ -459,6 +460,18 @@ def test_draws_by_rejection_are_draws_from_the_exact_scores(monkeypatch):
     mean = total / float(bound.sum())
     standard_error = math.sqrt(float((q * (exact / bound - mean) ** 2).sum()) / bless_module.REJECTION_PILOT) / mean
     assert abs(level.d_eff / total - 1) < 4 * standard_error, (level.d_eff, total, standard_error)
+
+
+def test_a_level_whose_bounds_accept_too_few_proposals_scores_every_candidate(monkeypatch):
+    X, kernel, lam, previous = _level_dictionary()
+    calls = _rejection_everywhere(monkeypatch)
+    results = {}
+    for floor in (0.0, 1.01):           # no floor; a floor no bound can reach (acceptance ≤ 1)
+        monkeypatch.setattr(bless_module, "REJECTION_MIN_ACCEPTANCE", floor)
+        ctx = bless_module._Context(X, kernel, 1.0, 4.0, 4.0, torch.Generator().manual_seed(5), None, "float64")
+        results[floor] = bless_module._bless_level(ctx, previous, lam, None)
+    assert calls == [lam, lam]
+    assert results[0.0].scored < X.shape[0] == results[1.01].scored     # U_h: every point once
 
 
 @pytest.mark.parametrize("data", ["flat", "clustered"])

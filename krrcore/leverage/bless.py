@@ -24,12 +24,16 @@ DEFAULT_Q1 = 4.0
 #: Default λ step q (λ_h = λ_{h−1}/q).
 DEFAULT_Q = 2.0
 #: A BLESS level draws by rejection from bounds (:class:`_BoundedCandidates`) when its previous
-#: dictionary has at least REJECTION_MIN_DICTIONARY points and it has REJECTION_CANDIDATES_PER_POINT
-#: distinct candidates per dictionary point: below that, scoring every candidate costs little.
+#: dictionary has at least REJECTION_MIN_DICTIONARY points and the flops it predicts are at most
+#: REJECTION_SAVING of scoring every candidate (:func:`_leading_size`): the pivots, the pass over
+#: the bounds and each call's float32 check are overheads the flop count leaves out.
 REJECTION_MIN_DICTIONARY = 256
-REJECTION_CANDIDATES_PER_POINT = 24
+REJECTION_SAVING = 0.6
 #: Proposals that estimate Σ_U ℓ̃ in a level drawn by rejection.
 REJECTION_PILOT = 2048
+#: Below this acceptance the ~M_h/acceptance proposals (M_h ≈ 1.3|J|) would outnumber the candidates
+#: a level needs before it uses bounds at all: such a level scores every candidate instead.
+REJECTION_MIN_ACCEPTANCE = 0.05
 #: The last level of a descent to a target draws at most this many times M_h to reach it.
 TARGET_DRAWS_LIMIT = 4
 
@@ -167,13 +171,17 @@ def _leading_size(previous: LeverageLevel | None, candidates: int) -> int:
     (0: score every candidate in full).
 
     Scoring all |U| distinct candidates costs |U|·|J|². Bounding them with r leading points costs
-    |U|·r², and completing the proposed ones about (pilot + M_h/acceptance)·|J|², with M_h ≈ |J| and
-    an acceptance roughly ∝ r/|J|: the sum is least near r = |J|·(|J|/|U|)^(1/3).
+    |U|·r², and completing the proposed ones P·|J|², P = min(|U|, pilot + M_h/acceptance) with
+    M_h ≈ 1.3|J| and the acceptance ≈ 0.45 (0.45–0.65 measured with this r). Taking the acceptance
+    ∝ r/|J|, the sum is least near r = |J|·(|J|/|U|)^(1/3).
     """
     size = previous.size if previous is not None else 0
-    if size < REJECTION_MIN_DICTIONARY or candidates < REJECTION_CANDIDATES_PER_POINT * size:
+    if size < REJECTION_MIN_DICTIONARY:
         return 0
-    return math.ceil(size * (size / candidates) ** (1 / 3))
+    leading = math.ceil(size * (size / candidates) ** (1 / 3))
+    proposed = min(candidates, REJECTION_PILOT + 3 * size)
+    bounded = candidates * leading ** 2 + proposed * size ** 2
+    return leading if bounded <= REJECTION_SAVING * candidates * size ** 2 else 0
 
 
 class _BoundedCandidates:
@@ -185,7 +193,8 @@ class _BoundedCandidates:
     ℓ̃_i/b_i, so every accepted draw is an exact draw from P_h (line 9). Σ_U ℓ̃ — d_h (line 8) and
     p in A_h (line 10) — is Σ_U b times the mean of ℓ̃/b over :data:`REJECTION_PILOT` proposals drawn
     before and apart from line 9's: an unbiased estimate whose relative error is the ratio's
-    coefficient of variation over √REJECTION_PILOT. ``total`` is None when that pilot accepts nothing.
+    coefficient of variation over √REJECTION_PILOT. ``total`` is None when that pilot accepts too
+    few (:data:`REJECTION_MIN_ACCEPTANCE`).
     ``scores`` holds ℓ̃ where it was computed (NaN elsewhere).
     """
 
@@ -201,7 +210,8 @@ class _BoundedCandidates:
         self.scores = torch.full_like(self.bound, math.nan)
         _, ratio = self._propose(REJECTION_PILOT)
         self.acceptance = float(ratio.mean())
-        self.total = bound_total * self.acceptance if self.acceptance > 0 else None     # ≈ Σ_U ℓ̃
+        worth_it = self.acceptance >= REJECTION_MIN_ACCEPTANCE
+        self.total = bound_total * self.acceptance if worth_it else None      # ≈ Σ_U ℓ̃
         log.debug("bless level λ=%.3g: %d leading points bound %d candidates, acceptance %.3f",
                   lam, leading, distinct.numel(), self.acceptance)
 
@@ -345,9 +355,8 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
     J_{h−1}, estimates d_h = (n/R_h)Σ_U ℓ̃, and draws M_h = ⌈q2·d_h⌉ points from U_h with
     probabilities ∝ ℓ̃ (duplicates merged); A_h = (R_h M_h/n)·diag(p) (line 10), divided by the
     multiplicity of merged points. Cost O(Σ_h R_h M_{h−1}²): independent of n once n > q1κ²/λ.
-    Where the candidates outnumber the dictionary (:data:`REJECTION_CANDIDATES_PER_POINT`), a level
-    scores them all against a few of its points only, and completes Eq. (3) for the candidates its
-    draws propose (:class:`_BoundedCandidates`; the draws are still exact draws from P_h).
+    Where the candidates far outnumber the dictionary (:func:`_leading_size`), a level scores them
+    all against a few of its points only, and completes Eq. (3) for the candidates its draws propose (:class:`_BoundedCandidates`; the draws are still exact draws from P_h).
 
     Parameters
     ----------

@@ -171,24 +171,27 @@ class _Dictionary:
         return out.clamp_min_(0.0)   # ≥ 0 in exact arithmetic; round-off can dip below
 
 
-def _pivot_order(B: torch.Tensor, count: int) -> torch.Tensor:
-    """A permutation of B's rows whose first ``count`` are the pivots of a greedy (largest residual
-    diagonal) partial Cholesky of B: each is the point the ones before it span worst. O(|J|·count²)."""
+def _pivot_order(B: torch.Tensor, count: int, block: int = 16) -> torch.Tensor:
+    """A permutation of B's rows whose first ``count`` are the pivots of a greedy partial Cholesky of
+    B, chosen ``block`` at a time: the points of largest residual diagonal (those the points before
+    them span worst), then the residual updated for all of them at once with one small Cholesky of
+    their Schur complement (positive definite: B = SK_JJS + λnI). O(|J|·count²) in matrix products."""
     size = B.shape[0]
     residual = B.diagonal().clone()
-    columns = B.new_zeros(size, count)
+    columns = B.new_empty(size, count)
     chosen = torch.zeros(size, dtype=torch.bool, device=B.device)
-    pivots = []
-    for k in range(count):
-        p = int(torch.argmax(residual.masked_fill(chosen, -math.inf)))
-        pivots.append(p)
-        chosen[p] = True
-        column = B[:, p] - columns[:, :k] @ columns[p, :k]
-        column.div_(math.sqrt(max(float(residual[p]), torch.finfo(B.dtype).tiny)))
-        columns[:, k] = column
-        residual.sub_(column.square())
-    head = torch.tensor(pivots, dtype=torch.int64, device=B.device)
-    return torch.cat([head, torch.arange(size, device=B.device)[~chosen]])
+    pivots, k = [], 0
+    while k < count:
+        P = torch.topk(residual.masked_fill(chosen, -math.inf), min(block, count - k)).indices
+        schur = B[:, P] - columns[:, :k] @ columns[P, :k].T         # the residual's columns P
+        factor = torch.linalg.cholesky(schur[P])
+        new = torch.linalg.solve_triangular(factor, schur.T, upper=False).T
+        columns[:, k:k + P.numel()] = new
+        residual.sub_(new.square().sum(1))
+        chosen[P] = True
+        pivots.append(P)
+        k += P.numel()
+    return torch.cat([*pivots, torch.arange(size, device=B.device)[~chosen]])
 
 
 def _checked_rows_diag(kernel: Kernel, rows: torch.Tensor) -> torch.Tensor:
