@@ -27,7 +27,6 @@ import time
 import warnings
 
 from benchmarks.common import held_out_mse
-from krrcore.leverage.bless import REJECTION_CANDIDATES_PER_POINT
 from krrcore.solvers.falkon import ResidualWarning
 
 #: Fits per dtype (float32/float64 part) or per centre rule (BLESS part), alternating.
@@ -238,8 +237,8 @@ def summarise(results: list[dict]):
         last = levels[-1]
         notes.append(f"bless levels: the fastest BLESS fit's λ path. A level scores its candidates (Eq. 3) against the "
                      f"previous level's dictionary, one triangular solve of that size per distinct candidate. Where "
-                     f"they outnumber it {REJECTION_CANDIDATES_PER_POINT}-fold, every candidate is only bounded, with "
-                     f"a few of the dictionary's points, and a score is completed for the candidates the draws "
+                     f"they far outnumber it (krrcore.leverage.bless._leading_size), every candidate is only bounded, "
+                     f"with a few of the dictionary's points, and a score is completed for the candidates the draws "
                      f"propose (scored in full; krrcore.leverage.bless._BoundedCandidates). The last level took "
                      f"{last['share']:.0%} of the selection.")
     notes.append("fit s: the fit's wall seconds, least of the repeats (the spread beside it); CPU s: the process's "
