@@ -287,22 +287,35 @@ def _heavy_tailed(n, seed):
 def test_the_tuner_takes_bless_centres_where_uniform_ones_leave_too_much_of_the_kernel_out(seed):
     """Heavy tails: M = 120 uniform centres leave a Nyström error Tr(K − K̃)/n far above the tuned λ,
     so centers="auto" scores BLESS centres at the tuned σ (a record of its own) and keeps them; the
-    model predicts better than the tuning restricted to uniform centres. Where every row is a centre
-    nothing is left out, and nothing is compared."""
+    model predicts better than the tuning restricted to uniform centres (at equal M: the test MSE
+    ratio's median over eight seeds is 0.92, 0.2 at seed 0, 0.93 at seed 2). Where every row is a
+    centre nothing is left out, and nothing is compared."""
     X, y = _heavy_tailed(1500, 0)
     Xt, yt = _heavy_tailed(500, 1)
     auto = tune(X, y, M=120, seed=seed)
     uniform = tune(X, y, M=120, seed=seed, centers="uniform")
     comparison = auto.centers_comparison
     assert comparison["nystrom_error"] > 100 * comparison["penalty"], comparison
-    assert auto.centers == "bless" and comparison["bless"] < 0.99 * comparison["uniform"], comparison
+    assert auto.centers == "bless" and comparison["bless"] < comparison["uniform"] - comparison["margin"], comparison
+    assert comparison["margin"] > 0
     assert "BLESS centres kept" in auto.stop_reason
     assert [STAGES[r.extras["stage"]] for r in auto.trace][-2:] == ["BLESS centres", "final fit"]
     assert auto.trace[-2].extras["centres_bless"] == 1
     assert uniform.centers == "uniform" and uniform.centers_comparison == {}
-    assert _mse(auto.estimator, Xt, yt) <= 0.9 * _mse(uniform.estimator, Xt, yt)
+    assert _mse(auto.estimator, Xt, yt) <= 0.95 * _mse(uniform.estimator, Xt, yt)
     every_row = tune(X[:100], y[:100], M=100, seed=seed)
     assert every_row.centers == "uniform" and every_row.centers_comparison == {}
+
+
+def test_bless_centres_that_win_by_less_than_the_noise_are_not_kept():
+    """Digits (600 rows, M = 100): BLESS centres lower the GCV objective by 3%, less than one standard
+    error of the rows' differences; taking them anyway gave a test MSE 8% above the uniform ones'."""
+    data = load("digits", n=600, seed=0)
+    result = tune(data.X_train, data.y_train, M=100, seed=0)
+    comparison = result.centers_comparison
+    assert comparison["nystrom_error"] > comparison["penalty"]                      # compared at all
+    assert comparison["uniform"] - comparison["margin"] <= comparison["bless"] < comparison["uniform"], comparison
+    assert result.centers == "uniform" and "not lower by more than one standard error" in result.stop_reason
 
 
 def test_falkon_says_when_its_residual_is_still_high():

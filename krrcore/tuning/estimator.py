@@ -45,7 +45,9 @@ STAGES = {0: "start (median σ, λ = 1/√n)", 1: "scan of σ", 2: "one σ", 3: 
 #: The scan that starts the search: σ × 2^s for these s, each with its best λ (L-BFGS-B then starts
 #: from the best; the objective can have several valleys in σ, and a descent finds the nearest).
 SCAN = (-2.0, -1.0, 1.0, 2.0)
-#: BLESS centres replace uniform ones when they lower the objective by more than this fraction.
+#: BLESS centres replace uniform ones when they lower the objective by more than one standard error
+#: of the per-row differences (both are averages over the same rows), or, for compreg (no average of
+#: rows), by more than this fraction.
 CENTRES_MARGIN = 0.01
 #: ARD's pruning (FalkonCV._prune): a switched-off feature's σ is multiplied by this (its kernel
 #: factor is then 1 to double precision even where α is large); at most MAX_PRUNED features are
@@ -106,7 +108,7 @@ class FalkonCV(Seeded):
         "auto": uniform centres, compared at the end with BLESS centres where the uniform ones
         leave an error larger than the regularisation (Tr(K − K̃)/n > λ; the Nyström error must stay
         within λ, Rudi, Camoriano, Rosasco 2015); BLESS is kept when it lowers the objective by
-        more than 1%.
+        more than one standard error of the per-row differences (compreg: by more than 1%).
     tune_centers : bool
         Also move the centres' positions by gradient.
     validation_fraction : share of the rows held out by the hold-out objective (seeded split).
@@ -364,7 +366,8 @@ class FalkonCV(Seeded):
 
     def _compare_centres(self, search: Search, best: Point, X64, stage, report, messages) -> Point:
         """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
-        Nyström error above λ (``centers="auto"``)."""
+        Nyström error above λ (``centers="auto"``). BLESS's are kept where they lower the objective
+        by more than noise: one standard error of the rows' differences (:data:`CENTRES_MARGIN`)."""
         sigma = sigma_value(best.log_sigma)
         leftover = nystrom_leftover(search.problem.X, best.centres, sigma, seed=self.seed_)     # Tr(K − K̃)/n
         lam = math.exp(best.log_penalty)
@@ -381,12 +384,22 @@ class FalkonCV(Seeded):
             report(candidate, math.nan)
         except StopSearch as stop:
             messages.append(str(stop))
-        if candidate.value < best.value * (1 - CENTRES_MARGIN):
+        uniform_rows, bless_rows = search.row_errors(best), search.row_errors(candidate)
+        if uniform_rows is None or bless_rows is None:
+            margin, rule = best.value * CENTRES_MARGIN, f"{CENTRES_MARGIN:.0%}"
+        else:
+            difference = bless_rows - uniform_rows
+            margin = float(difference.std()) / math.sqrt(difference.numel())
+            rule = f"one standard error of the rows' differences, {margin:.3g}"
+        self.centers_comparison_["margin"] = margin
+        if candidate.value < best.value - margin:
             self.centers_choice_ = "bless"
             messages.append(f"BLESS centres kept: objective {candidate.value:.4g} against {best.value:.4g} with uniform "
-                            f"ones, whose Nyström error Tr(K − K̃)/n = {leftover:.3g} exceeds λ = {lam:.3g}")
+                            f"ones (lower by more than {rule}), whose Nyström error Tr(K − K̃)/n = {leftover:.3g} "
+                            f"exceeds λ = {lam:.3g}")
             return candidate
-        messages.append(f"uniform centres kept: BLESS ones gave {candidate.value:.4g} against {best.value:.4g}")
+        messages.append(f"uniform centres kept: BLESS ones gave {candidate.value:.4g} against {best.value:.4g}, not "
+                        f"lower by more than {rule}")
         return best
 
     def _final_fit(self, X, Y, X64, Y64, best: Point, scale: float, recorder, timer, stage, emit) -> None:
