@@ -155,7 +155,8 @@ $\tilde\ell_J(i,\lambda) = (\lambda n)^{-1}\big(K_{ii} - K_{J,i}^\top (K_{JJ} + 
 and samples $J_h$ (about $q_2\, d_{\mathrm{eff}}(\lambda_h)$ points) ∝ those scores. Where the candidates far
 outnumber $J_{h-1}$, each is first bounded from above with a few of its points, and Eq. 3 is finished only
 for the candidates a draw proposes; a proposal is kept with probability score/bound, so the draws are the
-same as if every candidate had been scored. BLESS-R (Alg. 2) samples without replacement. The plot of the path shows the estimate $d_h$ tracking the exact $d_{\mathrm{eff}}(\lambda_h)$.
+same as if every candidate had been scored. BLESS-R (Alg. 2) samples without replacement. The plot of the
+path shows the estimate $d_h$ tracking the exact $d_{\mathrm{eff}}(\lambda_h)$.
 """,
     "r_acc": r"""
 **R-ACC** $= \tilde\ell(i,\lambda)/\ell(i,\lambda)$, the accuracy measure of the BLESS paper (Sect. 4, Fig. 1:

@@ -356,7 +356,8 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
     probabilities ∝ ℓ̃ (duplicates merged); A_h = (R_h M_h/n)·diag(p) (line 10), divided by the
     multiplicity of merged points. Cost O(Σ_h R_h M_{h−1}²): independent of n once n > q1κ²/λ.
     Where the candidates far outnumber the dictionary (:func:`_leading_size`), a level scores them
-    all against a few of its points only, and completes Eq. (3) for the candidates its draws propose (:class:`_BoundedCandidates`; the draws are still exact draws from P_h).
+    all against a few of its points only, and completes Eq. (3) for the candidates its draws
+    propose (:class:`_BoundedCandidates`; the draws are still exact draws from P_h).
 
     Parameters
     ----------

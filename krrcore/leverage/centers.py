@@ -17,8 +17,9 @@ class BlessCenters(CenterSelector):
     J_H itself is the centre set, with D derived from its A weights so that (n/M) K D² K estimates
     K_nMᵀK_nM: D_jj = √(M/(n A_jj)) (uniform sampling gives D = I). J_H holds exactly M points (BLESS
     keeps its draws up to the one that brings the M-th distinct point, BLESS-R its first M accepted
-    candidates), fewer only where the λ path reaches κ²/n first. No pass over all n points is needed: the cost is BLESS's, which stops growing with n, and the test
-    error is the same as or lower than "sample"'s on clustered data with outliers (docs/measurements.md,
+    candidates), fewer only where the λ path reaches κ²/n first. No pass over all n points is
+    needed: the cost is BLESS's, which stops growing with n, and the test error is the same as or
+    lower than "sample"'s on clustered data with outliers (docs/measurements.md,
     ``benchmarks.bench_falkon_bless_default``).
 
     ``mode="sample"`` (FALKON Alg. 2, Appendix A Def. 2): score all n points with Eq. (3) on the
