@@ -89,6 +89,7 @@ class _Dictionary:
         scratch budget from this process's memory (a worker's limit, on a worker)."""
         self = cls.__new__(cls)
         self.kernel, self.ridge, self._given_budget, self.size, self._PJ, self._s, self._L, self.precision, self._float32 = state
+        self.indices = None         # J's rows stay on the client: here only K(J, ·) is needed
         self.memory_budget = scratch_budget(self._given_budget, available=worker_memory_left())
         self.X = X
         return self
