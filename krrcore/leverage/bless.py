@@ -115,7 +115,10 @@ def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _sta
     leading = _leading_size(previous, distinct.numel())
     candidates = _BoundedCandidates(ctx, previous, lam, distinct, multiplicity, leading) if leading else None
     if candidates is None or candidates.total is None:
-        candidates = _ScoredCandidates(ctx, ctx.dictionary(previous, lam), distinct, multiplicity)
+        # Bounds that accept too few: score every candidate, on the factor already made (J's order
+        # changes no score).
+        dictionary = ctx.dictionary(previous, lam) if candidates is None else candidates.dictionary
+        candidates = _ScoredCandidates(ctx, dictionary, distinct, multiplicity)
     if not candidates.total > 0:
         raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
     d_h = n / R * candidates.total                                         # line 8
