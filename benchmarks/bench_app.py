@@ -6,7 +6,7 @@ open the shared link in a new browser context (with "Run on every change" off, s
 the page's first run), press Run, time the first convergence chart and the result line, read the
 solver seconds the page reports; then press Run again in that open tab, with its charts and result
 on screen (a returning user), and read the new run's seconds. After each app run the same fit runs through
-``krrcore.remote.run_fit`` (what the reproduce snippet does) in a warm process with the workers'
+``krr_app.jobs.worker.run_fit`` (what the reproduce snippet does) in a warm process with the workers'
 torch thread count, as a worker is warm: app and library runs alternate, so a change in the shared
 machine's load reaches both. Each figure is the median of ``--repeats`` runs; read the ratios.
 "live fit / wall time" is what drawing the fit while the solver ran cost the worker (its pictures of
@@ -56,7 +56,7 @@ def library_fit(query: str) -> float:
     """The page's configuration ``query`` through krrcore alone: its solver seconds."""
     from krr_app.config import DataSpec, make_config
     from krrcore.datasets import DATASETS
-    from krrcore.remote import run_fit
+    from krr_app.jobs.worker import run_fit
 
     params = dict(item.split("=") for item in query.split("&"))
     params.pop("auto_run", None)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
-from krrcore.remote import DataRef, FitSpec
 
+from .jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
 from .settings import (APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N,  # noqa: F401  (re-exported)
                        EXACT_KRR_MAX_N)
 
@@ -28,33 +28,6 @@ INT_KNOBS: dict[str, tuple[str, int, int, str]] = {
                "ASkotch splits the n points into B blocks and updates one block per step."),
     "rank": ("Preconditioner rank r", 1, 50, "Rank of the randomized Nyström preconditioner (ASkotch, NyströmPCG)."),
 }
-
-
-@dataclass(frozen=True)
-class DataSpec(DataRef):
-    """Which data (a registry name with its knobs, or an uploaded CSV identified by its bytes'
-    sha256), with what the pages need besides: the fields are :class:`krrcore.remote.DataRef`'s."""
-
-    def ref(self) -> DataRef:
-        """The plain krrcore reference a worker builds the data from."""
-        return DataRef(**{f.name: getattr(self, f.name) for f in fields(DataRef)})
-
-    @property
-    def is_csv(self) -> bool:
-        return self.csv_digest is not None
-
-    def load_kwargs(self) -> dict:
-        return {"n": self.n, "seed": self.seed, **dict(self.knobs)}
-
-    def load_call(self) -> str:
-        """The krrcore call that loads this data (for the reproduce snippet)."""
-        if self.is_csv:
-            options = "".join(f", {k}={v!r}" for k, v in self.csv_kwargs().items())
-            n = "" if self.n is None else f", n={self.n}"
-            name = self.csv_filename or "your_file.csv"
-            return f"from_csv({name!r}, target={self.csv_target!r}{options}{n}, seed={self.seed})"
-        args = [repr(self.name)] + [f"{k}={v!r}" for k, v in self.load_kwargs().items() if v is not None]
-        return f"load({', '.join(args)})"
 
 
 @dataclass(frozen=True)
@@ -79,8 +52,8 @@ class RunConfig:
         return get_solver(self.solver)
 
     def fit_spec(self, run_id: str) -> FitSpec:
-        """This configuration as the plain spec a worker runs (:func:`krrcore.remote.run_fit`)."""
-        return FitSpec(run_id=run_id, data=self.data.ref(), solver=self.solver, kernel=self.kernel,
+        """This configuration as the plain spec a worker runs (:func:`krr_app.jobs.worker.run_fit`)."""
+        return FitSpec(run_id=run_id, data=self.data, solver=self.solver, kernel=self.kernel,
                        kernel_params=self.kernel_params, params=tuple(sorted(self.estimator_kwargs().items())))
 
     def memory_estimate(self, dataset):

@@ -1,11 +1,11 @@
 """Where runs execute: the executor seam between the pages' runs and the workers.
 
-:class:`DaskExecutor` is the app's engine: each run is one Dask task (:func:`krrcore.remote.dask_fit_task`)
+:class:`DaskExecutor` is the app's engine: each run is one Dask task (:func:`krr_app.jobs.worker.dask_fit_task`)
 on the embedded cluster or on the scheduler named by ``KRR_DASK_SCHEDULER``
 (:func:`krrcore.distributed.connect`). Records stream back as worker events, Stop travels as a
 ``distributed.Event``, and the scheduler hands tasks to workers in submission order, one per
 single-threaded worker: first come, first served, with no scheduler of our own.
-:class:`InProcessExecutor` runs the same :func:`krrcore.remote.run_fit` on a thread of this
+:class:`InProcessExecutor` runs the same :func:`krr_app.jobs.worker.run_fit` on a thread of this
 process, for tests whose point is the page rather than the cluster.
 
 Both call back into the :class:`~krr_app.runs.Run`: ``_started(worker)``, ``_append(record)``,
@@ -33,7 +33,7 @@ from collections import OrderedDict
 from concurrent.futures import CancelledError
 
 from krrcore.distributed import ClusterUnavailable
-from krrcore.remote import (RECORDS_TOPIC, StepGate, dask_fit_task, frame_from_message, run_fit, steps_name,
+from .jobs.worker import (RECORDS_TOPIC, StepGate, dask_fit_task, frame_from_message, run_fit, steps_name,
                             stop_event_name)
 from krrcore.stream import IterationRecord
 
@@ -220,8 +220,10 @@ class DaskExecutor(Executor):
     def connect(cls, address: str | None = None) -> "DaskExecutor":
         from krrcore.distributed import LocalClusterShape, connect
 
+        from .jobs.preload import PRELOAD
+
         shape = None if address else LocalClusterShape.for_this_machine(settings.DASK_WORKERS, settings.WORKER_THREADS)
-        return cls(connect(address, shape=shape))
+        return cls(connect(address, shape=shape, preload=PRELOAD))
 
     def describe(self) -> str:
         kind = "embedded local cluster" if self.connection.embedded else "Dask scheduler"
@@ -254,7 +256,7 @@ class DaskExecutor(Executor):
     def _table_name(self, run) -> str | None:
         """The published name of the run's uploaded table on the cluster (scattered once per
         digest, and again if the worker holding it died), None for built-in data."""
-        ref = run.config.data.ref()
+        ref = run.config.data
         if ref.csv_digest is None:
             return None
         # one table per file and preprocessing choice (target, roles, missing-value rule, rows used)

@@ -1,5 +1,5 @@
 """The fitted function over 1-D data, or the prediction surface over 2-D data, from a run's grid
-predictions (:class:`krrcore.surface.FitSurface`): the finished model's figure, and the traces the
+predictions (:class:`krr_app.jobs.surface.FitSurface`): the finished model's figure, and the traces the
 live chart's fit panel restyles in place while the solver iterates (:mod:`krr_app.live_chart`,
 the pictures' values from :func:`fit_display` through :mod:`krr_app.live_api`). Plain data in,
 figures out; no Streamlit here.
@@ -17,7 +17,7 @@ from .preview import browser_values, point_traces
 
 def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
     """The fitted function (1-D data) or prediction surface (2-D data) over the points, from the
-    grid predictions a worker computed (:class:`krrcore.surface.FitSurface`); None otherwise.
+    grid predictions a worker computed (:class:`krr_app.jobs.surface.FitSurface`); None otherwise.
 
     Axes are the z-scored features the model sees; regression targets are in their own units.
     """

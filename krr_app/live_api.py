@@ -11,7 +11,7 @@
   iteration than ``j`` (``-1``: none yet): ``{"iteration", "kind": "fit", "values", "size"}``,
   ``values`` being what the fit figure plots on its grid (:func:`krr_app.fit_charts.fit_display`) as
   base64 float32, little-endian. The picture is computed on the worker
-  (:class:`krrcore.surface.LiveSurface`); only the latest is kept and sent.
+  (:class:`krr_app.jobs.surface.LiveSurface`); only the latest is kept and sent.
 
 The live chart (:mod:`krr_app.live_chart`) asks for it instead of rerunning a fragment of the page
 for every look, which redrew the whole page in the browser (docs/measurements.md, "The app against

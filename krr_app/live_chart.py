@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from krrcore.surface import GRID_1D, GRID_2D
+from .jobs.surface import GRID_1D, GRID_2D
 
 from . import charts, fit_charts
 from .live_api import PREFIX, run_state

@@ -8,7 +8,7 @@ How a run flows
    of the session wait their turn in the session, in order. A run whose estimated peak memory
    (krrcore's ``memory_estimate``) exceeds what one worker may use is refused with the numbers.
 3. The executor streams each :class:`~krrcore.stream.IterationRecord` into the run and finally
-   completes it with a :class:`~krrcore.remote.FitOutcome`: trace, metrics, timings, the worker's
+   completes it with a :class:`~krr_app.jobs.worker.FitOutcome`: trace, metrics, timings, the worker's
    peak memory, the compact model and the fit chart's grid. Nothing O(n²) or O(nM) comes back.
 4. While it is active the page's live chart asks the server for new records
    (:mod:`krr_app.live_api`) and reruns the page once when it ends. Stop, a new
@@ -23,7 +23,7 @@ import uuid
 from collections import OrderedDict, deque
 
 from krrcore.stream import IterationRecord
-from krrcore.surface import SurfaceFrame
+from .jobs.surface import SurfaceFrame
 
 from . import live_api
 from .config import RunConfig
@@ -42,7 +42,7 @@ class Run:
     the worker's resident memory during the run (a worker runs one run at a time); ``estimator``
     the compact fitted model; ``surface`` the fit chart's predictions (1-D/2-D data) with the
     pictures kept while it was fitted; ``frame`` the latest picture of the model
-    (:class:`krrcore.surface.SurfaceFrame`, streamed while the run computes, the final one after).
+    (:class:`krr_app.jobs.surface.SurfaceFrame`, streamed while the run computes, the final one after).
     """
 
     def __init__(self, config: RunConfig, data=None, *, stepped: bool = False):

@@ -55,7 +55,7 @@ def read_table(_raw: bytes, digest: str):
 def load_table(_raw: bytes, digest: str, target: str, options: tuple, seed: int, n: int | None = None,
                filename: str = "uploaded table"):
     """An uploaded table as a dataset, cached on the sha256 of its bytes (``digest``), the target
-    and the preprocessing choices (``options``: DataRef.csv_options)."""
+    and the preprocessing choices (``options``: DataSpec.csv_options)."""
     import warnings
 
     frame, fmt = read_table(_raw, digest)

@@ -130,7 +130,7 @@ def apply_role_edits(edits: dict, names: list[str], detected: dict) -> None:
 
 
 def options(chosen_roles: dict, missing: str, task: str) -> tuple:
-    """:attr:`~krrcore.remote.DataRef.csv_options`: from_csv's arguments that differ from its defaults."""
+    """:attr:`~krr_app.jobs.spec.DataSpec.csv_options`: from_csv's arguments that differ from its defaults."""
     out = []
     if chosen_roles:
         out.append(("roles", tuple(sorted(chosen_roles.items()))))

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from krrcore.diagnostics.data import subsample
-from krrcore.surface import FitSurface, plotting_grid
+from .jobs.surface import FitSurface, plotting_grid
 
 from . import charts, explain, fit_charts, links, state, teacher
 from .executor import format_bytes, started_executor

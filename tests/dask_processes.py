@@ -31,11 +31,11 @@ def scheduler_and_workers(log_dir: Path, n_workers: int = 1, *, memory_limit: st
     processes = [] if processes is None else processes
     processes.append(subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-         "--no-dashboard", "--preload", "krrcore.worker_setup"], env=env, stdout=log, stderr=log))
+         "--no-dashboard", "--preload", "krr_app.jobs.preload"], env=env, stdout=log, stderr=log))
     address = f"tcp://127.0.0.1:{port}"
     try:
         worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard",
-                  "--preload", "krrcore.worker_setup"]
+                  "--preload", "krr_app.jobs.preload"]
         if memory_limit is not None:
             worker += ["--memory-limit", memory_limit]
         for _ in range(n_workers):

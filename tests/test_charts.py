@@ -17,7 +17,7 @@ from plotly.colors import get_colorscale
 from krr_app import charts, fit_charts, tuning_charts
 from krrcore import datasets
 from krrcore.stream import IterationRecord
-from krrcore.surface import GRID_2D, FitSurface, grid_axes
+from krr_app.jobs.surface import GRID_2D, FitSurface, grid_axes
 
 
 def _surface(data, f) -> FitSurface:

@@ -36,10 +36,10 @@ LAYERS = [
     ("krrcore: one problem on many machines", ("krrcore.distributed.*", "krrcore.sharded", "krrcore.cluster")),
     ("krrcore: solvers", ("krrcore.solvers.*",)),
     ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
-    ("krrcore: runs on workers", ("krrcore.remote", "krrcore.surface", "krrcore.worker_setup")),
     ("krrcore: the package", ("krrcore",)),
     ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.server", "krr_app.lifecycle",
                                     "krr_app.settings", "krr_app.text", "krr_app.explain")),
+    ("krr_app: jobs on workers", ("krr_app.jobs.*",)),
     ("krr_app: configurations, links and figures", ("krr_app.config", "krr_app.links", "krr_app.teacher",
                                                     "krr_app.lessons", "krr_app.preview", "krr_app.charts",
                                                     "krr_app.fit_charts", "krr_app.tuning_charts", "krr_app.image_charts",
@@ -93,8 +93,8 @@ def test_distributed_is_reached_from_the_solvers_only():
     importers = sorted(m for m, targets in GRAPH.items()
                        if any(t == "krrcore.distributed" or t.startswith("krrcore.distributed.") for t in targets)
                        and not m.startswith("krrcore.distributed"))
-    assert importers == ["krr_app.executor", "krrcore.cluster", "krrcore.remote", "krrcore.sharded", "krrcore.solvers.base",
-                         "krrcore.worker_setup"]
+    assert importers == ["krr_app.executor", "krr_app.jobs.preload", "krr_app.jobs.worker", "krrcore.cluster",
+                         "krrcore.sharded", "krrcore.solvers.base"]
     text = "".join(p.read_text() for p in CORE.rglob("*.py") if "distributed" not in p.parts)
     assert re.findall(r"isinstance\([^)]*Sharded", text) == []
 

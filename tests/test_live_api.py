@@ -21,7 +21,7 @@ from krr_app.runs import Run
 from krr_app.config import DataSpec, make_config
 from krrcore import datasets
 from krrcore.stream import IterationRecord
-from krrcore.surface import GRID_2D, SurfaceFrame
+from krr_app.jobs.surface import GRID_2D, SurfaceFrame
 
 
 def _call(run_id: str, query: str = "") -> tuple[int, dict]:

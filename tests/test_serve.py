@@ -25,10 +25,11 @@ from krr_app.config import DataSpec, make_config
 from krr_app.executor import DaskExecutor
 from krr_app.runs import RunRegistry
 from krrcore import datasets
-from krrcore import remote
+from krr_app.jobs import worker as remote
 from krrcore.distributed import ClusterUnavailable
 from krrcore.distributed.processes import processes_of, running
-from krrcore.remote import DataRef, FitSpec, RecordBatches, run_fit
+from krr_app.jobs.spec import FitSpec
+from krr_app.jobs.worker import RecordBatches, run_fit
 
 MOONS = DataSpec("moons", n=2000)
 
@@ -190,7 +191,7 @@ def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
         try:
             # The preload ran before any task: krrcore loaded on both sides (the first run waited
             # 4-16 s for the imports when it did not), the worker's threads from KRR_TORCH_THREADS.
-            loaded = lambda: ("krrcore.remote" in __import__("sys").modules,  # noqa: E731 (by value)
+            loaded = lambda: ("krr_app.jobs.worker" in __import__("sys").modules,  # noqa: E731 (by value)
                               __import__("torch").get_num_threads())
             assert list(executor.connection.client.run(loaded).values()) == [(True, 1)]
             assert executor.connection.client.run_on_scheduler(loaded)[0] is True
@@ -204,7 +205,7 @@ def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
 
 
 def test_run_fit_reports_bad_data_and_a_stop_before_the_start():
-    bad = FitSpec("x", DataRef("no-such-set"), "falkon", "gaussian", (("sigma", 1.0),), (("penalty", 1e-3),))
+    bad = FitSpec("x", DataSpec("no-such-set"), "falkon", "gaussian", (("sigma", 1.0),), (("penalty", 1e-3),))
     outcome = run_fit(bad)
     assert outcome.status == "error" and "name must be one of" in outcome.message
     import threading

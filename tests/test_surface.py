@@ -1,4 +1,4 @@
-"""Pictures of a model on the plotting grid while a solver fits it (krrcore.surface.LiveSurface):
+"""Pictures of a model on the plotting grid while a solver fits it (krr_app.jobs.surface.LiveSurface):
 each is the current iterate's prediction, their cost stays within budget, and a fit keeps an
 evenly spaced set of them for replay."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from krrcore import datasets, surface
 from krrcore.kernels import GaussianKernel
 from krrcore.solvers import Falkon, NystromCG
-from krrcore.surface import GRID_2D, LiveSurface, fit_surface, plotting_grid
+from krr_app.jobs.surface import GRID_2D, LiveSurface, fit_surface, plotting_grid
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_pictures_stay_within_their_share_of_the_wall_time(moons, monkeypatch):
     live.capture(model, 0)
     next(fit)
     assert not live.due(model)                   # the estimate of a kernel picture exceeds a zero budget
-    live._cost = 0.5                              # a picture measured at 0.5 s
+    live._predictions_of(model)._cost = 0.5       # a picture measured at 0.5 s
     clock[0] += 4.0
     assert not live.due(model)                   # 10% of 4 s does not pay for it
     clock[0] += 1.0
@@ -89,14 +89,14 @@ def test_a_fit_is_replayed_from_the_pictures_it_kept():
 
 # -- run_fit: the pictures and the steps of a run ---------------------------------------------------
 def _spec(solver="falkon", maxiter=8, **params):
-    from krrcore.remote import DataRef, FitSpec
+    from krr_app.jobs.spec import DataSpec, FitSpec
 
     params = {"penalty": 1e-4, "maxiter": maxiter, **({"M": 40} if solver == "falkon" else {}), **params}
-    return FitSpec("test", DataRef("moons", n=400), solver, "gaussian", (("sigma", 0.5),), tuple(sorted(params.items())))
+    return FitSpec("test", DataSpec("moons", n=400), solver, "gaussian", (("sigma", 0.5),), tuple(sorted(params.items())))
 
 
 def test_a_watched_run_pictures_its_iterates_outside_the_solver_time():
-    from krrcore.remote import run_fit
+    from krr_app.jobs.worker import run_fit
 
     frames, records = [], []
     outcome = run_fit(_spec(), emit=lambda r: records.append((r.iteration, len(frames))), on_frame=frames.append)
@@ -117,7 +117,7 @@ def test_a_stepped_run_goes_as_far_as_its_gate_allows():
     import threading
     import time
 
-    from krrcore.remote import StepGate, run_fit
+    from krr_app.jobs.worker import StepGate, run_fit
 
     limit = [1]
     frames, result = [], {}
@@ -145,7 +145,7 @@ def test_a_stepped_run_goes_as_far_as_its_gate_allows():
 def test_a_paused_run_stops_on_stop_and_after_its_longest_wait():
     import threading
 
-    from krrcore.remote import StepGate, run_fit
+    from krr_app.jobs.worker import StepGate, run_fit
 
     gate = StepGate(lambda: 1, poll=0.01, max_wait=0.3)
     outcome = run_fit(_spec(), on_frame=lambda f: None, steps=gate)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from krrcore.solvers.records import IteratePredictions
+
 #: Grid points of the fitted curve (1-D data) and per axis of the prediction surface (2-D data).
 GRID_1D = 400
 GRID_2D = 80
@@ -108,50 +110,23 @@ class LiveSurface:
         self.latest: SurfaceFrame | None = None
         self.frames: dict[int, np.ndarray] = {}
         self.stride = 1
-        self._cost: float | None = None     # seconds of the last picture that evaluated the kernel
-        self._outputs = None                # the estimator's outputs on the grid (solvers.records.PointOutputs)
+        self._predictions: IteratePredictions | None = None     # the estimator's outputs on the grid
 
     def due(self, estimator) -> bool:
         """Whether a picture of ``estimator`` now keeps the pictures' time within budget: the
         allowance plus FRAME_SHARE of the wall time since this object was made. Before a picture
         has evaluated the kernel, its cost is krrcore's estimate for |grid| × centres entries."""
-        cost = self._cost if self._cost is not None else self._estimated_cost(estimator)
         budget = self.allowance + self.share * (time.perf_counter() - self.started)
-        return self.seconds + cost <= budget
+        return self.seconds + self._predictions_of(estimator).cost() <= budget
 
-    def _estimated_cost(self, estimator) -> float:
-        from .memory import CostModel
-
-        coef = estimator.coef_
-        if not bool((coef != 0).any()):
-            return 0.0
-        centres = getattr(estimator, "centers_", None)
-        model = CostModel(d=self._points.shape[1], dtype=coef.dtype, device=coef.device)
-        return model.entry_seconds(len(self._points) * (len(centres) if centres is not None else 0))
+    def _predictions_of(self, estimator) -> IteratePredictions:
+        if self._predictions is None or self._predictions.estimator is not estimator:
+            self._predictions = IteratePredictions(estimator, self._points)
+        return self._predictions
 
     def _predict(self, estimator) -> np.ndarray:
         """The current iterate's (|grid|, k) outputs, in the estimator's dtype (0 at the start)."""
-        import torch
-
-        from .solvers.records import PointOutputs
-
-        coef = estimator.coef_
-        if not bool(torch.any(coef != 0)):          # the starting point: f = 0, no kernel to evaluate
-            return np.zeros((len(self._points), coef.shape[1]))
-        if self._outputs is None or self._outputs.estimator is not estimator:
-            grid = torch.as_tensor(self._points, dtype=coef.dtype, device=coef.device)
-            self._outputs = PointOutputs(estimator, grid)
-        fresh = self._outputs.kept_bytes is None
-        start = time.perf_counter()
-        scale = getattr(estimator, "_target_scale", 1.0)       # mid-fit, the solver's targets are scaled
-        values = (self._outputs() / scale).detach().cpu().numpy().reshape(len(self._points), -1)
-        self._cost = time.perf_counter() - start
-        kept = self._outputs.kept_bytes
-        if fresh and kept is not None:      # the grid's kernel rows were evaluated and kept: the next
-            from .memory import CostModel   # pictures read them (a product, not kernel evaluations)
-
-            self._cost = CostModel(d=self._points.shape[1], dtype=coef.dtype, device=coef.device).stream_seconds(kept)
-        return values
+        return self._predictions_of(estimator)()
 
     def capture(self, estimator, iteration: int) -> SurfaceFrame:
         """The picture of ``estimator``'s current iterate after record ``iteration``."""

@@ -1,6 +1,6 @@
 """One fit described by plain values, run where the data is built: on a Dask worker or in-process.
 
-A :class:`FitSpec` names everything a run needs (the data by name and parameters, or an uploaded
+A :class:`~krr_app.jobs.spec.FitSpec` names everything a run needs (the data by name and parameters, or an uploaded
 CSV by its digest; the solver, kernel and constructor parameters), so a worker rebuilds a built-in
 problem itself instead of receiving arrays; an uploaded table is sent once per worker. :func:`run_fit` is the one code path of a run, used
 by every executor: it streams each :class:`~krrcore.stream.IterationRecord` to ``emit``, stops on
@@ -8,7 +8,7 @@ by every executor: it streams each :class:`~krrcore.stream.IterationRecord` to `
 the metrics, the timings, the worker's peak memory, the compact model (centres and
 coefficients, see :meth:`~krrcore.solvers.base.KRRBase.compact`) and the predictions on a plotting
 grid for 1-D/2-D data — never K, K_nM or a preconditioner. Given ``on_frame``, it also pictures the
-current iterate on that grid while the solver runs (:class:`~krrcore.surface.LiveSurface`, outside
+current iterate on that grid while the solver runs (:class:`~krr_app.jobs.surface.LiveSurface`, outside
 the solver's time); given a :class:`StepGate`, it waits after each record until the gate lets it go on.
 
 :func:`dask_fit_task` is the Dask task around it: records travel in batches
@@ -19,23 +19,23 @@ within :data:`STOP_POLL_SECONDS`; a stepped run reads how far it may go from a
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .kernels import make_kernel
-from .memory import PeakMemory
-from .metrics import evaluate
-from .registry import get_solver
-from .stream import IterationRecord, SolverDivergedError
-from .surface import FitSurface, LiveSurface, fit_surface
+from krrcore.memory import PeakMemory
+from krrcore.metrics import evaluate
+from krrcore.registry import get_solver
+from krrcore.stream import IterationRecord, SolverDivergedError
+
+from .spec import DataSpec, FitSpec
+from .surface import FitSurface, LiveSurface, SurfaceFrame, fit_surface
 
 log = logging.getLogger(__name__)
 
@@ -94,50 +94,6 @@ class StepGate:
                 stop_event.set()
 
 
-@dataclass(frozen=True)
-class DataRef:
-    """Which data: a :func:`krrcore.datasets.load` entry with its parameters, or an uploaded table
-    identified by ``csv_digest`` (the sha256 of its bytes), read by :func:`krrcore.datasets.from_csv`
-    where it was uploaded and sent with the run. ``csv_options`` are from_csv's keyword arguments
-    that differ from its defaults (``roles`` as a tuple of (column, role) pairs, ``missing``, ``task``)."""
-
-    name: str
-    n: int | None = None
-    seed: int = 0
-    knobs: tuple[tuple[str, object], ...] = ()
-    csv_digest: str | None = None
-    csv_target: str | None = None
-    csv_filename: str | None = None
-    csv_options: tuple[tuple[str, object], ...] = ()
-
-    def csv_kwargs(self) -> dict:
-        """``csv_options`` as from_csv's keyword arguments (``roles`` as a dict)."""
-        return {k: dict(v) if k == "roles" else v for k, v in self.csv_options}
-
-
-@dataclass(frozen=True)
-class FitSpec:
-    """One run: data, solver (a :data:`krrcore.registry.SOLVERS` key), kernel and parameters."""
-
-    run_id: str
-    data: DataRef
-    solver: str
-    kernel: str
-    kernel_params: tuple[tuple[str, object], ...]
-    params: tuple[tuple[str, object], ...]
-
-    def build_estimator(self):
-        kernel = make_kernel(self.kernel, **dict(self.kernel_params))
-        return get_solver(self.solver).make(kernel=kernel, **dict(self.params))
-
-    def reporting_every_iteration(self) -> "FitSpec":
-        """This run with a record after every iteration (``eval_every=1`` for the solvers that
-        report every few, e.g. ASkotch's every B block steps): a stepped run's step is one iteration."""
-        if "eval_every" not in inspect.signature(get_solver(self.solver).estimator).parameters:
-            return self
-        return replace(self, params=tuple(sorted({**dict(self.params), "eval_every": 1}.items())))
-
-
 @dataclass
 class FitOutcome:
     """What comes back from a run (small: O(M·d) or O(n·d) for full-KRR solvers, never O(n²))."""
@@ -157,11 +113,11 @@ _data_cache: OrderedDict = OrderedDict()
 _data_lock = threading.Lock()
 
 
-def load_data(ref: DataRef, dataset=None):
+def load_data(ref: DataSpec, dataset=None):
     """The :class:`~krrcore.datasets.Dataset` of ``ref``, kept per process (LRU of
     :data:`DATA_CACHE_SIZE`): built from its name, or, for a CSV, the ``dataset`` sent with the run
     the first time this process sees its digest."""
-    from . import datasets
+    from krrcore import datasets
 
     key = ref
     with _data_lock:
@@ -196,8 +152,8 @@ def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None =
     """Build the data and the estimator of ``spec``, fit it streaming records to ``emit``, and
     return the outcome. Never raises for a failed run: the outcome says what happened.
 
-    ``on_frame``: called with a :class:`~krrcore.surface.SurfaceFrame` of the current iterate
-    (1-D/2-D data) before the record it follows, when :class:`~krrcore.surface.LiveSurface` finds
+    ``on_frame``: called with a :class:`~krr_app.jobs.surface.SurfaceFrame` of the current iterate
+    (1-D/2-D data) before the record it follows, when :class:`~krr_app.jobs.surface.LiveSurface` finds
     one due, and after every record of a stepped run (``steps``), which waits after each record
     until its gate lets it go on. The pictures' seconds are in ``timings["frame_seconds"]``."""
     stop_event = stop_event or threading.Event()
@@ -299,8 +255,7 @@ class RecordBatches:
 
 
 def frame_from_message(message: dict):
-    """The :class:`~krrcore.surface.SurfaceFrame` of a ``{"kind": "frame"}`` worker event."""
-    from .surface import SurfaceFrame
+    """The :class:`~krr_app.jobs.surface.SurfaceFrame` of a ``{"kind": "frame"}`` worker event."""
 
     values = np.frombuffer(message["values"], dtype="<f4").reshape(message["shape"]).copy()
     return SurfaceFrame(message["iteration"], values, message["seconds"])
@@ -314,7 +269,7 @@ def dask_fit_task(spec: FitSpec, data_name: str | None = None, stepped: bool = F
     ``distributed.Variable`` :func:`steps_name` allows (:class:`StepGate`)."""
     from distributed import Event, Variable, get_client, get_worker
 
-    from .distributed.workers import set_torch_threads
+    from krrcore.distributed.workers import set_torch_threads
 
     worker, client = get_worker(), get_client()
     set_torch_threads()

@@ -5,7 +5,7 @@ One function, :func:`connect`, serves both cases (Dask's client/cluster split):
 * ``address`` given (or the environment variable ``KRR_DASK_SCHEDULER``, e.g.
   ``tcp://10.0.0.5:8786``): a :class:`distributed.Client` on that scheduler. Its workers were
   started with the standard commands (``dask scheduler``; ``dask worker tcp://HOST:8786
-  --nworkers 2 --nthreads 1 --preload krrcore.worker_setup``) and need ``krrcore`` importable.
+  --nworkers 2 --nthreads 1 --preload krrcore.distributed.preload``) and need ``krrcore`` importable.
 * otherwise: an embedded cluster of worker *processes* on this machine, sized so that
   workers × torch threads never exceeds the cores. Its scheduler and nannies are ``dask spec``
   subprocesses (:mod:`~krrcore.distributed.processes`), as in Dask's ``SubprocessCluster``,
@@ -41,9 +41,9 @@ from .workers import TORCH_THREADS_ENV
 log = logging.getLogger(__name__)
 
 SCHEDULER_ENV = "KRR_DASK_SCHEDULER"
-#: The folder holding the ``krrcore`` package, and the workers' preload (``--preload krrcore.worker_setup``).
+#: The folder holding the ``krrcore`` package, and the workers' preload (``--preload krrcore.distributed.preload``).
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-PRELOAD = PACKAGE_ROOT / "krrcore" / "worker_setup.py"
+PRELOAD = PACKAGE_ROOT / "krrcore" / "distributed" / "preload.py"
 
 
 def _total_memory_bytes() -> int:
@@ -173,8 +173,10 @@ _QUIET = _QuietCancelledReconnect()
 
 
 def connect(address: str | None = None, *, shape: LocalClusterShape | None = None,
-            timeout: float = 60.0) -> ClusterConnection:
-    """Connect to ``address`` (default: ``$KRR_DASK_SCHEDULER``), or start the embedded cluster."""
+            timeout: float = 60.0, preload: str | Path = PRELOAD) -> ClusterConnection:
+    """Connect to ``address`` (default: ``$KRR_DASK_SCHEDULER``), or start the embedded cluster,
+    whose processes run ``preload`` (a file; default :mod:`krrcore.distributed.preload`, which a
+    preload of one's own may wrap: it takes the same ``--package-root`` and ``--parent-pid``)."""
     from distributed import Client
 
     address = address or os.environ.get(SCHEDULER_ENV) or None
@@ -186,15 +188,15 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
 
     shape = shape or LocalClusterShape.for_this_machine()
     logging.getLogger("distributed.client").addFilter(_QUIET)     # a filter is added once only
-    root = ["--package-root", str(PACKAGE_ROOT)]
+    root, preload = ["--package-root", str(PACKAGE_ROOT)], str(preload)
     threads = str(shape.threads)
     cluster = embedded_cluster(
         shape.n_workers, parent_pid=os.getpid(),
         # Its HTTP endpoint (health, metrics) on a free loopback port, not 8787 on every interface.
         scheduler={"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": "127.0.0.1:0",
-                   "allowed_failures": 0, "preload": [str(PRELOAD)], "preload_argv": root},
+                   "allowed_failures": 0, "preload": [preload], "preload_argv": root},
         nanny={"host": "127.0.0.1", "nthreads": 1, "silence_logs": logging.WARN, "memory_limit": shape.memory_limit,
-               "preload": [str(PRELOAD)], "preload_argv": root, "preload_nanny": [str(PRELOAD)],
+               "preload": [preload], "preload_argv": root, "preload_nanny": [preload],
                "preload_nanny_argv": root,
                "env": {TORCH_THREADS_ENV: threads, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}})
     client = None

@@ -1,13 +1,13 @@
-"""Dask preload for krrcore's scheduler, nannies and workers: ``--preload krrcore.worker_setup``.
+"""Dask preload for krrcore's scheduler, nannies and workers: ``--preload krrcore.distributed.preload``.
 
 At start (:func:`dask_setup`): make ``krrcore`` importable when it was not pip-installed (the
 embedded cluster runs from a checkout and passes ``--package-root``; Dask runs a preload file
 from a copy, so the file cannot find the checkout itself, and imports nothing of krrcore before
 that) — the scheduler needs it too, as it unpickles the tasks — and set a worker's torch intra-op
-threads from ``KRR_TORCH_THREADS`` (:mod:`krrcore.distributed.workers`). Both import
-:mod:`krrcore.remote` (torch and the solvers) at start: the scheduler unpickles the first task, a
-worker runs it, and neither should make a user's first run wait for torch to load (seconds on a
-busy machine).
+threads from ``KRR_TORCH_THREADS`` (:mod:`krrcore.distributed.workers`). Both import torch and the
+kernel products at start: the scheduler unpickles the first task, a worker runs it, and neither should make
+a user's first fit wait for torch to load (seconds on a busy machine). A front end whose tasks live
+in a module of its own wraps :func:`setup` in a preload of its own that imports that module too.
 
 ``--parent-pid PID`` (the embedded cluster's scheduler and nannies): the process ends itself, and
 its children, within :data:`WATCH_SECONDS` once PID is no longer its parent — the process that
@@ -58,10 +58,8 @@ def _end_process_tree() -> None:
         os._exit(0)
 
 
-@click.command()
-@click.option("--package-root", default=None, help="Folder to put on sys.path so krrcore imports.")
-@click.option("--parent-pid", type=int, default=None, help="End this process when this PID is no longer its parent.")
-def dask_setup(service, package_root, parent_pid):
+def setup(service, package_root: str | None = None, parent_pid: int | None = None) -> None:
+    """What :func:`dask_setup` does, as a plain function (for a preload that adds to it)."""
     if parent_pid:
         end_with_parent(parent_pid)
     if package_root and package_root not in sys.path:
@@ -74,4 +72,11 @@ def dask_setup(service, package_root, parent_pid):
         from krrcore.distributed.workers import set_torch_threads
 
         set_torch_threads()
-    import krrcore.remote  # noqa: F401  (torch and the solvers load now, not in the first run)
+    import krrcore.distributed.operators  # noqa: F401  (torch and the kernel products load now, not in the first fit)
+
+
+@click.command()
+@click.option("--package-root", default=None, help="Folder to put on sys.path so krrcore imports.")
+@click.option("--parent-pid", type=int, default=None, help="End this process when this PID is no longer its parent.")
+def dask_setup(service, package_root, parent_pid):
+    setup(service, package_root, parent_pid)

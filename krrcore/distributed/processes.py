@@ -7,7 +7,7 @@ ending when the process that started them is gone.
   ends them (:func:`kill`). Otherwise they died first and that process's shutdown waited the
   30 s connect timeout for a scheduler that was gone.
 * Ending with their parent: the scheduler and each nanny run the preload
-  (:mod:`krrcore.worker_setup`) with ``--parent-pid``, which ends the process within half a second
+  (:mod:`krrcore.distributed.preload`) with ``--parent-pid``, which ends the process within half a second
   once its parent is gone, however it ended (``kill -9`` included) — as a Dask worker ends with
   its nanny, one level up.
 """

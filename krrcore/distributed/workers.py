@@ -2,7 +2,7 @@
 
 Dask's nanny starts workers with ``OMP_NUM_THREADS=1``; the embedded cluster passes
 ``KRR_TORCH_THREADS`` instead, so that workers × threads never exceeds the cores. The preload
-(:mod:`krrcore.worker_setup`) applies it when a worker starts, and every task on a shard applies
+(:mod:`krrcore.distributed.preload`) applies it when a worker starts, and every task on a shard applies
 it again (:func:`use_worker_threads`), since a worker started without the preload has only its
 thread slots to go by.
 """

@@ -124,6 +124,56 @@ class PointOutputs:
         return self._operator.matvec(est.coef_)
 
 
+class IteratePredictions:
+    """A fitting estimator's current iterate predicted on fixed ``points`` (n_points, d): call it
+    between the records of ``iter_fit`` (the generator suspended, so outside the solver's timer) for
+    the (n_points, k) outputs as numpy in the targets' units, 0 at the starting point. The points'
+    kernel rows are kept once evaluated when the memory policy allows (:class:`PointOutputs`).
+
+    :meth:`cost` is what the next call will take in seconds: measured by the last call, or the
+    memory policy's estimate (:class:`~krrcore.memory.CostModel`) for |points| × centres kernel
+    evaluations before the first, and for reading the kept rows once they are kept."""
+
+    def __init__(self, estimator, points):
+        self.estimator, self.points = estimator, points
+        self._outputs: PointOutputs | None = None
+        self._cost: float | None = None
+
+    def _model(self):
+        from ..memory import CostModel
+
+        coef = self.estimator.coef_
+        return CostModel(d=self.points.shape[1], dtype=coef.dtype, device=coef.device)
+
+    def cost(self) -> float:
+        if self._cost is not None:
+            return self._cost
+        coef = self.estimator.coef_
+        if not bool((coef != 0).any()):
+            return 0.0
+        centers = getattr(self.estimator, "centers_", None)
+        return self._model().entry_seconds(len(self.points) * (len(centers) if centers is not None else 0))
+
+    def __call__(self):
+        import time
+
+        est = self.estimator
+        coef = est.coef_
+        if not bool(torch.any(coef != 0)):          # the starting point: f = 0, no kernel to evaluate
+            return torch.zeros((len(self.points), coef.shape[1]), dtype=torch.float64).numpy()
+        if self._outputs is None:
+            self._outputs = PointOutputs(est, torch.as_tensor(self.points, dtype=coef.dtype, device=coef.device))
+        fresh = self._outputs.kept_bytes is None
+        start = time.perf_counter()
+        scale = getattr(est, "_target_scale", 1.0)       # mid-fit, the solver's targets are scaled
+        values = (self._outputs() / scale).detach().cpu().numpy().reshape(len(self.points), -1)
+        self._cost = time.perf_counter() - start
+        kept = self._outputs.kept_bytes
+        if fresh and kept is not None:      # the rows were evaluated and kept: the next calls read them
+            self._cost = self._model().stream_seconds(kept)
+        return values
+
+
 class Recorder:
     """Turns a solver's :class:`Step` into an :class:`IterationRecord`: one fit's validation data,
     metric and timing rules, shared by :class:`IterativeKRR` and :class:`DirectKRR`.
