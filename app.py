@@ -1,8 +1,8 @@
 """KRR Explorer — the Streamlit entry point and router.
 
 Run with ``streamlit run app.py``. Streamlit imports this file once to find ``app``: the pages plus
-the live chart's records endpoint (:mod:`krr_app.live_api`) on one Starlette server, whose start and
-end (signals, the Dask cluster's close) are :mod:`krr_app.lifecycle`'s. Then, as
+the live chart's records endpoint (:mod:`krr_app.jobs.live_api`) on one Starlette server, whose start and
+end (signals, the Dask cluster's close) are :mod:`krr_app.jobs.lifecycle`'s. Then, as
 ``__main__``, this script runs on every interaction: it declares the pages,
 draws the shared sidebar (data, kernel, λ, M, solver — all bound to the URL; its data section
 first, the rest when the page asks for the settings), then runs the selected page. Every page goes
@@ -17,12 +17,14 @@ resets that mode before every run, would run pages without the router on every r
 import streamlit as st
 
 if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI app
-    from krr_app.lifecycle import lifespan
-    from krr_app.live_api import ROUTES
+    from krr_app.jobs.lifecycle import lifespan
+    from krr_app.jobs.live_api import ROUTES
 
     app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:
-    from krr_app import executor, sidebar, teacher
+    from krr_app.jobs import executor
+    from krr_app.parts import sidebar
+    from krr_app.teaching import teacher
 
     st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide",
                        initial_sidebar_state="collapsed" if teacher.presenting() else "auto")
@@ -39,7 +41,7 @@ else:
     tune = st.Page("app_pages/tune.py", title="Tune", icon=":material/auto_fix_high:")
 
     page = st.navigation([explore, compare, tune, conditioning, leverage, dataset])
-    # The name a lesson step uses for each page (krr_app.lessons.PAGES maps them back to the scripts).
+    # The name a lesson step uses for each page (krr_app.teaching.lessons.PAGES maps them back to the scripts).
     PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
                   leverage.url_path: "leverage", dataset.url_path: "dataset", tune.url_path: "tune"}
     # The sidebar's data section now; its other controls when the page asks for the settings (Explore

@@ -6,9 +6,12 @@ against seconds, with a table of final test error, time and memory, and CSV down
 """
 import streamlit as st
 
-from krr_app import charts, explain, links, sidebar, state, views
-from krr_app.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
-                            with_value)
+from krr_app import explain
+from krr_app.charts import figures as charts
+from krr_app.jobs.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
+                                 with_value)
+from krr_app.parts import sidebar, state, views
+from krr_app.teaching import links
 from krr_app.text import plain
 
 settings = sidebar.current()

@@ -4,15 +4,16 @@ Spectra and condition numbers κ = λ_max/λ_min of K + λnI (exact KRR), of the
 (FALKON Eq. 8), of FALKON's preconditioned W = BᵀHB (Eq. 13), and of ASkotch's Nyström-
 preconditioned blocks with their smoothness constants L_P (ASkotch Eq. 11, Alg. 3). The data,
 kernel, λ and M come from the sidebar; everything is computed on a bounded, seeded subsample and
-cached on plain parameters (:mod:`krr_app.state`, computed by :mod:`krrcore.diagnostics`).
+cached on plain parameters (:mod:`krr_app.parts.state`, computed by :mod:`krrcore.diagnostics`).
 """
 import math
 
 import streamlit as st
 
-from krr_app import charts, image_charts, sidebar, state, views
 from krr_app import settings as limits
-from krr_app.config import INT_KNOBS, format_number
+from krr_app.charts import figures as charts, images as image_charts
+from krr_app.jobs.config import INT_KNOBS, format_number
+from krr_app.parts import sidebar, state, views
 from krr_app.text import plain
 from krrcore.diagnostics import SYSTEMS
 

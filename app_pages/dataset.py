@@ -8,7 +8,7 @@ For the sidebar's dataset (a built-in one or an uploaded table), in sections:
    file at once, before the preprocessing is fitted.
 2. **Shape**: rows, the n × d the model sees after preprocessing, task, median distance.
 3. **The data**: the data's picture (an SVG image: the page's first picture), then — from the
-   session's second page run on (:func:`krr_app.views.after_first_picture`), so that plotly.js
+   session's second page run on (:func:`krr_app.parts.views.after_first_picture`), so that plotly.js
    does not hold the picture back — the target's distribution and the spread of each model input.
 4. **Effective dimension** d_eff(λ) = Tr K(K + λnI)⁻¹ (BLESS Eq. 1), computed on the workers, and
    suggested σ, λ and M with the reasoning (:func:`krrcore.diagnostics.suggest_hyperparameters`).
@@ -21,9 +21,10 @@ import math
 import pandas as pd
 import streamlit as st
 
-from krr_app import charts, sidebar, state, upload, views
 from krr_app import settings as limits
-from krr_app.config import format_number
+from krr_app.charts import figures as charts
+from krr_app.jobs.config import format_number
+from krr_app.parts import sidebar, state, upload, views
 from krr_app.text import plain
 from krrcore.datasets import MISSING_RULES
 from krrcore.diagnostics import suggest_hyperparameters, suggested_kernel

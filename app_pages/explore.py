@@ -1,20 +1,23 @@
 """Explore: one solver on one problem, live — the page a student starts on.
 
 Run hands the sidebar's configuration to the session's registry, which runs it on a Dask worker
-(never in this process); while it runs, the live chart (:mod:`krr_app.live_chart`) draws the progress
+(never in this process); while it runs, the live chart (:mod:`krr_app.parts.live_chart`) draws the progress
 bar, the convergence chart and, for 1-D and 2-D data, the fit as the worker pictures the current
 iterate, without rerunning the page; Stop cancels it on the worker. A configuration already run is shown at
 once from the session's registry.
 
-The data are drawn before any run (:mod:`krr_app.preview`), and a small problem
-(:func:`krr_app.config.is_small`) runs by itself on every change unless "Run on every change" is
+The data are drawn before any run (:mod:`krr_app.charts.preview`), and a small problem
+(:func:`krr_app.jobs.config.is_small`) runs by itself on every change unless "Run on every change" is
 switched off — as in the TensorFlow Playground, a student sees the effect of every knob at once.
 """
 import streamlit as st
 
-from krr_app import explain, links, preview, sidebar, state, views
-from krr_app.config import SMALL_TEXT, is_small, problems
+from krr_app import explain
+from krr_app.charts import preview
+from krr_app.jobs.config import SMALL_TEXT, is_small, problems
+from krr_app.parts import sidebar, state, views
 from krr_app.settings import AUTO_RUN_WAIT_SECONDS
+from krr_app.teaching import links
 from krr_app.text import plain
 from krrcore.full_system import storage_advice
 

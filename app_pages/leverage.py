@@ -10,9 +10,10 @@ come from the sidebar; the leverage scores have their own λ (BLESS's λ is typi
 import pandas as pd
 import streamlit as st
 
-from krr_app import charts, image_charts, sidebar, state, views
 from krr_app import settings as limits
-from krr_app.config import format_number
+from krr_app.charts import figures as charts, images as image_charts
+from krr_app.jobs.config import format_number
+from krr_app.parts import sidebar, state, views
 from krrcore.leverage import DEFAULT_Q2, SAMPLERS
 
 #: Names shown for the samplers of krrcore.leverage.SAMPLERS (an unknown key shows as itself).

@@ -12,9 +12,12 @@ import math
 
 import streamlit as st
 
-from krr_app import charts, explain, links, live_chart, sidebar, state, tuning_charts, views
+from krr_app import explain
 from krr_app import settings as limits
-from krr_app.config import format_number, make_config, problems
+from krr_app.charts import figures as charts, tuning as tuning_charts
+from krr_app.jobs.config import format_number, make_config, problems
+from krr_app.parts import live_chart, sidebar, state, views
+from krr_app.teaching import links
 from krrcore.tuning import OBJECTIVES
 
 RUN_KEY = "tune_run"          # session_state handle of the last tuning run started here (tests wait on it)
@@ -65,7 +68,7 @@ def _stop_active():
 
 def _map(run_config, data) -> dict | None:
     """The map of the tuning objective over (σ, λ) around the run's start, on a worker
-    (:func:`krr_app.state.tuning_map`, cached: computed once, before the run starts)."""
+    (:func:`krr_app.parts.state.tuning_map`, cached: computed once, before the run starts)."""
     params = dict(run_config.solver_params)
     try:
         return state.tuning_map(data.X_train, data.y_train, (run_config.data,), run_config.M,

@@ -47,14 +47,14 @@ QUICK = {"Two moons, n = 2,000, M = 100, t = 5": "dataset=moons&solver=falkon&n=
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
-#: The live fit's cost, as the page states it under a finished run's fit (krr_app.views.pictures_caption).
+#: The live fit's cost, as the page states it under a finished run's fit (krr_app.parts.views.pictures_caption).
 PICTURES = re.compile(r"Drawn while the solver ran: (\d+) pictures .*?, ([\d.e+-]+) s on the worker \(([\d.]+)% of "
                       r"the run's ([\d.e+-]+) s wall time")
 
 
 def library_fit(query: str) -> float:
     """The page's configuration ``query`` through krrcore alone: its solver seconds."""
-    from krr_app.config import DataSpec, make_config
+    from krr_app.jobs.config import DataSpec, make_config
     from krrcore.datasets import DATASETS
     from krr_app.jobs.worker import run_fit
 
@@ -204,7 +204,7 @@ def measure(quick: bool, repeats: int) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     from krr_app import settings
-    from krr_app.server import running_app
+    from krr_app.jobs.server import running_app
 
     queries = QUICK if quick else PROBLEMS
     placements = browser_placements(confine=not quick)    # quick: the suite's smoke run, one is enough

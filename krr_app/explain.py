@@ -2,7 +2,7 @@
 
 Written for a student: what the knob does to the model and to the solver, in two or three lines,
 with the equation it comes from. ``HELP`` holds the one-line tooltips; ``TEXT`` the longer notes.
-Lessons are files in ``lessons/`` (:mod:`krr_app.lessons`).
+Lessons are files in ``lessons/`` (:mod:`krr_app.teaching.lessons`).
 """
 from __future__ import annotations
 

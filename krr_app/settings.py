@@ -58,14 +58,14 @@ DASK_SCHEDULER = os.environ.get("KRR_DASK_SCHEDULER", "").strip() or None
 WORKER_THREADS = _env_int("KRR_WORKER_THREADS", 1)
 DASK_WORKERS = _env_int("KRR_DASK_WORKERS", 0, minimum=0) or None
 #: Seconds the server's graceful shutdown (Ctrl-C, SIGTERM, SIGHUP) may take before it ends its
-#: processes and itself at once (krr_app.lifecycle): uvicorn, Streamlit and the cluster's close
+#: processes and itself at once (krr_app.jobs.lifecycle): uvicorn, Streamlit and the cluster's close
 #: take about a second when all is well.
 SHUTDOWN_SECONDS = 4.0
 #: Runs one session has on the cluster at once; its further runs wait their turn in the session
 #: (Compare's batch runs one after another, so its timings are comparable). Env: KRR_SESSION_MAX_ACTIVE.
 SESSION_MAX_ACTIVE = _env_int("KRR_SESSION_MAX_ACTIVE", 1)
 #: Seconds between two looks of a page at its computing run (the live chart's refresh). A look is a
-#: small JSON request (krr_app.live_api) that the chart appends to its SVG panels, not a rerun of
+#: small JSON request (krr_app.jobs.live_api) that the chart appends to its SVG panels, not a rerun of
 #: the page, so that a browser on the workers' cores takes little from the run it watches
 #: (docs/measurements.md, "The app against the library"). Env: KRR_POLL_SECONDS.
 POLL_SECONDS = _env_float("KRR_POLL_SECONDS", 0.5, minimum=0.1)
@@ -123,10 +123,10 @@ AUTO_RUN_MAX_M = 1_000
 #: finishes in time appears complete instead of as a progress bar first.
 AUTO_RUN_WAIT_SECONDS = 0.5
 #: Seconds after a page first shows the data's picture before it sends its plotly charts (Explore's
-#: empty convergence axes, the Dataset page's charts; :func:`krr_app.views.after_first_picture`):
+#: empty convergence axes, the Dataset page's charts; :func:`krr_app.parts.views.after_first_picture`):
 #: the picture is painted first, then a new visitor's browser fetches and evaluates plotly.js
 #: while the student looks at the data.
 EMPTY_CHART_DELAY_SECONDS = 1.0
-#: The folder of lesson files (``<name>.md``, see krr_app.lessons): a teacher may point the server at
+#: The folder of lesson files (``<name>.md``, see krr_app.teaching.lessons): a teacher may point the server at
 #: their own. Env: KRR_LESSONS_DIR.
 LESSONS_DIR = Path(os.environ.get("KRR_LESSONS_DIR") or app_dir() / "lessons")

@@ -15,7 +15,7 @@ APP_TIMEOUT = 120
 def settle(at, timeout: float = 180.0):
     """Rerun until no diagnostic of the page is still computing on the workers: a page draws what is
     ready and reruns itself as the rest arrives (a fragment's timer, which AppTest does not tick)."""
-    from krr_app import state
+    from krr_app.parts import state
 
     for _ in range(12):
         if not state.results.running():
@@ -47,7 +47,7 @@ def app():
     made = []
 
     def make(**query):
-        from krr_app import state
+        from krr_app.parts import state
 
         st.cache_data.clear()
         st.cache_resource.clear()
@@ -70,7 +70,7 @@ def app():
 def _close_the_executor():
     """The embedded Dask cluster a test started ends with the test session."""
     yield
-    from krr_app import executor
+    from krr_app.jobs import executor
 
     previous = executor.use_executor(None)
     if previous is not None:
@@ -81,7 +81,7 @@ def _close_the_executor():
 def in_process():
     """Runs execute on threads of the test process (for solvers defined in a test module, which
     Dask workers cannot import)."""
-    from krr_app import executor
+    from krr_app.jobs import executor
 
     previous = executor.use_executor(executor.InProcessExecutor())
     yield

@@ -37,16 +37,16 @@ LAYERS = [
     ("krrcore: solvers", ("krrcore.solvers.*",)),
     ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
     ("krrcore: the package", ("krrcore",)),
-    ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.server", "krr_app.lifecycle",
-                                    "krr_app.settings", "krr_app.text", "krr_app.explain")),
-    ("krr_app: jobs on workers", ("krr_app.jobs.*",)),
-    ("krr_app: configurations, links and figures", ("krr_app.config", "krr_app.links", "krr_app.teacher",
-                                                    "krr_app.lessons", "krr_app.preview", "krr_app.charts",
-                                                    "krr_app.fit_charts", "krr_app.tuning_charts", "krr_app.image_charts",
-                                                    "krr_app.snippet")),
-    ("krr_app: runs and the live channel", ("krr_app.executor", "krr_app.run_status", "krr_app.live_api",
-                                            "krr_app.runs", "krr_app.live_chart", "krr_app.state")),
-    ("krr_app: page parts", ("krr_app.views", "krr_app.upload", "krr_app.sidebar")),
+    ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.settings", "krr_app.text", "krr_app.explain")),
+    ("krr_app: figures", ("krr_app.charts.*",)),
+    ("krr_app: jobs on workers", ("krr_app.jobs", "krr_app.jobs.spec", "krr_app.jobs.worker", "krr_app.jobs.surface",
+                                  "krr_app.jobs.preload", "krr_app.jobs.lifecycle", "krr_app.jobs.server")),
+    ("krr_app: configurations", ("krr_app.jobs.config",)),
+    ("krr_app: runs and the live channel", ("krr_app.jobs.engine", "krr_app.jobs.executor", "krr_app.jobs.run_status",
+                                            "krr_app.jobs.live_api",
+                                            "krr_app.jobs.runs")),
+    ("krr_app: teaching", ("krr_app.teaching.*",)),
+    ("krr_app: page parts", ("krr_app.parts.*",)),
     ("the pages", ("app_pages.*", "app")),
 ]
 
@@ -93,7 +93,7 @@ def test_distributed_is_reached_from_the_solvers_only():
     importers = sorted(m for m, targets in GRAPH.items()
                        if any(t == "krrcore.distributed" or t.startswith("krrcore.distributed.") for t in targets)
                        and not m.startswith("krrcore.distributed"))
-    assert importers == ["krr_app.executor", "krr_app.jobs.preload", "krr_app.jobs.worker", "krrcore.cluster",
+    assert importers == ["krr_app.jobs.executor", "krr_app.jobs.preload", "krr_app.jobs.worker", "krrcore.cluster",
                          "krrcore.sharded", "krrcore.solvers.base"]
     text = "".join(p.read_text() for p in CORE.rglob("*.py") if "distributed" not in p.parts)
     assert re.findall(r"isinstance\([^)]*Sharded", text) == []

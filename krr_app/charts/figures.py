@@ -3,7 +3,7 @@
 * :func:`convergence_figure`: residual and test metric against iteration or seconds, log scale,
   one colour per run (Explore shows one run, Compare overlays several), as the papers plot them
   (FALKON Fig. 1; ASkotch Fig. 2 and 3 use solver time on the x axis).
-* The fitted function / prediction surface of a run: :mod:`krr_app.fit_charts`.
+* The fitted function / prediction surface of a run: :mod:`krr_app.charts.fit`.
 * :func:`traces_frame` / :func:`summary_frame`: what the CSV downloads and the Compare table hold.
 * The diagnostic pages' figures (spectra, κ against λ and M, ASkotch's blocks, leverage scores,
   centres, d_eff, the dataset, the features' relevance from a tuning): every figure plots exactly
@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from .text import chart_text
+from krr_app.text import chart_text
 
 PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
@@ -276,7 +276,7 @@ def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
 
 
 def score_scatter_points(points: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """What the scores' scatter draws (:func:`score_scatter`, :func:`krr_app.image_charts.scores_image`):
+    """What the scores' scatter draws (:func:`score_scatter`, :func:`krr_app.charts.images.scores_image`):
     up to MAX_POINTS evenly spaced points with both scores positive (a log-log plot), and 50
     log-spaced exact scores over their range, where the line ℓ̃ = ℓ and the R-ACC band are drawn."""
     shown = points.iloc[np.linspace(0, len(points) - 1, min(len(points), MAX_POINTS)).astype(int)]

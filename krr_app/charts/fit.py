@@ -1,7 +1,7 @@
 """The fitted function over 1-D data, or the prediction surface over 2-D data, from a run's grid
 predictions (:class:`krr_app.jobs.surface.FitSurface`): the finished model's figure, and the traces the
-live chart's fit panel restyles in place while the solver iterates (:mod:`krr_app.live_chart`,
-the pictures' values from :func:`fit_display` through :mod:`krr_app.live_api`). Plain data in,
+live chart's fit panel restyles in place while the solver iterates (:mod:`krr_app.parts.live_chart`,
+the pictures' values from :func:`fit_display` through :mod:`krr_app.jobs.live_api`). Plain data in,
 figures out; no Streamlit here.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 
 from krrcore.metrics import predicted_labels
 
-from .charts import layout
-from .preview import browser_values, point_traces
+from krr_app.charts.figures import layout
+from krr_app.charts.preview import browser_values, point_traces
 
 
 def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:

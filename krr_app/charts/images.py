@@ -1,10 +1,10 @@
 """Charts as SVG images sent as Markdown: a diagnostic page's first picture, painted the moment the
 page arrives, before the chart library (plotly.js, seconds of script for a new visitor's browser)
-has loaded — as :mod:`krr_app.preview` draws Explore's data.
+has loaded — as :mod:`krr_app.charts.preview` draws Explore's data.
 
 :func:`spectra_image` is Conditioning's eigenvalue spectra and :func:`scores_image` the Leverage
 page's approximate-against-exact scores: the tables the pages offer as CSV downloads, drawn like
-:func:`krr_app.charts.spectra_figure` and :func:`krr_app.charts.score_scatter` (same axes,
+:func:`krr_app.charts.figures.spectra_figure` and :func:`krr_app.charts.figures.score_scatter` (same axes,
 colours, open markers for estimates). Plain data in, Markdown out; no Streamlit here.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from html import escape
 import numpy as np
 import pandas as pd
 
-from .charts import PALETTE, estimate_suffix, score_scatter_points, system_color
-from .preview import dots, svg_markdown, ticks
+from krr_app.charts.figures import PALETTE, estimate_suffix, score_scatter_points, system_color
+from krr_app.charts.preview import dots, svg_markdown, ticks
 
 WIDTH, HEIGHT = 900, 380
 #: Plot area margins (pixels); the legend goes below the x-axis title, one entry a line.
@@ -129,7 +129,7 @@ def chart_svg(series: list[Series], *, x_title: str, y_title: str, log_x: bool =
 
 
 def spectra_image(frame: pd.DataFrame) -> str:
-    """:func:`krr_app.charts.spectra_figure` as a Markdown image: λᵢ/λ_max against rank/size."""
+    """:func:`krr_app.charts.figures.spectra_figure` as a Markdown image: λᵢ/λ_max against rank/size."""
     series = []
     for i, (name, part) in enumerate(frame.groupby("system", sort=False)):
         method = part["method"].iloc[0]
@@ -143,7 +143,7 @@ def spectra_image(frame: pd.DataFrame) -> str:
 
 
 def scores_image(points: pd.DataFrame, r_acc: dict) -> str:
-    """:func:`krr_app.charts.score_scatter` as a Markdown image: approximate against exact scores,
+    """:func:`krr_app.charts.figures.score_scatter` as a Markdown image: approximate against exact scores,
     the line ℓ̃ = ℓ and the R-ACC band between the 5th and 95th percentiles of ℓ̃/ℓ."""
     shown, xs = score_scatter_points(points)
     series = [Series(f"R-ACC 5–95% band [{r_acc['q05']:.2f}, {r_acc['q95']:.2f}]", np.concatenate([xs, xs[::-1]]),

@@ -6,7 +6,7 @@
 * :func:`map_figure`: the objective over a (log λ, log σ) grid (:func:`krrcore.tuning.validation_map`,
   computed on a worker), its valley (the best λ of each σ), and the path the search took.
 
-The per-feature relevance bars (1/σ_j) are :func:`krr_app.charts.relevance_figure`, shared with
+The per-feature relevance bars (1/σ_j) are :func:`krr_app.charts.figures.relevance_figure`, shared with
 the Dataset page.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from krrcore.tuning import OBJECTIVES, STAGES
 
-from .charts import PALETTE, layout, metric_title
+from krr_app.charts.figures import PALETTE, layout, metric_title
 
 #: Objective names as the figures write them.
 OBJECTIVE_TITLES = {"gcv": "GCV", "holdout": "hold-out error", "compreg": "complexity-regularised objective"}

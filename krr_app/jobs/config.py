@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 
-from .jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
-from .settings import (APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N,  # noqa: F401  (re-exported)
+from krr_app.jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
+from krr_app.settings import (APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N,  # noqa: F401  (re-exported)
                        EXACT_KRR_MAX_N)
 
 

@@ -5,10 +5,11 @@ on the embedded cluster or on the scheduler named by ``KRR_DASK_SCHEDULER``
 (:func:`krrcore.distributed.connect`). Records stream back as worker events, Stop travels as a
 ``distributed.Event``, and the scheduler hands tasks to workers in submission order, one per
 single-threaded worker: first come, first served, with no scheduler of our own.
-:class:`InProcessExecutor` runs the same :func:`krr_app.jobs.worker.run_fit` on a thread of this
-process, for tests whose point is the page rather than the cluster.
+:class:`~krr_app.jobs.engine.InProcessExecutor` runs the same :func:`krr_app.jobs.worker.run_fit` on a
+thread of this process, for tests whose point is the page rather than the cluster; the interface both
+implement, and the queue they share, is :class:`~krr_app.jobs.engine.Executor`.
 
-Both call back into the :class:`~krr_app.runs.Run`: ``_started(worker)``, ``_append(record)``,
+Both call back into the :class:`~krr_app.jobs.runs.Run`: ``_started(worker)``, ``_append(record)``,
 ``_frame(picture)``, ``_complete(outcome)`` or ``_fail(message)``; none of them calls Streamlit. A
 stepped run (the app's Step) reads ``run.step_limit`` through :meth:`Executor.steps`.
 
@@ -21,23 +22,20 @@ next run, or, for an external scheduler, says that it is unreachable and where.
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import hashlib
 import logging
 import math
-import os
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections import OrderedDict
 from concurrent.futures import CancelledError
 
 from krrcore.distributed import ClusterUnavailable
-from .jobs.worker import (RECORDS_TOPIC, StepGate, dask_fit_task, frame_from_message, run_fit, steps_name,
-                            stop_event_name)
 from krrcore.stream import IterationRecord
 
-from . import settings
+from krr_app import settings
+from krr_app.jobs.engine import Executor, InProcessExecutor, format_bytes  # noqa: F401  (re-exported)
+from krr_app.jobs.worker import RECORDS_TOPIC, dask_fit_task, frame_from_message, steps_name, stop_event_name
 
 log = logging.getLogger(__name__)
 
@@ -46,159 +44,6 @@ MAX_SCATTERED_TABLES = 8
 #: Seconds the workers' description (how many, their memory limit) is reused before the scheduler
 #: is asked again: the pages read it on every script run.
 WORKER_INFO_SECONDS = 5.0
-
-
-def format_bytes(n_bytes: float) -> str:
-    """'1.50 GiB' from a GiB on, '120 MiB' below."""
-    return f"{n_bytes / 2**30:.2f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.0f} MiB"
-
-
-class Executor(ABC):
-    """Runs :class:`~krr_app.runs.Run` objects somewhere and reports back through their callbacks."""
-
-    def __init__(self):
-        self._wall_seconds: list[float] = []                         # recent runs, for queue estimates
-        self._pending: OrderedDict[str, object] = OrderedDict()     # submitted, not started, in order
-        self._computing: set[str] = set()                            # started, not finished
-        self._lock = threading.Lock()
-
-    @property
-    @abstractmethod
-    def workers(self) -> int:
-        """How many runs compute at once."""
-
-    @property
-    @abstractmethod
-    def worker_memory_limit(self) -> int | None:
-        """Bytes one run may use (a worker's memory limit), None if unknown."""
-
-    @abstractmethod
-    def submit(self, run) -> None: ...
-
-    def call(self, fn, /, *args, **kwargs):
-        """``fn(*args, **kwargs)`` where the runs execute, waiting for the result (a diagnostic
-        page's computation; ``fn`` is a krrcore function, its arguments small)."""
-        return self.submit_call(fn, *args, **kwargs).result()
-
-    def submit_call(self, fn, /, *args, **kwargs):
-        """Start :meth:`call`'s computation and return at once: a future with ``done()`` and
-        ``result()`` (a page draws what is ready and streams the rest in). Here: computed now."""
-        future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:
-            future.set_exception(exc)
-        return future
-
-    def submit_first(self, fn, /, *args, **kwargs):
-        """:meth:`submit_call` for a page's first picture, which a new visitor waits for: ahead of
-        the computations other pages queued before (here: the same)."""
-        return self.submit_call(fn, *args, **kwargs)
-
-    @abstractmethod
-    def cancel(self, run) -> None:
-        """Ask ``run`` to stop: a queued run is dropped, a running one stops after its iteration."""
-
-    def steps(self, run) -> None:
-        """Tell a stepped ``run`` how far it may go now (``run.step_limit``: records, or None to run on)."""
-
-    def describe(self) -> str:
-        return type(self).__name__
-
-    def admission_problem(self, run) -> str | None:
-        """Why ``run`` can never run here (its estimated peak exceeds what one worker may use),
-        with the numbers and what to change; None when it fits (it may still wait for a worker)."""
-        limit = self.worker_memory_limit
-        estimate = run.estimate
-        if limit is None or estimate is None or estimate.peak_bytes <= limit:
-            return None
-        parts = ", ".join(f"{p.name} {format_bytes(p.bytes)}" for p in estimate.dominant_parts())
-        advice = estimate.suggestion or "lower n or M, use float32, or choose a solver that stores less"
-        return (f"Refused before starting: this run needs about {format_bytes(estimate.peak_bytes)} at its peak "
-                f"({parts}), and a worker of this server may use {format_bytes(limit)}. {advice[0].upper()}"
-                f"{advice[1:]}.")
-
-    def healthy(self) -> bool:
-        """Whether runs can be sent (the cluster's scheduler answers)."""
-        return True
-
-    def close(self) -> None:
-        pass
-
-    # -- queue book-keeping shared by the executors ------------------------------------------
-    def _queued(self, run) -> None:
-        with self._lock:
-            self._pending[run.id] = run
-
-    def _left_queue(self, run) -> None:
-        with self._lock:
-            if self._pending.pop(run.id, None) is not None:
-                self._computing.add(run.id)
-
-    def _finished(self, run) -> None:
-        with self._lock:
-            self._pending.pop(run.id, None)
-            self._computing.discard(run.id)
-        wall = run.timings.get("wall_seconds", math.nan)
-        if math.isfinite(wall):
-            with self._lock:
-                self._wall_seconds = (self._wall_seconds + [wall])[-20:]
-
-    def queue_position(self, run) -> tuple[int, float | None]:
-        """(position among runs waiting for a worker, 1 = next; estimated seconds until it
-        starts: the recent runs' mean wall time per turn, or before any run finished krrcore's
-        estimate of this run's time (``run.estimate``), None without either). 0 if not queued."""
-        with self._lock:
-            ids = list(self._pending)
-            recent = list(self._wall_seconds)
-        if run.id not in ids:
-            return 0, None
-        position = ids.index(run.id) + 1
-        if recent:
-            per_run = sum(recent) / len(recent)
-        else:
-            per_run = None if run.estimate is None else run.estimate.seconds_for(run.config.maxiter or 1)
-        if per_run is None:
-            return position, None
-        return position, math.ceil(position / max(1, self.workers)) * per_run
-
-    def waiting(self) -> int:
-        """Runs of this server waiting for a worker."""
-        with self._lock:
-            return len(self._pending)
-
-    def computing(self) -> int:
-        """Runs of this server computing on a worker now."""
-        with self._lock:
-            return len(self._computing)
-
-
-class InProcessExecutor(Executor):
-    """A thread per run in this process (tests of the pages; no cluster)."""
-
-    @property
-    def workers(self) -> int:
-        return 1
-
-    @property
-    def worker_memory_limit(self) -> int | None:
-        return None
-
-    def submit(self, run) -> None:
-        self._queued(run)
-        threading.Thread(target=self._execute, args=(run,), daemon=True, name=f"krr-run-{run.id}").start()
-
-    def _execute(self, run) -> None:
-        self._left_queue(run)
-        run._started("in-process", os.getpid())
-        steps = StepGate(lambda: run.step_limit) if run.stepped else None
-        outcome = run_fit(run.spec(), emit=run._append, on_frame=run._frame, steps=steps, stop_event=run.stop_event,
-                          dataset=run.data)
-        run._complete(outcome)
-        self._finished(run)
-
-    def cancel(self, run) -> None:
-        run.stop_event.set()
 
 
 class DaskExecutor(Executor):
@@ -220,7 +65,7 @@ class DaskExecutor(Executor):
     def connect(cls, address: str | None = None) -> "DaskExecutor":
         from krrcore.distributed import LocalClusterShape, connect
 
-        from .jobs.preload import PRELOAD
+        from krr_app.jobs.preload import PRELOAD
 
         shape = None if address else LocalClusterShape.for_this_machine(settings.DASK_WORKERS, settings.WORKER_THREADS)
         return cls(connect(address, shape=shape, preload=PRELOAD))

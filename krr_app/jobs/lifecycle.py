@@ -31,7 +31,7 @@ import threading
 import time
 from contextlib import asynccontextmanager
 
-from .settings import SHUTDOWN_SECONDS
+from krr_app.settings import SHUTDOWN_SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@
   values, e.g. a tuning run's σ and λ); ``count``: how many records the client then holds;
 * ``frame``, when ``frame_since`` is given and the run's latest picture of the model is of a later
   iteration than ``j`` (``-1``: none yet): ``{"iteration", "kind": "fit", "values", "size"}``,
-  ``values`` being what the fit figure plots on its grid (:func:`krr_app.fit_charts.fit_display`) as
+  ``values`` being what the fit figure plots on its grid (:func:`krr_app.charts.fit.fit_display`) as
   base64 float32, little-endian. The picture is computed on the worker
   (:class:`krr_app.jobs.surface.LiveSurface`); only the latest is kept and sent.
 
-The live chart (:mod:`krr_app.live_chart`) asks for it instead of rerunning a fragment of the page
+The live chart (:mod:`krr_app.parts.live_chart`) asks for it instead of rerunning a fragment of the page
 for every look, which redrew the whole page in the browser (docs/measurements.md, "The app against
 the library", has the seconds). Only runs this server started are known (:func:`publish`), by their random id;
 the answer holds no data, only the per-iteration numbers and the picture the page shows anyway.
@@ -60,7 +60,7 @@ def frame_state(run, since: int = -1) -> dict | None:
     frame, data = run.frame, run.data
     if frame is None or frame.iteration <= since or data is None or data.d not in (1, 2):
         return None
-    from .fit_charts import fit_display     # plotly: not imported with the server's routes
+    from krr_app.charts.fit import fit_display     # plotly: not imported with the server's routes
 
     values = fit_display(data, frame.values).astype("<f4")
     return {"iteration": frame.iteration, "kind": "fit", "size": int(values.size),
@@ -70,7 +70,7 @@ def frame_state(run, since: int = -1) -> dict | None:
 def run_state(run, since: int = 0, frame_since: int | None = None) -> dict:
     """The run's status, progress line and records ``since`` on, its latest picture when newer
     than ``frame_since`` (not asked: None), and when to ask again (ms)."""
-    from . import run_status    # here, not at import: the server starts before torch and plotly load
+    from krr_app.jobs import run_status    # here, not at import: the server starts before torch and plotly load
 
     records = run.records[max(0, since):]
     waiting, computing = run_status.look_intervals([run])

@@ -1,16 +1,16 @@
 """What a run's status says, in words and in look intervals: the one place both the live
-channel (:mod:`krr_app.live_api`) and the pages (:mod:`krr_app.views`) take them from.
+channel (:mod:`krr_app.jobs.live_api`) and the pages (:mod:`krr_app.parts.views`) take them from.
 
-A run is a :class:`krr_app.runs.Run`; these functions only read it and ask the started executor
-(:func:`krr_app.executor.started_executor`) how busy the workers are.
+A run is a :class:`krr_app.jobs.runs.Run`; these functions only read it and ask the started executor
+(:func:`krr_app.jobs.executor.started_executor`) how busy the workers are.
 """
 from __future__ import annotations
 
 import math
 
-from . import charts
-from .executor import started_executor
-from .settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
+from krr_app.charts import figures as charts
+from krr_app.jobs.executor import started_executor
+from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 
 
 def progress_text(run) -> str:
@@ -70,7 +70,7 @@ def queue_text(run) -> str:
 
 def look_intervals(runs) -> tuple[float, float]:
     """(seconds between the live chart's looks while ``runs`` wait for a worker, while one
-    computes), asked of the executor at every look (:mod:`krr_app.live_api`).
+    computes), asked of the executor at every look (:mod:`krr_app.jobs.live_api`).
 
     One user, or a queued run a free worker takes at once: POLL_SECONDS for both. While other runs
     wait for a worker (a classroom), a computing page looks every BUSY_POLL_SECONDS, a waiting one

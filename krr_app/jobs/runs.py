@@ -2,8 +2,8 @@
 
 How a run flows
 ---------------
-1. The page builds a :class:`~krr_app.config.RunConfig` and calls ``registry.start(config, data)``.
-2. The registry hands the run to the server's executor (:mod:`krr_app.executor`: Dask workers by
+1. The page builds a :class:`~krr_app.jobs.config.RunConfig` and calls ``registry.start(config, data)``.
+2. The registry hands the run to the server's executor (:mod:`krr_app.jobs.executor`: Dask workers by
    default) as soon as the session has fewer than ``SESSION_MAX_ACTIVE`` runs there; later runs
    of the session wait their turn in the session, in order. A run whose estimated peak memory
    (krrcore's ``memory_estimate``) exceeds what one worker may use is refused with the numbers.
@@ -11,7 +11,7 @@ How a run flows
    completes it with a :class:`~krr_app.jobs.worker.FitOutcome`: trace, metrics, timings, the worker's
    peak memory, the compact model and the fit chart's grid. Nothing O(n²) or O(nM) comes back.
 4. While it is active the page's live chart asks the server for new records
-   (:mod:`krr_app.live_api`) and reruns the page once when it ends. Stop, a new
+   (:mod:`krr_app.jobs.live_api`) and reruns the page once when it ends. Stop, a new
    Run on Explore, and closing the tab (``st.cache_resource(scope="session", on_release=...)``)
    cancel it: a queued run is dropped, a running one stops after its current iteration.
 """
@@ -23,12 +23,11 @@ import uuid
 from collections import OrderedDict, deque
 
 from krrcore.stream import IterationRecord
-from .jobs.surface import SurfaceFrame
-
-from . import live_api
-from .config import RunConfig
-from .executor import ClusterUnavailable, get_executor, started_executor
-from .settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
+from krr_app.jobs import live_api
+from krr_app.jobs.config import RunConfig
+from krr_app.jobs.executor import ClusterUnavailable, get_executor, started_executor
+from krr_app.jobs.surface import SurfaceFrame
+from krr_app.settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
 
 ACTIVE, FINISHED = ("queued", "running"), ("done", "stopped", "error")
 
@@ -183,7 +182,7 @@ class RunRegistry:
     """The runs of one browser session: keyed by config, bounded, at most ``max_active`` on the
     cluster at once, the rest waiting here in order.
 
-    The page gets it from :func:`krr_app.state.session_runs` (a session-scoped
+    The page gets it from :func:`krr_app.parts.state.session_runs` (a session-scoped
     ``st.cache_resource`` whose ``on_release`` calls :meth:`close` when the tab closes).
     """
 

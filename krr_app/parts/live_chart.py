@@ -1,7 +1,7 @@
 """The charts while runs compute: a small component that asks the server for new records and the
-latest picture of each model (:mod:`krr_app.live_api`) and draws them, without rerunning the
+latest picture of each model (:mod:`krr_app.jobs.live_api`) and draws them, without rerunning the
 page. When a run ends it asks for one page rerun, which draws the finished runs with plotly
-(:func:`krr_app.charts.convergence_figure`: same panels, titles and colours).
+(:func:`krr_app.charts.figures.convergence_figure`: same panels, titles and colours).
 
 The panel contract
 ------------------
@@ -18,7 +18,7 @@ The page passes the runs and a list of panels, plain JSON-able dicts, each with 
   objective (:func:`krrcore.tuning.validation_map`), each σ's best λ dashed;
 * ``{"kind": "fit", "run": id, "target": key, "traces": [names], "shape": [rows, cols], "mark"}``
   (:func:`fit_panel`): the run's fit figure — a plotly chart the page draws itself inside
-  ``st.container(key=target)`` (:func:`krr_app.fit_charts.fit_figure`, the figure the finished run
+  ``st.container(key=target)`` (:func:`krr_app.charts.fit.fit_figure`, the figure the finished run
   shows), marked as the running one by ``layout.meta[mark]`` = the run's id — restyled in place
   with every new picture (``frame``): the named traces' ``y`` (1-D) or ``z`` (2-D, ``shape`` rows
   × cols) and the title naming the picture's iteration. The finished figure carries no mark.
@@ -35,12 +35,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .jobs.surface import GRID_1D, GRID_2D
+from krr_app.charts import figures as charts, fit as fit_charts
+from krr_app.jobs.live_api import PREFIX, run_state
+from krr_app.jobs.surface import GRID_1D, GRID_2D
 
-from . import charts, fit_charts
-from .live_api import PREFIX, run_state
-
-#: The key of a running fit figure's ``layout.meta`` that names its run (:func:`krr_app.views.fit_chart`
+#: The key of a running fit figure's ``layout.meta`` that names its run (:func:`krr_app.parts.views.fit_chart`
 #: sets it): the fit panel restyles that figure only, never the finished one drawn in its place.
 LIVE_FIGURE_MARK = "krr_live_run"
 
@@ -398,7 +397,7 @@ def fit_panel(run, target: str) -> dict:
 
 
 def tuning_steps_panel(run, objective_title: str) -> dict:
-    """A tuning run's objective and test error per step (:mod:`krr_app.tuning_charts` draws the same
+    """A tuning run's objective and test error per step (:mod:`krr_app.charts.tuning` draws the same
     when it has finished)."""
     metric = next((r.metric for r in run.records if r.metric), "mse")
     return {"kind": "tuning_steps", "run": run.id, "color": charts.PALETTE[0], "x_title": "step",

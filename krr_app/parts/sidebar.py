@@ -2,12 +2,12 @@
 
 ``app.py`` renders it once per script run, before the page, so all pages share one set of
 controls and a link reproduces the view (every control is bound to the URL: the widget key is
-the query parameter's name). Every control is drawn through :func:`krr_app.links.widget`, which checks the
+the query parameter's name). Every control is drawn through :func:`krr_app.teaching.links.widget`, which checks the
 link's value first and names what it refuses or adjusts. ``persist_state="session"`` keeps a
 value while its widget is hidden (e.g. ``noise`` while a data set without noise is selected).
 Pages read the result with :func:`current`; the data section is drawn first and a page may draw
 what needs only the data (:func:`data`) before the rest of the sidebar follows. In a lesson
-(``?lesson=<name>``, see :mod:`krr_app.lessons`) the controls the lesson does not use are hidden
+(``?lesson=<name>``, see :mod:`krr_app.teaching.lessons`) the controls the lesson does not use are hidden
 and take their defaults.
 """
 from __future__ import annotations
@@ -24,9 +24,11 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
-from . import explain, lessons, links, state, teacher, upload, views
-from .config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
-                     knob_default, solver_keys)
+from krr_app import explain
+from krr_app.jobs.config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
+                                 knob_default, solver_keys)
+from krr_app.parts import state, upload, views
+from krr_app.teaching import lessons, links, teacher
 
 CSV_OPTION = upload.CSV_OPTION
 DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
@@ -76,7 +78,7 @@ class Settings:
 
 class DataChoice:
     """The sidebar's data section: the spec, the dataset (None if it could not be loaded) and why
-    not. An uploaded table's dataset is built when first asked for (:class:`krr_app.upload.Table`),
+    not. An uploaded table's dataset is built when first asked for (:class:`krr_app.parts.upload.Table`),
     so a page can show the table's columns before its preprocessing is fitted."""
 
     def __init__(self, spec: DataSpec | None, dataset=None, error: str | None = None):
@@ -331,7 +333,7 @@ def _data_key(spec: DataSpec | None) -> tuple:
 
 
 def render(*, page: str, solver_section: bool = True) -> None:
-    """Draw the sidebar's data section for ``page`` (a key of :data:`krr_app.lessons.PAGES`), and
+    """Draw the sidebar's data section for ``page`` (a key of :data:`krr_app.teaching.lessons.PAGES`), and
     keep the rest — the model and solver controls, and above the page the link's notes and the
     lesson — for :func:`current`, which the page calls once it has drawn what needs the data alone
     (:func:`data`). Explore draws the data's picture first, so it reaches a new visitor's browser

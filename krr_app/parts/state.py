@@ -8,7 +8,7 @@ Conditioning and Leverage pages' spectra, tables and scores, computed by :mod:`k
 and :mod:`krrcore.leverage` on the Dask workers the runs use (no numerics here, and none in the web
 server's process), a page's sections all at once, each drawn when it arrives; the
 per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
-:class:`~krr_app.config.RunConfig`.
+:class:`~krr_app.jobs.config.RunConfig`.
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from collections import OrderedDict
 
 import streamlit as st
 
-from . import preview, settings
-from .config import DataSpec
-from .executor import cluster_failure, get_executor
-from .runs import RunRegistry
+from krr_app import settings
+from krr_app.charts import preview
+from krr_app.jobs.config import DataSpec
+from krr_app.jobs.executor import cluster_failure, get_executor
+from krr_app.jobs.runs import RunRegistry
 
 #: Datasets kept in memory at once (all sessions together).
 MAX_DATASETS = 8
@@ -88,7 +89,7 @@ def load_spec(spec: DataSpec, raw: bytes | None = None):
 
 @st.cache_data(max_entries=2 * MAX_DATASETS, show_spinner=False)
 def data_picture(_dataset, spec: DataSpec) -> str:
-    """The data's picture as Markdown (:func:`krr_app.preview.data_image_markdown`), drawn once per data spec."""
+    """The data's picture as Markdown (:func:`krr_app.charts.preview.data_image_markdown`), drawn once per data spec."""
     return preview.data_image_markdown(_dataset)
 
 
@@ -160,7 +161,7 @@ _SIZES = {"exact_max_M": settings.DENSE_SPECTRUM_MAX_M, "lanczos_steps": setting
 
 class Pending:
     """A diagnostic still computing on the workers: the page shows ``what`` in its place and streams
-    the result in when it is ready (:func:`krr_app.views.stream_in`)."""
+    the result in when it is ready (:func:`krr_app.parts.views.stream_in`)."""
 
     def __init__(self, what: str, key: tuple):
         self.what, self.key = what, key
@@ -196,9 +197,9 @@ _REST_WAITS: contextvars.ContextVar[bool] = contextvars.ContextVar("rest_waits",
 def rest_waits(waits: bool) -> None:
     """From here to the end of this page run, computations other than the first picture's
     (:func:`first_picture_calls`) are not started: they wait for the page's next run, which
-    :func:`krr_app.views.stream_in` asks for. On a new visitor's first page run the cores then go
+    :func:`krr_app.parts.views.stream_in` asks for. On a new visitor's first page run the cores then go
     to the first picture and to the browser painting it, not to the sections below it. Every page
-    run starts with ``rest_waits(False)`` (:func:`krr_app.sidebar.render`)."""
+    run starts with ``rest_waits(False)`` (:func:`krr_app.parts.sidebar.render`)."""
     _REST_WAITS.set(waits)
 
 

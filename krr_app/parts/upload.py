@@ -3,7 +3,7 @@ column roles and missing-value rule the Dataset page edits.
 
 Everything a user chooses for the table lives in the URL like every other setting: the target
 (``csv_target``), the task (``task``), the rows used (``csv_n``) and the missing-value rule
-(``missing``) are URL-bound widgets checked by :mod:`krr_app.links`; the column roles, edited in the
+(``missing``) are URL-bound widgets checked by :mod:`krr_app.teaching.links`; the column roles, edited in the
 Dataset page's table (which cannot be bound), are ``role`` parameters, one ``column:role`` each,
 checked here against the file's columns and :data:`krrcore.datasets.ROLES` with the same notes.
 The table is diagnosed at once from the file (:func:`krrcore.datasets.inspect_frame`, which looks at
@@ -17,10 +17,12 @@ import streamlit as st
 from krrcore.datasets import MISSING_RULES, ROLES
 from krrcore.datasets.columns import SAMPLE_ROWS
 
-from . import explain, links, state
-from .config import APP_MAX_N, DataSpec
-from .settings import TABLE_MAX_N
-from .text import plain
+from krr_app import explain
+from krr_app.jobs.config import APP_MAX_N, DataSpec
+from krr_app.parts import state
+from krr_app.settings import TABLE_MAX_N
+from krr_app.teaching import links
+from krr_app.text import plain
 
 CSV_OPTION = "csv"
 #: Task choices ("auto" follows krrcore.datasets.detect_task).

@@ -1,26 +1,31 @@
-"""Page building blocks shared by every page: status, metrics, charts, polling, CSV downloads,
-URL-bound inputs and the diagnostic pages' bounded inputs and "last valid result".
+"""Page building blocks shared by every page: status, metrics, charts, polling, and the diagnostic
+pages' bounded inputs; the URL-bound inputs, CSV downloads and "last valid result" of
+:mod:`krr_app.parts.inputs`, re-exported here.
 
-All functions here run on the script thread and only read runs (see :mod:`krr_app.runs`).
+All functions here run on the script thread and only read runs (see :mod:`krr_app.jobs.runs`).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from krrcore.diagnostics.data import subsample
-from .jobs.surface import FitSurface, plotting_grid
 
-from . import charts, explain, fit_charts, links, state, teacher
-from .executor import format_bytes, started_executor
-from .live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
-from .runs import Run
-from .settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
-from .snippet import notebook_json, reproduce_snippet
-from .text import plain
+from krr_app import explain
+from krr_app.charts import figures as charts, fit as fit_charts
+from krr_app.jobs.executor import format_bytes, started_executor
+from krr_app.jobs.runs import Run
+from krr_app.jobs.surface import FitSurface, plotting_grid
+from krr_app.parts import state
+from krr_app.parts.inputs import (bound_number, bound_widget, download_csv, kernel_key,  # noqa: F401  (re-exported)
+                                  last_valid, remember, require_data)
+from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
+from krr_app.settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
+from krr_app.teaching import links, teacher
+from krr_app.teaching.snippet import notebook_json, reproduce_snippet
+from krr_app.text import plain
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -132,7 +137,7 @@ def convergence_chart(runs: list[Run], x: str, key: str) -> None:
 
 
 #: session_state: the deferred page parts that are due (see :func:`after_first_picture`), and the
-#: session's page runs so far (counted by :func:`krr_app.sidebar.render`).
+#: session's page runs so far (counted by :func:`krr_app.parts.sidebar.render`).
 _DUE_PARTS = "_krr_parts_due"
 PAGE_RUNS_KEY = "_krr_page_runs"
 
@@ -186,7 +191,7 @@ def fit_target(key: str) -> str:
 def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
     """The fitted function / decision surface of a run (1-D and 2-D data only): the finished
     model's, or while the run computes its latest picture, which the live chart then keeps
-    current (:func:`krr_app.live_chart.fit_panel`). ``title``: a line naming what is drawn."""
+    current (:func:`krr_app.parts.live_chart.fit_panel`). ``title``: a line naming what is drawn."""
     surface = run.surface if not run.active else live_surface(run)
     if surface is None:
         return
@@ -292,7 +297,7 @@ def live_surface(run: Run) -> FitSurface | None:
 
 
 def reproduce(run_config, *, key: str) -> None:
-    """The run as krrcore code, and as a Jupyter notebook to download (:mod:`krr_app.snippet`),
+    """The run as krrcore code, and as a Jupyter notebook to download (:mod:`krr_app.teaching.snippet`),
     written only while the expander is open (``st.code`` makes a new visitor's browser fetch and
     compile a 1.5 MB highlighter, in front of the page's first picture)."""
     box = st.expander("Reproduce in Python", key=reproduce_key(key), on_change="rerun")
@@ -314,13 +319,13 @@ def reproduce_key(key: str) -> str:
 def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str, str] | None = None,
          panels=None) -> None:
     """Render ``render(runs)`` when no run is active; while one is, draw the live chart
-    (:func:`krr_app.live_chart.live_chart`): the convergence panels of the runs, and for each run
+    (:func:`krr_app.parts.live_chart.live_chart`): the convergence panels of the runs, and for each run
     id in ``fits`` the pictures of its model in the fit figure drawn with :func:`fit_chart` under
     that key. It asks the server for new records and pictures itself and reruns the page once
     when a run ends, so the final results and the buttons follow. A look is a JSON request, not a
     fragment rerun: a rerun redraws the whole page in the browser (docs/measurements.md, "The app
     against the library", has the seconds). ``panels(runs)``: the page's own panels instead of the
-    convergence ones (the Tune page's, :func:`krr_app.live_chart.tuning_steps_panel`).
+    convergence ones (the Tune page's, :func:`krr_app.parts.live_chart.tuning_steps_panel`).
     """
     runs = runs_getter()
     if not any(r.active for r in runs):
@@ -333,7 +338,7 @@ def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str,
 
 
 def pending(result, waiting: list, *, draw: bool = True) -> bool:
-    """Whether ``result`` is still computing on the workers (:class:`krr_app.state.Pending`); then it
+    """Whether ``result`` is still computing on the workers (:class:`krr_app.parts.state.Pending`); then it
     joins ``waiting`` (for :func:`stream_in`) and, with ``draw``, its place on the page says so."""
     if not isinstance(result, state.Pending):
         return False
@@ -345,12 +350,12 @@ def pending(result, waiting: list, *, draw: bool = True) -> bool:
 
 
 def first_picture(*calls) -> None:
-    """Start the diagnostics ``calls`` (each a krr_app.state function call) that make a page's first
-    picture, ahead of computations queued before (:func:`krr_app.state.first_picture_calls`), and
+    """Start the diagnostics ``calls`` (each a krr_app.parts.state function call) that make a page's first
+    picture, ahead of computations queued before (:func:`krr_app.parts.state.first_picture_calls`), and
     wait up to FIRST_PICTURE_WAIT_SECONDS for them: results that are nearly in come with this page
     run instead of a rerun later (an error is left to the page's own call). In a session's first
     page run the page's other computations then wait for its next run
-    (:func:`krr_app.state.rest_waits`)."""
+    (:func:`krr_app.parts.state.rest_waits`)."""
     keys = []
     for call in calls:
         try:
@@ -368,7 +373,7 @@ def first_picture(*calls) -> None:
 def stream_in(waiting: list) -> None:
     """Rerun the page as soon as one of the ``waiting`` results is in, so it is drawn, or at the
     first look when none of them has started (they wait for this rerun: the first picture is in,
-    :func:`krr_app.state.rest_waits`). A fragment looks every STREAM_POLL_SECONDS; the page run
+    :func:`krr_app.parts.state.rest_waits`). A fragment looks every STREAM_POLL_SECONDS; the page run
     that draws the last one registers none."""
     if not waiting:
         return
@@ -386,7 +391,7 @@ def stream_in(waiting: list) -> None:
 
 
 def server_load() -> None:
-    """Where runs execute and how many wait for a worker (see krr_app.executor)."""
+    """Where runs execute and how many wait for a worker (see krr_app.jobs.executor)."""
     executor = started_executor()
     if executor is None:
         st.caption("The workers are starting…")
@@ -413,35 +418,8 @@ def explanation_key(*keys: str) -> str:
     return "explain_" + "_".join(keys)
 
 
-# -- the diagnostic pages (Conditioning, Leverage scores, Dataset): bounded inputs, κ labels, CSV
-# downloads, and "keep what was computed" (a section whose input became invalid shows its last valid
-# result under the error instead of going blank).
-
-_BOUND = {"bind": "query-params", "persist_state": "session"}
-
-
-def bound_number(label: str, key: str, default, **kwargs):
-    """A number input bound to the URL (``?key=value``, checked by :func:`krr_app.links.check`) and
-    kept across page switches."""
-    return bound_widget(st.number_input, label, key, default, **kwargs)
-
-
-def bound_widget(widget, label: str, key: str, default, **kwargs):
-    """Any widget (``st.select_slider``, ``st.selectbox``, ...) bound to the URL, with a first-visit default."""
-    links.check(widget, key, kwargs, default=default)
-    st.session_state.setdefault(key, default)
-    kwargs["disabled"] = kwargs.get("disabled", False) or links.locked(key)
-    return widget(label, key=key, **kwargs, **_BOUND)
-
-
-def require_data(settings):
-    """The sidebar's dataset, or a message and ``st.stop()`` when there is none (nothing to diagnose)."""
-    if settings.dataset is None:
-        message = settings.data_error or "Choose a dataset in the sidebar."
-        (st.info if settings.data is None else st.error)(message)
-        st.stop()
-    return settings.dataset
-
+# -- the diagnostic pages (Conditioning, Leverage scores, Dataset): bounded inputs and κ labels; the
+# URL-bound inputs, CSV downloads and "keep what was computed" are krr_app.parts.inputs'.
 
 def points_used(dataset, *, key: str, default: int, maximum: int, help: str) -> int:
     """How many training points the page computes on (a URL-bound number, at most ``maximum``)."""
@@ -460,11 +438,6 @@ def training_rows(dataset, spec, rows: int, seed: int = 0) -> tuple[np.ndarray, 
     return X, (spec, len(X), seed), caption
 
 
-def kernel_key(settings) -> tuple[str, tuple]:
-    """The sidebar's kernel as plain cache-key values: (name, sorted parameter tuple)."""
-    return settings.kernel, tuple(sorted(settings.kernel_params.items()))
-
-
 def format_kappa(value: float) -> str:
     if not math.isfinite(value):
         return "∞"
@@ -473,25 +446,3 @@ def format_kappa(value: float) -> str:
 
 def kappa_label(method: str) -> str:
     return "exact" if method == "exact" else f"estimate ({method}, lower bound)"
-
-
-def download_csv(frame: pd.DataFrame, *, key: str, filename: str, label: str = "Download data (CSV)") -> None:
-    """A download button with the plotted table (the chart's PNG is in its own toolbar)."""
-    st.download_button(label, frame.to_csv(index=False), file_name=filename, mime="text/csv", key=key,
-                       on_click="ignore", disabled=frame.empty, icon=":material/download:")
-
-
-def remember(key: str, value):
-    """Store a section's last valid result (per session) and return it."""
-    st.session_state[f"_diag_last_{key}"] = value
-    return value
-
-
-def last_valid(key: str, reason: str):
-    """Show ``reason`` (it may quote krrcore's message about a user's input: as text) as an error;
-    return the section's last valid result (or None) with a caption."""
-    st.error(plain(reason, None))
-    value = st.session_state.get(f"_diag_last_{key}")
-    if value is not None:
-        st.caption("Showing the last valid result below (computed with the settings noted in its heading).")
-    return value

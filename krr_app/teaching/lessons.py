@@ -27,11 +27,11 @@ between ``+++`` lines (TOML is read by the standard library's ``tomllib``)::
 Each ``## `` heading starts a step; its optional ``+++`` block holds the settings the step
 applies. A setting's name is the URL parameter of the control it sets (``dataset``, ``n``,
 ``log_lambda``, ``M``, ``solver``, ``dtype``, ``cmp_solvers``, ... — see
-:func:`krr_app.links.known_parameters`), plus ``page`` (explore, compare, conditioning, leverage,
+:func:`krr_app.teaching.links.known_parameters`), plus ``page`` (explore, compare, conditioning, leverage,
 dataset, tune). Steps add up: step k's experiment is the settings of steps 1..k, later steps
 overriding earlier ones, so a link to any step (``?lesson=<name>&step=<k>``) sets the same
 experiment as walking there with Next. A setting goes through the same check as a link's value
-(:mod:`krr_app.links`), so a lesson cannot put a widget into a state it refuses.
+(:mod:`krr_app.teaching.links`), so a lesson cannot put a widget into a state it refuses.
 """
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from . import links, settings
-from .text import plain, quoted
+from krr_app import settings
+from krr_app.teaching import links
+from krr_app.text import plain, quoted
 #: A lesson step's ``page`` setting → the page's script (as ``app.py`` registers it).
 PAGES = {"explore": "app_pages/explore.py", "compare": "app_pages/compare.py",
          "conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
@@ -184,7 +185,7 @@ def catalog(directory: Path | None = None) -> tuple[dict[str, Lesson], dict[str,
 # -- following a lesson --------------------------------------------------------------------------
 def _go(name: str, step: int, keep_url_values: bool = False) -> None:
     """Follow ``name`` at ``step``: its experiment's settings wait for their widgets (see
-    :func:`krr_app.links.set_pending`), and the URL names the lesson and the step."""
+    :func:`krr_app.teaching.links.set_pending`), and the URL names the lesson and the step."""
     lesson = catalog()[0][name]
     settings = lesson.settings_at(step)
     if keep_url_values:     # a link's own values win over the lesson's (e.g. ?lesson=x&M=30)

@@ -13,13 +13,13 @@ widget's own arguments — its options, ``min_value``, ``max_value``, integer or
 * a parameter given twice (``?M=50&M=60``): the last one is used, and the repetition is named;
 * a name the app does not read (``?lamda=...``): ignored and named, with the closest known name.
 
-A teacher's link (:mod:`krr_app.teacher`: ``?hide=``, ``?lock=``, ``?present=``) is checked the
+A teacher's link (:mod:`krr_app.teaching.teacher`: ``?hide=``, ``?lock=``, ``?present=``) is checked the
 same way: a name that is no control is refused and named.
 
 Each decision is a :class:`Note`; :func:`show_notes` shows them all in one message until the user
 dismisses it. The URL is rewritten to the value used (and the script reruns so the widget seeds
 from it), so a copied link says what the page shows. A lesson step's settings (see
-:mod:`krr_app.lessons`) go through the same check when their widget is drawn, and a setting that
+:mod:`krr_app.teaching.lessons`) go through the same check when their widget is drawn, and a setting that
 changes a widget's value fires its ``on_change`` like a user's change would (a new dataset brings
 its suggested σ and λ, a new solver its iteration count).
 """
@@ -37,17 +37,17 @@ import streamlit as st
 from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 
-from .config import INT_KNOBS, format_number
-from .text import plain, quoted
+from krr_app.jobs.config import INT_KNOBS, format_number
+from krr_app.text import plain, quoted
 
 #: session_state keys: the notes to show, the lesson values waiting for their widget, and the
 #: "the URL's parameter names were read" flag.
 NOTES_KEY = "_krr_link_notes"
 PENDING_KEY = "_krr_pending_values"
 URL_READ_KEY = "_krr_url_read"
-#: Parameters the app reads besides widget keys (managed by :mod:`krr_app.lessons`).
+#: Parameters the app reads besides widget keys (managed by :mod:`krr_app.teaching.lessons`).
 LESSON_PARAMS = ("lesson", "step")
-#: A teacher's link: controls hidden, controls read-only, the presenter view (:mod:`krr_app.teacher`).
+#: A teacher's link: controls hidden, controls read-only, the presenter view (:mod:`krr_app.teaching.teacher`).
 TEACHER_PARAMS = ("hide", "lock", "present")
 TEACHER_KEY = "_krr_teacher_view"
 
@@ -60,7 +60,7 @@ def known_parameters() -> frozenset[str]:
     """Every URL parameter some page reads (a bound widget's key, or a lesson parameter).
 
     The sidebar's keys follow the registries (each data set's knobs, each kernel's parameters);
-    the page keys are listed here and ``tests/test_links.py`` checks that every bound widget a
+    the page keys are listed here and ``tests/app/test_links.py`` checks that every bound widget a
     page draws is in this set."""
     sidebar = {"dataset", "n", "seed", "kernel", "sigma", "log_lambda", "M", "solver", "maxiter", "eval_train",
                "dtype", "solver_seed", "budget_mb", *INT_KNOBS}
@@ -386,7 +386,7 @@ def settle_pending(page: str) -> None:
             pending["armed"] = True
 
 
-#: Every key checked in this process (``tests/test_links.py`` compares it with known_parameters).
+#: Every key checked in this process (``tests/app/test_links.py`` compares it with known_parameters).
 CHECKED_KEYS: set[str] = set()
 
 
@@ -423,6 +423,6 @@ def widget(widget_fn, label: str, *, key: str, persist: bool = True, url_keys: b
 
 
 def locked(key: str) -> bool:
-    """Whether a teacher's link shows control ``key`` read-only or hides it (:mod:`krr_app.teacher`)."""
+    """Whether a teacher's link shows control ``key`` read-only or hides it (:mod:`krr_app.teaching.teacher`)."""
     view = st.session_state.get(TEACHER_KEY)
     return view is not None and (key in view.locked or key in view.hidden)

@@ -1,6 +1,6 @@
 """A run as Python: the "reproduce in Python" snippet and the Jupyter notebook export.
 
-Both are generated from the same :class:`~krr_app.config.RunConfig` that keys the run (the data's
+Both are generated from the same :class:`~krr_app.jobs.config.RunConfig` that keys the run (the data's
 ``load``/``from_csv`` call, the kernel and the estimator's parameters; for a user's table, a
 scikit-learn ``Pipeline`` of its preprocessing and the estimator), section by section
 (:func:`sections`): the snippet joins the sections' code, the notebook gives each section a
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from krrcore.registry import SOLVERS
 
-from .config import RunConfig, format_number
-from .text import plain
+from krr_app.jobs.config import RunConfig, format_number
+from krr_app.text import plain
 
 NBFORMAT, NBFORMAT_MINOR = 4, 5
 

@@ -4,7 +4,7 @@
 the link's or the default value), ``?lock=M,log_lambda`` shows them read-only, and ``?present=1``
 is the presenter view for a projector: larger type, the sidebar collapsed, one chart per row
 (the live convergence chart's two panels one above the other). Like every link value they are
-checked (:mod:`krr_app.links`): a name that is no control is named in the link's message and
+checked (:mod:`krr_app.teaching.links`): a name that is no control is named in the link's message and
 ignored. The view is read on a session's first script run and written back to the URL on every
 page, so it survives page switches and a copied link carries it.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from . import links
+from krr_app.teaching import links
 
 
 @dataclass(frozen=True)

@@ -370,7 +370,7 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
         to 4 and 4: on N(0, I) data R-ACC's 5–95% band is then about [0.85, 1.3]. When d_eff is
         dominated by a few isolated points (clusters + outliers) the band widens to about
         [0.7, 2.3] — exact-score sampling with the same q2 does no better; q2 = 16 brings it
-        back inside [0.5, 2] (tests/test_leverage.py).
+        back inside [0.5, 2] (tests/core/test_leverage.py).
     lambda0 : start of the path; default κ² (Theorem 1: κ²/min(t, 1)).
     seed : int or torch.Generator. points : indices (or "all") whose Eq. (3) scores to return.
     target_size : stop descending at the first level whose dictionary reaches this many points,

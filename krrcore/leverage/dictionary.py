@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 #: float64. The errors found, relative to max(score, mean score), must stay below
 #: FLOAT32_SCORE_RTOL / FLOAT32_TAIL, else every candidate is scored in float64. The errors are
 #: heavy-tailed: on clustered data with outliers the largest of all was up to 20× the largest of
-#: such a sample (tests/test_leverage.py), hence the margin. Within 1% of max(score, mean), each
+#: such a sample (tests/core/test_leverage.py), hence the margin. Within 1% of max(score, mean), each
 #: score above the mean moves by at most 1% and the sampling probabilities ∝ ℓ̃ by at most 2% in
 #: total variation (Σ|δᵢ| ≤ 1%·(Σℓ̃ + n·mean)).
 FLOAT32_CHECKED = 256

@@ -3,7 +3,7 @@
 * scikit-learn style: ``__init__`` stores parameters untouched; fitted attributes end in ``_``;
   ``fit(X, y, X_val=None, y_val=None)`` takes numpy, pandas or torch; ``predict`` returns the
   same kind of array it was given, and raises ``NotFittedError`` before ``fit``; ``n_features_in_``
-  is checked; scikit-learn's own estimator checks pass (tests/test_sklearn_contract.py).
+  is checked; scikit-learn's own estimator checks pass (tests/core/test_sklearn_contract.py).
 * Parameters are declared once, with their constraints (:mod:`krrcore.solvers.params`): those every
   estimator has on :class:`KRRBase`, ``seed`` on :class:`Seeded`, the iterative solvers' runtime
   knobs on :class:`IterativeKRR`; every subclass is made a dataclass of its parameters, so

@@ -189,7 +189,7 @@ class Falkon(_NystromIterative):
         this dtype). K_MM, the preconditioner, the CG vectors (O(M) each) and the sums K_nMᵀ(·) over
         the blocks are always float64: the kernel pass dominates the cost, and float32 CG
         recurrences drift in long runs. float32 solves are refined in float64 (``refine``);
-        ``tests/test_falkon_float32.py`` checks float32's test error against float64's.
+        ``tests/core/test_falkon_float32.py`` checks float32's test error against float64's.
     memory_budget : bytes for the blocked kernel product (default: krrcore's scratch budget,
         :mod:`krrcore.memory`).
     jitter : added to diag(D K_MM D) (FALKON's εM); default

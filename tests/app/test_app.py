@@ -18,10 +18,10 @@ import pytest
 import torch
 from conftest import wait_for_runs
 
-from krr_app import charts, fit_charts
-from krr_app.config import DataSpec, make_config, parse_sweep_values, problems
-from krr_app.runs import Run, RunRegistry
-from krr_app.snippet import reproduce_snippet
+from krr_app.charts import figures as charts, fit as fit_charts
+from krr_app.jobs.config import DataSpec, make_config, parse_sweep_values, problems
+from krr_app.jobs.runs import Run, RunRegistry
+from krr_app.teaching.snippet import reproduce_snippet
 from krr_app.text import shown_as
 from krrcore.registry import SOLVERS, SolverInfo
 from krrcore.solvers.base import IterativeKRR, Step
@@ -90,7 +90,7 @@ def _click_run(at, key="run"):
 def _snippet(at) -> str:
     """The "Reproduce in Python" code: not sent while its expander is closed (a browser would fetch
     and compile the code highlighter for it), sent with the notebook download once it is opened."""
-    from krr_app import views
+    from krr_app.parts import views
 
     assert not at.code and "Download as a Jupyter notebook" not in {b.label for b in at.get("download_button")}
     at.session_state[views.reproduce_key("explore_notebook")] = True
@@ -143,7 +143,7 @@ def test_reproduce_snippet_gives_the_same_model():
 
 
 def test_url_sets_the_view(app):
-    """(Lessons, and what a lesson hides, are tested in tests/test_lessons.py.)"""
+    """(Lessons, and what a lesson hides, are tested in tests/app/test_lessons.py.)"""
     at = app(dataset="sine1d", M=30, log_lambda=-6, solver="nystrom_direct")
     assert at.selectbox(key="dataset").value == "sine1d"
     assert at.number_input(key="M").value == 30
@@ -406,7 +406,7 @@ def test_registry_evicts_finished_runs_and_close_stops_active_ones():
 
 
 def test_the_convergence_figure_before_any_run_has_its_panels_and_no_invented_scale():
-    from krr_app import charts
+    from krr_app.charts import figures as charts
 
     fig = charts.convergence_figure([])
     assert [len(trace.x) for trace in fig.data] == [0, 0]        # one empty trace per panel (drawn by plotly.js)

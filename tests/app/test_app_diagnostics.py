@@ -270,7 +270,7 @@ def test_the_page_draws_at_once_and_streams_each_section_in_as_it_arrives(app):
     import concurrent.futures
     import threading
 
-    from krr_app import executor
+    from krr_app.jobs import executor
 
     release = threading.Event()
 
@@ -294,7 +294,7 @@ def test_the_page_draws_at_once_and_streams_each_section_in_as_it_arrives(app):
         assert {w.split(":")[0] for w in waiting} >= {"Eigenvalues of K", "Spectra of the Nyström systems",
                                                        "Condition numbers along λ", "Condition numbers along M",
                                                        "ASkotch's block preconditioners"}
-        from krr_app import state
+        from krr_app.parts import state
 
         assert state.results.running() == 5       # all started at once (the sweeps share K's rows here)
         release.set()
@@ -321,7 +321,9 @@ def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(page, 
     from conftest import APP_TIMEOUT, ROOT
     from streamlit.testing.v1 import AppTest
 
-    from krr_app import executor, state
+    from krr_app.jobs import executor
+
+    from krr_app.parts import state
 
     submitted = []
 
@@ -353,7 +355,7 @@ def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(page, 
 def test_a_pages_first_picture_goes_ahead_of_its_other_sections(app, page, first):
     """The computations of a page's first picture are submitted as such (on Dask: at a priority above
     the other sections', which another visitor may have queued before), the rest as sections."""
-    from krr_app import executor
+    from krr_app.jobs import executor
 
     submitted = []
 
@@ -377,7 +379,7 @@ def test_a_pages_first_picture_goes_ahead_of_its_other_sections(app, page, first
 
 
 def test_dask_submits_a_first_picture_above_the_other_sections():
-    from krr_app import executor
+    from krr_app.jobs import executor
 
     seen = []
 

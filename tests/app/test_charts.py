@@ -1,4 +1,4 @@
-"""The app's figures as plain data (krr_app.charts, no Streamlit): one legend rule for every figure,
+"""The app's figures as plain data (krr_app.charts.figures, no Streamlit): one legend rule for every figure,
 and the fit figure Explore sends once per finished run — what it draws and how many bytes it takes.
 
 Whether the legend really stays clear of the x-axis titles is seen in chromium
@@ -14,7 +14,7 @@ import plotly.io as pio
 import pytest
 from plotly.colors import get_colorscale
 
-from krr_app import charts, fit_charts, tuning_charts
+from krr_app.charts import figures as charts, fit as fit_charts, tuning as tuning_charts
 from krrcore import datasets
 from krrcore.stream import IterationRecord
 from krr_app.jobs.surface import GRID_2D, FitSurface, grid_axes
@@ -173,11 +173,11 @@ def test_the_regression_surface_is_sent_as_float32_in_the_targets_units():
 
 
 def test_the_diagnostic_pages_first_pictures_are_images_of_their_tables():
-    """Conditioning's spectra and the Leverage page's scores as SVG images (krr_app.image_charts):
+    """Conditioning's spectra and the Leverage page's scores as SVG images (krr_app.charts.images):
     one line per system, open markers where the values are estimates, one marker per point."""
     import re
 
-    from krr_app import image_charts
+    from krr_app.charts import images as image_charts
 
     frame = charts.spectra_frame({"K + λnI": {"eigenvalues": [4.0, 2.0, 1.0], "method": "exact"},
                                   "W": {"eigenvalues": [3.0, 1.0], "method": "lanczos"}})

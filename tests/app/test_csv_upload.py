@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import wait_for_runs
 
-from krr_app import upload, views
+from krr_app.parts import upload, views
 from krr_app.text import shown_as
 from krrcore.datasets import from_csv
 from krrcore.kernels import median_heuristic
@@ -220,7 +220,7 @@ def test_edits_in_the_column_table_become_roles_in_the_link_or_a_new_target():
     def script():
         import streamlit as st
 
-        from krr_app import upload
+        from krr_app.parts import upload
 
         st.session_state.setdefault("csv_target", "y")
         upload.apply_role_edits(st.session_state.pop("edits", {}), ["y", "title", "year", "budget", "mpaa"],

@@ -8,7 +8,7 @@ import re
 
 from conftest import wait_for_runs
 
-from krr_app.config import SMALL_TEXT
+from krr_app.jobs.config import SMALL_TEXT
 
 
 def _svgs(at) -> list[str]:
@@ -117,7 +117,8 @@ def test_a_run_replaced_before_its_first_iteration_leaves_no_row(app, monkeypatc
 def test_explanations_are_written_when_their_expander_is_opened(app):
     """Closed, an explanation's formulas are not sent (the browser lays out a closed expander's
     content too, in front of the first picture); opening one reruns the page with them."""
-    from krr_app import explain, views
+    from krr_app.parts import views
+    from krr_app import explain
 
     at = app(auto_run="false")
     knobs = views.explanation_key("krr", "sigma", "lambda", "M")
@@ -137,7 +138,7 @@ def test_the_picture_is_drawn_before_the_model_and_solver_controls(app, monkeypa
     picture before it has fetched and laid out those widgets); the page holds all of them."""
     import streamlit as st
 
-    from krr_app import preview
+    from krr_app.charts import preview
 
     drawn_before = []
     make_picture = preview.data_image_markdown

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from conftest import settle, wait_for_runs
 
-from krr_app import lessons
-from krr_app.lessons import LessonError, parse
+from krr_app.teaching import lessons
+from krr_app.teaching.lessons import LessonError, parse
 from krr_app.text import shown_as
 
 CATALOG, ERRORS = lessons.catalog()

@@ -21,9 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from krr_app.server import ServerFailed, running_app
+from krr_app.jobs.server import ServerFailed, running_app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: A small FALKON run: seconds on a worker.
 QUICK = {"dataset": ["moons"], "n": ["1000"], "M": ["100"], "maxiter": ["5"], "auto_run": ["false"]}
 #: A run that lasts until stopped (Nyström GD keeps improving).
@@ -275,7 +275,7 @@ def _marked(marker: str) -> list:
 APPTEST = """
 import sys, time
 from streamlit.testing.v1 import AppTest
-from krr_app import executor
+from krr_app.jobs import executor
 at = AppTest.from_file({app!r}, default_timeout=120)
 at.query_params["auto_run"] = "false"
 at.run()

@@ -1,7 +1,7 @@
-"""The live chart's records endpoint (krr_app.live_api): what a look asks and gets.
+"""The live chart's records endpoint (krr_app.jobs.live_api): what a look asks and gets.
 
 The endpoint is called as Starlette calls it (an ASGI request scope), with runs executed on
-threads of this process; tests/test_browser.py drives it from the page in chromium.
+threads of this process; tests/browser/test_browser.py drives it from the page in chromium.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import base64
 
 import numpy as np
 
-from krr_app import live_api
-from krr_app.runs import Run
-from krr_app.config import DataSpec, make_config
+from krr_app.jobs import live_api
+from krr_app.jobs.config import DataSpec, make_config
+from krr_app.jobs.runs import Run
 from krrcore import datasets
 from krrcore.stream import IterationRecord
 from krr_app.jobs.surface import GRID_2D, SurfaceFrame

@@ -8,7 +8,7 @@ its result, then reports per session the time to the result (noted by the page i
 of the Dask workers (its process tree, sampled every 0.25 s) and the CPU the browsers took.
 
 N is ``KRR_LOAD_SESSIONS`` (8 by default, what CI runs; docs/measurements.md has a run with 30):
-``KRR_LOAD_SESSIONS=30 python -m pytest tests/test_load.py -s``. It asserts what must hold — every
+``KRR_LOAD_SESSIONS=30 python -m pytest tests/app/test_load.py -s``. It asserts what must hold — every
 run completes, no exception, the server stays under :data:`SERVER_RSS_LIMIT` — and prints the
 timings next to the target for the last result (twice the solver seconds spread over the workers),
 never asserting one.
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from test_browser import chromium
 
-from krr_app.server import ServerFailed, running_app
+from krr_app.jobs.server import ServerFailed, running_app
 
 pytestmark = pytest.mark.browser
 

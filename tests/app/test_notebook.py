@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from krr_app.config import DataSpec, make_config
-from krr_app.runs import RunRegistry
-from krr_app.snippet import notebook, notebook_json
+from krr_app.jobs.config import DataSpec, make_config
+from krr_app.jobs.runs import RunRegistry
+from krr_app.teaching.snippet import notebook, notebook_json
 from krr_app.text import shown_as
 from krrcore.datasets import load
 

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from dask_processes import free_port, scheduler_and_workers
 
-from krr_app import executor as executor_module
-from krr_app import state
-from krr_app.config import DataSpec, make_config
-from krr_app.executor import DaskExecutor
-from krr_app.runs import RunRegistry
+from krr_app.jobs import executor as executor_module
+from krr_app.jobs.config import DataSpec, make_config
+from krr_app.jobs.executor import DaskExecutor
+from krr_app.jobs.runs import RunRegistry
+from krr_app.parts import state
 from krrcore import datasets
 from krr_app.jobs import worker as remote
 from krrcore.distributed import ClusterUnavailable
@@ -246,7 +246,7 @@ def test_how_often_a_page_looks_follows_the_queue():
     every quarter of its estimated wait, between QUEUED_POLL_SECONDS and QUEUED_POLL_MAX_SECONDS."""
     from types import SimpleNamespace
 
-    from krr_app import run_status
+    from krr_app.jobs import run_status
     from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 
     class Busy:                              # only what look_intervals and queue_text ask of an executor
@@ -288,7 +288,7 @@ def test_how_often_a_page_looks_follows_the_queue():
 def test_the_queue_estimate_uses_krrcore_s_estimate_until_a_run_has_finished():
     from types import SimpleNamespace
 
-    from krr_app.executor import InProcessExecutor
+    from krr_app.jobs.executor import InProcessExecutor
 
     executor = InProcessExecutor()           # one worker; its queue book-keeping is every executor's
     estimate = SimpleNamespace(seconds_for=lambda iterations: 0.5 + 0.1 * iterations)

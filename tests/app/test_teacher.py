@@ -1,10 +1,10 @@
-"""A teacher's link (krr_app.teacher): ``?hide=`` and ``?lock=`` name controls hidden or read-only,
+"""A teacher's link (krr_app.teaching.teacher): ``?hide=`` and ``?lock=`` name controls hidden or read-only,
 ``?present=1`` is the presenter view; every name is checked like any link value, and the view
-stays with the session across pages. tests/test_browser_live.py checks in chromium that a hidden
+stays with the session across pages. tests/browser/test_browser_live.py checks in chromium that a hidden
 control is not seen."""
 from __future__ import annotations
 
-from krr_app import teacher
+from krr_app.teaching import teacher
 from krr_app.text import shown_as
 
 QUIET = {"auto_run": "false"}

@@ -31,7 +31,7 @@ def _views_script():
     reason quote Markdown (as a krrcore error quoting an uploaded table's header would)."""
     from types import SimpleNamespace
 
-    from krr_app import views
+    from krr_app.parts import views
     from tests_text_payload import IMAGE, LINK      # noqa: F401 (injected by the test below)
 
     run = SimpleNamespace(records=[], timings={}, queue_seconds=None, status="error", estimator=None,
@@ -59,7 +59,8 @@ def test_run_labels_messages_problems_and_reasons_are_text(monkeypatch, tmp_path
 
 
 def test_a_lesson_file_whose_name_is_markdown_is_named_as_text(app, tmp_path, monkeypatch):
-    from krr_app import lessons, settings
+    from krr_app.teaching import lessons
+    from krr_app import settings
 
     lessons_dir = tmp_path / "lessons"
     lessons_dir.mkdir()

@@ -1,7 +1,7 @@
 """The Tune page in AppTest: a tuning run on the workers ends with its values, its steps, the map
 and (with one σ per feature) the relevance bars; Stop ends it; "Apply to Explore" moves Explore and
 its link to the tuned σ, λ and M. A finished FALKON run whose residual stayed high says what to try.
-The real-browser walk (live chart, Stop, Apply, screenshot) is tests/test_browser_tune.py."""
+The real-browser walk (live chart, Stop, Apply, screenshot) is tests/browser/test_browser_tune.py."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import math
 import pytest
 from conftest import wait_for_runs
 
-from krr_app.config import format_number
-from krr_app.run_status import progress_text
+from krr_app.jobs.config import format_number
+from krr_app.jobs.run_status import progress_text
 
 TUNE = "app_pages/tune.py"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_app import WATCH_SCRIPT_STATE
-from krr_app.server import ServerFailed, running_app
+from krr_app.jobs.server import ServerFailed, running_app
 
 pytestmark = pytest.mark.browser
 
@@ -164,7 +164,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             assert script_runs == 0, "a look reran the page"
             _save(page, "screenshot-explore-running.png", tmp_path)
 
-            # Stop ends the run (within a second: tests/test_app.py measures it); the page says so
+            # Stop ends the run (within a second: tests/app/test_app.py measures it); the page says so
             # at the live chart's next look, which reruns the page once.
             main.get_by_role("button", name="Stop", exact=True).click()
             page.get_by_text("stopped by the user").first.wait_for(timeout=10_000)

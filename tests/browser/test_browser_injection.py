@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from krr_app.server import ServerFailed, running_app
+from krr_app.jobs.server import ServerFailed, running_app
 from krr_app.text import JOINER
 from test_browser import VIEWPORT, _save, _wait_idle, chromium
 

@@ -191,7 +191,7 @@ def test_a_file_above_the_upload_limit_is_refused_with_the_limit_stated(tmp_path
     started with a 1 MB limit and a 2 MB file, standing in for the 200 MB limit and a 2 GB file)."""
     import os
 
-    from krr_app.server import running_app
+    from krr_app.jobs.server import running_app
 
     big = tmp_path / "big.csv"
     big.write_text("a,b,y\n" + "".join(f"{i},{i % 7},{i % 3}\n" for i in range(200_000)))

@@ -1,0 +1,10 @@
+"""Figures: plain data in, plotly figures, SVG pictures and CSV tables out.
+
+Here live the runs' and the diagnostic pages' figures (:mod:`~krr_app.charts.figures`), the fitted
+function or decision surface (:mod:`~krr_app.charts.fit`), the Tune page's figures
+(:mod:`~krr_app.charts.tuning`), the pictures drawn as SVG before plotly has loaded
+(:mod:`~krr_app.charts.images`) and the data before any run (:mod:`~krr_app.charts.preview`).
+
+May import: ``krrcore``, ``krr_app`` (the root: settings, text, explain).
+Never: ``streamlit``.
+"""

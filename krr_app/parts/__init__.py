@@ -1,0 +1,11 @@
+"""The pages' shared parts: the sidebar, the page building blocks, the upload and the caches.
+
+Here live the shared sidebar (:mod:`~krr_app.parts.sidebar`), the uploaded table
+(:mod:`~krr_app.parts.upload`), the page building blocks (:mod:`~krr_app.parts.views`: status,
+metrics, charts, polling; :mod:`~krr_app.parts.inputs`: URL-bound and bounded inputs, downloads,
+the last valid result), the charts while runs compute (:mod:`~krr_app.parts.live_chart`) and the
+cached loaders and per-session state (:mod:`~krr_app.parts.state`).
+
+May import: ``krrcore``, ``krr_app`` (the root: settings, text, explain), ``krr_app.charts``,
+``krr_app.jobs``, ``krr_app.teaching``, ``streamlit``.
+"""
