@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
+from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
 
 from krr_app.jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
 from krr_app.settings import (APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N,  # noqa: F401  (re-exported)
@@ -187,9 +188,8 @@ def parse_sweep_values(text: str, name: str) -> tuple[list, str | None]:
         except ValueError:
             return [], f"'{item}' is not a number: write values separated by commas, e.g. {SWEEP_DEFAULTS[name]}"
         if name == "penalty":
-            if not (value > 0 and math.isfinite(value)):
-                return [], (f"λ = {item} cannot be used: λ must be > 0 (with λ = 0 the system K + λnI is "
-                            "singular in general).")
+            if not is_valid_penalty(value):
+                return [], f"λ = {item} cannot be used: λ must be > 0 ({PENALTY_REASON})."
             values.append(value)
         elif not (math.isfinite(value) and value == int(value) and value >= 1):
             return [], f"{SWEEP_LABELS[name]} must be a whole number ≥ 1, got {item}"
@@ -218,8 +218,8 @@ def _solver_size_problem(config: RunConfig, n_train: int) -> str | None:
 def problems(config: RunConfig, n_train: int | None) -> list[str]:
     """Reasons this configuration cannot run, as sentences for the page (empty when it can)."""
     out = []
-    if not (config.penalty > 0) or not math.isfinite(config.penalty):
-        out.append(f"λ must be > 0 (got {config.penalty:g}): with λ = 0 the system K + λnI is singular in general.")
+    if not is_valid_penalty(config.penalty):
+        out.append(f"λ must be > 0 (got {config.penalty:g}): {PENALTY_REASON}.")
     sigma = config.kernel_kwargs().get("sigma")
     if sigma is not None and not (sigma > 0):
         out.append(f"σ must be > 0 (got {sigma:g}).")

@@ -178,8 +178,9 @@ def get_info(name: str) -> DatasetInfo:
         raise ValueError(f"name must be one of {sorted(DATASETS)}, got {name!r}") from None
 
 
-def _resolve_knobs(info: DatasetInfo, noise, knobs: dict) -> dict:
-    """Entry-specific knob values: defaults overridden by the caller, unknown names rejected."""
+def resolve_knobs(info: DatasetInfo, noise, knobs: dict) -> dict:
+    """Entry-specific knob values: defaults overridden by the caller, unknown names rejected (what
+    :func:`load` and :func:`krrcore.distributed.generate` both build a set from)."""
     accepted = info.knob_defaults
     if noise is not None:
         if "noise" not in accepted:
@@ -207,7 +208,7 @@ def load(name: str, n: int | None = None, seed: int = 0, *, test_fraction: float
     info = get_info(name)
     if not info.available:
         raise ImportError(f"{name} needs the package(s) {list(info.requires)}; install them with pip")
-    params = _resolve_knobs(info, noise, knobs)
+    params = resolve_knobs(info, noise, knobs)
     n = info.default_n if n is None else n
     if info.synthetic:
         n = check_n(n, info.max_n, f"{name} generates at most")

@@ -52,10 +52,10 @@ def _expansion(X, kernel, Xq, W, memory_budget):
 
 def _dictionary_scores(X, dictionary_state, idx):
     """Eq. (3) of the BLESS paper for this shard's rows ``idx`` (local indices), float64."""
-    from ..leverage.dictionary import _Dictionary
+    from ..leverage.dictionary import scores_from_state
 
     use_worker_threads()
-    return _Dictionary.from_state(dictionary_state, X).scores(idx)
+    return scores_from_state(dictionary_state, X, idx)
 
 
 def sum_in_order(parts, dtype) -> torch.Tensor:

@@ -221,13 +221,13 @@ def generate(name: str, n: int, seed: int = 0, *, cluster=None, n_shards: int | 
     targets likewise; binary targets are ±1, multiclass one-hot, as :func:`krrcore.datasets.load`.
     ``n_test`` rows more come from one further seed, standardised alike, into this process.
     These are not the rows :func:`krrcore.datasets.load` draws for the same seed (other streams)."""
-    from ..datasets.catalog import _resolve_knobs, get_info
+    from ..datasets.catalog import get_info, resolve_knobs
 
     info = get_info(name)
     if not info.synthetic:
         raise ValueError(f"{name} is not a synthetic set: read it with read_table from a path every worker "
                          f"sees, or load it here and use scatter")
-    params = _resolve_knobs(info, None, knobs)
+    params = resolve_knobs(info, None, knobs)
     n = check_int(n, "n", minimum=2)
     client = resolve_client(cluster)
     workers = worker_addresses(client)

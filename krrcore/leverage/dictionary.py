@@ -227,3 +227,10 @@ def approximate_scores(X, kernel, penalty, result_level, points=None, *,
     idx = _index_tensor(points, n, X.device)
     J = level.indices.to(X.device)
     return _Dictionary(kernel, X, J, level.weights, lam * n, memory_budget).scores(idx)
+
+
+def scores_from_state(state: tuple, X: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Eq. (3) for the rows ``idx`` of ``X``, from a dictionary's :meth:`~_Dictionary.state` (its
+    factor, not its data): how a process that holds only some rows, e.g. a Dask worker holding a
+    shard, scores them without factorising again."""
+    return _Dictionary.from_state(state, X).scores(idx)

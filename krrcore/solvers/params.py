@@ -203,10 +203,24 @@ EVERY = NONE | COUNT
 DAMPING = Options("damped", "regularization") | POSITIVE
 
 
+#: Why λ must be > 0: the reason every message about it gives (krrcore's and the app's).
+PENALTY_REASON = "with λ = 0 the system K + λnI is singular in general"
+
+
+def is_valid_penalty(value) -> bool:
+    """The rule for λ, declared once: a finite number > 0 (:data:`PENALTIES`, and every front end's
+    check of a λ before a fit)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(value) and value > 0
+
+
 # What the parameters every estimator shares accept (their declarations: krrcore.solvers.base).
 def _check_penalty(penalty) -> None:
     if check_positive(penalty, "penalty", allow_zero=True) == 0:
-        raise ValueError("penalty must be > 0: with λ = 0 the system K + λnI is singular in general")
+        raise ValueError(f"penalty must be > 0: {PENALTY_REASON}")
 
 
 def _check_device(device) -> None:
