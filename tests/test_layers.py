@@ -1,5 +1,6 @@
 """The layers of krrcore, krr_app and the pages: nothing imports upward or in a circle, krrcore
-never imports the app, and docs/architecture.md's module map is the code's.
+never imports the app nor holds its job machinery, each app room imports only what its __init__
+allows, and docs/architecture.md's module map is the code's.
 
 The graph is read from the sources by tools/import_graph.py with ``ast``: imports inside functions
 count too, so a lazy import cannot hide a cycle or an upward arrow. :data:`LAYERS` declares the
@@ -179,3 +180,71 @@ def test_readme_lists_every_app_setting():
     names = [n for n in vars(settings) if n.isupper()]
     missing = [n for n in names if f"| `{n}` |" not in readme]
     assert names and missing == []
+
+
+ROOMS = ("charts", "jobs", "teaching", "parts")
+
+
+def _room_rules(room: str) -> tuple[set[str], set[str]]:
+    """(what the room's modules may import, what they never import) from its ``__init__`` docstring:
+    the ````names```` after "May import:" and after "Never:"."""
+    doc = ast.get_docstring(ast.parse((ROOT / "krr_app" / room / "__init__.py").read_text())) or ""
+    allowed, _, never = doc.partition("May import:")[2].partition("Never:")
+    return set(re.findall(r"``([\w.]+)``", allowed)), set(re.findall(r"``([\w.]+)``", never))
+
+
+def _room_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "krr_app":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "root"
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_each_app_room_imports_only_what_its_docstring_allows(room):
+    """A room's modules import krrcore, their own room, and what the room's ``__init__`` allows
+    (``krr_app`` there means the root's modules: settings, text, explain, cli); nothing it forbids."""
+    allowed, never = _room_rules(room)
+    assert allowed, f"krr_app/{room}/__init__.py says what it may import"
+    rooms_allowed = {"root" if name == "krr_app" else name.split(".")[1] for name in allowed
+                     if name.split(".")[0] == "krr_app"}
+    externals = import_graph.all_imports(ROOT)
+    offenders = []
+    for module in (m for m in GRAPH if _room_of(m) == room):
+        for target in GRAPH[module]:
+            target_room = _room_of(target)
+            if target_room is not None and target_room != room and target_room not in rooms_allowed:
+                offenders.append(f"{module} -> {target}")
+        offenders += [f"{module} -> {name}" for name in externals[module] if name.split(".")[0] in never]
+    assert offenders == []
+
+
+def test_the_root_of_the_app_imports_no_room():
+    offenders = [f"{m} -> {t}" for m in GRAPH if _room_of(m) == "root" for t in GRAPH[m] if _room_of(t) not in (None, "root")]
+    assert offenders == []
+
+
+def test_krrcore_holds_no_job_machinery():
+    """The library keeps no front end's run pipeline: no Dask Event, Variable, Queue or pub/sub, no
+    worker events or topics (they are krr_app.jobs'); importing krrcore loads no job module."""
+    signalling = {"Event", "Variable", "Queue", "Pub", "Sub"}
+    offenders = []
+    for path in CORE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "distributed":
+                offenders += [f"{path.name}: {a.name}" for a in node.names if a.name in signalling]
+            if isinstance(node, ast.Attribute) and node.attr in ("log_event", "subscribe_topic", "get_events"):
+                offenders.append(f"{path.name}: .{node.attr}")
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "distributed"
+                    and node.attr in signalling):
+                offenders.append(f"{path.name}: distributed.{node.attr}")
+    assert offenders == []
+    import subprocess
+
+    loaded = subprocess.run([sys.executable, "-c", "import krrcore, sys; print(sorted(m for m in sys.modules "
+                             "if m.startswith(('krrcore', 'krr_app', 'distributed', 'streamlit'))))"],
+                            capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    modules = ast.literal_eval(loaded)
+    assert [m for m in modules if not m.startswith("krrcore")] == []
+    assert [m for m in modules if re.search(r"remote|surface|worker_setup|topic|jobs", m)] == []
