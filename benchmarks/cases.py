@@ -16,7 +16,7 @@ from typing import Callable
 
 from benchmarks import bench_gpu, bench_speed
 from benchmarks.common import call_isolated
-from benchmarks.solvers import LABELS, fit_one
+from benchmarks.solvers import fit_one
 
 #: "Same test error" for times-to-target: within this factor of the reference error.
 SAME_ERROR = 1.01

@@ -250,7 +250,6 @@ class FalkonCV(Seeded):
         goes out through ``emit`` as it is made)."""
         timer = Timer()
         dtype = self._dtype()
-        n = X.shape[0]
         X64, Y64 = X.double(), Y.double()
         problem, scale, rows = tuning_problem(X64, Y64, self.objective, tune_rows=self._tune_rows(X.shape[0]),
                                               validation_fraction=self.validation_fraction, seed=self.seed_,

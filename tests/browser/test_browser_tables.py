@@ -137,7 +137,7 @@ def test_user_strings_from_a_file_reach_the_page_as_text(server, tmp_path):
             main.get_by_text(_as_text(f"Your table: {name}, 60 rows × 4 columns")).wait_for()
             main.get_by_text(_as_text(f"Target: ![t](http://{EVIL}/t.png)")).wait_for()
             main.locator(".js-plotly-plot").nth(1).wait_for()             # the model inputs' spreads
-            assert page.locator(f"[data-testid=stMainBlockContainer] .js-plotly-plot text:has-text('colour_<a href')") \
+            assert page.locator("[data-testid=stMainBlockContainer] .js-plotly-plot text:has-text('colour_<a href')") \
                 .count() >= 1                                                # the cell, as text in a tick label
             page.get_by_role("link", name="Explore").click()
             page.get_by_role("heading", name="Explore").wait_for()

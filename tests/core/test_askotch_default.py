@@ -1,7 +1,6 @@
 """ASkotch's default never stores the n×n kernel matrix: variant "auto" runs the
 fresh-block variant (no strong-convexity estimate needed), or Alg. 1 with the free bound on μ when
 λn ≥ n/|b|; Alg. 1 with μ "auto" still stores K for its Lanczos estimate when asked for explicitly."""
-import numpy as np
 import pytest
 
 import krrcore.full_system as full_system

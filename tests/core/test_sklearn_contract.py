@@ -7,7 +7,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score
