@@ -35,7 +35,8 @@ dataset = views.require_data(settings)
 col_rows, col_blocks, col_rank = st.columns(3)
 with col_rows:
     rows = views.points_used(dataset, key="cond_n", default=DEFAULT_ROWS, maximum=limits.DIAGNOSTICS_MAX_ROWS,
-                          help=f"Spectra are exact up to {limits.DENSE_SPECTRUM_MAX_N:,} points ({limits.DENSE_SPECTRUM_MAX_M:,} centres), "
+                          help=f"Spectra are exact up to {limits.DENSE_SPECTRUM_MAX_N:,} "
+                               f"points ({limits.DENSE_SPECTRUM_MAX_M:,} centres), "
                                f"Lanczos estimates above; at most {limits.DIAGNOSTICS_MAX_ROWS:,} points.")
 with col_blocks:
     # The sidebar's ASkotch blocks share this key; empty there means "automatic": this page then uses 10.

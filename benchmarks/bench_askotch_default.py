@@ -3,7 +3,8 @@
 Estimating μ by Lanczos on a *stored* n×n K works only where K fits the memory budget; where it
 does not — exactly where ASkotch is meant to be used — μ from λ lies far below μ_P and converges
 much more slowly. Candidates, each run for ``--passes`` passes (B block
-iterations = one pass over K's rows), the float64 residual and the test SMAPE recorded every pass (test SMAPE in eV on QM9, test MSE on the sine problem):
+iterations = one pass over K's rows), the float64 residual and the test SMAPE recorded every pass (test SMAPE
+in eV on QM9, test MSE on the sine problem):
 
 * ``alg1, μ estimate, K stored`` — μ from Lanczos on the stored K: the reference;
 * ``alg1, μ bound`` — μ from λn ≤ λ_min (free), what is left without K;

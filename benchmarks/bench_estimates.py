@@ -7,7 +7,8 @@ Part 2, each solver's ``memory_estimate`` against a fit of 5 iterations on n = 2
 (Gaussian σ = 3, λ = 1e-6): estimated and measured set-up and seconds per iteration.
 Part 3, fits too large for the machine (:func:`refusals`), fitted as a new user would (data
 allocated, ``fit`` called): the seconds until the refusal and its message; for the cases that fit in
-memory but take minutes per iteration, the refusal with ``timeout=60`` and the :class:`~krrcore.memory.SlowFitWarning` without one (the
+memory but take minutes per iteration, the refusal with ``timeout=60`` and the
+:class:`~krrcore.memory.SlowFitWarning` without one (the
 warning is turned into an error here, so nothing runs past it).
 Run: python -m benchmarks.bench_estimates [--quick] [--part 1,2,3] [--threads T]
 """

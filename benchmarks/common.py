@@ -114,7 +114,8 @@ def hardware_floor(kernel, X: torch.Tensor, C: torch.Tensor, memory_budget: int 
     K_nMᵀ(K_nM v) (distance GEMM + kernel function + two mat-vecs, nothing cached) at the same n, M,
     d and dtype, and the machine's GEMM rate in that dtype.
 
-    ``floor_s`` is the best of three passes (one when a pass takes over two seconds); ``floor_GFLOP/s`` counts the pass's GEMM and
+    ``floor_s`` is the best of three passes (one when a pass takes over two seconds); ``floor_GFLOP/s``
+    counts the pass's GEMM and
     mat-vec flops (:func:`pass_flops`), so its ratio to ``GEMM_GFLOP/s`` says how far the pass is
     from compute-bound (exp and memory traffic are the rest).
     """

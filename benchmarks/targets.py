@@ -17,7 +17,8 @@ def targets(results: dict[str, list[dict]]) -> list[dict]:
     if big:
         text = []
         for budget, r in big.items():
-            text.append(f"{r['s_per_iter'] / r['floor_s']:.2f} × with {'the default budget' if budget == 'default' else f'{budget} MiB'}"
+            text.append(f"{r['s_per_iter'] / r['floor_s']:.2f} × with "
+                        f"{'the default budget' if budget == 'default' else f'{budget} MiB'}"
                         f" ({r['s_per_iter']:.2f} s / {r['floor_s']:.2f} s, {r['cached_rows']:,} rows cached)")
         default = big.get("default", next(iter(big.values())))
         rows.append({"target": "FALKON iteration ≤ 1.2 × floor (n = 10⁶, M = 2,000, d = 28, float32)",

@@ -109,7 +109,8 @@ same cached data. Overlaying residuals against **iterations** shows how much eac
 **The three systems.** Exact KRR solves $(K + \lambda n I)c = y$ ($n\times n$). Nyström KRR solves
 FALKON's Eq. 8, $H\alpha = K_{nM}^\top y$ with $H = K_{nM}^\top K_{nM} + \lambda n K_{MM}$ ($M\times M$;
 shown as $\tilde H = H/n$, same κ). FALKON runs CG on $W = B^\top H B$ with
-$B = \tfrac{1}{\sqrt n}T^{-1}A^{-1}$, $T = \mathrm{chol}(K_{MM})$, $A = \mathrm{chol}\big(\tfrac1M TT^\top + \lambda I\big)$
+$B = \tfrac{1}{\sqrt n}T^{-1}A^{-1}$, $T = \mathrm{chol}(K_{MM})$,
+$A = \mathrm{chol}\big(\tfrac1M TT^\top + \lambda I\big)$
 (Eq. 13). CG needs about $\sqrt{\kappa}\,\log(1/\varepsilon)$ iterations, so a $\kappa(W)$ of order 1
 (FALKON Lemma/Thm. 1–2, once $M \gtrsim d_{\mathrm{eff}}$) is why FALKON converges in a handful of
 iterations while plain CG on $H$ crawls.

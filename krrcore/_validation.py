@@ -49,7 +49,8 @@ def as_tensor(
     defaults to the input's device for tensors and to :func:`default_device` otherwise.
     1-D input is accepted where ``ndim`` allows it. Raises ``ValueError`` naming ``name`` for
     empty arrays, non-numeric or complex entries, NaN/inf and wrong dimensionality, and
-    ``TypeError`` for sparse matrices and non-number objects (as numpy does); the messages also carry the phrases scikit-learn's
+    ``TypeError`` for sparse matrices and non-number objects (as numpy does); the messages also carry the
+    phrases scikit-learn's
     estimator checks look for ("Reshape your data", "0 feature(s)", "Sparse data"). A tensor that
     requires grad is read for its values (detached: nothing here differentiates through its inputs);
     a tensor on the ``meta`` device, which has no values, is refused.

@@ -1,7 +1,8 @@
 """The per-iteration stream every solver emits, and how a run is stopped.
 
 A solver's ``iter_fit(...)`` is a generator of :class:`IterationRecord` (a direct solver's yields
-exactly one); ``fit`` drains it into ``trace_``. The app, the tests and the benchmarks all read these records. ``seconds`` counts
+exactly one); ``fit`` drains it into ``trace_``. The app, the tests and the benchmarks all read these
+records. ``seconds`` counts
 solver time only: metric evaluation is timed separately (as ASkotch's plots do), so adding a
 validation set never makes a solver look slower.
 """

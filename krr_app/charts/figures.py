@@ -7,7 +7,8 @@
 * :func:`traces_frame` / :func:`summary_frame`: what the CSV downloads and the Compare table hold.
 * The diagnostic pages' figures (spectra, κ against λ and M, ASkotch's blocks, leverage scores,
   centres, d_eff, the dataset, the features' relevance from a tuning): every figure plots exactly
-  the table the page offers as a CSV download, so what a student downloads is what they saw. Estimated values (Lanczos, Nyström) are
+  the table the page offers as a CSV download, so what a student downloads is what they saw. Estimated values
+  (Lanczos, Nyström) are
   drawn with open markers and say so in the legend.
 """
 from __future__ import annotations

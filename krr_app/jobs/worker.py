@@ -2,7 +2,8 @@
 
 A :class:`~krr_app.jobs.spec.FitSpec` names everything a run needs (the data by name and parameters, or an uploaded
 CSV by its digest; the solver, kernel and constructor parameters), so a worker rebuilds a built-in
-problem itself instead of receiving arrays; an uploaded table is sent once per worker. :func:`run_fit` is the one code path of a run, used
+problem itself instead of receiving arrays; an uploaded table is sent once per worker. :func:`run_fit` is the
+one code path of a run, used
 by every executor: it streams each :class:`~krrcore.stream.IterationRecord` to ``emit``, stops on
 ``stop_event``, and returns a :class:`FitOutcome` holding only what a front end keeps: the trace,
 the metrics, the timings, the worker's peak memory, the compact model (centres and

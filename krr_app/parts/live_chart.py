@@ -97,7 +97,8 @@ function chart(svg, x0, y0, width, title, series, xkey, ykeys, xtitle) {
   const left = x0 + PAD.l, right = x0 + width - PAD.r, top = PAD.t, bottom = HEIGHT - PAD.b;
   el('text', {x: (left + right) / 2, y: HEIGHT - 6, 'text-anchor': 'middle', 'font-size': 13, fill: '#444'}, g, xtitle);
   const pts = [];
-  for (const s of series) for (const r of s.records) for (const y of ykeys) if (usable(r, xkey, y)) pts.push([r[xkey], r[y]]);
+  for (const s of series) for (const r of s.records) for (const y of ykeys)
+    if (usable(r, xkey, y)) pts.push([r[xkey], r[y]]);
   if (!pts.length) {
     el('text', {x: (left + right) / 2, y: (top + bottom) / 2, 'text-anchor': 'middle', 'font-size': 13, fill: '#888'},
        g, 'drawn as the solver runs');
@@ -128,7 +129,8 @@ function chart(svg, x0, y0, width, title, series, xkey, ykeys, xtitle) {
     el('path', {d: p.map((r, i) => (i ? 'L' : 'M') + X(r[xkey]).toFixed(1) + ',' + Y(r[y]).toFixed(1)).join(''),
                 fill: 'none', stroke: s.color, 'stroke-width': 2, 'stroke-dasharray': dotted ? '2 3' : 'none'}, g);
     if (!dotted) for (const r of p)
-      el('circle', {cx: X(r[xkey]).toFixed(1), cy: Y(r[y]).toFixed(1), r: 3, fill: s.color, class: 'krr-live-point'}, g);
+      el('circle', {cx: X(r[xkey]).toFixed(1), cy: Y(r[y]).toFixed(1), r: 3, fill: s.color,
+                    class: 'krr-live-point'}, g);
   }
 }
 
@@ -279,7 +281,8 @@ function tuning_map(box, panel, ctx) {
                   height: Math.max(1, Y(gy[i] - half(gy, i)) - Y(gy[i] + half(gy, i))).toFixed(1),
                   fill: `rgb(${shade}, ${Math.round(shade * 0.95 + 12)}, 245)`, class: 'krr-map-cell'}, svg);
     }));
-    el('path', {d: grid.best_log10_penalty.map((v, i) => (i ? 'L' : 'M') + X(v).toFixed(1) + ',' + Y(gy[i]).toFixed(1)).join(''),
+    el('path', {d: grid.best_log10_penalty.map((v, i) => (i ? 'L' : 'M') + X(v).toFixed(1) + ','
+                                                         + Y(gy[i]).toFixed(1)).join(''),
                 fill: 'none', stroke: '#fff', 'stroke-width': 2, 'stroke-dasharray': '3 3'}, svg);
   }
   for (const frac of [0, 0.25, 0.5, 0.75, 1]) {
@@ -311,7 +314,8 @@ export default function (component) {
   if (root._krrStop) root._krrStop();      // a rerun mounts it again: one loop per chart
   root.innerHTML = '';
   const runs = new Map(data.runs.map(r => [r.id, {...r, records: r.records.slice()}]));
-  const boxes = data.panels.map(p => div(`krr-panel krr-panel-${p.kind}` + (p.width === 'half' ? ' krr-half' : ''), root));
+  const boxes = data.panels.map(p => div(`krr-panel krr-panel-${p.kind}` + (p.width === 'half' ? ' krr-half' : ''),
+                                         root));
   const framed = new Set(data.panels.filter(p => p.kind === 'fit').map(p => p.run));
   const ctx = {runs, data};
   let stopped = false, timer = null;

@@ -399,7 +399,8 @@ def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
 
 def centres_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
                        leverage_penalty: float, seed: int):
-    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`), or Pending."""
+    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`), or
+    Pending."""
     return results.get(("centres_comparison", data_key, kernel, kernel_params, penalty, M, leverage_penalty, seed),
                        "Centres: uniform vs BLESS", _diagnostics().compare_centres, _kernel(kernel, kernel_params),
                        _X, penalty, M, leverage_penalty, seed=seed, **_SIZES)

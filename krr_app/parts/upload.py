@@ -233,6 +233,7 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
                                                 f"{'; '.join(plain(p, limit=None) for p in report.problems)}.")
     used = sum(d.used for d in report.decisions)
     st.caption(f"{report.n_rows:,} rows × {report.n_columns:,} columns ({plain(fmt.describe())}); "
-               f"{used} of {len(report.decisions)} columns used as features, task: {report.target_task if task == 'auto' else task}"
+               f"{used} of {len(report.decisions)} columns used as features, task: "
+               f"{report.target_task if task == 'auto' else task}"
                f". The Dataset page shows and sets what each column becomes.")
     return spec, Table(spec, raw, report), None

@@ -392,7 +392,8 @@ class ASkotch(_BlockCoordinateKRR):
         on μ_Pβ only without preconditioning and for β = 0. With a fixed partition into B ≥ 2
         preconditioned blocks μ_Pβ usually sits far below λ — the blocks' top eigenvectors
         (restrictions of the same smooth functions) cancel in K, giving B − 1 eigenvalues near
-        λ_min(K + λI)/λ₁(K_bb) — and μ = λ then stalls (figures: docs/measurements.md). Every rule but "lambda" and a number is the lower bound
+        λ_min(K + λI)/λ₁(K_bb) — and μ = λ then stalls (figures: docs/measurements.md). Every rule but
+        "lambda" and a number is the lower bound
 
             μ_Pβ ≥ f / max_b λ₁(P_b + ρ_bI) / max_b L_Pb^β    for any f ≤ λ_min(K + λI),
 

@@ -277,7 +277,8 @@ def evaluate(objective: str, problem: Problem, Z: torch.Tensor, log_sigma: torch
 class PenaltyProfile:
     """Every objective as a closed-form function of λ for fixed σ and centres.
 
-    With K_MM + εI = LLᵀ (ε = FALKON's float64 jitter, :data:`~krrcore.preconditioner.JITTER_EPS_FLOAT64`·M) the Nyström features Φ = K_nM L⁻ᵀ
+    With K_MM + εI = LLᵀ (ε = FALKON's float64 jitter, :data:`~krrcore.preconditioner.JITTER_EPS_FLOAT64`·M)
+    the Nyström features Φ = K_nM L⁻ᵀ
     have Gram matrix S = L⁻¹GL⁻ᵀ = V diag(μ) Vᵀ, and with T = L⁻ᵀV, q = TᵀR, ν = λn:
     α(λ) = T diag(1/(μ + ν)) q, H⁻¹ = (G + νK_MM)⁻¹ = T diag(1/(μ + ν)) Tᵀ, Tr Ĥ = Σ μ_i/(μ_i + ν),
     Tr K̃ = Σ μ_i; the residuals are written as sums of non-negative terms in the coordinates

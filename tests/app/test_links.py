@@ -157,7 +157,8 @@ def test_solver_knobs_are_checked_before_run_like_m(app):
     at = app(**QUIET, solver="askotch", n="500", blocks="100000")
     assert at.session_state["blocks"] == 100_000         # a whole number in range: kept, and refused below
     errors = "\n".join(shown_as(e.value) for e in at.error)
-    assert "ASkotch cannot run with blocks = 100000, rank = 100 on n = 400 training points: blocks must be <= n (n_samples=400" in errors
+    assert ("ASkotch cannot run with blocks = 100000, rank = 100 on n = 400 training points: "
+            "blocks must be <= n (n_samples=400" in errors)
     assert at.button(key="run").disabled and not at.session_state["_krr_runs"].runs()
     at = app(**QUIET, solver="nystrom_pcg", n="100", rank="200")
     assert "rank must be <= n (n_samples=80 training points), got 200" in "\n".join(shown_as(e.value) for e in at.error)

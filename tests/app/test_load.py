@@ -4,7 +4,8 @@
 each opening the same shared link (FALKON on Two moons, n = 40,000, M = 1,000, 20 iterations) and
 pressing Run together. The test waits (bounded: :data:`DEADLINE_SECONDS`) until every page shows
 its result, then reports per session the time to the result (noted by the page itself, see
-:data:`RESULT_CLOCK`), the queue wait, worker wall and solver seconds the page shows, and for the whole run the exceptions, the peak resident memory of the server and
+:data:`RESULT_CLOCK`), the queue wait, worker wall and solver seconds the page shows, and for the whole run
+the exceptions, the peak resident memory of the server and
 of the Dask workers (its process tree, sampled every 0.25 s) and the CPU the browsers took.
 
 N is ``KRR_LOAD_SESSIONS`` (8 by default, what CI runs; docs/measurements.md has a run with 30):
@@ -220,10 +221,12 @@ def test_a_class_presses_run_at_once(server, tmp_path):
           f"\n  completed {len(finished)} of {SESSIONS}; exceptions/errors: {len(results) - len(finished)}; "
           f"unfinished at the deadline: {SESSIONS - len(results)}"
           f"\n  time to result: first {to_result[0] if to_result else float('nan'):.1f} s, median "
-          f"{to_result[len(to_result) // 2] if to_result else float('nan'):.1f} s, last {wall if not to_result else to_result[-1]:.1f} s"
+          f"{to_result[len(to_result) // 2] if to_result else float('nan'):.1f} s, last "
+          f"{wall if not to_result else to_result[-1]:.1f} s"
           f"\n  queue wait: max {max(queued, default=float('nan')):.1f} s; solver seconds: total {sum(solver):.1f}, "
           f"per run {min(solver, default=0):.2f}–{max(solver, default=0):.2f}"
-          f"\n  target for the last result: 2 × {sum(solver):.1f} s / {workers} worker cores = {target:.1f} s plus start-up"
+          f"\n  target for the last result: 2 × {sum(solver):.1f} s / {workers} worker cores = "
+          f"{target:.1f} s plus start-up"
           f"\n  peak RSS: server {sampler.server_peak / 2**20:.0f} MiB, largest worker {worker_peak / 2**20:.0f} MiB "
           f"({len(sampler.worker_peaks)} worker processes seen)"
           f"\n  CPU while the runs went ({wall:.1f} s of wall time): web server {sampler.server_cpu:.1f} s, "

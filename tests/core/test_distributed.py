@@ -1,4 +1,5 @@
-"""One problem on two worker processes (krrcore.distributed, public as krrcore.sharded): the same results as one process.
+"""One problem on two worker processes (krrcore.distributed, public as krrcore.sharded): the same results as
+one process.
 
 The cluster is krrcore's own (``krrcore.distributed.connect``: scheduler and two 1-thread workers as
 subprocesses, each with a 2 GiB memory limit), started once for the module and closed after it.

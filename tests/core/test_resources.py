@@ -1,5 +1,6 @@
 """Memory and time estimated before anything is allocated: every solver's ``memory_estimate`` and the
-refusals of fits too large for the machine (each before a single kernel entry is computed, with the numbers and advice)."""
+refusals of fits too large for the machine (each before a single kernel entry is computed, with the numbers
+and advice)."""
 import warnings
 
 import numpy as np
