@@ -16,8 +16,8 @@ from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
 
 from krr_app.jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
-from krr_app.settings import (APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N,  # noqa: F401  (re-exported)
-                       EXACT_KRR_MAX_N)
+from krr_app.settings import APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N  # noqa: F401  (re-exported)
+from krr_app.settings import EXACT_KRR_MAX_N
 
 
 #: Integer solver knobs the UI knows how to show: label, minimum, fallback default, help text.

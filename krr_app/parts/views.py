@@ -19,8 +19,8 @@ from krr_app.jobs.executor import format_bytes, started_executor
 from krr_app.jobs.runs import Run
 from krr_app.jobs.surface import FitSurface, plotting_grid
 from krr_app.parts import state
-from krr_app.parts.inputs import (bound_number, bound_widget, download_csv, kernel_key,  # noqa: F401  (re-exported)
-                                  last_valid, remember, require_data)
+from krr_app.parts.inputs import bound_number, bound_widget, download_csv, kernel_key  # noqa: F401  (re-exported)
+from krr_app.parts.inputs import last_valid, remember, require_data  # noqa: F401  (re-exported)
 from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
 from krr_app.settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
 from krr_app.teaching import links, teacher

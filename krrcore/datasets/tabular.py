@@ -21,8 +21,8 @@ import pandas as pd
 from .columns import (MISSING_RULES, SAMPLE_ROWS, ColumnDecision, build_transformer, cell_missing,
                       check_missing_rule, plan_columns)
 from .core import TASKS, Dataset, assemble, check_n, check_split_args
-from .reading import (DELIMITERS, MAX_COLUMNS, MISSING_MARKERS, CsvFormat, detect_format,  # noqa: F401
-                      is_numeric, read_csv_bytes, read_frame, source_label)
+from .reading import DELIMITERS, MISSING_MARKERS, read_csv_bytes  # noqa: F401  (re-exported)
+from .reading import MAX_COLUMNS, CsvFormat, detect_format, is_numeric, read_frame, source_label
 
 #: A numeric target with at most this many distinct integer values is taken as class labels.
 MAX_AUTO_CLASSES = 20

@@ -191,8 +191,9 @@ def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
         try:
             # The preload ran before any task: krrcore loaded on both sides (the first run waited
             # 4-16 s for the imports when it did not), the worker's threads from KRR_TORCH_THREADS.
-            loaded = lambda: ("krr_app.jobs.worker" in __import__("sys").modules,  # noqa: E731 (by value)
-                              __import__("torch").get_num_threads())
+            def loaded():       # sent by value: no closure over this test's names
+                return "krr_app.jobs.worker" in __import__("sys").modules, __import__("torch").get_num_threads()
+
             assert list(executor.connection.client.run(loaded).values()) == [(True, 1)]
             assert executor.connection.client.run_on_scheduler(loaded)[0] is True
             assert "Dask scheduler at " + address in executor.describe()

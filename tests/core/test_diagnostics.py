@@ -63,9 +63,9 @@ def test_full_krr_condition_number(X):
 # -- the diagnostics the pages show, on their own (krrcore.diagnostics, krrcore.leverage) ------------
 
 from krrcore import ASkotch  # noqa: E402
-from krrcore.diagnostics import (SYSTEMS, askotch_blocks, condition_vs_M, condition_vs_penalty,  # noqa: E402
-                                 effective_dimension_curve, interpolate_deff, projection_2d, shifted_spectrum,
-                                 subsample)
+from krrcore.diagnostics import SYSTEMS, askotch_blocks, condition_vs_M, condition_vs_penalty  # noqa: E402
+from krrcore.diagnostics import effective_dimension_curve, interpolate_deff  # noqa: E402
+from krrcore.diagnostics import projection_2d, shifted_spectrum, subsample  # noqa: E402
 from krrcore.leverage import compare_with_exact  # noqa: E402
 
 
