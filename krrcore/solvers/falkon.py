@@ -26,7 +26,7 @@ from ..preconditioner import FalkonPreconditioner, PrecisionWarning
 from ..rows import rows_of
 from .base import IterativeKRR, NystromCentres, Step
 from .params import NON_NEGATIVE, NONE, Integer, Options, default, param
-from .uncertainty import PosteriorVariance, hold_nystrom_posterior, kmm_factor_solvers, nystrom_factor
+from .uncertainty import PosteriorVariance, float64_blocks, hold_nystrom_posterior, kmm_factor_solvers, nystrom_factor
 
 
 #: Name of the memory part holding cached row blocks of K_nM (sized by the estimate, used by the fit).
@@ -54,7 +54,7 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
 
     ``uncertainty=True``: the DTC/SGPR posterior of the same centres (:mod:`krrcore.solvers.uncertainty`),
     set up after the last record by one more pass over K_nM's blocks (O(nM²)), then O(M³); 2M² flops per
-    test point. Falkon whitens with its preconditioner's factor T (TᵀT = D K_MM D + jI).
+    test point. Falkon whitens with its preconditioner's factor T (TᵀT = D K_MM D + jI) in float64.
     """
 
     penalty: float = default(1e-6)
@@ -138,13 +138,16 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
 
     def _posterior_factor(self, X, Y):
         pc = getattr(self, "preconditioner_", None)
-        if pc is None:
+        # Below float64 the preconditioner's jitter is float32's ridge (default_jitter), far above K_MM's
+        # own round-off: the posterior then whitens with a float64 Cholesky of K_MM, the Nyström
+        # problem's prior, which the refined float32 solve approximates.
+        if pc is None or X.dtype != torch.float64:
             solve_Ft, solve_F = kmm_factor_solvers(self._kernel(), self.centers_)
         else:                       # F = T D⁻¹: FᵀF = K_MM + jD⁻², the prior of the model Falkon solved
             d = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
             solve_Ft = lambda B: pc.solve_T_t(B * d)         # noqa: E731
             solve_F = lambda B: pc.solve_T(B) * d            # noqa: E731
-        blocks = (K for _, _, K in self.operator_.blocks())
+        blocks = float64_blocks(self._kernel(), X, self.centers_, self.operator_, self.memory_budget)
         return nystrom_factor(blocks, solve_Ft, solve_F, self.penalty_ * self.n_, self.centers_.shape[0])
 
     def _hold_model(self, model: CostModel, n: int, k: int) -> None:

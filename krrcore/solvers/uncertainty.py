@@ -52,7 +52,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import as_tensor, check_features
 from ..linalg import jitter_cholesky
 from ..memory import CostModel, scratch_budget
-from ..ops import block_rows_for_budget, dense_kernel, operator_bytes
+from ..ops import KernelOperator, block_rows_for_budget, dense_kernel, operator_bytes
 from .base import IterativeKRR, KRRBase, distributed_backend
 from .params import BOOLEAN, ParameterError, param
 
@@ -241,6 +241,15 @@ def nystrom_factor(blocks, solve_Ft, solve_F, lam_n: float, M: int) -> tuple[tor
     return solve_F(Q.mul_(weights.sqrt().unsqueeze(0))), float(weights.sum())
 
 
+def float64_blocks(kernel, X: torch.Tensor, C: torch.Tensor, operator=None, memory_budget=None):
+    """Row blocks of K_nM in float64: the fit's own operator's (its cached blocks reused) when it is
+    float64, else evaluated afresh from float64 copies — whitening by F⁻¹ would amplify float32
+    kernel rounding by K_MM's condition number."""
+    if operator is None or operator.dtype != torch.float64:
+        operator = KernelOperator(kernel, X.double(), C.double(), memory_budget=memory_budget)
+    return (K for _, _, K in operator.blocks())
+
+
 def kmm_factor_solvers(kernel, centers: torch.Tensor):
     """F⁻ᵀ and F⁻¹ for F = Lᵀ, L the lower Cholesky factor of K_MM + jI (j = 1e-13·M·max diag, raised
     if needed: FALKON's default εM): the Nyström solvers that hold no preconditioner."""
@@ -273,7 +282,9 @@ def hold_nystrom_posterior(model: CostModel, n: int, M: int, kernel_pass: bool =
     blocks are reused: ``kernel_pass`` False), the whitening (nM² flops, as K_nMᵀK_nM would cost),
     eigh and R (about 12M³) and the residual pass."""
     model.hold("posterior: whitened K_nMᵀK_nM, its eigenvectors and R (M×M float64 each)", 3 * M * M * 8)
-    model.hold("posterior whitened kernel block (float64)",
-               operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes, d=model.d), "scratch")
+    block = operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes, d=model.d)
+    model.hold("posterior whitened kernel block (float64)", block, "scratch")
+    if model.itemsize != 8:             # the kernel blocks are evaluated again in float64 (float64_blocks)
+        model.hold("posterior float64 kernel block and copy of X", block + n * model.d * 8, "scratch")
     model.setup += ((1 + kernel_pass) * model.entry_seconds(n * M)
                     + model.flop_seconds(2 * n * M * M + 12 * M ** 3, torch.float64))
