@@ -27,7 +27,7 @@ Z90 = 1.6448536269514722          # the normal's 95% quantile: a central 90% int
 
 def smooth_data(seed, n, n_test=0, noise=0.1, d=2):
     rng = np.random.default_rng(seed)
-    f = lambda X: np.sin(2 * X[:, 0]) + 0.5 * np.cos(3 * X[:, -1])      # noqa: E731
+    f = lambda X: np.sin(2 * X[:, 0]) + 0.5 * np.cos(3 * X[:, -1]) 
     X = rng.uniform(-2, 2, (n, d))
     Xt = rng.uniform(-2, 2, (n_test, d))
     return X, f(X) + noise * rng.standard_normal(n), Xt, f(Xt) + noise * rng.standard_normal(n_test)
@@ -75,7 +75,7 @@ def test_falkon_on_all_training_points_equals_exact():
 def dtc_std(X, y, C, sigma, lam, coef):
     """The DTC predictive std from explicit inverses (the module docstring's formula)."""
     k = GaussianKernel(sigma)
-    t = lambda A: torch.as_tensor(A, dtype=torch.float64)         # noqa: E731
+    t = lambda A: torch.as_tensor(A, dtype=torch.float64)    
     KnM, KMM = k(t(X), t(C)).numpy(), k(t(C), t(C)).numpy()
     n = len(X)
     H = KnM.T @ KnM + lam * n * KMM
@@ -137,7 +137,7 @@ def test_blocks_of_test_rows_torch_input_multi_output_and_compact():
     assert model.noise_std_.shape == (2,)
     small = NystromKRR(GaussianKernel(0.7), 1e-3, M=50, uncertainty=True, memory_budget=1 << 20).fit(X, Y)
     assert np.allclose(small.predict_std(Xq), std, rtol=1e-12, atol=1e-14)     # many blocks, same values
-    mean_t, std_t = model.compact().predict(torch.as_tensor(Xq), return_std=True)
+    _, std_t = model.compact().predict(torch.as_tensor(Xq), return_std=True)
     assert isinstance(std_t, torch.Tensor) and np.allclose(std_t.numpy(), std)
 
 

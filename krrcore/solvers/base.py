@@ -43,6 +43,7 @@ from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNEL
                      PENALTIES, TIMEOUTS, TOLERANCE, Integer, Seed, check_stop_event, param, parameters, resolve_seed,
                      validate)
 from .records import Recorder, Step, target_scale
+from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
 
 __all__ = ["KRRBase", "Seeded", "NystromCentres", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
@@ -239,8 +240,6 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
 
 
     def _predict_with_std(self, X):
-        from .uncertainty import UncertaintyError, std_refusal
-
         raise UncertaintyError(f"{type(self).__name__}.predict(return_std=True) is not available: {std_refusal(self)}")
 
 

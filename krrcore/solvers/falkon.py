@@ -145,8 +145,11 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
             solve_Ft, solve_F = kmm_factor_solvers(self._kernel(), self.centers_)
         else:                       # F = T D⁻¹: FᵀF = K_MM + jD⁻², the prior of the model Falkon solved
             d = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
-            solve_Ft = lambda B: pc.solve_T_t(B * d)         # noqa: E731
-            solve_F = lambda B: pc.solve_T(B) * d            # noqa: E731
+            def solve_Ft(B):
+                return pc.solve_T_t(B * d)
+
+            def solve_F(B):
+                return pc.solve_T(B) * d
         blocks = float64_blocks(self._kernel(), X, self.centers_, self.operator_, self.memory_budget)
         return nystrom_factor(blocks, solve_Ft, solve_F, self.penalty_ * self.n_, self.centers_.shape[0])
 

@@ -53,33 +53,11 @@ from .._validation import as_tensor, check_features
 from ..linalg import jitter_cholesky
 from ..memory import CostModel, scratch_budget
 from ..ops import KernelOperator, block_rows_for_budget, dense_kernel, operator_bytes
-from .base import IterativeKRR, KRRBase, distributed_backend
+from .base import KRRBase, distributed_backend
 from .params import BOOLEAN, ParameterError, param
+from .refusals import UncertaintyError, std_refusal
 
-__all__ = ["UncertaintyError", "Posterior", "PosteriorVariance", "std_refusal"]
-
-
-class UncertaintyError(ValueError):
-    """Predictive uncertainty asked of a model that cannot give it; the message says why and what to use."""
-
-
-_USE_INSTEAD = ("use ExactKRR(uncertainty=True) (the exact posterior, while an n×n matrix fits) or "
-                "Falkon(uncertainty=True) (the DTC posterior of its M centres, O(M²) per point)")
-
-
-def std_refusal(estimator) -> str:
-    """Why ``estimator`` gives no predictive standard deviation, and what gives one."""
-    name = type(estimator).__name__
-    if isinstance(estimator, ClassifierMixin):
-        return (f"{name} predicts class labels; a Gaussian-process variance is a regression model's. Fit the "
-                f"regressor on ±1 targets with uncertainty=True for the spread of the decision function")
-    if hasattr(estimator, "M"):
-        return (f"{name} solves the Nyström problem without any M×M matrix, and the DTC posterior needs two "
-                f"M×M factors; fit Falkon(uncertainty=True) on the same centres for it")
-    if isinstance(estimator, IterativeKRR):
-        return (f"{name} solves full KRR, whose posterior variance needs a solve with K + λnI for every test "
-                f"point (or the n×n factorisation {name} exists to avoid); {_USE_INSTEAD}")
-    return f"{name} gives no predictive variance; {_USE_INSTEAD}"
+__all__ = ["Posterior", "PosteriorVariance", "UncertaintyError", "std_refusal"]
 
 
 @dataclass
@@ -128,17 +106,22 @@ class PosteriorVariance(KRRBase):
 
     def _records(self, X, y, X_val, y_val, *, stop_event):
         """The solver's records; then, with ``uncertainty``, the posterior set-up (coef_ is still in
-        the fit's scaled units here; the noise level is stated in the targets' units)."""
-        if self.uncertainty and distributed_backend(X) is not None:
+        the fit's scaled units here; the noise level is stated in the targets' units). Without it, the
+        solver's own generator, so its warnings point where they did."""
+        if not self.uncertainty:
+            return super()._records(X, y, X_val, y_val, stop_event=stop_event)
+        return self._records_and_posterior(X, y, X_val, y_val, stop_event=stop_event)
+
+    def _records_and_posterior(self, X, y, X_val, y_val, *, stop_event):
+        if distributed_backend(X) is not None:
             raise UncertaintyError(f"uncertainty=True needs the training rows in this process; {type(self).__name__} "
                                    f"on rows sharded on a cluster gives no posterior variance. Fit without it, or "
                                    f"on a subsample held here")
         try:
             yield from super()._records(X, y, X_val, y_val, stop_event=stop_event)
-            if self.uncertainty:
-                start = time.perf_counter()
-                self._set_up_posterior(*self._fit_rows)
-                self.uncertainty_seconds_ = time.perf_counter() - start
+            start = time.perf_counter()
+            self._set_up_posterior(*self._fit_rows)
+            self.uncertainty_seconds_ = time.perf_counter() - start
         finally:
             self.__dict__.pop("_fit_rows", None)
             self.__dict__.pop("_posterior_operator", None)
