@@ -14,8 +14,13 @@ from ..linalg import jitter_cholesky
 from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
 from .base import DirectKRR, NystromCentres, Step
-from .uncertainty import (PosteriorVariance, hold_nystrom_posterior, invert_lower_in_place, kmm_factor_solvers,
-                          nystrom_factor)
+from .uncertainty import (
+    PosteriorVariance,
+    hold_nystrom_posterior,
+    invert_lower_in_place,
+    kmm_factor_solvers,
+    nystrom_factor,
+)
 
 
 class ExactKRR(PosteriorVariance, DirectKRR):
@@ -23,8 +28,8 @@ class ExactKRR(PosteriorVariance, DirectKRR):
 
     ``uncertainty=True``: ``predict(X, return_std=True)`` gives the exact Gaussian-process posterior
     of which this model is the mean — signal variance s², noise variance s²·λn, s² = σ̂²/(λn) with
-    σ̂² the residual variance over n − df (:mod:`krrcore.solvers.uncertainty`); it keeps R = L⁻ᵀ
-    (n×n float64, L inverted in place, n³/3 more flops), 2n² flops per test point.
+    σ̂² the residual variance over n − df (:mod:`krrcore.solvers.uncertainty`); it keeps the Cholesky
+    factor L (n×n float64; n³/3 more flops for df), n² flops (a triangular solve) per test point.
 
     ``memory_budget`` (bytes; :mod:`krrcore.memory`) bounds the two n×n float64 matrices it holds
     (K + λnI and its Cholesky factor) and prediction's kernel blocks; default: krrcore's storage and
@@ -47,17 +52,21 @@ class ExactKRR(PosteriorVariance, DirectKRR):
     _POSTERIOR_KIND = "exact GP"
 
     def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
-        """L⁻ᵀ replaces the Cholesky factor (in place on the CPU, beside it elsewhere); n³/3 flops and a
-        residual pass."""
+        """L is kept; a copy inverted for df while K + λnI is freed (in place on the CPU, beside an
+        identity elsewhere); n³/3 flops and a residual pass."""
         if model.device.type != "cpu":
             model.hold("identity and L⁻¹ (posterior set-up, float64)", 2 * n * n * 8)
         model.setup += model.flop_seconds(n ** 3 / 3, torch.float64) + model.entry_seconds(n * n)
 
+    _FACTOR_IS_CHOLESKY = True
+
     def _posterior_factor(self, X, Y):
-        """R = L⁻ᵀ, so k_xᵀ(K + λnI)⁻¹k_x = ‖Rᵀk_x‖²; df = n − λn‖L⁻¹‖²_F."""
-        Linv = invert_lower_in_place(self.__dict__.pop("_cholesky"))
+        """L itself (k_xᵀ(K + λnI)⁻¹k_x = ‖L⁻¹k_x‖², a triangular solve a point) and df = n − λn‖L⁻¹‖²_F
+        from a copy of L inverted in place (K + λnI is freed by now: the solve's peak is not exceeded)."""
+        L = self.__dict__.pop("_cholesky")
         n = X.shape[0]
-        return Linv.T, n - self._penalty() * n * float(Linv.square().sum())
+        trace = float(invert_lower_in_place(L.clone()).square().sum())
+        return L, n - self._penalty() * n * trace
 
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()

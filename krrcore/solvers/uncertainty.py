@@ -20,13 +20,15 @@ the posterior mean is k_Mᵀ H⁻¹K_nMᵀy (the Nyström KRR predictor) and
 
 With the M = n training points as centres, H = K(K + λnI) and v is the exact one above.
 
-**How it is computed.** v(x) = k(x, x) − ‖Rᵀk(x)‖² with one m×m factor R, so a point costs its m
-kernel values and 2m² flops (m = n for ExactKRR, M for the Nyström models), in blocks of test rows
-sized by the scratch budget (:mod:`krrcore.memory`). ExactKRR: R = L⁻ᵀ from the fit's Cholesky factor
-L of K + λnI (inverted in place, n³/3 flops). Nyström: with FᵀF = K_MM (Falkon: F = T D⁻¹ from its
-preconditioner, TᵀT = D K_MM D + jI; the others: a Cholesky of K_MM), G = F⁻ᵀK_nMᵀK_nM F⁻¹ = QΛQᵀ
-gives K_MM⁻¹ − λnH⁻¹ = RRᵀ with R = F⁻¹Q diag(√(Λ/(Λ + λn))): one pass over the data for K_nMᵀK_nM
-whitened block by block (K_b F⁻¹), O(nM² + M³) in all, three M×M float64 matrices at its peak.
+**How it is computed.** v(x) = k(x, x) − ‖Rᵀk(x)‖² with one m×m factor R, in blocks of test rows
+sized by the scratch budget (:mod:`krrcore.memory`). ExactKRR: R = L⁻ᵀ for the fit's Cholesky factor
+L of K + λnI, kept as L: ‖L⁻¹k(x)‖² by a triangular solve, n² flops a point (as scikit-learn's
+GP); df needs ‖L⁻¹‖²_F once, from a copy of L inverted in place once K + λnI is freed (n³/3 flops,
+no more memory than the solve's peak). Nyström, 2M² flops a point: with FᵀF = K_MM (Falkon: F =
+T D⁻¹ from its preconditioner, TᵀT = D K_MM D + jI; the others: a Cholesky of K_MM), G =
+F⁻ᵀK_nMᵀK_nM F⁻¹ = QΛQᵀ gives K_MM⁻¹ − λnH⁻¹ = RRᵀ with R = F⁻¹Q diag(√(Λ/(Λ + λn))): one pass
+over the data whitened block by block (K_b F⁻¹), O(nM² + M³) in all, three M×M float64 matrices
+at its peak.
 
 **The noise level** σ² is estimated from the training residuals corrected by the model's effective
 degrees of freedom (Wahba 1983): σ̂² = ‖y − ŷ‖² / (n − df), df = tr(S) for the hat matrix ŷ = S y:
@@ -65,11 +67,12 @@ class Posterior:
     """What the posterior variance needs: v(x) = k(x, x) − ‖Rᵀk(x)‖² over the model's centres, the
     noise variance σ̂² of each target column (the fit's units) and λn (module docstring)."""
 
-    factor: torch.Tensor          # R, m×m float64
+    factor: torch.Tensor          # R, m×m float64; or, when ``lower``, L with ‖Rᵀk‖ = ‖L⁻¹k‖
     lam_n: float
     noise_var: torch.Tensor       # (k,) float64
     effective_dof: float
     kind: str                     # "exact GP" or "DTC (Nyström)"
+    lower: bool = False           # factor is a lower Cholesky factor L: a triangular solve (m² flops a point)
 
 
 class PosteriorVariance(KRRBase):
@@ -126,6 +129,9 @@ class PosteriorVariance(KRRBase):
             self.__dict__.pop("_fit_rows", None)
             self.__dict__.pop("_posterior_operator", None)
 
+    #: Whether ``_posterior_factor`` gives a lower Cholesky factor L (solved against) instead of R.
+    _FACTOR_IS_CHOLESKY = False
+
     def _posterior_factor(self, X, Y) -> tuple[torch.Tensor, float]:
         """(R, df) of this model (module docstring); the solver overrides it."""
         raise NotImplementedError
@@ -145,7 +151,7 @@ class PosteriorVariance(KRRBase):
         scale = self._target_scale
         noise_var = rss / left / scale ** 2
         self.posterior_ = Posterior(factor=R, lam_n=lam_n, noise_var=noise_var, effective_dof=dof,
-                                    kind=self._POSTERIOR_KIND)
+                                    kind=self._POSTERIOR_KIND, lower=self._FACTOR_IS_CHOLESKY)
         std = noise_var.sqrt().cpu().numpy()
         self.noise_std_ = float(std[0]) if self._y_was_1d else std
         self.effective_dof_ = dof
@@ -169,7 +175,8 @@ class PosteriorVariance(KRRBase):
     def _latent_variance(self, Xq: torch.Tensor) -> torch.Tensor:
         """v(x) for the rows of Xq (float64, clamped at 0), in blocks of test rows sized by the scratch
         budget: each row holds its m kernel values and their product with R."""
-        R = self._check_posterior().factor
+        posterior = self._check_posterior()
+        R = posterior.factor
         kernel, C = self._kernel(), self.centers_.double()
         m, nq = R.shape[0], Xq.shape[0]
         out = torch.empty(nq, dtype=torch.float64, device=R.device)
@@ -180,7 +187,10 @@ class PosteriorVariance(KRRBase):
         for start in range(0, nq, rows):
             block = Xq[start:start + rows].double()
             Kq = dense_kernel(kernel, block, C, memory_budget=self.memory_budget)
-            quad = (Kq @ R).square_().sum(1)
+            if posterior.lower:
+                quad = torch.linalg.solve_triangular(R, Kq.T, upper=False).square_().sum(0)
+            else:
+                quad = (Kq @ R).square_().sum(1)
             out[start:start + rows] = (kernel.diag(block).double() - quad).clamp_(min=0.0)
         return out
 
