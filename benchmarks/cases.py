@@ -493,6 +493,9 @@ def uncertainty_summarise(results: list[dict]) -> Summary:
                      "mean is ExactKRR's (signal σ̂²/(λn), noise σ̂², optimizer=None), so its coverage is ExactKRR's; "
                      "own ML fit: length-scale, signal and noise by scikit-learn's marginal likelihood. posterior "
                      "set-up s: the uncertainty set-up after the fit (included in fit s).")
+    out.notes.append("µs/point: one predict call over all test rows ("
+                     + ", ".join(f"{r['name']}: {r['n_test']:,}" for r in results if "n_test" in r)
+                     + ") divided by their number; over a few hundred rows a call's fixed overhead dominates.")
     return out
 
 

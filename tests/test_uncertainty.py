@@ -168,7 +168,7 @@ def test_memory_estimate_counts_the_posterior_and_refuses_what_does_not_fit():
     (ASkotch(maxiter=2, rank=5), "solves full KRR, whose posterior variance needs a solve with K"),
     (CG(maxiter=2), "solves full KRR"),
     (SketchySAGA(M=10, maxiter=2, rank=5), "without any M×M matrix.*Falkon\\(uncertainty=True\\)"),
-    (ExactKRR(), "fitted without uncertainty=True"),
+    (ExactKRR(), "holds no posterior: it was fitted without uncertainty=True"),
 ])
 def test_refused_with_the_reason(model, reason):
     X, y, _, _ = smooth_data(0, 60)

@@ -168,8 +168,9 @@ class PosteriorVariance(KRRBase):
         posterior = getattr(self, "posterior_", None)
         if posterior is None:
             raise UncertaintyError(
-                f"{type(self).__name__} was fitted without uncertainty=True, so it holds no posterior; refit with "
-                f"{type(self).__name__}(..., uncertainty=True) (memory_estimate shows what it adds)")
+                f"{type(self).__name__} holds no posterior: it was fitted without uncertainty=True (or its record "
+                f"stream was not read to the end); refit with {type(self).__name__}(..., uncertainty=True) "
+                f"(memory_estimate shows what it adds)")
         return posterior
 
     def _latent_variance(self, Xq: torch.Tensor) -> torch.Tensor:
