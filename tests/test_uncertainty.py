@@ -185,3 +185,19 @@ def test_refused_for_classifiers_and_interpolating_fits():
         ExactKRR(GaussianKernel(0.05), 1e-12, uncertainty=True).fit(X, y)
     with pytest.raises(ParameterError, match="uncertainty must be True or False"):
         ExactKRR(uncertainty="yes").fit(X, y)
+
+
+def test_falkon_with_weighted_bless_centers_whitens_by_T_and_D_to_the_same_dtc_posterior():
+    """BLESS centres carry FALKON's D (Alg. 2): the posterior whitens by F = T D⁻¹ and is still the
+    DTC posterior of the centres (D preconditions, the problem is Eq. 8's)."""
+    X, y, _, _ = smooth_data(6, 600)
+    Xq = np.random.default_rng(7).uniform(-3, 3, (100, 2))
+    model = Falkon(GaussianKernel(0.6), 1e-3, M=60, centers="bless", uncertainty=True, tol=1e-12, maxiter=300,
+                   seed=1).fit(X, y)
+    assert model.center_weights_ is not None and not torch.allclose(model.center_weights_,
+                                                                    model.center_weights_[0])
+    C = model.centers_.numpy()
+    _, _, noise_var, df, std = dtc_std(X, y, C, 0.6, 1e-3, model.coef_.numpy()[:, 0])
+    Kq = GaussianKernel(0.6)(torch.as_tensor(Xq), torch.as_tensor(C)).numpy()
+    assert model.effective_dof_ == pytest.approx(df, rel=1e-7)
+    assert np.abs(model.predict_std(Xq) - std(Kq)).max() < 1e-7
