@@ -238,7 +238,6 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
             out = out[:, 0]
         return out if isinstance(X, torch.Tensor) else out.detach().cpu().numpy()
 
-
     def _predict_with_std(self, X):
         raise UncertaintyError(f"{type(self).__name__}.predict(return_std=True) is not available: {std_refusal(self)}")
 

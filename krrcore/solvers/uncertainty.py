@@ -270,15 +270,15 @@ def invert_lower_in_place(L: torch.Tensor) -> torch.Tensor:
     return L
 
 
-def hold_nystrom_posterior(model: CostModel, n: int, M: int, kernel_pass: bool = True) -> None:
+def hold_nystrom_posterior(model: CostModel, n: int, M: int) -> None:
     """The Nyström posterior set-up in ``model``: G, its eigenvectors and R (M×M float64 each), a
-    float64 whitened block beside the kernel block; seconds of a kernel pass (unless the solve's
-    blocks are reused: ``kernel_pass`` False), the whitening (nM² flops, as K_nMᵀK_nM would cost),
+    float64 whitened block beside the kernel block; seconds of the kernel pass (at most: Falkon's
+    cached blocks are read, not evaluated), the whitening (2nM² flops, as K_nMᵀK_nM would cost),
     eigh and R (about 12M³) and the residual pass."""
     model.hold("posterior: whitened K_nMᵀK_nM, its eigenvectors and R (M×M float64 each)", 3 * M * M * 8)
     block = operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes, d=model.d)
     model.hold("posterior whitened kernel block (float64)", block, "scratch")
     if model.itemsize != 8:             # the kernel blocks are evaluated again in float64 (float64_blocks)
         model.hold("posterior float64 kernel block and copy of X", block + n * model.d * 8, "scratch")
-    model.setup += ((1 + kernel_pass) * model.entry_seconds(n * M)
+    model.setup += (2 * model.entry_seconds(n * M)
                     + model.flop_seconds(2 * n * M * M + 12 * M ** 3, torch.float64))
