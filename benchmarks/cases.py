@@ -454,6 +454,51 @@ def tune_summarise(results: list[dict]) -> Summary:
     return out
 
 
+# ------------------------------------------------------------------ predictive uncertainty
+def uncertainty_measure(quick: bool, sizes=None) -> list[dict]:
+    from benchmarks import bench_uncertainty
+
+    results = []
+    for name in (bench_uncertainty.QUICK if quick else bench_uncertainty.DATASETS):
+        results.append(call_isolated(bench_uncertainty.measure, {"name": name, "quick": quick}, timeout=3600))
+        print(f"  uncertainty: {name} done", flush=True)
+    return results
+
+
+def uncertainty_summarise(results: list[dict]) -> Summary:
+    from plotly.subplots import make_subplots
+
+    from benchmarks import bench_uncertainty
+
+    go = _go()
+
+    rows = bench_uncertainty.summary_rows(results)
+    out = Summary(tables={"summary": rows},
+                  notes=[f"{r.get('name')}: FAILED — {r['error']}" for r in results if "error" in r])
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("coverage of the nominal 90% interval",
+                                                        "µs per test point for mean + std"))
+    for col, key in ((1, "coverage 90%"), (2, "µs/point, mean + std")):
+        for method in dict.fromkeys(r["method"] for r in rows):
+            mine = [r for r in rows if r["method"] == method]
+            fig.add_trace(go.Bar(x=[r["data set"] for r in mine], y=[r[key] for r in mine], name=method,
+                                 marker_color=_colour(method), showlegend=col == 1), row=1, col=col)
+    fig.add_hline(y=0.9, line_dash="dot", line_color="grey", row=1, col=1)
+    fig.update_yaxes(range=[0.5, 1.0], row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(title="Predictive uncertainty: coverage and cost", template="plotly_white", width=1100,
+                      height=520, barmode="group", legend={"orientation": "h", "y": -0.18})
+    out.figures = {"coverage_and_cost": fig}
+    out.notes.append("std: of a new observation, mean ± 1.645·std for 90%. ExactKRR and the sklearn GPs fit the first "
+                     "n rows shown; the Nyström rows fit all of them. sklearn GP, matched: the GP whose posterior "
+                     "mean is ExactKRR's (signal σ̂²/(λn), noise σ̂², optimizer=None), so its coverage is ExactKRR's; "
+                     "own ML fit: length-scale, signal and noise by scikit-learn's marginal likelihood. posterior "
+                     "set-up s: the uncertainty set-up after the fit (included in fit s).")
+    out.notes.append("µs/point: one predict call over all test rows ("
+                     + ", ".join(f"{r['name']}: {r['n_test']:,}" for r in results if "n_test" in r)
+                     + ") divided by their number; over a few hundred rows a call's fixed overhead dominates.")
+    return out
+
+
 CASES: dict[str, Case] = {c.name: c for c in [
     Case("falkon_vs_nystroem", "FALKON vs scikit-learn Nystroem + Ridge at equal M: time to equal test error",
          falkon_vs_nystroem_measure, falkon_vs_nystroem_summarise, sized=False),
@@ -467,6 +512,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("app", "The app: Run to first chart, in-app solver seconds (first Run, Run again) against krrcore", app_measure, app_summarise),
     Case("tune", "Tuning σ and λ: krrcore.tune against a 10 × 10 grid, a random search and GPyTorch", tune_measure,
          tune_summarise),
+    Case("uncertainty", "Predictive uncertainty: 90% interval coverage and cost per point, beside scikit-learn's GP",
+         uncertainty_measure, uncertainty_summarise),
     Case("speed", "float32 against float64, BLESS centres against uniform, 10⁶ points: time and test error",
          bench_speed.measure, lambda results: Summary(*bench_speed.summarise(results)), sized=True),
     Case("gpu", "FALKON and ASkotch on a CUDA card against its floor (the stored run where CUDA is absent)",

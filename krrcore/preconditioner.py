@@ -313,6 +313,14 @@ class FalkonPreconditioner:
             out[:r1].addmm_(rows.T, u[r0:r1])
         return out
 
+    def solve_T(self, u: torch.Tensor) -> torch.Tensor:
+        """T⁻¹u, float64 (the posterior variance whitens with T: krrcore.solvers.uncertainty)."""
+        return self._solve(u.double(), "T", False)
+
+    def solve_T_t(self, u: torch.Tensor) -> torch.Tensor:
+        """T⁻ᵀu, float64."""
+        return self._solve(u.double(), "T", True)
+
     def solve_A(self, u: torch.Tensor) -> torch.Tensor:
         return self._solve(u.double(), "A", False)
 

@@ -31,6 +31,7 @@ FINITE = {
     "tune-summary": ("test MSE", "seconds", "MSE / grid best", "seconds / grid"),
     "app-summary": ("app solver s (first Run)", "app solver s (Run again)", "krrcore s (same threads)",
                     "Run → first chart s", "Run → result s", "live fit / wall time"),
+    "uncertainty-summary": ("coverage 90%", "coverage 50%", "test MSE", "fit s", "µs/point, mean + std"),
     "speed-precision": ("fit s", "test MSE"),
     "speed-centres": ("fit s", "test MSE"),
     "speed-moonshot": ("fit s",),

@@ -43,6 +43,7 @@ from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNEL
                      PENALTIES, TIMEOUTS, TOLERANCE, Integer, Seed, check_stop_event, param, parameters, resolve_seed,
                      validate)
 from .records import Recorder, Step, target_scale
+from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
 
 __all__ = ["KRRBase", "Seeded", "NystromCentres", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
@@ -226,11 +227,19 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         check_features(Xt, self.n_features_in_, "X", type(self).__name__)
         return self._predict_tensor(Xt) / self._target_scale     # mid-fit: scaled targets
 
-    def predict(self, X):
+    def predict(self, X, return_std: bool = False):
+        """The model's predictions; with ``return_std`` the pair (mean, standard deviation of a new
+        observation) from the Gaussian-process posterior (:mod:`krrcore.solvers.uncertainty`: the
+        estimators fitted with ``uncertainty=True``), refused with the reason elsewhere."""
+        if return_std:
+            return self._predict_with_std(X)
         out = self._outputs(X)
         if self._y_was_1d:
             out = out[:, 0]
         return out if isinstance(X, torch.Tensor) else out.detach().cpu().numpy()
+
+    def _predict_with_std(self, X):
+        raise UncertaintyError(f"{type(self).__name__}.predict(return_std=True) is not available: {std_refusal(self)}")
 
 
 class Seeded(KRRBase):

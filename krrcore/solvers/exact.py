@@ -14,10 +14,22 @@ from ..linalg import jitter_cholesky
 from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
 from .base import DirectKRR, NystromCentres, Step
+from .uncertainty import (
+    PosteriorVariance,
+    hold_nystrom_posterior,
+    invert_lower_in_place,
+    kmm_factor_solvers,
+    nystrom_factor,
+)
 
 
-class ExactKRR(DirectKRR):
+class ExactKRR(PosteriorVariance, DirectKRR):
     """Exact kernel ridge regression: solve (K_nn + λnI) c = y by Cholesky, in float64.
+
+    ``uncertainty=True``: ``predict(X, return_std=True)`` gives the exact Gaussian-process posterior
+    of which this model is the mean — signal variance s², noise variance s²·λn, s² = σ̂²/(λn) with
+    σ̂² the residual variance over n − df (:mod:`krrcore.solvers.uncertainty`); it keeps the Cholesky
+    factor L (n×n float64; n³/3 more flops for df), n² flops (a triangular solve) per test point.
 
     ``memory_budget`` (bytes; :mod:`krrcore.memory`) bounds the two n×n float64 matrices it holds
     (K + λnI and its Cholesky factor) and prediction's kernel blocks; default: krrcore's storage and
@@ -37,6 +49,25 @@ class ExactKRR(DirectKRR):
         return (f"subsample to at most n={n_fit:,}, or use Falkon, NystromPCG or ASkotch, which never hold "
                 f"an n×n matrix")
 
+    _POSTERIOR_KIND = "exact GP"
+
+    def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
+        """L is kept; a copy inverted for df while K + λnI is freed (in place on the CPU, beside an
+        identity elsewhere); n³/3 flops and a residual pass."""
+        if model.device.type != "cpu":
+            model.hold("identity and L⁻¹ (posterior set-up, float64)", 2 * n * n * 8)
+        model.setup += model.flop_seconds(n ** 3 / 3, torch.float64) + model.entry_seconds(n * n)
+
+    _FACTOR_IS_CHOLESKY = True
+
+    def _posterior_factor(self, X, Y):
+        """L itself (k_xᵀ(K + λnI)⁻¹k_x = ‖L⁻¹k_x‖², a triangular solve a point) and df = n − λn‖L⁻¹‖²_F
+        from a copy of L inverted in place (K + λnI is freed by now: the solve's peak is not exceeded)."""
+        L = self.__dict__.pop("_cholesky")
+        n = X.shape[0]
+        trace = float(invert_lower_in_place(L.clone()).square().sum())
+        return L, n - self._penalty() * n * trace
+
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()
         n = X.shape[0]
@@ -45,14 +76,19 @@ class ExactKRR(DirectKRR):
         A.diagonal().add_(lam * n)
         L, self.jitter_ = jitter_cholesky(A, 0.0, name="K + λnI")
         coef = torch.cholesky_solve(Y64, L)
+        if self.uncertainty:
+            self._cholesky = L               # the posterior's factor (krrcore.solvers.uncertainty)
         del L
         self.centers_ = X
         self.coef_ = coef.to(X.dtype)
         return self._solved_system_step(A, Y64)     # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
 
 
-class NystromKRR(NystromCentres, DirectKRR):
+class NystromKRR(PosteriorVariance, NystromCentres, DirectKRR):
     """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8).
+
+    ``uncertainty=True``: the DTC/SGPR posterior of the same centres (:mod:`krrcore.solvers.uncertainty`),
+    one more pass over the data (O(nM²)) after the solve; 2M² flops per test point.
 
     O(nM² + M³) time, one M×M float64 system; K_nMᵀK_nM is accumulated in blocks. When the
     system is numerically singular, jitter is raised in steps and reported in ``jitter_``.
@@ -77,6 +113,14 @@ class NystromKRR(NystromCentres, DirectKRR):
         return (f"lower M to at most {M_fit:,}, or use Falkon (one M×M buffer, half the memory) or SketchySAGA "
                 f"(no M×M matrix)")
 
+    def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
+        hold_nystrom_posterior(model, n, self._center_count(n))
+
+    def _posterior_factor(self, X, Y):
+        solve_Ft, solve_F = kmm_factor_solvers(self._kernel(), self.centers_)
+        blocks = (K for _, _, K in self.__dict__.pop("_posterior_operator").blocks())
+        return nystrom_factor(blocks, solve_Ft, solve_F, self._penalty() * X.shape[0], self.centers_.shape[0])
+
     def _solve(self, X, Y) -> Step:
         lam = self._penalty()
         n = X.shape[0]
@@ -86,6 +130,8 @@ class NystromKRR(NystromCentres, DirectKRR):
         Y64 = Y.double()
         op = KernelOperator(kernel, X.double(), C.double(), memory_budget=self.memory_budget, n_rhs=Y.shape[1])
         H, rhs = op.gram(Y64)                 # one kernel pass for K_nMᵀK_nM and K_nMᵀy
+        if self.uncertainty:
+            self._posterior_operator = op     # its blocks, for the posterior (krrcore.solvers.uncertainty)
         H.add_(kernel(C.double(), C.double()), alpha=lam * n)
         scale = float(H.diagonal().mean())
         L, jitter = jitter_cholesky(H, 1e-14 * scale, name="K_nMᵀK_nM + λnK_MM")

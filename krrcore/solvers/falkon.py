@@ -26,6 +26,7 @@ from ..preconditioner import FalkonPreconditioner, PrecisionWarning
 from ..rows import rows_of
 from .base import IterativeKRR, NystromCentres, Step
 from .params import NON_NEGATIVE, NONE, Integer, Options, default, param
+from .uncertainty import PosteriorVariance, float64_blocks, hold_nystrom_posterior, kmm_factor_solvers, nystrom_factor
 
 
 #: Name of the memory part holding cached row blocks of K_nM (sized by the estimate, used by the fit).
@@ -48,8 +49,13 @@ class ResidualWarning(UserWarning):
     """A FALKON fit ended with its residual still high; the message says what to try."""
 
 
-class _NystromIterative(NystromCentres, IterativeKRR):
-    """Shared set-up of the Nyström-problem solvers: centres, blocked operator, b̃ = K_nMᵀy/n."""
+class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
+    """Shared set-up of the Nyström-problem solvers: centres, blocked operator, b̃ = K_nMᵀy/n.
+
+    ``uncertainty=True``: the DTC/SGPR posterior of the same centres (:mod:`krrcore.solvers.uncertainty`),
+    set up after the last record by one more pass over K_nM's blocks (O(nM²)), then O(M³); 2M² flops per
+    test point. Falkon whitens with its preconditioner's factor T (TᵀT = D K_MM D + jI) in float64.
+    """
 
     penalty: float = default(1e-6)
     maxiter: int = default(20)
@@ -126,6 +132,26 @@ class _NystromIterative(NystromCentres, IterativeKRR):
             model.setup += rounds * promoted + (promoted - kernel_pass if self.tol is None else promoted)
         return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
                 f"which holds no M×M matrix")
+
+    def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
+        hold_nystrom_posterior(model, n, self._center_count(n))
+
+    def _posterior_factor(self, X, Y):
+        pc = getattr(self, "preconditioner_", None)
+        # Below float64 the preconditioner's jitter is float32's ridge (default_jitter), far above K_MM's
+        # own round-off: the posterior then whitens with a float64 Cholesky of K_MM, the Nyström
+        # problem's prior, which the refined float32 solve approximates.
+        if pc is None or X.dtype != torch.float64:
+            solve_Ft, solve_F = kmm_factor_solvers(self._kernel(), self.centers_)
+        else:                       # F = T D⁻¹: FᵀF = K_MM + jD⁻², the prior of the model Falkon solved
+            d = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
+            def solve_Ft(B):
+                return pc.solve_T_t(B * d)
+
+            def solve_F(B):
+                return pc.solve_T(B) * d
+        blocks = float64_blocks(self._kernel(), X, self.centers_, self.operator_, self.memory_budget)
+        return nystrom_factor(blocks, solve_Ft, solve_F, self.penalty_ * self.n_, self.centers_.shape[0])
 
     def _hold_model(self, model: CostModel, n: int, k: int) -> None:
         """The M×M matrix, the centres and O(M) CG vectors (on the client of a sharded fit)."""

@@ -40,6 +40,8 @@ class EstimatedResources:
                           scratch_blocks=self._kernel().scratch_blocks)
         model.hold("training data X, y", n * (d + k) * model.itemsize, "data")
         suggestion = self._estimate_resources(model, n, k)
+        if getattr(self, "uncertainty", False):       # the posterior set-up (krrcore.solvers.uncertainty)
+            self._estimate_posterior(model, n, k)
         n_val = check_int(n_val, "n_val", minimum=0)
         if n_val:
             model.hold("validation data X_val, y_val", n_val * (d + k) * model.itemsize, "data")
