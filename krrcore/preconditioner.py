@@ -92,6 +92,11 @@ def _scale_upper_columns(buf: torch.Tensor, scale: torch.Tensor, chunk: int = 25
     M = buf.shape[0]
     for r0 in range(0, M, chunk):
         r1 = min(r0 + chunk, M)
+        if buf.device.type == "cpu":        # numpy in place, as _mirror_upper_to_lower
+            upper = ~np.tri(r1 - r0, M - r0, -1, dtype=bool)
+            block = buf.numpy()[r0:r1, r0:]
+            np.multiply(block, scale[r0:].numpy()[None, :], out=block, where=upper)
+            continue
         block = buf[r0:r1, r0:]
         upper = torch.ones(r1 - r0, M - r0, dtype=torch.bool, device=buf.device).triu_()
         block.copy_(torch.where(upper, block * scale[r0:].unsqueeze(0), block))

@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from krrcore import CLASSIFIERS, ExactKRR, Falkon, FalkonClassifier, NystromGD
+from krrcore import CLASSIFIERS, ExactKRR, Falkon, FalkonClassifier, LogisticFalkon, NystromGD
 from krrcore.kernels import GaussianKernel
 from krrcore.registry import SOLVERS
 
@@ -44,16 +44,21 @@ def _classifier_keys() -> list[str]:
     return list(chosen.values())
 
 
+#: LogisticFalkon, its Newton steps solved exactly (CG to convergence on ≤ 50 centres, steps at the final λ
+#: until the gradient is at round-off): the sample-weight check compares two fits to 1e-7.
+LOGISTIC = LogisticFalkon(GaussianKernel(3.0), 1e-3, M=50, cg_iterations=60, final_steps=12, tol=1e-12)
+
 ESTIMATORS = [SOLVERS[key].make(**_params(key)) for key in SOLVERS] + [
-    CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()]
+    CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()] + [LOGISTIC]
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_every_solver_and_every_classifier_is_checked():
-    assert {type(e) for e in ESTIMATORS} == {info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values())
-    assert len(ESTIMATORS) == len(SOLVERS) + len(CLASSIFIERS)
+    assert {type(e) for e in ESTIMATORS} == ({info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values())
+                                             | {LogisticFalkon})
+    assert len(ESTIMATORS) == len(SOLVERS) + len(CLASSIFIERS) + 1
 
 
 #: scikit-learn's checks of ``sample_weight``, which the solvers that refuse it fail by design.
