@@ -20,6 +20,14 @@ each step, so that every iterate stays in the region of fast convergence of the 
 
 The squared loss's λ of (K + λnI) is the same λ here: with the ½ in (λ/2)‖f‖², the Newton system
 is exactly (K_nMᵀ H K_nM + λn K_MM) δ = ..., FALKON's system with weights H.
+
+With ``fit_intercept`` (the default, as scikit-learn's ``LogisticRegression``) f = K_·M α + b with
+an unpenalised b per class, started at the log-odds of the class's weighted frequency. The Newton
+step is joint in (α, b): b is eliminated by its Schur complement, so CG solves
+(K_nMᵀ H K_nM/n − c cᵀ/s + λK_MM) δα = −g_α + c g_b/s with c = K_nMᵀ h/n, s = Σ hᵢ/n (h = diag H),
+a rank-one change of the weighted FALKON system (one more pass per step, for c; the preconditioner
+stays FALKON's), and δb = −(g_b + cᵀδα)/s. Without b, a Gaussian-kernel model pays λ‖f‖² for the
+offset of unbalanced classes.
 """
 from __future__ import annotations
 
@@ -35,7 +43,7 @@ from ..preconditioner import FalkonPreconditioner
 from ..cg import conjugate_gradient
 from .classifiers import KRRClassifierMixin
 from .falkon import Falkon
-from .params import COUNT, Checked, Options, ParameterError, default, param
+from .params import BOOLEAN, COUNT, Checked, Options, ParameterError, default, param
 from .records import Step
 
 #: The automatic path: it starts at this λ (for a kernel with K(x, x) = 1, such as the Gaussian,
@@ -92,6 +100,8 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     penalty_path : "auto" | sequence of float
         The λ of the Newton steps before the final λ. "auto": from :data:`PATH_START` down by
         :data:`PATH_FACTOR` per step while above ``penalty`` (none when ``penalty`` >= PATH_START).
+    fit_intercept : bool
+        An unpenalised offset b per class (module docstring; ``intercept_``).
     final_steps : int
         Newton steps at the final λ after the path (fewer when ``tol`` is reached).
     cg_iterations : "auto" | int
@@ -111,9 +121,12 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     """
 
     penalty_path: object = param("auto", PENALTY_PATHS)
+    fit_intercept: bool = param(True, BOOLEAN)
     final_steps: int = param(5, COUNT)
     cg_iterations: int | str = param("auto", Options("auto") | COUNT)
     refine: int | str = default(0)
+
+    _compact_attributes = Falkon._compact_attributes + ("intercept_",)
 
     DIVERGENCE_ADVICE = ("raise penalty (now {penalty!r})", "use a longer penalty_path (now {penalty_path!r})",
                          "use dtype='float64' (now {dtype!r})")
@@ -166,11 +179,17 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         self._schedule = self.schedule()
         # ±1 labels per column: the binary encoding already, one-hot columns as one-vs-rest labels.
         self._t = Y if Y.shape[1] == 1 else 2 * Y - 1
-        b = self._setup_operator(X, self._t)              # b̃ = K_nMᵀ ω t / n = −2 ∇L(0)
-        self._kernel_grad = -0.5 * b                        # K_nMᵀ z / n at α = 0 (σ(0) = 1/2)
-        self._grad0 = float(torch.linalg.norm(self._kernel_grad)) or 1.0
+        b = self._setup_operator(X, self._t)              # b̃ = K_nMᵀ ω t / n = −2 ∇L(0) without intercept
         self._omega = 1.0 if self._weights is None else self._weights.to(X.dtype)
-        self._f = torch.zeros_like(self._t)
+        k = self._t.shape[1]
+        self.intercept_ = torch.zeros(k, dtype=torch.float64, device=X.device)
+        if self.fit_intercept:                              # the log-odds of each class's weighted frequency
+            positive = ((self._t > 0) * self._omega).sum(0).double() / (torch.ones_like(self._t) * self._omega).sum(0)
+            positive = positive.clamp(0.5 / self.n_, 1 - 0.5 / self.n_)     # a class of weight 0 stays finite
+            self.intercept_ = torch.log(positive / (1 - positive))
+        self._f = self.intercept_.to(X.dtype).expand_as(self._t).clone()
+        self._kernel_grad = -0.5 * b if not self.fit_intercept else self._kernel_part(self._gradient_terms())
+        self._grad0 = float(torch.linalg.norm(self._kernel_grad)) or 1.0
         self._alpha = torch.zeros(b.shape, dtype=torch.float64, device=X.device)
         self._centre_products = KernelOperator(self._kernel(), self.centers_.double(), self.centers_.double(),
                                                memory_budget=self.memory_budget, n_rhs=b.shape[1])
@@ -182,9 +201,32 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         self.residual_advice_ = ""
 
     def _initial_step(self, X, Y) -> Step:
-        weight = 1.0 if self._weights is None else float(self._weights.mean())
-        return Step(residual=1.0, objective=math.log(2.0) * weight * self._t.shape[1],
-                    extras={"residual_kind": "logistic gradient (relative)", "newton_step": 0})
+        loss = float((self._omega * torch.nn.functional.softplus(-self._t * self._f)).sum()) / self.n_
+        return Step(residual=1.0, objective=loss, extras={"residual_kind": "logistic gradient (relative)",
+                                                          "newton_step": 0})
+
+    def _gradient_terms(self) -> torch.Tensor:
+        """zᵢ/ωᵢ = −tᵢ σ(−tᵢ fᵢ) at the current outputs (n×k): ∂ℓ/∂f."""
+        return -self._t * torch.sigmoid(-self._t * self._f)
+
+    def _kernel_part(self, z: torch.Tensor) -> torch.Tensor:
+        """K_nMᵀ W z / n, the data term of the gradient in α."""
+        if self._weights is None:
+            return self.operator_.rmatvec(z) / self.n_
+        return self.operator_.rmatvec(z, weights=self._weights) / self.n_
+
+    def _kernel_part_weighted(self, h: torch.Tensor) -> torch.Tensor:
+        """c = K_nMᵀ h / n (M×k), h the Hessian weights: the coupling of α and b."""
+        return self.operator_.rmatvec(h) / self.n_
+
+    def _intercept_gradient(self) -> torch.Tensor:
+        """g_b = Σ ωᵢ ∂ℓᵢ/∂f / n (k,)."""
+        return (self._omega * self._gradient_terms()).sum(0).double() / self.n_
+
+    def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
+        out = super()._predict_tensor(X)
+        intercept = getattr(self, "intercept_", None)
+        return out if intercept is None else out + intercept.to(out.dtype)
 
     def _hessian_weights(self) -> torch.Tensor:
         """ωᵢ σ(fᵢ)(1 − σ(fᵢ)) (n×k): the Newton system's weights."""
@@ -210,18 +252,34 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
                 jitter=self.jitter, row_weights=self._centre_weights(h))
             self.jitter_ = pc.jitter_
             self.unresolved_directions_ = pc.unresolved_
-            # Pᵀ(−g) at this λ: −Pᵀ K_nMᵀ z/n − λ Pᵀ(K_MM + jD⁻²)α (Falkon._true_residual).
-            rhs = self._true_residual(-self._kernel_grad, self._alpha)
+            # Pᵀ(−g) at this λ: −Pᵀ K_nMᵀ z/n − λ Pᵀ(K_MM + jD⁻²)α (Falkon._true_residual); with an
+            # intercept, b eliminated (module docstring): the data term gains c g_b/s.
+            data_term = -self._kernel_grad
+            if self.fit_intercept:
+                c = self._kernel_part_weighted(h)
+                scale = h.sum(0).double() / n
+                g_b = self._intercept_gradient()
+                data_term = data_term + c * (g_b / scale)
+            rhs = self._true_residual(data_term, self._alpha)
 
-            def matvec(beta, h=h, pc=pc, lam=lam):
-                return pc.system_product(beta, lambda v: op.fused(v, weights=h) / n, lam)
+            def kernel_product(v, h=h):
+                out = op.fused(v, weights=h) / n
+                if self.fit_intercept:
+                    out = out - c * ((c * v).sum(0) / scale)
+                return out
+
+            def matvec(beta, pc=pc, lam=lam):
+                return pc.system_product(beta, kernel_product, lam)
 
             state = None
             for state in conjugate_gradient(matvec, rhs, refresh_every=refresh):
                 if state.iteration >= iterations or state.converged:
                     break
             self.cg_iterations_ += state.iteration
-            self._alpha = self._alpha + pc.apply(state.x)
+            delta = pc.apply(state.x)
+            self._alpha = self._alpha + delta
+            if self.fit_intercept:
+                self.intercept_ = self.intercept_ - (g_b + (c * delta).sum(0)) / scale
             self.coef_ = self._alpha.to(X.dtype)
             residual, objective = self._gradient(final)
             self.penalty_ = final
@@ -230,18 +288,17 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
                                "cg_iterations": state.iteration, "cg_residual": state.rel_residual})
 
     def _gradient(self, lam: float) -> tuple[float, float]:
-        """The new outputs f = K_nM α, the kernel part of the gradient K_nMᵀ z / n (both kept for the
-        next step), and (‖∇L_λ(α)‖/‖∇L_λ(0)‖, L_λ(α)) at ``lam``: two passes over K_nM."""
-        self._f = self.operator_.matvec(self._alpha).to(self._t.dtype)
-        margin = -self._t * self._f
-        z = -self._t * torch.sigmoid(margin)
-        if self._weights is None:
-            self._kernel_grad = self.operator_.rmatvec(z) / self.n_
-        else:
-            self._kernel_grad = self.operator_.rmatvec(z, weights=self._weights) / self.n_
+        """The new outputs f = K_nM α + b (the intercept moved by its Newton step first), the kernel
+        part of the gradient K_nMᵀ W z / n (both kept for the next step), and
+        (‖∇L_λ‖/‖∇L_λ(0)‖, L_λ) at ``lam``, the intercept's gradient included: two passes over K_nM."""
+        kernel_f = self.operator_.matvec(self._alpha).to(self._t.dtype)
+        self._f = kernel_f + self.intercept_.to(kernel_f.dtype)
+        self._kernel_grad = self._kernel_part(self._gradient_terms())
         K_alpha = self._centre_products.matvec(self._alpha)
         gradient = self._kernel_grad.double() + lam * K_alpha
-        loss = float((self._omega * torch.nn.functional.softplus(margin)).sum()) / self.n_
+        if self.fit_intercept:
+            gradient = torch.cat([gradient, self._intercept_gradient().unsqueeze(0)])
+        loss = float((self._omega * torch.nn.functional.softplus(-self._t * self._f)).sum()) / self.n_
         objective = loss + 0.5 * lam * float((self._alpha * K_alpha).sum())
         return float(torch.linalg.norm(gradient)) / self._grad0, objective
 
