@@ -96,6 +96,7 @@ def compare(name: str, *, M: int = M_CENTRES, grid=GRID, folds: int = FOLDS, see
             model.fit(X_train, y_train)
             seconds = time.perf_counter() - start
         row = {"table": name, "n train": len(y_train), "M": M, "sigma": sigma, "method": method, "penalty": lam,
+               "grid": list(grid), "folds": folds,
                "accuracy %": 100 * accuracy_score(y_test, model.predict(X_test)), "fit s": seconds,
                "test log-loss": (float("nan") if method == SQUARED else
                                  log_loss(y_test, model.predict_proba(X_test), labels=model.classes_))}
@@ -131,7 +132,7 @@ def summarise(results: list[dict]):
     for method in (LOGISTIC, PEER):
         rows = [next(r for r in results if r["table"] == t and r["method"] == method) for t in tables]
         losses.add_trace(go.Bar(x=tables, y=[r["test log-loss"] for r in rows], name=method))
-    losses.update_layout(title="Test log-loss at the same M (λ by 3-fold CV); lower is better", barmode="group",
+    losses.update_layout(title="Test log-loss at the same M (λ by cross-validation); lower is better", barmode="group",
                          template="plotly_white", width=900, height=480, legend=dict(orientation="h", y=-0.18),
                          yaxis_title="test log-loss")
     figures["log_loss"] = losses
@@ -152,7 +153,8 @@ def summarise(results: list[dict]):
     newton.update_xaxes(title="Newton step (the λ path, then the final λ)")
     newton.update_yaxes(type="log", title="‖∇L_λ(α)‖ / ‖∇L_λ(0)‖")
     figures["newton"] = newton
-    notes = ["Each method picks λ from " + ", ".join(f"{v:g}" for v in GRID) + " by 3-fold cross-validation on the "
+    grid, folds = results[0].get("grid", GRID), results[0].get("folds", FOLDS)
+    notes = ["Each method picks λ from " + ", ".join(f"{v:g}" for v in grid) + f" by {folds}-fold cross-validation on the "
              "training half (log-loss; accuracy for the squared loss), then is refitted and scored on the test half; "
              "LogisticRegression's C = 1/(λ n). fit s: the refit alone. The squared loss gives no probabilities "
              "(no log-loss)."]

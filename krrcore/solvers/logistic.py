@@ -98,8 +98,9 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     penalty : float
         The final λ of (1/n) Σ ωᵢ ℓ(tᵢ fᵢ) + (λ/2)‖f‖².
     penalty_path : "auto" | sequence of float
-        The λ of the Newton steps before the final λ. "auto": from :data:`PATH_START` down by
-        :data:`PATH_FACTOR` per step while above ``penalty`` (none when ``penalty`` >= PATH_START).
+        The λ of the Newton steps before the final λ. "auto": penalty·PATH_FACTOR^j, ...,
+        penalty·PATH_FACTOR, starting at the first at or above :data:`PATH_START` (none when
+        ``penalty`` >= PATH_START).
     fit_intercept : bool
         An unpenalised offset b per class (module docstring; ``intercept_``).
     final_steps : int
