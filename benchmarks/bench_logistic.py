@@ -104,7 +104,8 @@ def compare(name: str, *, M: int = M_CENTRES, grid=GRID, folds: int = FOLDS, see
             trace = model.trace_
             row.update({"newton steps": model.n_iter_, "cg iterations": model.cg_iterations_,
                         "final gradient": trace[-1].residual,
-                        "gradients": [r.residual for r in trace], "penalties": [r.extras.get("penalty") for r in trace]})
+                        "gradients": [r.residual for r in trace],
+                        "penalties": [r.extras.get("penalty") for r in trace]})
         rows.append(row)
     return rows
 
@@ -148,13 +149,15 @@ def summarise(results: list[dict]):
         if r["method"] == LOGISTIC:
             newton.add_trace(go.Scatter(x=list(range(len(r["gradients"]))), y=r["gradients"], mode="lines+markers",
                                         name=r["table"]))
-    newton.update_layout(title="LogisticFalkon's Newton steps: relative gradient at the final λ", template="plotly_white",
+    newton.update_layout(title="LogisticFalkon's Newton steps: relative gradient at the final λ",
+                         template="plotly_white",
                          width=900, height=480, legend=dict(orientation="h", y=-0.18))
     newton.update_xaxes(title="Newton step (the λ path, then the final λ)")
     newton.update_yaxes(type="log", title="‖∇L_λ(α)‖ / ‖∇L_λ(0)‖")
     figures["newton"] = newton
     grid, folds = results[0].get("grid", GRID), results[0].get("folds", FOLDS)
-    notes = ["Each method picks λ from " + ", ".join(f"{v:g}" for v in grid) + f" by {folds}-fold cross-validation on the "
+    notes = ["Each method picks λ from " + ", ".join(f"{v:g}" for v in grid) + f" by {folds}-fold cross-validation on "
+             "the "
              "training half (log-loss; accuracy for the squared loss), then is refitted and scored on the test half; "
              "LogisticRegression's C = 1/(λ n). fit s: the refit alone. The squared loss gives no probabilities "
              "(no log-loss).",

@@ -351,7 +351,7 @@ class Falkon(_NystromIterative):
         checked = self.__dict__.pop("_checked", None)
         if not rounds:
             return
-        pc, n, lam, op = self.preconditioner_, self.n_, self.penalty_, self.operator_
+        pc, n = self.preconditioner_, self.n_
 
         def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α) in float64 over the solve's kernel values
             return self._true_residual(self._fused(-alpha, Y, dtype=torch.float64) / n, alpha)
