@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable
 
-from benchmarks import bench_gpu, bench_speed
+from benchmarks import bench_gpu, bench_logistic, bench_speed
 from benchmarks.common import call_isolated
 from benchmarks.solvers import fit_one
 
@@ -519,4 +519,6 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("gpu", "FALKON and ASkotch on a CUDA card against its floor (the stored run where CUDA is absent)",
          bench_gpu.measure, lambda results: Summary(*bench_gpu.summarise(results)), sized=True,
          measured_on=bench_gpu.measured_on),
+    Case("logistic", "Logistic FALKON against Nystroem + LogisticRegression and squared-loss FALKON at the same M",
+         bench_logistic.measure, lambda results: Summary(*bench_logistic.summarise(results))),
 ]}

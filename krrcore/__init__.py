@@ -13,7 +13,7 @@ from .kernels import (GaussianKernel, KERNELS, LaplacianKernel, LinearKernel, Ma
                       make_kernel, median_heuristic)
 from .registry import SOLVERS, get_solver
 from .solvers import (CG, CLASSIFIERS, ASkotch, ASkotchClassifier, CGClassifier, ExactKRR, ExactKRRClassifier,
-                      Falkon, FalkonClassifier, KRRClassifierMixin, NystromCG, NystromCGClassifier, NystromGD,
+                      Falkon, FalkonClassifier, KRRClassifierMixin, LogisticFalkon, NystromCG, NystromCGClassifier, NystromGD,
                       NystromGDClassifier, NystromKRR, NystromKRRClassifier, NystromPCG, NystromPCGClassifier,
                       SketchySAGA, SketchySAGAClassifier, Skotch, SkotchClassifier)
 from .solvers import __all__ as _solvers

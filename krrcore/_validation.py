@@ -177,3 +177,25 @@ def check_features(X, n_features: int, name: str = "X", estimator: str = "the mo
     if X.shape[1] != n_features:
         raise ValueError(f"{name} has {X.shape[1]} features, but {estimator} is expecting {n_features} "
                          f"features as input")
+
+
+def check_sample_weight(sample_weight, n: int, *, device=None) -> torch.Tensor | None:
+    """``fit``'s ``sample_weight`` as an (n, 1) float64 tensor normalised to mean 1, or None.
+
+    Weighted KRR minimises (1/n) Σ wᵢ (f(xᵢ) − yᵢ)² + λ‖f‖² with the weights rescaled to mean 1
+    (Σ wᵢ = n), so λ keeps its per-sample meaning: integer weights give the model of the data with
+    each row repeated wᵢ times, and a zero weight that of the data without the row. Raises
+    ``ValueError`` for a weight vector of the wrong shape or length, negative or non-finite
+    weights, and weights that are all zero."""
+    if sample_weight is None:
+        return None
+    w = as_tensor(sample_weight, "sample_weight", dtype=torch.float64, device=device, ndim=(1,))
+    if w.shape[0] != n:
+        raise ValueError(f"sample_weight has {w.shape[0]} entries, but X has {n} rows: give one weight per sample")
+    if bool((w < 0).any()):
+        raise ValueError(f"sample_weight has {int((w < 0).sum())} negative weight(s) (smallest "
+                         f"{float(w.min()):.3g}): weights must be >= 0")
+    total = float(w.sum())
+    if total == 0:
+        raise ValueError("sample_weight is zero for every sample: at least one weight must be positive")
+    return (w * (n / total))[:, None]

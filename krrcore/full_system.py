@@ -81,7 +81,19 @@ class FullKernelSystem:
     * :meth:`principal_block` — matrix-free access to K_bb and Tr(K_bb) (Nyström of a block);
     * :meth:`evaluate` — relative residual ‖A w − y‖/‖y‖ and dual objective
       d(w) = ½wᵀAw − yᵀw (Lemma 3.1), always in float64.
+
+    :meth:`weigh` turns it into the weighted system W^½ K W^½ + λnI (``sample_weight``: the
+    symmetric form of (W K + λnI) c = W y, with c = W^½ c̃) for :meth:`kernel_matvec`,
+    :meth:`matvec`, :meth:`kernel_trace` and :meth:`evaluate`; the block products of ASkotch stay
+    unweighted (ASkotch refuses sample weights).
     """
+
+    #: √w (n×1) of the weighted system, or None.
+    row_scale = None
+
+    def weigh(self, weights: torch.Tensor) -> None:
+        """Make this the weighted system W^½ K W^½ + λnI (``weights`` n×1, mean 1)."""
+        self.row_scale = weights.sqrt().to(device=self.X.device)
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, lam_n: float, *, storage: str = "on_the_fly",
                  memory_budget: int | None = None):
@@ -121,15 +133,23 @@ class FullKernelSystem:
 
     # -- products in the solver's dtype ----------------------------------------------------
     def kernel_trace(self) -> float:
-        """Tr K = Σ K(x_i, x_i)."""
-        return float(self.kernel.diag(self.X).sum())
+        """Tr K = Σ K(x_i, x_i) (weighted: Σ wᵢ K(x_i, x_i))."""
+        diag = self.kernel.diag(self.X)
+        if self.row_scale is not None:
+            diag = diag * self.row_scale[:, 0].to(diag.dtype) ** 2
+        return float(diag.sum())
 
     def kernel_matvec(self, W: torch.Tensor) -> torch.Tensor:
-        """K W for W of shape (n, k)."""
+        """K W for W of shape (n, k) (weighted: W^½ K W^½ W)."""
+        scale = None if self.row_scale is None else self.row_scale.to(W.dtype)
+        if scale is not None:
+            W = W * scale
         if self.K is not None:
-            return self.K @ W
-        return KernelOperator(self.kernel, self.X, self.X, memory_budget=self.scratch_bytes,
-                              n_rhs=W.shape[1]).matvec(W)
+            out = self.K @ W
+        else:
+            out = KernelOperator(self.kernel, self.X, self.X, memory_budget=self.scratch_bytes,
+                                 n_rhs=W.shape[1]).matvec(W)
+        return out if scale is None else out.mul_(scale)
 
     def matvec(self, W: torch.Tensor) -> torch.Tensor:
         """(K + λnI) W for W of shape (n, k)."""
@@ -166,13 +186,17 @@ class FullKernelSystem:
         same PCG iterate), so the kernel is recomputed in float64 unless a float64 K is stored.
         """
         W64 = W.to(torch.float64)
+        scale = None if self.row_scale is None else self.row_scale.to(torch.float64)
+        V64 = W64 if scale is None else W64 * scale
         if self.K is not None and self.K.dtype == torch.float64:
-            AW = self.K @ W64
+            AW = self.K @ V64
         else:
             if self._X64 is None:
                 self._X64 = self.X.to(torch.float64)
             AW = KernelOperator(self.kernel, self._X64, self._X64, memory_budget=self.scratch_bytes,
-                                n_rhs=W.shape[1]).matvec(W64)
+                                n_rhs=W.shape[1]).matvec(V64)
+        if scale is not None:
+            AW.mul_(scale)
         return residual_and_objective(AW.add_(W64, alpha=self.lam_n), W64, Y64)
 
 

@@ -8,6 +8,11 @@ kernel block once into the buffer and accumulates:
 * ``rmatvec(u)``     = K_nMᵀ u                (M×k)
 * ``fused(v, w)``    = K_nMᵀ (K_nM v + w)     (M×k) — FALKON's per-iteration product (Alg. 1)
 * ``gram()``         = K_nMᵀ K_nM             (M×M) — for the direct Nyström solve and diagnostics
+
+``rmatvec``, ``fused`` and ``gram`` take an optional ``weights`` (n×1, or n×k: one column per
+right-hand side), the diagonal of W in K_nMᵀ W u, K_nMᵀ W (K_nM v + w) and K_nMᵀ W K_nM: weighted
+KRR (``sample_weight``) and each Newton step of the logistic loss (its Hessian weights), applied to
+each block as it passes, never as a copy of the product.
 * ``blocks(rows=b)`` — the row blocks themselves, for a caller whose per-block arithmetic is its
   own (SketchySAGA's gradient-table update needs K_BM w and K_BMᵀ(·) from one block).
 
@@ -211,10 +216,12 @@ class KernelOperator:
             torch.mm(K, v, out=out[start:stop])
         return out[:, 0] if squeeze else out
 
-    def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
-        """K_nMᵀ u for u of shape (n,) or (n, k)."""
+    def rmatvec(self, u: torch.Tensor, *, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """K_nMᵀ u for u of shape (n,) or (n, k); with ``weights`` (module docstring) K_nMᵀ W u."""
         squeeze = u.ndim == 1
         u = self._as_rhs(u, self.n, "u")
+        if weights is not None:
+            u = u * self._as_rhs(weights, self.n, "weights")
         out = torch.zeros(self.M, u.shape[1], dtype=self.accumulate_dtype, device=self.device)
         for start, stop, K in self.blocks():
             self._accumulate(out, K, u[start:stop])
@@ -238,8 +245,9 @@ class KernelOperator:
         return self._promoted[: K.shape[0]].copy_(K)
 
     def fused(self, v: torch.Tensor | None, w: torch.Tensor | None = None, *,
-              dtype: torch.dtype | None = None) -> torch.Tensor:
-        """K_nMᵀ (K_nM v + w), each kernel block computed once (FALKON Alg. 1, KnM_times_vector).
+              dtype: torch.dtype | None = None, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """K_nMᵀ (K_nM v + w), each kernel block computed once (FALKON Alg. 1, KnM_times_vector);
+        with ``weights`` K_nMᵀ W (K_nM v + w), W = diag(weights) applied to each block's K v + w.
 
         ``v`` (M×k) or ``w`` (n×k) may be None, meaning zero. ``dtype``: the products' dtype when it
         is not the blocks' (float64 over float32 blocks: the residual of FALKON's refinement). Each
@@ -258,6 +266,7 @@ class KernelOperator:
         # Transposed (k×M) right-hand sides: MKL ran K v and Kᵀt with k = 2 columns 3-4x slower than
         # one column, and vᵀKᵀ, tᵀK as fast as one (a 262 × 2,000 float64 block on 2 threads).
         vT = None if v is None else v.T.contiguous()
+        weightsT = None if weights is None else self._as_rhs(weights, self.n, "weights", work).T
         outT = torch.zeros(k, self.M, dtype=torch.promote_types(self.accumulate_dtype, work), device=self.device)
         for start, stop, K in self.blocks():
             if K.dtype != work:
@@ -268,21 +277,29 @@ class KernelOperator:
                 tmpT = vT @ K.T
             else:
                 tmpT = torch.addmm(w[start:stop].T, vT, K.T)
+            if weightsT is not None:
+                tmpT = tmpT * weightsT[:, start:stop]
             if outT.dtype == K.dtype:
                 outT.addmm_(tmpT, K)
             else:
                 outT.add_(tmpT @ K)
         return outT[0] if squeeze else outT.T.contiguous()
 
-    def gram(self, u: torch.Tensor | None = None):
+    def gram(self, u: torch.Tensor | None = None, *, weights: torch.Tensor | None = None):
         """K_nMᵀ K_nM (M×M), accumulated block by block; with ``u`` (n×k) also K_nMᵀ u from the
         same kernel blocks, returned as a pair — the direct Nyström solve needs both, and the
-        kernel evaluation, not the products, dominates a pass."""
+        kernel evaluation, not the products, dominates a pass. With ``weights`` (n×1) K_nMᵀ W K_nM
+        and K_nMᵀ W u (one weighted copy of a block at a time)."""
         out = torch.zeros(self.M, self.M, dtype=self.dtype, device=self.device)
         rhs = None if u is None else self._as_rhs(u, self.n, "u")
+        omega = None if weights is None else self._as_rhs(weights, self.n, "weights")
+        if omega is not None and omega.shape[1] != 1:
+            raise ValueError(f"gram takes one weight column, got {omega.shape[1]}")
+        if omega is not None and rhs is not None:
+            rhs = rhs * omega
         proj = None if rhs is None else torch.zeros(self.M, rhs.shape[1], dtype=self.dtype, device=self.device)
         for start, stop, K in self.blocks():
-            out.addmm_(K.T, K)
+            out.addmm_(K.T, K if omega is None else K * omega[start:stop])
             if proj is not None:
                 proj.addmm_(K.T, rhs[start:stop])
         return out if proj is None else (out, proj)

@@ -86,12 +86,34 @@ def _mirror_upper_to_lower(buf: torch.Tensor, chunk: int = 256) -> None:
         block.copy_(torch.where(below, mirrored, block))
 
 
+def _scale_upper_columns(buf: torch.Tensor, scale: torch.Tensor, chunk: int = 256) -> None:
+    """buf's upper triangle (diagonal included), column j × scale[j], in row chunks: the rows of
+    L_T that the Fortran view's lower triangle holds, scaled in place before lauum."""
+    M = buf.shape[0]
+    for r0 in range(0, M, chunk):
+        r1 = min(r0 + chunk, M)
+        if buf.device.type == "cpu":        # numpy in place, as _mirror_upper_to_lower
+            upper = ~np.tri(r1 - r0, M - r0, -1, dtype=bool)
+            block = buf.numpy()[r0:r1, r0:]
+            np.multiply(block, scale[r0:].numpy()[None, :], out=block, where=upper)
+            continue
+        block = buf[r0:r1, r0:]
+        upper = torch.ones(r1 - r0, M - r0, dtype=torch.bool, device=buf.device).triu_()
+        block.copy_(torch.where(upper, block * scale[r0:].unsqueeze(0), block))
+
+
 class FalkonPreconditioner:
     """Apply P = D T⁻¹ A⁻¹ (= √n B) and Pᵀ; K_MM and T are computed in float64, and so is A for
     float64 data (for lower-precision data on the CPU A is factored in float32, then stored and
     applied in float64: :meth:`_factor_A_float32`).
 
-    ``weights`` is diag(D) (None: D = I, uniform centres). ``jitter_`` is the εM actually added
+    ``weights`` is diag(D) (None: D = I, uniform centres). ``row_weights`` (M,) are the data
+    weights of the rows the centres are, for a weighted system K_nMᵀ W K_nM + λn K_MM (sample
+    weights, or a Newton step's Hessian weights σ(f)(1 − σ(f)) for the logistic loss): with centres
+    drawn from the rows, K_nMᵀ W K_nM ≈ (n/M) K_MM W_M K_MM, so A is factored from T W_M Tᵀ/M + λI
+    instead of T Tᵀ/M + λI (Def. 3 with W_M; the public FALKON library's ``weight_vec``). Any
+    positive W_M keeps P invertible, so the system solved is the same; W_M only makes P fit it.
+    ``jitter_`` is the εM actually added
     (raised in steps of 100× if K_MM is numerically singular: duplicate centres, tiny σ); the
     default is :func:`default_jitter`'s (``refined``: the solve will be refined in float64).
 
@@ -101,11 +123,14 @@ class FalkonPreconditioner:
     """
 
     def __init__(self, kernel, centers: torch.Tensor, penalty: float, *, weights: torch.Tensor | None = None,
-                 data_dtype: torch.dtype = torch.float64, jitter: float | None = None, refined: bool = False):
+                 data_dtype: torch.dtype = torch.float64, jitter: float | None = None, refined: bool = False,
+                 row_weights: torch.Tensor | None = None):
         C = centers.double()
         self.M = M = C.shape[0]
         self.penalty = penalty
         self.weights = None if weights is None else weights.to(dtype=torch.float64, device=C.device)
+        self._row_scale = None if row_weights is None else \
+            row_weights.reshape(-1).to(dtype=torch.float64, device=C.device).clamp_min(0).sqrt()
         self._sqrt_M = math.sqrt(M)
         if jitter is None:
             kappa2 = float(kernel.diag(C).max())
@@ -243,6 +268,8 @@ class FalkonPreconditioner:
         A = buf.numpy().T
         self.diag_T = buf.diagonal().clone()
         _mirror_upper_to_lower(buf)             # buf lower = L_T; lauum overwrites the upper copy
+        if self._row_scale is not None:         # A's L_T rows × √w: lauum then gives T W_M Tᵀ
+            _scale_upper_columns(buf, self._row_scale)
         if not (float32_A and self._factor_A_float32(lapack, penalty)):
             _, info = lapack.dlauum(A, lower=1, overwrite_c=1)     # A lower (= buf upper) ← T Tᵀ
             buf.diagonal().add_(penalty * self.M)
@@ -255,7 +282,8 @@ class FalkonPreconditioner:
     def _factor_with_torch(self, load_DKD, eps: float, penalty: float) -> float:
         """The same layout with torch ops (GPU); transient copies during set-up."""
         L_T, used = jitter_cholesky(load_DKD(0.0), eps, name="D K_MM D")
-        TTt = L_T.T @ L_T
+        scaled = L_T if self._row_scale is None else L_T * self._row_scale.unsqueeze(1)
+        TTt = scaled.T @ scaled                 # T W_M Tᵀ with row weights
         TTt.diagonal().add_(penalty * self.M)
         L_A, _ = jitter_cholesky(TTt, 0.0, name="T Tᵀ/M + λI")
         self.diag_T, self.diag_A = L_T.diagonal().clone(), L_A.diagonal().clone()

@@ -35,6 +35,7 @@ FINITE = {
     "speed-precision": ("fit s", "test MSE"),
     "speed-centres": ("fit s", "test MSE"),
     "speed-moonshot": ("fit s",),
+    "logistic-summary": ("accuracy %", "fit s"),
 }
 #: Every solver and peer the quick run must have measured (the test extra installs the peers).
 FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases.FULL_SOLVERS}

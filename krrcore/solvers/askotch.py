@@ -67,6 +67,10 @@ class _BlockCoordinateKRR(IterativeKRR):
     """Shared machinery of Alg. 1 (ASkotch) and Alg. 4 (Skotch): partition, block preconditioners,
     preconditioned smoothness constants, sampling probabilities, block gradients, evaluation."""
 
+    _SAMPLE_WEIGHT_REFUSAL = ("its block preconditioners, smoothness constants and sampling probabilities are "
+                              "built from the blocks of K + λnI, not of the weighted system W^½ K W^½ + λnI; "
+                              "use NystromPCG, CG or ExactKRR (the full system, weighted) or Falkon (Nyström)")
+
     blocks: int | None = param(None, NONE | COUNT)
     rank: int = param(100, COUNT)
     damping: str | float = param("damped", DAMPING)

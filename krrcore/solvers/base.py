@@ -13,6 +13,10 @@
 * ``fit(..., progress=True)`` draws a tqdm progress bar from the same record stream.
 * Classifiers are these regressors behind one mixin (:mod:`krrcore.solvers.classifiers`).
 * ``penalty`` is always λ of (K + λnI) (per-sample regularisation, the papers' convention).
+* ``fit(..., sample_weight=w)`` fits weighted KRR, (1/n) Σ wᵢ (f(xᵢ) − yᵢ)² + λ‖f‖² with the
+  weights rescaled to mean 1 (:func:`krrcore._validation.check_sample_weight`: integer weights give
+  the model of repeated rows, zero weights that of the data without them). A solver that cannot
+  solve the weighted system says why (``_SAMPLE_WEIGHT_REFUSAL``).
 * Every solver has ``iter_fit(X, y, X_val=None, y_val=None, stop_event=None)``, a generator of
   :class:`~krrcore.stream.IterationRecord`, and ``fit`` drains it into ``trace_``.
   Iterative solvers implement two hooks, ``_setup`` and ``_steps``; :meth:`IterativeKRR.iter_fit`
@@ -32,7 +36,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_tensor, check_features, check_X_y
+from .._validation import as_tensor, check_features, check_sample_weight, check_X_y
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
@@ -40,8 +44,8 @@ from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
 from ..rows import rows_of
 from ..stream import SolverDivergedError, Stopper, Timer
 from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNELS, MEMORY_BUDGETS, METRIC_NAMES,
-                     PENALTIES, TIMEOUTS, TOLERANCE, Integer, Seed, check_stop_event, param, parameters, resolve_seed,
-                     validate)
+                     PENALTIES, TIMEOUTS, TOLERANCE, Integer, ParameterError, Seed, check_stop_event, param,
+                     parameters, resolve_seed, validate)
 from .records import Recorder, Step, target_scale
 from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
@@ -108,14 +112,16 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         return X, Y
 
     # -- the record stream -------------------------------------------------------------------
-    def fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None,
+    def fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event: threading.Event | None = None,
             progress: bool = False):
         """Fit by draining :meth:`iter_fit` (its records are in ``trace_``); returns self.
 
-        ``progress=True`` shows a tqdm bar (terminal or notebook) fed by the same records:
-        iterations out of ``maxiter``, the residual and the validation metric.
+        ``sample_weight`` (n,): weighted KRR, (1/n) Σ wᵢ (f(xᵢ) − yᵢ)² + λ‖f‖² with the weights
+        rescaled to mean 1, so that λ keeps its per-sample meaning (integer weights = repeated rows,
+        zero weights = rows left out). ``progress=True`` shows a tqdm bar (terminal or notebook) fed
+        by the same records: iterations out of ``maxiter``, the residual and the validation metric.
         """
-        records = self.iter_fit(X, y, X_val, y_val, stop_event=stop_event)
+        records = self.iter_fit(X, y, X_val, y_val, sample_weight=sample_weight, stop_event=stop_event)
         if progress:
             from ..progress import progress_bar
 
@@ -127,21 +133,32 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
     #: The factor the targets of the fit under way are scaled by (:func:`target_scale`).
     _target_scale = 1.0
 
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None,
+                 stop_event: threading.Event | None = None):
         """Generator of :class:`IterationRecord`; after it ends the estimator is fitted. When it
-        ends and what it records: ``_records`` of :class:`IterativeKRR` and :class:`DirectKRR`.
+        ends and what it records: ``_records`` of :class:`IterativeKRR` and :class:`DirectKRR`;
+        ``sample_weight`` as in :meth:`fit`.
 
         Targets so large or so small that their squares leave the dtype's range are solved scaled
         (:func:`target_scale`); the coefficients are scaled back when the generator ends, however it
         ends, and ``predict`` answers in the targets' units meanwhile.
         """
         self._target_scale = 1.0
+        self._fit_sample_weight = sample_weight
         try:
             yield from self._records(X, y, X_val, y_val, stop_event=stop_event)
         finally:
             if self._target_scale != 1.0 and isinstance(getattr(self, "coef_", None), torch.Tensor):
                 self.coef_ = self.coef_ / self._target_scale
             self._target_scale = 1.0
+            self.__dict__.pop("_fit_sample_weight", None)
+
+    #: Why this solver refuses ``sample_weight`` (None: it solves the weighted system).
+    _SAMPLE_WEIGHT_REFUSAL: ClassVar[str | None] = None
+
+    #: The fit's weights, (n, 1) float64 normalised to mean 1, or None (unweighted): set by
+    #: :meth:`_start_fit` for the solver's set-up.
+    _weights = None
 
     def _records(self, X, y, X_val, y_val, *, stop_event):
         raise NotImplementedError
@@ -155,7 +172,9 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         """Checked parameters, training tensors and the recorder of this fit; resets ``trace_``,
         ``stop_reason_`` and sets ``seed_`` (the integer seed the fit uses, when it has a ``seed``).
 
-        Every parameter is validated first (:mod:`krrcore.solvers.params`), then ``stop_event``.
+        Every parameter is validated first (:mod:`krrcore.solvers.params`), then ``stop_event``, then
+        ``sample_weight`` (``_weights``: normalised to mean 1; refused with the reason by a solver
+        that cannot solve the weighted system, and on rows kept on a Dask cluster).
         Before the solver allocates anything, its :meth:`memory_estimate` is checked
         (``memory_estimate_``): :class:`~krrcore.memory.MemoryLimitError` past the memory limit,
         :class:`~krrcore.memory.TimeLimitError` when set-up plus one iteration would exceed
@@ -164,13 +183,22 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         self._validate_params()
         check_stop_event(stop_event)
         self._resolve_seed()
+        sample_weight = self.__dict__.get("_fit_sample_weight")
+        weighted = sample_weight is not None
+        if weighted and self._SAMPLE_WEIGHT_REFUSAL:
+            raise ParameterError(f"{type(self).__name__} does not take sample_weight: {self._SAMPLE_WEIGHT_REFUSAL}")
         distributed = distributed_backend(X)
         if distributed is not None:
+            if weighted:
+                raise ParameterError("sample_weight is not supported for rows kept on a Dask cluster: fit on local "
+                                     "arrays, or repeat the rows that weigh more")
             X, Y, estimate = distributed.start_fit(self, X, y)
+            self._weights = None
         else:
             X, Y = self._prepare_fit(X, y)
+            self._weights = check_sample_weight(sample_weight, X.shape[0], device=X.device)
             estimate = self._memory_estimate(X.shape[0], X.shape[1], Y.shape[1],
-                                             n_val=0 if X_val is None else len(X_val))
+                                             n_val=0 if X_val is None else len(X_val), weighted=weighted)
         self.memory_estimate_ = estimate.check(timeout=timeout)
         first = estimate.seconds_for(1)
         if first is not None and first > SLOW_FIT_SECONDS:
@@ -467,12 +495,14 @@ class DirectKRR(KRRBase):
     def _solve(self, X, Y) -> Step:
         raise NotImplementedError
 
-    def _solved_system_step(self, A: torch.Tensor, b: torch.Tensor, constant: float = 0.0) -> Step:
-        """The step after solving A coef_ = b: residual and objective of the model's coefficients in
-        float64 against A as given (without the jitter the factorisation may have added), one
-        product with A, evaluated lazily."""
+    def _solved_system_step(self, A: torch.Tensor, b: torch.Tensor, constant: float = 0.0, *,
+                            coef: torch.Tensor | None = None) -> Step:
+        """The step after solving A coef_ = b (or A ``coef`` = b, when the system solved is in other
+        variables than ``coef_``: ExactKRR's weighted form): residual and objective of those
+        coefficients in float64 against A as given (without the jitter the factorisation may have
+        added), one product with A, evaluated lazily."""
         def evaluate():
-            c = self.coef_.double()
+            c = (self.coef_ if coef is None else coef).double()
             return residual_and_objective(A @ c, c, b, constant)
 
         return Step.deferred(evaluate, extras={"residual_kind": "direct solve (float64, system without jitter)"})

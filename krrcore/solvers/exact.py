@@ -36,6 +36,11 @@ class ExactKRR(PosteriorVariance, DirectKRR):
     scratch budgets. A fit that would not fit is refused before anything is allocated with a
     :class:`~krrcore.memory.MemoryLimitError` (a :class:`~krrcore.memory.MemoryBudgetError`) saying
     how much is needed and suggesting an approximate solver.
+
+    ``sample_weight`` (W, mean 1): weighted KRR in its symmetric form, (W^½ K W^½ + λnI) c̃ = W^½ y
+    and c = W^½ c̃, which is (W K + λnI) c = W y, the stationarity condition of
+    (1/n) Σ wᵢ (f(xᵢ) − yᵢ)² + λ cᵀKc; a zero weight gives its row a zero coefficient (the row is
+    left out) and the matrix stays symmetric positive definite.
     """
 
     def _estimate_resources(self, model: CostModel, n: int, k: int) -> str:
@@ -73,6 +78,10 @@ class ExactKRR(PosteriorVariance, DirectKRR):
         n = X.shape[0]
         X64, Y64 = X.double(), Y.double()
         A = self._kernel()(X64, X64)
+        root = None if self._weights is None else self._weights.sqrt()
+        if root is not None:                        # W^½ K W^½, in place
+            A.mul_(root).mul_(root.T)
+            Y64 = Y64 * root
         A.diagonal().add_(lam * n)
         L, self.jitter_ = jitter_cholesky(A, 0.0, name="K + λnI")
         coef = torch.cholesky_solve(Y64, L)
@@ -80,12 +89,15 @@ class ExactKRR(PosteriorVariance, DirectKRR):
             self._cholesky = L               # the posterior's factor (krrcore.solvers.uncertainty)
         del L
         self.centers_ = X
-        self.coef_ = coef.to(X.dtype)
-        return self._solved_system_step(A, Y64)     # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
+        self.coef_ = (coef if root is None else coef * root).to(X.dtype)
+        if root is None:
+            return self._solved_system_step(A, Y64)     # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
+        return self._solved_system_step(A, Y64, coef=coef)
 
 
 class NystromKRR(PosteriorVariance, NystromCentres, DirectKRR):
-    """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8).
+    """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8); with
+    ``sample_weight`` (W, mean 1) (K_nMᵀ W K_nM + λn K_MM) α = K_nMᵀ W y.
 
     ``uncertainty=True``: the DTC/SGPR posterior of the same centres (:mod:`krrcore.solvers.uncertainty`),
     one more pass over the data (O(nM²)) after the solve; 2M² flops per test point.
@@ -129,7 +141,8 @@ class NystromKRR(PosteriorVariance, NystromCentres, DirectKRR):
         kernel = self._kernel()
         Y64 = Y.double()
         op = KernelOperator(kernel, X.double(), C.double(), memory_budget=self.memory_budget, n_rhs=Y.shape[1])
-        H, rhs = op.gram(Y64)                 # one kernel pass for K_nMᵀK_nM and K_nMᵀy
+        # One kernel pass for K_nMᵀ W K_nM and K_nMᵀ W y (W = I without sample weights).
+        H, rhs = op.gram(Y64) if self._weights is None else op.gram(Y64, weights=self._weights)
         if self.uncertainty:
             self._posterior_operator = op     # its blocks, for the posterior (krrcore.solvers.uncertainty)
         H.add_(kernel(C.double(), C.double()), alpha=lam * n)
@@ -140,4 +153,5 @@ class NystromKRR(PosteriorVariance, NystromCentres, DirectKRR):
         self.center_indices_ = cs.indices
         self.coef_ = torch.cholesky_solve(rhs, L).to(X.dtype)
         # Objective ½αᵀHα − αᵀK_nMᵀy + ½‖y‖² = ½‖K_nMα − y‖² + (λn/2)αᵀK_MMα, as SketchySAGA reports it.
-        return self._solved_system_step(H, rhs, constant=0.5 * float((Y64 ** 2).sum()))
+        y_sq = (Y64 ** 2).sum() if self._weights is None else (self._weights * Y64 ** 2).sum()
+        return self._solved_system_step(H, rhs, constant=0.5 * float(y_sq))

@@ -9,6 +9,11 @@ which we scale by 1/n:  H̃ α = b̃ with H̃ = K_nMᵀK_nM/n + λK_MM, b̃ = K_
 * :class:`NystromGD` — gradient descent α ← α − (1/L)(H̃ α − b̃), L = ‖H̃‖₂ by power iteration.
 
 Each iteration costs one fused pass K_nMᵀ(K_nM v) over the data (``KernelOperator.fused``).
+
+With ``sample_weight`` (weights W, mean 1) every solver here solves the weighted Nyström system
+(K_nMᵀ W K_nM + λn K_MM) α = K_nMᵀ W y: the fused pass applies W to each block, and FALKON's
+preconditioner factors A from T W_M Tᵀ/M + λI, W_M the weights of the rows chosen as centres
+(:class:`~krrcore.preconditioner.FalkonPreconditioner`'s ``row_weights``).
 """
 from __future__ import annotations
 
@@ -73,8 +78,24 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
         self.operator_ = rows.operator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
                                        n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
                                        cache_bytes=planned.get(KERNEL_CACHE))
-        self._y_sq = rows_of(Y).sum_of_squares(Y) / self.n_
-        return self.operator_.rmatvec(Y) / self.n_        # b̃
+        if self._weights is None:
+            self._y_sq = rows_of(Y).sum_of_squares(Y) / self.n_
+            return self.operator_.rmatvec(Y) / self.n_    # b̃
+        self._y_sq = float((self._weights * Y.double() ** 2).sum()) / self.n_
+        return self.operator_.rmatvec(Y, weights=self._weights) / self.n_        # b̃ = K_nMᵀ W y / n
+
+    def _fused(self, v, w=None, *, dtype=None):
+        """K_nMᵀ W (K_nM v + w) with the fit's sample weights (W = I without them)."""
+        if self._weights is None:
+            return self.operator_.fused(v, w, dtype=dtype)
+        return self.operator_.fused(v, w, dtype=dtype, weights=self._weights)
+
+    def _center_row_weights(self):
+        """The sample weights of the rows chosen as centres (None: unweighted, or centres given as
+        an array, which are no rows of X: then A is factored unweighted, still a valid P)."""
+        if self._weights is None or self.center_indices_ is None:
+            return None
+        return self._weights[:, 0][self.center_indices_]
 
     def _planned_parts(self, X, Y, M: int) -> dict:
         """The estimate's parts (name → bytes) for the M centres the selector chose: a BLESS dictionary's
@@ -188,8 +209,8 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
         return 0
 
     def _H(self, alpha: torch.Tensor) -> torch.Tensor:
-        """H̃ α = K_nMᵀK_nM α / n + λ K_MM α."""
-        return self.operator_.fused(alpha) / self.n_ + self.penalty_ * (self._K_MM @ alpha)
+        """H̃ α = K_nMᵀ W K_nM α / n + λ K_MM α."""
+        return self._fused(alpha) / self.n_ + self.penalty_ * (self._K_MM @ alpha)
 
     def _objective(self, alpha: torch.Tensor, b: torch.Tensor, r: torch.Tensor) -> float:
         """(1/n)‖K_nM α − y‖² + λ αᵀK_MM α, from quantities CG already has: αᵀH̃α − 2αᵀb̃ + ‖y‖²/n
@@ -286,7 +307,8 @@ class Falkon(_NystromIterative):
         b = self._setup_operator(X, Y)
         self.preconditioner_ = FalkonPreconditioner(self._kernel(), self.centers_, self.penalty_,
                                                     weights=self.center_weights_, data_dtype=X.dtype,
-                                                    jitter=self.jitter, refined=self._refine_rounds() > 0)
+                                                    jitter=self.jitter, refined=self._refine_rounds() > 0,
+                                                    row_weights=self._center_row_weights())
         self.jitter_ = self.preconditioner_.jitter_
         self.unresolved_directions_ = self.preconditioner_.unresolved_
         if self.unresolved_directions_:
@@ -315,7 +337,7 @@ class Falkon(_NystromIterative):
         """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D + jI);
         ``kernel_product(v)``, K_nMᵀK_nM v / n by default, makes the pass (:meth:`_steps`' own)."""
         if kernel_product is None:
-            kernel_product = lambda v: self.operator_.fused(v) / self.n_    # noqa: E731
+            kernel_product = lambda v: self._fused(v) / self.n_    # noqa: E731
         return self.preconditioner_.system_product(beta, kernel_product, self.penalty_)
 
     _compact_attributes = _NystromIterative._compact_attributes + ("residual_advice_",)
@@ -355,10 +377,10 @@ class Falkon(_NystromIterative):
         checked = self.__dict__.pop("_checked", None)
         if not rounds:
             return
-        pc, n, op = self.preconditioner_, self.n_, self.operator_
+        pc, n = self.preconditioner_, self.n_
 
         def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α) in float64 over the solve's kernel values
-            return self._true_residual(op.fused(-alpha, Y, dtype=torch.float64) / n, alpha)
+            return self._true_residual(self._fused(-alpha, Y, dtype=torch.float64) / n, alpha)
 
         rhs_norm = float(torch.linalg.norm(self._rhs)) or 1.0
         if checked is not None and torch.equal(checked[0].to(X.dtype), self.coef_):
@@ -422,10 +444,10 @@ class Falkon(_NystromIterative):
         def kernel_product(v):              # v = P p, kept
             seen["P_p"] = v
             if not (fold and done + 1 == self.maxiter):
-                return self.operator_.fused(v) / n
+                return self._fused(v) / n
             w = torch.zeros(n, 2 * k, dtype=torch.float64, device=v.device)
             w[:, k:] = Y
-            both = self.operator_.fused(torch.cat([v, -alpha], 1), w, dtype=torch.float64) / n
+            both = self._fused(torch.cat([v, -alpha], 1), w, dtype=torch.float64) / n
             seen["kernel_residual"] = both[:, k:]
             return both[:, :k]
 

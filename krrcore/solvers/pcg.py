@@ -27,6 +27,10 @@ class _FullSystemCG(IterativeKRR):
     ``coef_`` is W; a record every ``eval_every`` iterations reports the float64 relative residual
     (``residual="float64"``, evaluation time) or CG's recursive one (``"estimate"``, which drifts
     from the truth in float32).
+
+    ``sample_weight`` (W, mean 1): CG solves the symmetric weighted system
+    (W^½ K W^½ + λnI) c̃ = W^½ y and ``coef_`` = W^½ c̃ ((W K + λnI) c = W y, as ExactKRR); the
+    residuals reported are that system's, NystromPCG's sketch is of W^½ K W^½.
     """
 
     kernel_storage: str = param("auto", Options(*KERNEL_STORAGE))
@@ -66,9 +70,14 @@ class _FullSystemCG(IterativeKRR):
         self._system = rows_of(X).full_system(self._kernel(), X, lam * n, kernel_storage=self.kernel_storage,
                                               memory_budget=self.memory_budget)
         self.kernel_storage_ = self._system.storage
+        if self._weights is not None:
+            self._system.weigh(self._weights)
         self._precond = self._preconditioner(self._system, generator)
         # CG's vectors are n-long and live here; targets kept elsewhere are gathered once (O(n·k)).
         self._Y = rows_of(Y).gather(Y)
+        self._root = None if self._weights is None else self._weights.sqrt().to(self._Y.dtype)
+        if self._root is not None:
+            self._Y = self._Y * self._root
         self._Y64 = self._Y.to(torch.float64)
         self.centers_ = X
         self.coef_ = torch.zeros_like(self._Y)
@@ -77,7 +86,8 @@ class _FullSystemCG(IterativeKRR):
         precond = self._precond.solve if self._precond is not None else None
         Y = self._Y
         for state in conjugate_gradient(self._system.matvec, Y, preconditioner=precond):
-            self.coef_ = state.x                  # one tensor, updated in place by CG
+            # One tensor, updated in place by CG; weighted: c = W^½ c̃.
+            self.coef_ = state.x if self._root is None else state.x * self._root
             if state.converged or self._report_due(state.iteration):
                 yield self._record(state, Y)
 

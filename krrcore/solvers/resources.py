@@ -18,11 +18,13 @@ from .records import validation_cache_bytes
 class EstimatedResources:
     """The resource estimate of an estimator (a mixin of :class:`~krrcore.solvers.base.KRRBase`)."""
 
-    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0) -> MemoryEstimate:
+    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0,
+                        weighted: bool = False) -> MemoryEstimate:
         """Peak memory (and, on a CPU, time) of fitting this estimator, as configured, on ``n`` points
         with ``d`` features and ``n_outputs`` targets — from the parameters alone, allocating nothing.
         ``n_val``: validation points given to ``fit``, with the kernel rows its records keep
-        (:func:`validation_cache_bytes`).
+        (:func:`validation_cache_bytes`). ``weighted``: ``fit`` is given ``sample_weight`` (its n
+        float64 weights are held).
 
         What it stores is checked against the storage budget of ``memory_budget`` (krrcore's one
         policy, :mod:`krrcore.memory`), its whole peak against the free memory; a front end with a
@@ -30,15 +32,18 @@ class EstimatedResources:
         refuses what does not fit (:meth:`~krrcore.memory.MemoryEstimate.check`).
         """
         self._validate_params()
-        return self._memory_estimate(n, d, n_outputs, n_val=n_val)
+        return self._memory_estimate(n, d, n_outputs, n_val=n_val, weighted=weighted)
 
-    def _memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0) -> MemoryEstimate:
+    def _memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0,
+                         weighted: bool = False) -> MemoryEstimate:
         n, d = check_int(n, "n"), check_int(d, "d")
         k = check_int(n_outputs, "n_outputs")
         device, dtype = self._device(), self._dtype()
         model = CostModel(d=d, dtype=dtype, device=device, memory_budget=self.memory_budget,
                           scratch_blocks=self._kernel().scratch_blocks)
         model.hold("training data X, y", n * (d + k) * model.itemsize, "data")
+        if weighted:
+            model.hold("sample weights (float64)", n * 8, "data")
         suggestion = self._estimate_resources(model, n, k)
         if getattr(self, "uncertainty", False):       # the posterior set-up (krrcore.solvers.uncertainty)
             self._estimate_posterior(model, n, k)

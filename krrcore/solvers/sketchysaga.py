@@ -89,6 +89,10 @@ class SketchySAGA(NystromCentres, IterativeKRR):
         default krrcore's default budget. Nothing of size M×M is ever allocated.
     """
 
+    _SAMPLE_WEIGHT_REFUSAL = ("its gradient table, batch sampling and the smoothness constant L_P (Alg. 3) are "
+                              "those of the unweighted objective; use Falkon, NystromCG or NystromKRR, which solve "
+                              "the weighted Nyström system")
+
     #: A step η = α/L_P too large for the batch's gradient noise makes SAGA diverge.
     DIVERGENCE_ADVICE = ("lower lr_scale (now {lr_scale!r}; the default is 0.5)",
                          "raise batch_size (now {batch_size_!r})")

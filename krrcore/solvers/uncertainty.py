@@ -103,6 +103,11 @@ class PosteriorVariance(KRRBase):
     def _start_fit(self, X, y, X_val, y_val, **options):
         X, Y, recorder = super()._start_fit(X, y, X_val, y_val, **options)
         self.__dict__.pop("posterior_", None)
+        if self.uncertainty and self._weights is not None:
+            # The noise estimate ‖y − ŷ‖²/(n − df) and df are those of the unweighted hat matrix.
+            raise UncertaintyError(f"uncertainty=True is not available with sample_weight: {type(self).__name__}'s "
+                                   f"posterior and its noise estimate are those of unweighted KRR. Fit without "
+                                   f"sample_weight for intervals, or without uncertainty for the weighted model")
         if self.uncertainty:
             self._fit_rows = (X, Y)
         return X, Y, recorder

@@ -233,9 +233,14 @@ class FalkonCV(Seeded):
                 f"or use the CG route (objective='holdout', hypergradient='cg')")
 
     # -- the fit -----------------------------------------------------------------------------------
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None,
+                 stop_event: threading.Event | None = None):
         """Generator of records: the start, one per evaluation of the search, the BLESS comparison
-        (when made) and the final fit; afterwards the estimator is fitted at the best point."""
+        (when made) and the final fit; afterwards the estimator is fitted at the best point.
+        ``sample_weight`` is refused: the tuning objectives are the unweighted ones."""
+        if sample_weight is not None:
+            raise ValueError("FalkonCV does not take sample_weight: its tuning objectives (and their gradients) "
+                             "are those of the unweighted loss; tune unweighted, then fit Falkon with the weights")
         X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout,
                                          metric=self.metric)
         if X.shape[0] < MIN_SAMPLES:

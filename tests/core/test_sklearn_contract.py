@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from krrcore import CLASSIFIERS, ExactKRR, Falkon, FalkonClassifier
+from krrcore import CLASSIFIERS, ExactKRR, Falkon, FalkonClassifier, LogisticFalkon, NystromGD
 from krrcore.kernels import GaussianKernel
 from krrcore.registry import SOLVERS
 
@@ -21,7 +21,7 @@ from krrcore.registry import SOLVERS
 #: warning), a sketch of rank 4 on 2 blocks. NystromGD's plain gradient steps need more iterations
 #: than the others to reach check_regressors_train's R² > 0.5.
 CHECK_PARAMS = {"kernel": GaussianKernel(3.0), "penalty": 1e-3, "M": 50, "maxiter": 20, "rank": 4, "blocks": 2}
-MORE_ITERATIONS = {"nystrom_gd": 300}
+MORE_ITERATIONS = {"nystrom_gd": 300, "nystrom_cg": 200}
 
 
 def _params(key: str) -> dict:
@@ -43,19 +43,45 @@ def _classifier_keys() -> list[str]:
     return list(chosen.values())
 
 
+#: LogisticFalkon, its Newton steps solved exactly (CG to convergence on ≤ 50 centres, steps at the final λ
+#: until the gradient is at round-off): the sample-weight check compares two fits to 1e-7.
+LOGISTIC = LogisticFalkon(GaussianKernel(3.0), 1e-3, M=50, cg_iterations=60, final_steps=12, tol=1e-12)
+
 ESTIMATORS = [SOLVERS[key].make(**_params(key)) for key in SOLVERS] + [
-    CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()]
+    CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()] + [LOGISTIC]
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_every_solver_and_every_classifier_is_checked():
-    assert {type(e) for e in ESTIMATORS} == {info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values())
-    assert len(ESTIMATORS) == len(SOLVERS) + len(CLASSIFIERS)
+    assert {type(e) for e in ESTIMATORS} == ({info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values())
+                                             | {LogisticFalkon})
+    assert len(ESTIMATORS) == len(SOLVERS) + len(CLASSIFIERS) + 1
 
 
-@parametrize_with_checks(ESTIMATORS)
+#: scikit-learn's checks of ``sample_weight``, which the solvers that refuse it fail by design.
+SAMPLE_WEIGHT_CHECKS = ("check_sample_weights_pandas_series", "check_sample_weights_not_an_array",
+                        "check_sample_weights_list", "check_all_zero_sample_weights_error",
+                        "check_sample_weights_shape", "check_sample_weights_not_overwritten",
+                        "check_sample_weight_equivalence_on_dense_data")
+
+
+def _expected_failures(estimator) -> dict[str, str]:
+    """The sample-weight checks of a solver that refuses ``sample_weight``, with its reason; and
+    NystromGD's equivalence check, which compares two unconverged iterates (the converged ones agree
+    to 1e-10: tests/test_sample_weight.py)."""
+    reason = estimator._SAMPLE_WEIGHT_REFUSAL
+    if reason:
+        return {name: f"refuses sample_weight: {reason}" for name in SAMPLE_WEIGHT_CHECKS}
+    if isinstance(estimator, NystromGD):
+        return {"check_sample_weight_equivalence_on_dense_data":
+                "gradient descent after 300 steps is short of the solution by more than the check's 1e-7, and the "
+                "weighted and repeated systems are conditioned differently, so their iterates differ"}
+    return {}
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)        # "M=50 centres requested but n=10": by design

@@ -187,6 +187,15 @@ def test_refused_for_classifiers_and_interpolating_fits():
         ExactKRR(uncertainty="yes").fit(X, y)
 
 
+@pytest.mark.parametrize("model", [ExactKRR(uncertainty=True), Falkon(M=20, uncertainty=True)])
+def test_refused_with_sample_weights_whose_noise_estimate_it_does_not_have(model):
+    X, y, _, _ = smooth_data(0, 60)
+    weights = np.arange(60) % 3 + 1.0
+    with pytest.raises(UncertaintyError, match="not available with sample_weight"):
+        model.fit(X, y, sample_weight=weights)
+    type(model)(**{**model.get_params(), "uncertainty": False}).fit(X, y, sample_weight=weights)
+
+
 def test_falkon_with_weighted_bless_centers_whitens_by_T_and_D_to_the_same_dtc_posterior():
     """BLESS centres carry FALKON's D (Alg. 2): the posterior whitens by F = T D⁻¹ and is still the
     DTC posterior of the centres (D preconditions, the problem is Eq. 8's)."""
