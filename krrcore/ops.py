@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from . import fused as _fused
 from ._validation import as_tensor, check_int
 from .memory import scratch_budget
 from .kernels import Kernel, Prepared
@@ -153,6 +154,11 @@ class KernelOperator:
         self._cache: list[torch.Tensor] = []
         self._cache_room = max(int(cache_bytes), 0)
         self.cached_rows = 0                   # rows of K_nM held in the cache
+        # On CUDA with triton the whole-matrix products run fused (krrcore.fused: K tiles stay on
+        # chip, a pass is bound by arithmetic, not memory), and no rows of K_nM are kept.
+        self._fused = _fused.for_operator(kernel, X, C)
+        if self._fused is not None:
+            self._cache_room = 0
 
     def _block_buffer(self, rows: int) -> torch.Tensor:
         rows = min(rows, self.block_rows)
@@ -204,6 +210,8 @@ class KernelOperator:
     def matvec(self, v: torch.Tensor, *, rows: torch.Tensor | None = None) -> torch.Tensor:
         """K_nM v for v of shape (M,) or (M, k); with an index tensor ``rows``, K_nM[rows] v only
         (the block row K_bn of ASkotch's block gradient, O(|rows|·M·d) flops)."""
+        if self._fused is not None:
+            return self._fused.matvec(self._X if rows is None else self._X[rows], v)
         squeeze = v.ndim == 1
         v = self._as_rhs(v, self.M, "v")
         out = torch.empty(self.n if rows is None else rows.numel(), v.shape[1], dtype=self.dtype, device=self.device)
@@ -213,6 +221,8 @@ class KernelOperator:
 
     def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
         """K_nMᵀ u for u of shape (n,) or (n, k)."""
+        if self._fused is not None:
+            return self._fused.rmatvec(self._X, u, self.accumulate_dtype)
         squeeze = u.ndim == 1
         u = self._as_rhs(u, self.n, "u")
         out = torch.zeros(self.M, u.shape[1], dtype=self.accumulate_dtype, device=self.device)
@@ -249,6 +259,8 @@ class KernelOperator:
         """
         if v is None and w is None:
             raise ValueError("fused needs v or w")
+        if self._fused is not None and dtype in (None, self.dtype):
+            return self._fused.pair(self._X, v, w, self.accumulate_dtype)
         ref = v if v is not None else w
         squeeze = ref.ndim == 1
         work = dtype or self.dtype
