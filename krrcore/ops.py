@@ -114,6 +114,8 @@ class KernelOperator:
 
     The budget bounds the block buffer and the per-block intermediates (prepared features, K v);
     it excludes X, C and the outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
+    On CUDA with triton, ``matvec``, ``rmatvec`` and ``fused`` run :mod:`krrcore.fused`'s products
+    for the kernels it covers (``fused=False``: the blocked ones everywhere).
 
     ``cache_bytes``: the first row blocks of K_nM that fit in this many bytes are kept when a
     whole-matrix walk first computes them, and every later walk reads them instead of evaluating
@@ -123,7 +125,7 @@ class KernelOperator:
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
                  memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
-                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0):
+                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0, fused: bool = True):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel = kernel
@@ -155,8 +157,9 @@ class KernelOperator:
         self._cache_room = max(int(cache_bytes), 0)
         self.cached_rows = 0                   # rows of K_nM held in the cache
         # On CUDA with triton the whole-matrix products run fused (krrcore.fused: K tiles stay on
-        # chip, a pass is bound by arithmetic, not memory), and no rows of K_nM are kept.
-        self._fused = _fused.for_operator(kernel, X, C)
+        # chip, a pass is bound by arithmetic, not memory), and no rows of K_nM are kept;
+        # ``fused=False`` keeps the blocked walk (the reference, and the benchmarks' blocked pass).
+        self._fused = _fused.for_operator(kernel, X, C) if fused else None
         if self._fused is not None:
             self._cache_room = 0
 

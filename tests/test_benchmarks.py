@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks import cases, solvers, suite
 from benchmarks.common import call_isolated
@@ -316,3 +317,28 @@ def test_docs_page_shows_no_failure_as_a_result(tmp_path):
 def test_full_system_time_limit_leaves_room_for_the_slowest_set_up():
     assert cases.full_system_time_limit(30_000) >= 3 * 29.3         # NyströmPCG's set-up on a busy machine
     assert cases.full_system_time_limit(100_000) > cases.full_system_time_limit(60_000) > 90
+
+
+def test_gpu_case_refuses_to_measure_without_cuda_and_shows_the_stored_run(monkeypatch, capsys):
+    from benchmarks import bench_gpu
+
+    monkeypatch.setattr(bench_gpu.torch.cuda, "is_available", lambda: False)
+    rows = bench_gpu.measure(quick=False)
+    assert rows and all(r["stored"] for r in rows)
+    assert "refused to measure: no CUDA device on this machine" in capsys.readouterr().out
+    tables, _, notes = bench_gpu.summarise(rows)
+    assert all("compute floor s" in row and "memory floor s" in row for row in tables["summary"])
+
+
+def test_gpu_pass_plan_runs_on_the_cpu_with_its_floors_beside_it():
+    """The pass plan at --quick sizes on this machine's CPU: fused (blocked here), blocked, pykeops
+    (or why not), and both floors of the pass, finite."""
+    from benchmarks import bench_gpu
+
+    row = bench_gpu.run_plan("pass-1e6-M5k-f32", bench_gpu.PLANS["pass-1e6-M5k-f32"], torch.device("cpu"),
+                             True, {})
+    for key in ("fused_s", "blocked_s", "compute_floor_s", "memory_floor_s"):
+        assert math.isfinite(row[key]) and row[key] > 0, key
+    assert row["pykeops_note"] if math.isnan(row["pykeops_s"]) else row["pykeops_s"] > 0
+    tables, _, _ = bench_gpu.summarise([{"plan": "machine", "device": "cpu"}, row])
+    assert tables["summary"][0]["x compute floor"] == row["fused_s"] / row["compute_floor_s"]

@@ -59,8 +59,8 @@ def _blocked(case: dict) -> dict:
     """The blocked products on the case's inputs (the reference)."""
     kernel = make_kernel(case["kernel"], **case["params"])
     X, C, v, w, rows = case["X"], case["C"], case["v"], case["w"], case["rows"]
-    op = KernelOperator(kernel, X, C, n_rhs=v.shape[1], accumulate_dtype=case["accumulate"])
-    op._fused = None                           # the blocked walk, on a card too
+    op = KernelOperator(kernel, X, C, n_rhs=v.shape[1], accumulate_dtype=case["accumulate"], fused=False)
+    assert op._fused is None                   # the blocked walk, on a card too
     return {"matvec": op.matvec(v), "matvec_w": op.matvec(v) + w, "rmatvec": op.rmatvec(w),
             "pair": op.fused(v, w), "op_matvec": op.matvec(v), "op_rows": op.matvec(v, rows=rows),
             "op_rmatvec": op.rmatvec(w), "op_fused": op.fused(v, w), "op_fused_w": op.fused(None, w),
