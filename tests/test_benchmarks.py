@@ -326,7 +326,7 @@ def test_gpu_case_refuses_to_measure_without_cuda_and_shows_the_stored_run(monke
     rows = bench_gpu.measure(quick=False)
     assert rows and all(r["stored"] for r in rows)
     assert "refused to measure: no CUDA device on this machine" in capsys.readouterr().out
-    tables, _, notes = bench_gpu.summarise(rows)
+    tables, _, _ = bench_gpu.summarise(rows)
     assert all("compute floor s" in row and "memory floor s" in row for row in tables["summary"])
 
 
