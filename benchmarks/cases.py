@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable
 
-from benchmarks import bench_gpu, bench_speed
+from benchmarks import bench_gpu, bench_speed, bench_threads
 from benchmarks.common import call_isolated
 from benchmarks.solvers import LABELS, fit_one
 
@@ -479,6 +479,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
          tune_summarise),
     Case("speed", "float32 against float64, BLESS centres against uniform, 10⁶ points: time and test error",
          bench_speed.measure, lambda results: Summary(*bench_speed.summarise(results)), sized=True),
+    Case("threads", "FALKON at 1 and 2 threads, default and 512 MiB budgets: medians and spread, a fresh process per fit",
+         bench_threads.measure, lambda results: Summary(*bench_threads.summarise(results)), sized=True),
     Case("gpu", "FALKON and ASkotch on a CUDA card against its floor (the stored run where CUDA is absent)",
          bench_gpu.measure, lambda results: Summary(*bench_gpu.summarise(results)), sized=True,
          measured_on=bench_gpu.measured_on),

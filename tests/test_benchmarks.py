@@ -35,6 +35,7 @@ FINITE = {
     "speed-precision": ("fit s", "test MSE"),
     "speed-centres": ("fit s", "test MSE"),
     "speed-moonshot": ("fit s",),
+    "threads-summary": ("median s", "max / median", "CPU / wall", "speed-up vs 1 thread"),
 }
 #: Every solver and peer the quick run must have measured (the test extra installs the peers).
 FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases.FULL_SOLVERS}
@@ -342,3 +343,23 @@ def test_gpu_pass_plan_runs_on_the_cpu_with_its_floors_beside_it():
     assert row["pykeops_note"] if math.isnan(row["pykeops_s"]) else row["pykeops_s"] > 0
     tables, _, _ = bench_gpu.summarise([{"plan": "machine", "device": "cpu"}, row])
     assert tables["summary"][0]["x compute floor"] == row["fused_s"] / row["compute_floor_s"]
+
+
+def test_threads_case_limits_every_pool_and_summarises_medians_and_spread():
+    """Two fits per cell at a tiny size, in this process: each pool held at the fit's thread count
+    while it ran, and torch's own count given back afterwards."""
+    from benchmarks import bench_threads
+
+    before = torch.get_num_threads()
+    cfg = {**bench_threads.CONFIG, **bench_threads.QUICK, "n": 1_500, "dtype": "float64", "budget": 64 * 2**20}
+    fits = [bench_threads.fit_threads({**cfg, "threads": t, "repeat": r}) for t in (1, 2) for r in (0, 1)]
+    assert torch.get_num_threads() == before
+    assert all(f["iterations"] == cfg["maxiter"] and f["budget"] == "64 MiB" for f in fits)
+    assert "×1" in fits[0]["pools"] and "×2" not in fits[0]["pools"]
+    tables, _, notes = bench_threads.summarise(fits)
+    rows = tables["summary"]
+    assert [(r["threads"], r["fits"]) for r in rows] == [(1, 2), (2, 2)]
+    for r in rows:
+        assert r["min s"] <= r["median s"] <= r["max s"] and r["max / median"] >= 1
+    assert rows[1]["speed-up vs 1 thread"] == rows[0]["median s"] / rows[1]["median s"]
+    assert "thread pools in the fit's process" in notes[0]
