@@ -80,3 +80,18 @@ def test_preconditioner_buffer_is_refused_before_allocating(monkeypatch):
     with pytest.raises(MemoryBudgetError, match="needs one 15,000×15,000 matrix"):
         buffer_dtype(15_000, torch.float64, "cuda")
     assert memory.gib(2**30) == "1 GiB"
+
+
+def test_falkon_estimate_counts_the_buffer_the_preconditioner_will_keep(monkeypatch):
+    """M = 100,000 float32 on an 80 GB card: a float32 buffer (40 GB), not the 80 GB of float64."""
+    from types import SimpleNamespace
+
+    from krrcore.solvers import Falkon
+
+    monkeypatch.setattr(preconditioner, "available_bytes", lambda device=None: 80 * 10**9)
+    card = SimpleNamespace(device=torch.device("cuda"), itemsize=4, dtype=torch.float32)
+    assert Falkon()._system_itemsize(card, 100_000) == 4
+    assert Falkon()._system_name(card, 100_000) == "preconditioner (one float32 M×M buffer)"
+    assert Falkon()._system_itemsize(card, 20_000) == 8
+    cpu = SimpleNamespace(device=torch.device("cpu"), itemsize=4, dtype=torch.float32)
+    assert Falkon()._system_itemsize(cpu, 100_000) == 8
