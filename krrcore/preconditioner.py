@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .linalg import FACTOR_BLOCK, cholesky_lower_, lower_gram_
-from .memory import MemoryBudgetError, available_bytes, gib
+from .memory import MemoryBudgetError, check_device_room
 
 #: Base jitter ε of εM·I for float64 data (the FALKON library's default).
 JITTER_EPS_FLOAT64 = 1e-13
@@ -102,20 +102,23 @@ def _largest_M(free: int, itemsize: int) -> int:
 def buffer_dtype(M: int, data_dtype: torch.dtype, device) -> torch.dtype:
     """The dtype of the preconditioner's one M×M buffer on ``device``, refused before allocating
     (:class:`~krrcore.memory.MemoryBudgetError`) when not even the narrowest allowed one fits the
-    free memory with its factorisation panel: float64 first; float32 on a GPU for float32 data."""
+    free memory with its factorisation panels: float64 first; float32 on a GPU for float32 data."""
     device = torch.device(device)
-    free = available_bytes(device)
     options = [torch.float64] + ([torch.float32] if device.type != "cpu" and data_dtype == torch.float32 else [])
     for dtype in options:
         itemsize = torch.empty((), dtype=dtype).element_size()
         need = M * M * itemsize + 3 * M * min(M, FACTOR_BLOCK) * itemsize
-        if need <= free:
+        try:
+            check_device_room(need, f"FALKON's preconditioner for M={M:,} centres (one {M:,}×{M:,} matrix in "
+                              f"{str(dtype).removeprefix('torch.')})",
+                              lambda free, s=itemsize: f"lower M to at most {_largest_M(free, s):,}"
+                              + (" (on a GPU with float32 data the matrix is float32, half the size)"
+                                 if device.type == "cpu" else ""), device)
             return dtype
-    raise MemoryBudgetError(
-        f"FALKON's preconditioner for M={M:,} centres needs one {M:,}×{M:,} matrix, {gib(need)} in "
-        f"{str(dtype).removeprefix('torch.')}, but {device} has {gib(free)} free: lower M to at most "
-        f"{_largest_M(free, itemsize):,}"
-        + ("" if device.type != "cpu" else " (on a GPU with float32 data the matrix is float32, half the size)"))
+        except MemoryBudgetError:
+            if dtype is options[-1]:
+                raise
+    raise AssertionError("unreachable")
 
 
 class FalkonPreconditioner:

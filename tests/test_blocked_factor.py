@@ -3,7 +3,7 @@ and its M×M buffer refused before it is allocated when the device cannot hold i
 import pytest
 import torch
 
-from krrcore import linalg, memory, preconditioner
+from krrcore import linalg, memory
 from krrcore.kernels import GaussianKernel
 from krrcore.linalg import cholesky_lower_, lower_gram_
 from krrcore.memory import MemoryBudgetError
@@ -71,13 +71,13 @@ def test_blocked_preconditioner_layout_matches_lapack(monkeypatch):
 
 
 def test_preconditioner_buffer_is_refused_before_allocating(monkeypatch):
-    monkeypatch.setattr(preconditioner, "available_bytes", lambda device=None: 2 * 2**30)
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: 2 * 2**30)
     assert buffer_dtype(10_000, torch.float32, "cpu") == torch.float64         # 0.8 GB and its panels fit 2 GiB
-    with pytest.raises(MemoryBudgetError, match=r"M=20,000 centres needs one 20,000×20,000 matrix.*lower M to at most 12,"):
+    with pytest.raises(MemoryBudgetError, match=r"M=20,000 centres \(one 20,000×20,000 matrix in float64\) needs .* lower M to at most 12,"):
         buffer_dtype(20_000, torch.float32, "cpu")
     # A GPU with float32 data keeps a float32 buffer where float64 does not fit; float64 data is refused.
     assert buffer_dtype(15_000, torch.float32, "cuda") == torch.float32
-    with pytest.raises(MemoryBudgetError, match="needs one 15,000×15,000 matrix"):
+    with pytest.raises(MemoryBudgetError, match=r"15,000×15,000 matrix in float64\) needs"):
         buffer_dtype(15_000, torch.float64, "cuda")
     assert memory.gib(2**30) == "1 GiB"
 
@@ -88,7 +88,7 @@ def test_falkon_estimate_counts_the_buffer_the_preconditioner_will_keep(monkeypa
 
     from krrcore.solvers import Falkon
 
-    monkeypatch.setattr(preconditioner, "available_bytes", lambda device=None: 80 * 10**9)
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: 80 * 10**9)
     card = SimpleNamespace(device=torch.device("cuda"), itemsize=4, dtype=torch.float32)
     assert Falkon()._system_itemsize(card, 100_000) == 4
     assert Falkon()._system_name(card, 100_000) == "preconditioner (one float32 M×M buffer)"
