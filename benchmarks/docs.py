@@ -106,7 +106,7 @@ def refusal(result: dict) -> str | None:
         if not (isinstance(final, (int, float)) and math.isfinite(final)) or final >= mean:
             name = "test MSE" if metric == "test_mse" else "test SMAPE"
             return (f"its final {name} {final:.3g} is no better than predicting the mean ({mean:.3g}): "
-                    "it had not converged when it stopped")
+                    "not a solution worth timing")
     return None
 
 
