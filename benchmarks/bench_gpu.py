@@ -315,9 +315,14 @@ def summarise(results: list[dict]):
 
 
 def _floor_cells(r: dict) -> dict:
-    """The compute and memory floors of a pass at the row's n, M, d (absent from runs stored before
-    they were measured: NaN)."""
-    return {"compute floor s": r.get("compute_floor_s", math.nan), "memory floor s": r.get("memory_floor_s", math.nan)}
+    """The compute and memory floors of a pass at the row's n, M, d. A run stored before they were
+    measured: the compute floor from its GEMM rate where it has one, the memory floor NaN (no
+    bandwidth was measured)."""
+    compute = r.get("compute_floor_s")
+    if compute is None and r.get("GEMM_GFLOP/s") and r.get("d"):
+        compute = pass_flops(r["n"], r.get("M") or r["n"], r["d"]) / (r["GEMM_GFLOP/s"] * 1e9)
+    return {"compute floor s": math.nan if compute is None else compute,
+            "memory floor s": r.get("memory_floor_s", math.nan)}
 
 
 def _floor_figure(rows: list[dict], where: str):
