@@ -220,7 +220,7 @@ def _block_sweep(kernel, X, centres) -> dict:
     for rows in BLOCK_ROWS:
         op = KernelOperator(kernel, X, centres, block_rows=min(rows, X.shape[0]), fused=False)
         op.fused(v)
-        seconds[str(rows)] = timed(lambda: op.fused(v), repeats=2)[0]
+        seconds[str(rows)] = timed(lambda op=op: op.fused(v), repeats=2)[0]
         del op
     best = min(seconds, key=seconds.get)
     return {"block_rows_s": seconds, "best_block_rows": int(best), "floor_s": seconds[best]}
