@@ -9,7 +9,19 @@ look-alike (d = 28, float32, σ = 5):
 * ASkotch (the library's default) on the full n×n system at n = 10⁶ for a fixed solver time.
 
 * the floor at n = 10⁶, M = 5,000 for several row-block sizes (``floor-blocks``): which block
-  height this card runs a pass fastest at (krrcore.ops.MAX_BLOCK_ROWS is its GPU default).
+  height this card runs a blocked pass fastest at (krrcore.ops.MAX_BLOCK_ROWS is its GPU default);
+* one pass K_nMᵀ(K_nM v) at n = 10⁶, M = 5,000, d = 28 (``pass-*``): krrcore's fused product
+  (:mod:`krrcore.fused`), its blocked one, and pykeops's (the engine under the FALKON library's GPU
+  path; compiled at its first use, which is not timed) on the same card;
+* FALKON on a HIGGS-like 1.1·10⁷ × 28 set at M = 20,000 and 100,000 (the preconditioner's 40 GB
+  float32 M × M matrix factored in place), at most 5 minutes of solver time;
+* GPyTorch's CG on the full n × n system at n = 50,000 (it evaluates K whole: 10 GB in float32).
+
+Beside every row: the **compute floor** of one pass, its FLOPs (:func:`benchmarks.common.pass_flops`:
+the distance GEMM and the two mat-vecs) over the card's measured GEMM rate, and the **memory
+floor**, the bytes a pass must move at least (X, and the n-vector between the two mat-vecs, read
+or written once each) over the card's measured copy bandwidth. ``x compute floor`` is a pass's
+seconds over the former.
 
 Every result is printed as one JSON line as soon as it exists and appended to ``DIR/gpu.jsonl``,
 so a run cut short keeps what it measured. Seconds are wall-clock with the GPU synchronised
@@ -18,8 +30,9 @@ per pass over K: B block iterations). Without CUDA it runs the same plans on the
 ``--quick`` picks, so the script itself is tested on any machine.
 
 ``python -m benchmarks --case gpu [--sizes 1000000]`` runs the plans (at those n) where CUDA is
-available; elsewhere it measures nothing and shows the stored run (:data:`STORED`, with its machine
-line) instead.
+available; elsewhere it refuses to measure, says why, and shows the stored run (:data:`STORED`,
+with its machine line) instead. ``tools/gpu_session.sh`` is the whole session on a lent card: the
+CUDA tests, then this case.
 """
 from __future__ import annotations
 
@@ -33,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import hardware_floor, held_out_mse, synchronize, timed
+from benchmarks.common import gemm_gflops, hardware_floor, held_out_mse, pass_flops, synchronize, timed
 
 SIGMA, PENALTY, N_TEST = 5.0, 1e-6, 100_000
 #: The stored results of a run on a CUDA card (its machine row first, then one row per plan) and
@@ -52,6 +65,11 @@ PLANS = {
     "askotch-1e6-f32": ("askotch", 10**6, None, "float32", 10**9, 45.0),
     "falkon-1e7-M5k-f32": ("falkon", 10**7, 5_000, "float32", 20, 120.0),
     "falkon-1e7-M20k-f32": ("falkon", 10**7, 20_000, "float32", 20, 150.0),
+    "pass-1e6-M5k-f32": ("pass", 10**6, 5_000, "float32", 0, 60.0),
+    "pass-1e6-M5k-f64": ("pass", 10**6, 5_000, "float64", 0, 60.0),
+    "falkon-1.1e7-M20k-f32": ("falkon", 11 * 10**6, 20_000, "float32", 20, 300.0),
+    "falkon-1.1e7-M100k-f32": ("falkon", 11 * 10**6, 100_000, "float32", 20, 300.0),
+    "gpytorch-5e4-f32": ("gpytorch", 50_000, None, "float32", 0, 300.0),
 }
 QUICK_SCALE = 1_000        # --quick: n / 1000, M / 50
 
@@ -99,8 +117,13 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     out = {"plan": name, "solver": solver, "device": str(device), "n": n, "M": M, "d": X.shape[1], "dtype": dtype}
     floor_M = M or n
     centres = X[torch.randperm(n, generator=torch.Generator().manual_seed(0))[:floor_M].to(device)]
+    out.update(pass_floors(out["n"], floor_M, out["d"], X.dtype, device))
     if solver == "floor":
         return {**out, **_block_sweep(kernel, X, centres)}
+    if solver == "pass":
+        return {**out, **_one_pass(kernel, X, centres)}
+    if solver == "gpytorch":
+        return {**out, **_gpytorch(X, y, X_test, y_test)}
     out.update(hardware_floor(kernel, X, centres))
     del centres
     if solver == "falkon":
@@ -121,13 +144,71 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     per_pass = per_iter * blocks if solver == "askotch" and blocks else per_iter
     out.update({"fit_s": wall, "solver_s": trace[-1].seconds, "setup_s": setup, "iterations": iters,
                 "s_per_iter": per_iter, "blocks": blocks, "s_per_pass": per_pass,
-                "x_floor": per_pass / out["floor_s"], "residual": trace[-1].residual,
+                "x_floor": per_pass / out["floor_s"], "x_compute_floor": per_pass / out["compute_floor_s"],
+                "residual": trace[-1].residual,
                 "stop": getattr(model, "stop_reason_", ""), "K": getattr(model, "kernel_storage_", ""),
                 "test_mse": held_out_mse(model, X_test, y_test)})
     if device.type == "cuda":
         out["peak_GiB"] = torch.cuda.max_memory_allocated(device) / 2**30
         torch.cuda.reset_peak_memory_stats(device)
     return out
+
+
+def copy_gbps(device, n_bytes: int = 1 << 30) -> float:
+    """Measured device memory bandwidth: bytes read plus written by a copy of ``n_bytes``, per second."""
+    device = torch.device(device)
+    n_bytes = n_bytes if device.type == "cuda" else n_bytes // 16
+    a = torch.empty(n_bytes // 4, dtype=torch.float32, device=device)
+    b = torch.empty_like(a)
+    seconds, _ = timed(lambda: b.copy_(a), repeats=4)
+    return 2 * n_bytes / seconds / 1e9
+
+
+_RATES: dict = {}
+
+
+def pass_floors(n: int, M: int, d: int, dtype: torch.dtype, device) -> dict:
+    """The compute and memory floors of one pass K_nMᵀ(K_nM v) on ``device`` (see the module docstring)."""
+    key = (str(device), dtype)
+    if key not in _RATES:
+        _RATES[key] = (gemm_gflops(dtype, device=device), copy_gbps(device))
+    gemm, bandwidth = _RATES[key]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    moved = itemsize * (n * d + M * d + 2 * n + 2 * M)
+    return {"compute_floor_s": pass_flops(n, M, d) / (gemm * 1e9), "memory_floor_s": moved / (bandwidth * 1e9),
+            "GEMM_GFLOP/s": gemm, "copy_GB/s": bandwidth}
+
+
+def _one_pass(kernel, X, centres) -> dict:
+    """One uncached pass K_nMᵀ(K_nM v), best of three: fused (krrcore.fused where it applies),
+    blocked, and pykeops's (None where pykeops is not installed, with the reason)."""
+    from benchmarks import peers
+    from krrcore.ops import KernelOperator
+
+    v = torch.randn(centres.shape[0], 1, dtype=X.dtype, device=X.device)
+    out = {}
+    for name, fused in (("fused", True), ("blocked", False)):
+        op = KernelOperator(kernel, X, centres, fused=fused)
+        op.fused(v)                                        # compiles the Triton kernels once
+        out[f"{name}_s"] = timed(lambda op=op: op.fused(v), repeats=3)[0]
+        out[f"{name}_path"] = "fused" if op._fused is not None else "blocked"
+        del op
+    try:
+        out["pykeops_s"] = peers.keops_pass(X, centres, v, sigma=SIGMA, repeats=3)
+    except peers.PeerMissing as exc:
+        out["pykeops_s"], out["pykeops_note"] = math.nan, str(exc)
+    return out
+
+
+def _gpytorch(X, y, X_test, y_test) -> dict:
+    """GPyTorch's CG solve of the full system on the card (peers.gpytorch_cg)."""
+    from benchmarks import peers
+
+    try:
+        points = peers.gpytorch_cg(X, y, X_test, y_test, sigma=SIGMA, penalty=PENALTY, tolerances=(1e-2,))
+    except peers.PeerMissing as exc:
+        return {"skipped": str(exc)}
+    return {"fit_s": points[-1]["seconds"], "test_mse": points[-1]["test_mse"], "cg_tolerance": 1e-2}
 
 
 def _block_sweep(kernel, X, centres) -> dict:
@@ -137,9 +218,9 @@ def _block_sweep(kernel, X, centres) -> dict:
     v = torch.randn(centres.shape[0], 1, dtype=X.dtype, device=X.device)
     seconds = {}
     for rows in BLOCK_ROWS:
-        op = KernelOperator(kernel, X, centres, block_rows=min(rows, X.shape[0]))
+        op = KernelOperator(kernel, X, centres, block_rows=min(rows, X.shape[0]), fused=False)
         op.fused(v)
-        seconds[str(rows)] = timed(lambda: op.fused(v), repeats=2)[0]  # noqa: F821  (timed before the del)
+        seconds[str(rows)] = timed(lambda op=op: op.fused(v), repeats=2)[0]
         del op
     best = min(seconds, key=seconds.get)
     return {"block_rows_s": seconds, "best_block_rows": int(best), "floor_s": seconds[best]}
@@ -178,8 +259,9 @@ def measure(quick: bool, sizes=None) -> list[dict]:
     stored run (each row marked ``stored``) and why nothing was measured."""
     if torch.cuda.is_available():
         return run_plans([name for name, plan in PLANS.items() if sizes is None or plan[1] in sizes], quick)
-    print(f"# gpu: no CUDA device on this machine (torch.cuda.is_available() is False), so nothing was measured; "
-          f"the table is the stored run {STORED.relative_to(STORED.parents[2])}", flush=True)
+    print(f"# gpu: refused to measure: no CUDA device on this machine (torch.cuda.is_available() is False); "
+          f"the table is the stored run {STORED.relative_to(STORED.parents[2])}. On a lent card: "
+          "tools/gpu_session.sh", flush=True)
     return [{**row, "stored": True} for row in json.loads(STORED.read_text())]
 
 
@@ -197,32 +279,57 @@ def summarise(results: list[dict]):
             continue
         if "error" in r:
             notes.append(f"{r['plan']}: FAILED — {r['error']}")
+        elif "skipped" in r:
+            notes.append(f"{r['plan']}: not run — {r['skipped']}")
         elif r.get("solver") == "floor":
             rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"], "dtype": r["dtype"], "floor s": r["floor_s"],
                          "best block rows": r["best_block_rows"],
-                         "per block rows": ", ".join(f"{k}: {v:.3g} s" for k, v in r["block_rows_s"].items())})
+                         "per block rows": ", ".join(f"{k}: {v:.3g} s" for k, v in r["block_rows_s"].items()),
+                         **_floor_cells(r)})
+        elif r.get("solver") == "pass":
+            rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"], "dtype": r["dtype"],
+                         "fused s": r["fused_s"], "blocked s": r["blocked_s"], "pykeops s": r["pykeops_s"],
+                         "x compute floor": r["fused_s"] / r["compute_floor_s"], **_floor_cells(r)})
+            if r.get("pykeops_note"):
+                notes.append(f"{r['plan']}: pykeops not run — {r['pykeops_note']}")
+        elif r.get("solver") == "gpytorch":
+            rows.append({"plan": r["plan"], "n": r["n"], "dtype": r["dtype"], "fit s": r["fit_s"],
+                         "test MSE": r["test_mse"], **_floor_cells(r)})
         else:
             rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"] or "", "dtype": r["dtype"], "fit s": r["fit_s"],
                          "set-up s": r["setup_s"], "iterations": r["iterations"], "s/pass": r["s_per_pass"],
                          "floor s": r["floor_s"], "x floor": r["x_floor"], "floor GFLOP/s": r["floor_GFLOP/s"],
                          "GEMM GFLOP/s": r["GEMM_GFLOP/s"], "residual": r["residual"], "test MSE": r["test_mse"],
-                         "peak GiB": r.get("peak_GiB", math.nan)})
+                         "peak GiB": r.get("peak_GiB", math.nan), **_floor_cells(r)})
     where = (f"{machine.get('device', '?')}, torch {machine.get('torch', '?')}, CUDA {machine.get('cuda', '?')}"
              + (" (--quick: small sizes, not a measurement)" if machine.get("quick") else ""))
     notes.insert(0, f"device: {where}; command: python -m benchmarks.bench_gpu (or --case gpu)"
                     + (f"; {machine['cuda_tests']}" if machine.get("cuda_tests") else ""))
     notes.append("s/pass: seconds per CG iteration (ASkotch: per pass over K, B block iterations), the float32 "
-                 "refinement included; x floor: over one uncached blocked pass K_nMᵀ(K_nM v) on the same card; "
+                 "refinement included; x floor: over one uncached pass K_nMᵀ(K_nM v) as krrcore runs it on the "
+                 "same card (fused where triton is installed); compute floor: the pass's FLOPs over the card's "
+                 "GEMM rate; memory floor: the bytes it must move over the card's copy bandwidth; "
                  "floor GFLOP/s against GEMM GFLOP/s: how far the pass is from compute-bound (exp and the "
                  "block's memory traffic are the rest).")
     return {"summary": rows}, {"pass_vs_floor": _floor_figure(rows, where)}, notes
+
+
+def _floor_cells(r: dict) -> dict:
+    """The compute and memory floors of a pass at the row's n, M, d. A run stored before they were
+    measured: the compute floor from its GEMM rate where it has one, the memory floor NaN (no
+    bandwidth was measured)."""
+    compute = r.get("compute_floor_s")
+    if compute is None and r.get("GEMM_GFLOP/s") and r.get("d"):
+        compute = pass_flops(r["n"], r.get("M") or r["n"], r["d"]) / (r["GEMM_GFLOP/s"] * 1e9)
+    return {"compute floor s": math.nan if compute is None else compute,
+            "memory floor s": r.get("memory_floor_s", math.nan)}
 
 
 def _floor_figure(rows: list[dict], where: str):
     """Seconds per CG iteration (per pass over K for ASkotch) beside the floor on the same card."""
     import plotly.graph_objects as go
 
-    fits = [r for r in rows if "s/pass" in r]
+    fits = [r for r in rows if "s/pass" in r and "floor s" in r]
     fig = go.Figure([go.Bar(x=[r["plan"] for r in fits], y=[r["s/pass"] for r in fits], name="s per iteration"),
                      go.Bar(x=[r["plan"] for r in fits], y=[r["floor s"] for r in fits], name="floor: one uncached pass")])
     fig.update_layout(barmode="group", template="plotly_white", width=900, height=520, yaxis_type="log",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable
 
-from benchmarks import bench_gpu, bench_logistic, bench_speed
+from benchmarks import bench_gpu, bench_logistic, bench_speed, bench_threads
 from benchmarks.common import call_isolated
 from benchmarks.solvers import fit_one
 
@@ -150,13 +150,20 @@ def falkon_vs_nystroem_summarise(results: list[dict]) -> Summary:
 FULL_SOLVERS = ("falkon", "nystrom_pcg", "rlaopt", "cg", "askotch", "gpytorch", "exact", "sk_krr")
 
 
+def full_system_time_limit(n: int) -> float:
+    """Solver seconds each full-system fit gets at n: room for the slowest set-up (NyströmPCG's
+    stored K and its sketch, ~6 s at n = 30,000 on an idle machine and 29 s on a busy one, growing
+    as n²) and then for iterations: 90 s up to n = 30,000, growing as n² beyond, at most 600 s."""
+    return min(600.0, 90.0 * max(1.0, (n / 30_000) ** 2))
+
+
 def full_system_measure(quick: bool, sizes=None) -> list[dict]:
     sizes = sizes or ([1_000, 2_000] if quick else [30_000, 100_000])
     results = []
     for n in sizes:
         base = {"n": n, "n_test": 500 if quick else 2_000, "sigma": 5.0, "penalty": 1e-4, "dtype": "float32",
                 "M": 300 if quick else 2_000, "maxiter": 10**5, "direct_max_n": 20_000,
-                "time_limit": 2.0 if quick else (25.0 if n <= 30_000 else 45.0)}
+                "time_limit": 2.0 if quick else full_system_time_limit(n)}
         results.append(call_isolated(fit_one, {**base, "solver": "floor", "M": n}))
         results.append(call_isolated(fit_one, {**base, "solver": "floor"}))
         for solver in FULL_SOLVERS:
@@ -223,7 +230,10 @@ def qm9_measure(quick: bool, sizes=None) -> list[dict]:
 
     n = (sizes or [800 if quick else 10_000])[0]
     args = SimpleNamespace(n=n, n_test=200 if quick else 2_000, dtype="float32")
-    time_limit = 2.0 if quick else 40.0
+    # ASkotch's (alg1) set-up took 45 s at n = 10,000 and FALKON's estimate asked ~60 s for M = 5,000
+    # (the L1 kernel's K_MM by cdist, no GEMM): 120 s leaves every solver room to iterate; FALKON
+    # with M = 3,000 sets up in about a third of that (M² · d).
+    time_limit = 2.0 if quick else 120.0
     solvers = ("askotch_default", "nystrom_pcg_stored", "falkon") if quick else ("askotch_default", *bench_askotch.SOLVERS)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -233,7 +243,7 @@ def qm9_measure(quick: bool, sizes=None) -> list[dict]:
         for solver in solvers:
             cfg = {"solver": solver, "data": data["data"], "kernel": data["kernel"], "penalty": data["penalty"],
                    "dtype": "float32", "time_limit": time_limit, "budget": 512 * 2**20,
-                   "falkon_M": 200 if quick else 5_000, "threads": 0}
+                   "falkon_M": 200 if quick else 3_000, "threads": 0}
             result = call_isolated(bench_askotch.run_solver, cfg, timeout=20 * time_limit + 1800)
             results.append({**result, "n": data["n_train"], "data_note": data["note"], "dataset": data["name"]})
             print(f"  qm9: {solver} done", flush=True)
@@ -516,6 +526,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
          uncertainty_measure, uncertainty_summarise),
     Case("speed", "float32 against float64, BLESS centres against uniform, 10⁶ points: time and test error",
          bench_speed.measure, lambda results: Summary(*bench_speed.summarise(results)), sized=True),
+    Case("threads", "FALKON at 1 and 2 threads, default and 512 MiB budgets: medians and spread, a fresh process per fit",
+         bench_threads.measure, lambda results: Summary(*bench_threads.summarise(results)), sized=True),
     Case("gpu", "FALKON and ASkotch on a CUDA card against its floor (the stored run where CUDA is absent)",
          bench_gpu.measure, lambda results: Summary(*bench_gpu.summarise(results)), sized=True,
          measured_on=bench_gpu.measured_on),

@@ -13,6 +13,10 @@ Two steps, both in :func:`write_docs`:
    figures and its tables. A case measured elsewhere — another machine, a GPU — is a pair of files
    in ``DOCS/data/``, rendered like the rest with the machine it names.
 
+Only measurements reach a results table (:func:`measured`): a fit that failed, was refused or
+skipped, did no iteration, or ended with a test error at or above the error of predicting the
+mean is left out, and the case's notes say which and why in words.
+
 The page is a pure function of ``DOCS/data/`` and the figure files present: writing it again from
 the same files gives the same bytes. It carries no date (the product's text carries none; the
 machine line says where a case ran, its command how to run it again).
@@ -62,6 +66,63 @@ the floor: krrcore keeps the rows of K_nM that fit its storage budget and reads 
 iterations. Timings are measurements of one machine, never asserted by a test: compare ratios
 within a case. Other measurements, each with its command: [measurements.md](measurements.md).
 """
+
+
+#: Error metrics of a fit's ``points``, each lower-is-better.
+ERRORS = ("test_mse", "smape")
+
+
+def mean_error(result: dict) -> tuple[str, float] | None:
+    """(metric, the error of predicting the training targets' mean) for a fit's result: its
+    ``mean_error`` when the fit recorded one, else its error before the first iteration (zero
+    coefficients: the prediction 0, the targets' mean where they are centred, as the HIGGS
+    look-alike's ±1 labels nearly are), or None when neither is known."""
+    points = result.get("points") or []
+    metric = next((m for m in ERRORS if points and m in points[-1]), None)
+    if metric is None:
+        return None
+    if isinstance(result.get("mean_error"), (int, float)):
+        return metric, float(result["mean_error"])
+    start = next((p for p in points if p.get("iteration") == 0 and metric in p), None)
+    return (metric, float(start[metric])) if start else None
+
+
+def refusal(result: dict) -> str | None:
+    """Why ``result`` is not a measurement a results table may show (None when it is one)."""
+    if "error" in result:
+        message = str(result["error"])
+        refused = "Refused before starting" in message or "LimitError" in message
+        return ("refused by its own estimate: " if refused else "failed: ") + message
+    if "skipped" in result:
+        return f"not run: {result['skipped']}"
+    if result.get("iterations") == 0:
+        setup = result.get("setup_s")
+        spent = f" (its set-up took {setup:.1f} s)" if isinstance(setup, (int, float)) and math.isfinite(setup) else ""
+        return f"no iteration within its time limit{spent}: no solution was measured"
+    baseline = mean_error(result)
+    if baseline is not None:
+        metric, mean = baseline
+        final = result["points"][-1][metric]
+        if not (isinstance(final, (int, float)) and math.isfinite(final)) or final >= mean:
+            name = "test MSE" if metric == "test_mse" else "test SMAPE"
+            return (f"its final {name} {final:.3g} is no better than predicting the mean ({mean:.3g}): "
+                    "not a solution worth timing")
+    return None
+
+
+def measured(results: list[dict]) -> tuple[list[dict], list[str]]:
+    """(the results that are measurements, a note for each one left out, saying why)."""
+    kept, notes = [], []
+    for r in results:
+        why = refusal(r)
+        if why is None:
+            kept.append(r)
+            continue
+        where = f" at n = {r['n']:,}" if isinstance(r.get("n"), int) else ""
+        what = r.get("label") or r.get("solver") or "a run"
+        dtype = f" ({r['dtype']})" if r.get("dtype") else ""
+        notes.append(f"Left out of the tables — {what}{where}{dtype}: {why}")
+    return kept, notes
 
 
 def figure_file(case: str, figure: str) -> str:
@@ -123,6 +184,9 @@ def page(docs: Path) -> str:
     """The page, drawn from ``docs/data`` and the figure files in ``docs``."""
     data = docs / DATA
     stored = {name: _load(data / f"{name}.json") for name in CASES if (data / f"{name}.json").exists()}
+    left_out = {}
+    for name, results in stored.items():
+        stored[name], left_out[name] = measured(results)
     parts = [INTRO]
     if not stored:
         parts.append("No results are stored yet: run `python -m benchmarks`, then `python -m benchmarks --docs`.\n")
@@ -147,8 +211,9 @@ def page(docs: Path) -> str:
         for table, rows in summary.tables.items():
             if rows:
                 lines += ["", f"### {name}: {table}", "", markdown_table(rows)]
-        if summary.notes:
-            lines += [""] + [f"- {note}" for note in summary.notes]
+        notes = summary.notes + left_out[name]
+        if notes:
+            lines += [""] + [f"- {note}" for note in notes]
         parts.append("\n".join(lines) + "\n")
     unknown = sorted(p.stem for p in data.glob("*.json") if not p.name.endswith(".machine.json") and p.stem not in CASES)
     if unknown:

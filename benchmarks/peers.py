@@ -170,7 +170,8 @@ def gpytorch_cg(X, y, X_test, y_test, *, sigma: float, penalty: float, tolerance
     points = []
     for tol in tolerances:
         likelihood = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(0.0))
-        model = FixedGP(likelihood).to(X.dtype)
+        model = FixedGP(likelihood).to(device=X.device, dtype=X.dtype)
+        likelihood.to(X.device)
         model.covar_module.lengthscale = sigma
         likelihood.noise = penalty * X.shape[0]
         model.eval()
@@ -182,8 +183,26 @@ def gpytorch_cg(X, y, X_test, y_test, *, sigma: float, penalty: float, tolerance
             t0 = time.perf_counter()
             mean = model(X_test).mean
             seconds = time.perf_counter() - t0
-        points.append({"cg_tolerance": tol, "seconds": seconds, "test_mse": _mse(mean, y_test)})
+        points.append({"cg_tolerance": tol, "seconds": seconds, "test_mse": _mse(mean.cpu(), y_test)})
     return points
+
+
+def keops_pass(X, C, v, *, sigma: float, repeats: int = 3) -> float:
+    """Seconds (best of ``repeats``, after one untimed call that compiles KeOps's kernel) of one pass
+    K_nMᵀ(K_nM v) with pykeops's symbolic Gaussian kernel exp(−‖x − c‖²/(2σ²)) on X's device: the
+    reduction the FALKON library's GPU path runs, K never formed."""
+    keops = require("pykeops.torch", "pykeops")
+    from benchmarks.common import timed
+
+    x = keops.LazyTensor(X[:, None, :] / sigma)
+    c = keops.LazyTensor(C[None, :, :] / sigma)
+    K = (-0.5 * ((x - c) ** 2).sum(-1)).exp()              # n × M, symbolic
+
+    def one_pass():
+        return K.t() @ (K @ v)
+
+    one_pass()
+    return timed(one_pass, repeats=repeats)[0]
 
 
 def gpytorch_marginal_likelihood(X, y, X_test, y_test, *, ard: bool = False, steps: int = 60, lr: float = 0.1,

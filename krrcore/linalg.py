@@ -89,3 +89,58 @@ def residual_and_objective(Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor,
     residual = float(torch.linalg.norm(Ax - b) / torch.linalg.norm(b))
     objective = float(0.5 * (x * Ax).sum() - (b * x).sum()) + constant
     return residual, objective
+
+
+#: Block size of the in-place factorisations below: large enough for GEMM-rate trailing updates,
+#: small enough that the b × M panel copy stays a small fraction of the M × M buffer.
+FACTOR_BLOCK = 2048
+
+
+def cholesky_lower_(A: torch.Tensor, block: int = FACTOR_BLOCK) -> int:
+    """Blocked right-looking Cholesky in place: A's lower triangle (diagonal included) becomes L with
+    L Lᵀ = A (read from A's lower triangle); the strict upper triangle is never read or written, so
+    it can hold another matrix (FALKON's preconditioner keeps T and A in one buffer).
+
+    Per block column: the b × b diagonal block is factored (torch), the panel below it solved
+    against it, and the trailing lower triangle updated block column by block column, so the only
+    transient memory is one (M − k) × b panel. ``A`` may be a transposed view (its lower triangle is
+    then the stored upper one). Returns 0 on success, else the 1-based block column that was not
+    positive definite (A is then partly overwritten), like LAPACK potrf's ``info``."""
+    M = A.shape[0]
+    for k0 in range(0, M, block):
+        k1 = min(k0 + block, M)
+        diag = torch.tril(A[k0:k1, k0:k1])
+        L, info = torch.linalg.cholesky_ex(diag + torch.tril(diag, -1).T)
+        if int(info) or not bool(torch.isfinite(L).all()):
+            return k0 + 1
+        keep_upper = torch.triu(A[k0:k1, k0:k1], 1)
+        A[k0:k1, k0:k1].copy_(L + keep_upper)
+        if k1 == M:
+            break
+        # Panel: A[k1:, k0:k1] ← A[k1:, k0:k1] L⁻ᵀ.
+        panel = torch.linalg.solve_triangular(L, A[k1:, k0:k1].T, upper=False).T.contiguous()
+        A[k1:, k0:k1].copy_(panel)
+        for j0 in range(k1, M, block):      # trailing lower triangle, one block column at a time
+            j1 = min(j0 + block, M)
+            update = panel[j0 - k1:] @ panel[j0 - k1:j1 - k1].T            # (M − j0) × (j1 − j0)
+            top = A[j0:j1, j0:j1]
+            top.sub_(torch.tril(update[: j1 - j0]))                        # lower part of the diagonal block
+            A[j1:, j0:j1].sub_(update[j1 - j0:])
+    return 0
+
+
+def lower_gram_(A: torch.Tensor, block: int = FACTOR_BLOCK) -> None:
+    """LAPACK lauum in place, blocked: A's lower triangle L becomes the lower triangle of LᵀL; the
+    strict upper triangle is left alone. Block rows go top to bottom: block row I of LᵀL needs L's
+    rows from I on only, so it is formed in a b × M temporary and written over row I."""
+    M = A.shape[0]
+    for i0 in range(0, M, block):
+        i1 = min(i0 + block, M)
+        panel = A[i0:, i0:i1].clone()                       # L[I:, I], its top block lower-triangular
+        panel[: i1 - i0].tril_()
+        left = panel.T @ A[i0:, :i0] if i0 else None        # (LᵀL)[I, :I]: columns left of I are all below the diagonal
+        diag = panel.T @ panel                              # (LᵀL)[I, I]
+        if left is not None:
+            A[i0:i1, :i0].copy_(left)
+        keep_upper = torch.triu(A[i0:i1, i0:i1], 1)
+        A[i0:i1, i0:i1].copy_(torch.tril(diag) + keep_upper)

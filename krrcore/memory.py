@@ -141,6 +141,17 @@ def check_fits(need_bytes: int, what: str, advice: str, memory_budget: int | Non
                                 f"({source}): {advice}")
 
 
+def check_device_room(need_bytes: int, what: str, advice, device) -> None:
+    """Raise :class:`MemoryBudgetError` when ``need_bytes`` exceed the free memory of ``device`` now:
+    for one allocation checked just before it is made (FALKON's M×M preconditioner buffer).
+    ``advice`` is what to do instead, or a function of the free bytes returning it."""
+    free = available_bytes(device)
+    if need_bytes > free:
+        advice = advice(free) if callable(advice) else advice
+        raise MemoryBudgetError(f"{what} needs {gib(need_bytes)} but {torch.device(device)} has {gib(free)} free: "
+                                f"{advice}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Resource estimates: what a fit will hold and how long it will take, before anything is allocated
 # ---------------------------------------------------------------------------------------------

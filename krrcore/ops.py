@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from . import fused as _fused
 from ._validation import as_tensor, check_int
 from .memory import scratch_budget
 from .kernels import Kernel, Prepared
@@ -118,6 +119,8 @@ class KernelOperator:
 
     The budget bounds the block buffer and the per-block intermediates (prepared features, K v);
     it excludes X, C and the outputs, which the caller owns. ``block_rows`` may be given to override the solved size.
+    On CUDA with triton, ``matvec``, ``rmatvec`` and ``fused`` run :mod:`krrcore.fused`'s products
+    for the kernels it covers (``fused=False``: the blocked ones everywhere).
 
     ``cache_bytes``: the first row blocks of K_nM that fit in this many bytes are kept when a
     whole-matrix walk first computes them, and every later walk reads them instead of evaluating
@@ -127,7 +130,7 @@ class KernelOperator:
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
                  memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
-                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0):
+                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0, fused: bool = True):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel = kernel
@@ -158,6 +161,12 @@ class KernelOperator:
         self._cache: list[torch.Tensor] = []
         self._cache_room = max(int(cache_bytes), 0)
         self.cached_rows = 0                   # rows of K_nM held in the cache
+        # On CUDA with triton the whole-matrix products run fused (krrcore.fused: K tiles stay on
+        # chip, a pass is bound by arithmetic, not memory), and no rows of K_nM are kept;
+        # ``fused=False`` keeps the blocked walk (the reference, and the benchmarks' blocked pass).
+        self._fused = _fused.for_operator(kernel, X, C) if fused else None
+        if self._fused is not None:
+            self._cache_room = 0
 
     def _block_buffer(self, rows: int) -> torch.Tensor:
         rows = min(rows, self.block_rows)
@@ -209,6 +218,8 @@ class KernelOperator:
     def matvec(self, v: torch.Tensor, *, rows: torch.Tensor | None = None) -> torch.Tensor:
         """K_nM v for v of shape (M,) or (M, k); with an index tensor ``rows``, K_nM[rows] v only
         (the block row K_bn of ASkotch's block gradient, O(|rows|·M·d) flops)."""
+        if self._fused is not None:
+            return self._fused.matvec(self._X if rows is None else self._X[rows], v)
         squeeze = v.ndim == 1
         v = self._as_rhs(v, self.M, "v")
         out = torch.empty(self.n if rows is None else rows.numel(), v.shape[1], dtype=self.dtype, device=self.device)
@@ -218,6 +229,10 @@ class KernelOperator:
 
     def rmatvec(self, u: torch.Tensor, *, weights: torch.Tensor | None = None) -> torch.Tensor:
         """K_nMᵀ u for u of shape (n,) or (n, k); with ``weights`` (module docstring) K_nMᵀ W u."""
+        if self._fused is not None:
+            if weights is not None:
+                u = u * (weights.reshape(-1) if u.ndim == 1 else weights.reshape(-1, 1)).to(u.dtype)
+            return self._fused.rmatvec(self._X, u, self.accumulate_dtype)
         squeeze = u.ndim == 1
         u = self._as_rhs(u, self.n, "u")
         if weights is not None:
@@ -257,6 +272,8 @@ class KernelOperator:
         """
         if v is None and w is None:
             raise ValueError("fused needs v or w")
+        if self._fused is not None and dtype in (None, self.dtype):
+            return self._fused.pair(self._X, v, w, self.accumulate_dtype, weights=weights)
         ref = v if v is not None else w
         squeeze = ref.ndim == 1
         work = dtype or self.dtype

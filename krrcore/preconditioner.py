@@ -5,7 +5,13 @@ M×M float64 buffer, as in the FALKON library: Tᵀ in the lower triangle, A in 
 their diagonals kept aside and swapped in before each triangular solve. B is never formed.
 
 On the CPU the factorisations run in place through LAPACK (potrf, then lauum for T Tᵀ, a third
-of a GEMM's flops), so set-up holds that single buffer; elsewhere torch ops use transient copies.
+of a GEMM's flops), so set-up holds that single buffer; on a GPU the same steps run blocked and in
+place with torch (:func:`krrcore.linalg.cholesky_lower_`, :func:`krrcore.linalg.lower_gram_`), with
+one b × M panel besides the buffer: M = 100,000 is a 40 GB float32 buffer on one card. The buffer
+is float64 where it fits; on a GPU with float32 data and too little memory it is float32, as in
+the FALKON library's GPU path (Meanti et al. 2020) — the jitter of :func:`default_jitter` for
+float32 data is sized for float32 kernel values already. Its size is checked against the device's
+free memory before it is allocated (:func:`buffer_dtype`).
 We factor T Tᵀ + λM·I = L Lᵀ and keep A = Lᵀ/√M implicitly (the √M is applied in the solves).
 Before that, for float32 data, the same buffer serves to count the directions of K_MM that the
 solution at λ uses and float32 kernel values cannot hold (Falkon then warns: PrecisionWarning).
@@ -18,7 +24,8 @@ import math
 import numpy as np
 import torch
 
-from .linalg import jitter_cholesky
+from .linalg import FACTOR_BLOCK, cholesky_lower_, lower_gram_
+from .memory import MemoryBudgetError, check_device_room
 
 #: Base jitter ε of εM·I for float64 data (the FALKON library's default).
 JITTER_EPS_FLOAT64 = 1e-13
@@ -102,6 +109,34 @@ def _scale_upper_columns(buf: torch.Tensor, scale: torch.Tensor, chunk: int = 25
         block.copy_(torch.where(upper, block * scale[r0:].unsqueeze(0), block))
 
 
+def _largest_M(free: int, itemsize: int) -> int:
+    """Largest M whose buffer and panels (M² + 3·M·b entries) fit ``free`` bytes, less 5%."""
+    b = FACTOR_BLOCK
+    return int(0.95 * (-3 * b + math.sqrt(9 * b * b + 4 * max(free, 0) / itemsize)) / 2)
+
+
+def buffer_dtype(M: int, data_dtype: torch.dtype, device) -> torch.dtype:
+    """The dtype of the preconditioner's one M×M buffer on ``device``, refused before allocating
+    (:class:`~krrcore.memory.MemoryBudgetError`) when not even the narrowest allowed one fits the
+    free memory with its factorisation panels: float64 first; float32 on a GPU for float32 data."""
+    device = torch.device(device)
+    options = [torch.float64] + ([torch.float32] if device.type != "cpu" and data_dtype == torch.float32 else [])
+    for dtype in options:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        need = M * M * itemsize + 3 * M * min(M, FACTOR_BLOCK) * itemsize
+        try:
+            check_device_room(need, f"FALKON's preconditioner for M={M:,} centres (one {M:,}×{M:,} matrix in "
+                              f"{str(dtype).removeprefix('torch.')})",
+                              lambda free, s=itemsize: f"lower M to at most {_largest_M(free, s):,}"
+                              + (" (on a GPU with float32 data the matrix is float32, half the size)"
+                                 if device.type == "cpu" else ""), device)
+            return dtype
+        except MemoryBudgetError:
+            if dtype is options[-1]:
+                raise
+    raise AssertionError("unreachable")
+
+
 class FalkonPreconditioner:
     """Apply P = D T⁻¹ A⁻¹ (= √n B) and Pᵀ; K_MM and T are computed in float64, and so is A for
     float64 data (for lower-precision data on the CPU A is factored in float32, then stored and
@@ -136,8 +171,9 @@ class FalkonPreconditioner:
             kappa2 = float(kernel.diag(C).max())
             jitter = default_jitter(data_dtype, M, penalty, kappa2, refined)
         eps = float(jitter)
-        self._packed = torch.empty(M, M, dtype=torch.float64, device=C.device)   # the one M×M buffer
-        prepared = kernel.prepare(C)
+        packed_dtype = buffer_dtype(M, data_dtype, C.device)      # refused here, before allocating
+        self._packed = torch.empty(M, M, dtype=packed_dtype, device=C.device)   # the one M×M buffer
+        prepared = kernel.prepare(C if packed_dtype == torch.float64 else C.to(packed_dtype))
 
         def load_DKD(jitter_value: float) -> torch.Tensor:
             if self.__dict__.pop("_holds_DKD", False):     # left untouched by the count below
@@ -155,7 +191,7 @@ class FalkonPreconditioner:
         if C.device.type == "cpu":
             self.jitter_ = self._factor_in_place(load_DKD, eps, penalty, data_dtype)
         else:
-            self.jitter_ = self._factor_with_torch(load_DKD, eps, penalty)
+            self.jitter_ = self._factor_blocked(load_DKD, eps, penalty, data_dtype)
 
     # -- set-up ------------------------------------------------------------------------------
     def _count_unresolved(self, load_DKD, penalty: float, data_dtype: torch.dtype) -> tuple[int, float]:
@@ -279,28 +315,44 @@ class FalkonPreconditioner:
         self.diag_A = buf.diagonal().clone()    # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
         return current
 
-    def _factor_with_torch(self, load_DKD, eps: float, penalty: float) -> float:
-        """The same layout with torch ops (GPU); transient copies during set-up."""
-        L_T, used = jitter_cholesky(load_DKD(0.0), eps, name="D K_MM D")
-        scaled = L_T if self._row_scale is None else L_T * self._row_scale.unsqueeze(1)
-        TTt = scaled.T @ scaled                 # T W_M Tᵀ with row weights
-        TTt.diagonal().add_(penalty * self.M)
-        L_A, _ = jitter_cholesky(TTt, 0.0, name="T Tᵀ/M + λI")
-        self.diag_T, self.diag_A = L_T.diagonal().clone(), L_A.diagonal().clone()
-        self._packed.copy_(torch.tril(L_T, -1) + torch.triu(L_A.T, 1))
-        return used
+    def _factor_blocked(self, load_DKD, eps: float, penalty: float, data_dtype: torch.dtype) -> float:
+        """The same layout as :meth:`_factor_in_place`, blocked with torch ops in the buffer itself
+        (GPU): L_T in the lower triangle (T = L_Tᵀ), mirrored to the upper one, whose lower-gram
+        L_Tᵀ L_T = T Tᵀ (+ λM·I) is factored there into L_Aᵀ. ``data_dtype`` is unused: the buffer's
+        dtype (:func:`buffer_dtype`) already says which precision the factors have."""
+        current = eps
+        for _ in range(_JITTER_TRIES):
+            if cholesky_lower_(load_DKD(current)) == 0:
+                break
+            current = current * _JITTER_STEP if current > 0 else 1e-12
+        else:
+            raise ValueError("D K_MM D is not positive definite even with large jitter "
+                             "(check for NaN inputs or an extremely small kernel bandwidth)")
+        buf = self._packed
+        self.diag_T = buf.diagonal().clone()
+        _mirror_upper_to_lower(buf.T)               # buf upper = L_Tᵀ: buf.T's lower triangle holds L_T
+        if self._row_scale is not None:             # L_T's rows × √w: the gram below is then T W_M Tᵀ
+            _scale_upper_columns(buf, self._row_scale)
+        lower_gram_(buf.T)                          # buf.T lower (= buf upper) ← L_Tᵀ L_T = T Tᵀ
+        buf.diagonal().add_(penalty * self.M)
+        if cholesky_lower_(buf.T):
+            raise ValueError("T Tᵀ/M + λI is not positive definite: check that penalty > 0 and finite")
+        self.diag_A = buf.diagonal().clone()        # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
+        return current
 
     # -- application ---------------------------------------------------------------------------
     def _solve(self, rhs: torch.Tensor, which: str, transpose: bool) -> torch.Tensor:
         """T⁻¹, T⁻ᵀ (T upper = (buffer's lower)ᵀ) or A⁻¹, A⁻ᵀ (A = buffer's upper / √M)."""
         buf = self._packed
         buf.diagonal().copy_(self.diag_T if which == "T" else self.diag_A)
+        rhs = rhs.to(buf.dtype)                 # a float32 buffer (a GPU at large M) solves in float32
         if which == "T":
-            return torch.linalg.solve_triangular(buf, rhs, upper=False) if transpose else \
+            out = torch.linalg.solve_triangular(buf, rhs, upper=False) if transpose else \
                 torch.linalg.solve_triangular(buf.T, rhs, upper=True)
+            return out.double()
         out = torch.linalg.solve_triangular(buf.T, rhs, upper=False) if transpose else \
             torch.linalg.solve_triangular(buf, rhs, upper=True)
-        return out.mul_(self._sqrt_M)
+        return out.mul_(self._sqrt_M).double()
 
     def apply(self, u: torch.Tensor) -> torch.Tensor:
         """P u = D T⁻¹ A⁻¹ u (MATLAB Alg. 2: ``T\\(A\\u)``, with D as in Def. 4)."""
@@ -337,7 +389,7 @@ class FalkonPreconditioner:
         out = torch.zeros_like(u)
         for r0 in range(0, self.M, chunk):
             r1 = min(r0 + chunk, self.M)
-            rows = torch.tril(buf[r0:r1, :r1], diagonal=r0)          # L_T[r0:r1, :r1]
+            rows = torch.tril(buf[r0:r1, :r1], diagonal=r0).double()          # L_T[r0:r1, :r1]
             out[:r1].addmm_(rows.T, u[r0:r1])
         return out
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks import cases, solvers, suite
 from benchmarks.common import call_isolated
@@ -36,6 +37,7 @@ FINITE = {
     "speed-centres": ("fit s", "test MSE"),
     "speed-moonshot": ("fit s",),
     "logistic-summary": ("accuracy %", "fit s"),
+    "threads-summary": ("median s", "max / median", "CPU / wall", "speed-up vs 1 thread"),
 }
 #: Every solver and peer the quick run must have measured (the test extra installs the peers).
 FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases.FULL_SOLVERS}
@@ -265,3 +267,101 @@ def test_kernel_ops_measures_block_sizes_and_the_promoted_product_idle_and_loade
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert all(word in proc.stdout for word in expected), proc.stdout
+
+
+def _fit(**extra):
+    return {"solver": "cg", "label": "CG (krrcore)", "n": 30_000, "dtype": "float32", "iterations": 12,
+            "setup_s": 3.0, "points": [{"iteration": 0, "seconds": 3.0, "test_mse": 1.0},
+                                       {"iteration": 12, "seconds": 9.0, "test_mse": 0.8}], **extra}
+
+
+def test_docs_refuses_zero_iterations_a_refusal_a_skip_and_an_error_no_better_than_the_mean():
+    from benchmarks.docs import measured, refusal
+
+    assert refusal(_fit()) is None
+    assert refusal(_fit(mean_error=0.9)) is None
+    assert "no iteration within its time limit (its set-up took 29.3 s)" in refusal(
+        _fit(iterations=0, setup_s=29.3, points=[{"iteration": 0, "seconds": 29.3, "test_mse": 1.0}]))
+    assert "no better than predicting the mean (0.75)" in refusal(_fit(mean_error=0.75))
+    diverged = _fit(points=[{"iteration": 0, "seconds": 1.0, "test_mse": 1.0},
+                            {"iteration": 6, "seconds": 58.0, "test_mse": 10.8}])
+    assert "final test MSE 10.8 is no better than predicting the mean (1)" in refusal(diverged)
+    smape = {"solver": "falkon", "iterations": 3, "mean_error": 0.4,
+             "points": [{"iteration": 0, "smape": 0.9}, {"iteration": 3, "smape": 0.5}]}
+    assert "final test SMAPE 0.5" in refusal(smape)
+    assert refusal({"solver": "falkon", "error": "krrcore.memory.TimeLimitError: Refused before starting: ..."}) \
+        .startswith("refused by its own estimate: ")
+    assert refusal({"solver": "gpytorch", "skipped": "needs 27 GiB"}) == "not run: needs 27 GiB"
+    kept, notes = measured([_fit(), _fit(solver="rlaopt", label="PCG + Nyström (rlaopt)", mean_error=0.5)])
+    assert kept == [_fit()]
+    assert notes == [("Left out of the tables — PCG + Nyström (rlaopt) at n = 30,000 (float32): its final test MSE "
+                      "0.8 is no better than predicting the mean (0.5): not a solution worth timing")]
+
+
+def test_docs_page_shows_no_failure_as_a_result(tmp_path):
+    """The stored full-system and QM9 results hold a fit with zero iterations, fits ending worse than
+    the mean and refusals: the page leaves each out of its tables and says why."""
+    from benchmarks.docs import page
+
+    (tmp_path / "data").mkdir()
+    for name in ("full_system", "qm9"):
+        for suffix in (".json", ".machine.json"):
+            source = ROOT / "docs" / "data" / f"{name}{suffix}"
+            (tmp_path / "data" / f"{name}{suffix}").write_text(source.read_text())
+    text = page(tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert not [row for row in rows if row.startswith("| NyströmPCG (krrcore) | 30,000 |")]
+    assert not [row for row in rows if row.startswith("| CG (krrcore) | 60,000 |")]
+    assert rows and any(row.startswith("| FALKON (krrcore) | 30,000 |") for row in rows)
+    assert "Left out of the tables — NyströmPCG (krrcore) at n = 30,000 (float32): no iteration" in text
+    assert "Left out of the tables — falkon at n = 10,000 (float32): refused by its own estimate" in text
+
+
+def test_full_system_time_limit_leaves_room_for_the_slowest_set_up():
+    assert cases.full_system_time_limit(30_000) >= 3 * 29.3         # NyströmPCG's set-up on a busy machine
+    assert cases.full_system_time_limit(100_000) > cases.full_system_time_limit(60_000) > 90
+
+
+def test_gpu_case_refuses_to_measure_without_cuda_and_shows_the_stored_run(monkeypatch, capsys):
+    from benchmarks import bench_gpu
+
+    monkeypatch.setattr(bench_gpu.torch.cuda, "is_available", lambda: False)
+    rows = bench_gpu.measure(quick=False)
+    assert rows and all(r["stored"] for r in rows)
+    assert "refused to measure: no CUDA device on this machine" in capsys.readouterr().out
+    tables, _, _ = bench_gpu.summarise(rows)
+    assert all("compute floor s" in row and "memory floor s" in row for row in tables["summary"])
+
+
+def test_gpu_pass_plan_runs_on_the_cpu_with_its_floors_beside_it():
+    """The pass plan at --quick sizes on this machine's CPU: fused (blocked here), blocked, pykeops
+    (or why not), and both floors of the pass, finite."""
+    from benchmarks import bench_gpu
+
+    row = bench_gpu.run_plan("pass-1e6-M5k-f32", bench_gpu.PLANS["pass-1e6-M5k-f32"], torch.device("cpu"),
+                             True, {})
+    for key in ("fused_s", "blocked_s", "compute_floor_s", "memory_floor_s"):
+        assert math.isfinite(row[key]) and row[key] > 0, key
+    assert row["pykeops_note"] if math.isnan(row["pykeops_s"]) else row["pykeops_s"] > 0
+    tables, _, _ = bench_gpu.summarise([{"plan": "machine", "device": "cpu"}, row])
+    assert tables["summary"][0]["x compute floor"] == row["fused_s"] / row["compute_floor_s"]
+
+
+def test_threads_case_limits_every_pool_and_summarises_medians_and_spread():
+    """Two fits per cell at a tiny size, in this process: each pool held at the fit's thread count
+    while it ran, and torch's own count given back afterwards."""
+    from benchmarks import bench_threads
+
+    before = torch.get_num_threads()
+    cfg = {**bench_threads.CONFIG, **bench_threads.QUICK, "n": 1_500, "dtype": "float64", "budget": 64 * 2**20}
+    fits = [bench_threads.fit_threads({**cfg, "threads": t, "repeat": r}) for t in (1, 2) for r in (0, 1)]
+    assert torch.get_num_threads() == before
+    assert all(f["iterations"] == cfg["maxiter"] and f["budget"] == "64 MiB" for f in fits)
+    assert "×1" in fits[0]["pools"] and "×2" not in fits[0]["pools"]
+    tables, _, notes = bench_threads.summarise(fits)
+    rows = tables["summary"]
+    assert [(r["threads"], r["fits"]) for r in rows] == [(1, 2), (2, 2)]
+    for r in rows:
+        assert r["min s"] <= r["median s"] <= r["max s"] and r["max / median"] >= 1
+    assert rows[1]["speed-up vs 1 thread"] == rows[0]["median s"] / rows[1]["median s"]
+    assert "thread pools in the fit's process" in notes[0]

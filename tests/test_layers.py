@@ -27,7 +27,7 @@ LAYERS = [
     ("krrcore: basics", ("krrcore._validation", "krrcore.device", "krrcore.stream", "krrcore.progress",
                          "krrcore.metrics", "krrcore.cg")),
     ("krrcore: kernels, linear algebra, memory", ("krrcore.kernels", "krrcore.linalg", "krrcore.memory")),
-    ("krrcore: kernel products", ("krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
+    ("krrcore: kernel products", ("krrcore.fused", "krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
                                   "krrcore.preconditioner")),
     ("krrcore: where rows live", ("krrcore.rows",)),
     ("krrcore: centre sets", ("krrcore.center_set",)),

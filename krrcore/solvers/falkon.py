@@ -25,9 +25,9 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..centers import BlessCenters, center_count, select_centers
 from ..cg import conjugate_gradient
-from ..memory import CostModel
+from ..memory import CostModel, MemoryBudgetError
 from ..ops import operator_bytes
-from ..preconditioner import FalkonPreconditioner, PrecisionWarning
+from ..preconditioner import FalkonPreconditioner, PrecisionWarning, buffer_dtype
 from ..rows import rows_of
 from .base import IterativeKRR, NystromCentres, Step
 from .params import NON_NEGATIVE, NONE, Integer, Options, default, param
@@ -128,7 +128,7 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
         computed by the first pass and read by every later one: a cached row costs one read of its
         M entries per iteration (both mat-vecs of a cache-sized block) instead of a kernel evaluation."""
         M, s = self._center_count(n), model.itemsize
-        system_itemsize = self._SYSTEM_ITEMSIZE or s
+        system_itemsize = self._system_itemsize(model, M)
         self._hold_model(model, n, k)
         self._hold_rows(model, n, n, k)
         rounds = self._refine_rounds()
@@ -174,10 +174,17 @@ class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
         blocks = float64_blocks(self._kernel(), X, self.centers_, self.operator_, self.memory_budget)
         return nystrom_factor(blocks, solve_Ft, solve_F, self.penalty_ * self.n_, self.centers_.shape[0])
 
+    def _system_itemsize(self, model: CostModel, M: int) -> int:
+        """Bytes per entry of the M×M matrix the fit will hold."""
+        return self._SYSTEM_ITEMSIZE or model.itemsize
+
+    def _system_name(self, model: CostModel, M: int) -> str:
+        return self._SYSTEM_MATRIX
+
     def _hold_model(self, model: CostModel, n: int, k: int) -> None:
         """The M×M matrix, the centres and O(M) CG vectors (on the client of a sharded fit)."""
         M, d, s = self._center_count(n), model.d, model.itemsize
-        model.hold(f"{self._SYSTEM_MATRIX} ({M:,}×{M:,})", M * M * (self._SYSTEM_ITEMSIZE or s))
+        model.hold(f"{self._system_name(model, M)} ({M:,}×{M:,})", M * M * self._system_itemsize(model, M))
         model.hold("centres and CG vectors", M * d * (s + 8) + 10 * M * k * 8)
 
     def _hold_rows(self, model: CostModel, rows: int, n: int, k: int) -> None:
@@ -287,6 +294,19 @@ class Falkon(_NystromIterative):
     _SYSTEM_MATRIX, _SYSTEM_ITEMSIZE = "preconditioner (one float64 M×M buffer)", 8
     _VECTOR_DTYPE = torch.float64
     _CHECKS_RESOLUTION = True
+
+    def _system_itemsize(self, model: CostModel, M: int) -> int:
+        """8, or 4 where the preconditioner will keep a float32 buffer (a GPU, float32 data, and too
+        little memory for float64: :func:`krrcore.preconditioner.buffer_dtype`)."""
+        if model.device.type == "cpu" or model.itemsize != 4:
+            return 8
+        try:
+            return torch.empty((), dtype=buffer_dtype(M, model.dtype, model.device)).element_size()
+        except MemoryBudgetError:          # nothing fits: the estimate's own check refuses, with its numbers
+            return 4
+
+    def _system_name(self, model: CostModel, M: int) -> str:
+        return f"preconditioner (one float{8 * self._system_itemsize(model, M)} M×M buffer)"
 
     def _hold_model(self, model: CostModel, n: int, k: int) -> None:
         """The base's parts, and below float64 on the CPU the float32 M×M scratch in which the

@@ -239,14 +239,17 @@ def test_bad_input_raises_clear_errors(diabetes, kwargs, X, y, message):
 
 
 def test_in_place_lapack_and_torch_factorisations_agree(diabetes, monkeypatch):
-    """The CPU path factors T and A in place in one buffer; the GPU path uses torch ops."""
+    """The CPU path factors T and A in place in one buffer through LAPACK; the GPU path does the same
+    blocked with torch ops (run here on the CPU with blocks of 32 so several block columns are walked)."""
+    from krrcore import linalg
     from krrcore.preconditioner import FalkonPreconditioner
 
     X, y = diabetes
     kw = dict(kernel=GaussianKernel(3.0), penalty=1e-4, M=120, maxiter=20, seed=1)
     in_place = Falkon(**kw).fit(X, y)
-    monkeypatch.setattr(FalkonPreconditioner, "_factor_in_place",
-                        lambda self, load_DKD, eps, penalty, data_dtype: self._factor_with_torch(load_DKD, eps, penalty))
+    monkeypatch.setattr(FalkonPreconditioner, "_factor_in_place", FalkonPreconditioner._factor_blocked)
+    monkeypatch.setattr(linalg.cholesky_lower_, "__defaults__", (32,))
+    monkeypatch.setattr(linalg.lower_gram_, "__defaults__", (32,))
     with_torch = Falkon(**kw).fit(X, y)
     np.testing.assert_allclose(in_place.predict(X), with_torch.predict(X), atol=1e-8)
     assert in_place.preconditioner_.buffer_bytes == 120 * 120 * 8
