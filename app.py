@@ -22,11 +22,12 @@ if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI a
 
     app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:
-    from krr_app import executor, sidebar, teacher
+    from krr_app import executor, sidebar, teacher, tiles
 
     st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide",
                        initial_sidebar_state="collapsed" if teacher.presenting() else "auto")
     executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
+    tiles.style()           # tiles wrap instead of cutting a number with "…"
 
     explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
     compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")

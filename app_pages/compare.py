@@ -10,6 +10,7 @@ from krr_app import charts, explain, links, sidebar, state, views
 from krr_app.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
                             with_value)
 from krr_app.text import plain
+from krrcore.numbers import readable
 
 settings = sidebar.current()
 registry = state.session_runs()
@@ -98,9 +99,11 @@ def _render(current):     # finished runs (views.live draws the batch while one 
     with tab_time:
         views.convergence_chart(current, "seconds", key="cmp_time")
     number = st.column_config.NumberColumn
-    st.dataframe(charts.summary_frame(current), hide_index=True, key="cmp_table",
+    table = charts.summary_frame(current)
+    for column in [c for c in table.columns if c.startswith(("test RMSE", "test MAE"))]:
+        table[column] = table[column].map(readable)      # errors in the target's units, as the tiles write them
+    st.dataframe(table, hide_index=True, key="cmp_table",
                  column_config={"id": None, "test classification error": number(format="percent"),
-                                "test RMSE": number(format="%.4g"), "test MAE": number(format="%.4g"),
                                 "test AUC": number(format="%.4f"), "solver s": number(format="%.2f"),
                                 "wall s": number(format="%.2f"), "peak memory MB": number(format="%.0f")})
 

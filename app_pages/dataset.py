@@ -27,6 +27,7 @@ from krr_app.config import format_number
 from krr_app.text import plain
 from krrcore.datasets import MISSING_RULES
 from krrcore.diagnostics import suggest_hyperparameters, suggested_kernel
+from krrcore.numbers import readable
 
 #: λ grid of the d_eff(λ) curve.
 PENALTY_GRID = tuple(10.0 ** (e / 2) for e in range(-20, 1))
@@ -106,7 +107,7 @@ c2.metric("Features d", f"{dataset.d:,}", help="Columns the model sees after pre
           "indicator columns and date parts included)." if dataset.preprocess is not None else None)
 c3.metric("Task", dataset.task)
 median = summary["median_pairwise_distance"]
-c4.metric("Median pairwise distance", "—" if not math.isfinite(median) else f"{median:.3g}",
+c4.metric("Median pairwise distance", "—" if not math.isfinite(median) else readable(median, 3),
           help="Median Euclidean distance between (at most 1,000) standardised training points.")
 if dataset.preprocess is not None:
     st.caption(f"After preprocessing: n × d = {dataset.n:,} × {dataset.d:,} (fitted on the {dataset.n_train:,} "
@@ -176,7 +177,7 @@ if suggestion is None:
 else:
     s1, s2, s3, s4, s5 = st.columns(5)
     s1.metric("Kernel", suggestion["kernel"].capitalize())
-    s2.metric("σ", "—" if suggestion["sigma"] is None else f"{suggestion['sigma']:.3g}")
+    s2.metric("σ", "—" if suggestion["sigma"] is None else readable(suggestion['sigma'], 3))
     s3.metric("λ", format_number(suggestion["penalty"]))
     s4.metric("M", f"{suggestion['M']:,}")
     s5.metric("d_eff at that λ", f"{suggestion['d_eff']:.1f}")

@@ -12,9 +12,10 @@ import math
 
 import streamlit as st
 
-from krr_app import charts, explain, links, live_chart, sidebar, state, tuning_charts, views
+from krr_app import charts, explain, links, live_chart, sidebar, state, tuning_charts, units, views
 from krr_app import settings as limits
 from krr_app.config import format_number, make_config, problems
+from krrcore.numbers import readable
 from krrcore.tuning import OBJECTIVES
 
 RUN_KEY = "tune_run"          # session_state handle of the last tuning run started here (tests wait on it)
@@ -45,7 +46,7 @@ if settings.kernel == "gaussian" and settings.kernel_params.get("sigma"):
 else:
     sigma0 = state.median_sigma(dataset.X_train, (settings.data,))
     st.caption(f"The sidebar's kernel is {settings.kernel}: the tuner tunes a Gaussian kernel, starting from the "
-               f"median heuristic σ = {sigma0:.3g}.")
+               f"median heuristic σ = {readable(sigma0, 3)}.")
 config = make_config(settings.data, kernel="gaussian", kernel_params={"sigma": sigma0}, penalty=settings.penalty,
                      solver="falkon_cv", M=settings.M, maxiter=settings.maxiter, solver_seed=settings.solver_seed,
                      memory_budget=settings.memory_budget,
@@ -133,10 +134,11 @@ def _render(runs):
                        "features left out); the relevance chart shows each one.")
         cols[1].metric("λ", format_number(estimator.penalty_))
         cols[2].metric(f"Objective ({tuning_charts.OBJECTIVE_TITLES[estimator.objective]})",
-                       f"{estimator.objective_value_:.4g}")
+                       readable(estimator.objective_value_, 4))
         test = current.metrics.get("test_rmse", current.metrics.get("test_classification_error"))
         cols[3].metric("Test RMSE" if "test_rmse" in current.metrics else "Test error",
-                       "—" if test is None else f"{test:.4g}")
+                       "—" if test is None else readable(test, 4, units.unit_of(current.data)
+                                                         if "test_rmse" in current.metrics else ""))
         cols[4].metric("Centres", estimator.centers_choice_)
         if st.button("Apply to Explore", type="primary", icon=":material/arrow_forward:", key="tune_apply",
                      help="Explore's σ, λ, M and solver become the tuned ones (with one σ per feature: the best "

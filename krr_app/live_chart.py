@@ -37,7 +37,7 @@ import streamlit as st
 
 from krrcore.surface import GRID_1D, GRID_2D
 
-from . import charts, fit_charts
+from . import charts, fit_charts, units
 from .live_api import PREFIX, run_state
 
 #: The key of a running fit figure's ``layout.meta`` that names its run (:func:`krr_app.views.fit_chart`
@@ -71,7 +71,8 @@ function logTicks(lo, hi) {
   if (b - a <= 2) {
     for (let k = a; k <= b; k++) for (const m of [1, 2, 5]) {
       const v = m * Math.pow(10, k);
-      if (v >= lo / 1.0001 && v <= hi * 1.0001) ticks.push({v, text: String(+v.toPrecision(2))});
+      if (v >= lo / 1.0001 && v <= hi * 1.0001) ticks.push({v, text: v >= 1000 ? v.toLocaleString('en-US')
+                                                                  : String(+v.toPrecision(2))});
     }
     return ticks;
   }
@@ -385,8 +386,10 @@ _component = st.components.v2.component("krr_live_chart", js=_JS, css=_CSS)
 
 def convergence_panel(runs, x: str, *, columns: int = 2) -> dict:
     """The residual and test-metric panels of ``runs`` against ``x`` ("iteration" or "seconds")."""
+    data = next((run.data for run in runs if getattr(run, "data", None) is not None), None)
+    names = {**charts.METRIC_NAMES, **{m: units.metric_label(data, m) for m in ("rmse", "mae")}}
     return {"kind": "convergence", "runs": [run.id for run in runs], "x": x, "x_title": charts.X_AXES[x],
-            "residual_title": charts.RESIDUAL_TITLE, "metric_names": charts.METRIC_NAMES, "columns": columns}
+            "residual_title": charts.RESIDUAL_TITLE, "metric_names": names, "columns": columns}
 
 
 def fit_panel(run, target: str) -> dict:
