@@ -30,12 +30,12 @@ def _reset_sweep_values():
 configs, input_error = [], None
 MODES = {"solvers": "Several solvers", "sweep": "One solver, several values"}
 mode = links.widget(st.radio, "Compare", options=list(MODES), key="cmp_mode", horizontal=True, format_func=MODES.get,
-                    persist=False)
+                    persist=False, url_keys=True)
 if settings.data is not None:
     if mode == "solvers":
         chosen = links.widget(st.multiselect, "Solvers", options=solver_keys(), key="cmp_solvers",
                               format_func=sidebar.solver_label, persist=False, default=["falkon", "nystrom_cg"],
-                              help=explain.HELP["solver"])
+                              help=explain.HELP["solver"], url_keys=True)
         configs = [settings.config(solver=key) for key in chosen]
     else:
         base = settings.config()
@@ -48,7 +48,8 @@ if settings.data is not None:
         with col_param:
             param = links.widget(st.selectbox, f"Vary ({base.info.label}, the sidebar's solver)", options=options,
                                  index=options.index("M") if "M" in options else 0, key="sweep_param",
-                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, persist=False)
+                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, persist=False,
+                                 url_keys=True)
         with col_values:
             text = links.widget(st.text_input, "Values (comma-separated)", value=SWEEP_DEFAULTS[param],
                                 key="sweep_values", persist=False)

@@ -32,7 +32,8 @@ registry = state.session_runs()
 col_objective, col_ard, col_steps = st.columns([2, 1, 1], vertical_alignment="bottom")
 with col_objective:
     objective = links.widget(st.selectbox, "Objective", options=list(OBJECTIVES), key="tune_objective",
-                             format_func=lambda o: tuning_charts.OBJECTIVE_TITLES[o], help=explain.HELP["tune_objective"])
+                             format_func=lambda o: tuning_charts.OBJECTIVE_TITLES[o], help=explain.HELP["tune_objective"],
+                             url_keys=True)
 with col_ard:
     ard = links.widget(st.toggle, "One σ per feature (ARD)", value=False, key="tune_ard", help=explain.HELP["tune_ard"])
 with col_steps:
