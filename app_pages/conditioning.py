@@ -90,9 +90,10 @@ block_size = n // blocks
 if blocks > n // 2:
     askotch_problem = f"B = {blocks} blocks leave fewer than 2 points per block (n = {n:,}): lower B."
 elif rank > block_size:
-    st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
-            "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
-            "preconditioned). Lower r or B to see a real preconditioner.")
+    if rank != INT_KNOBS["rank"][2]:    # the user's r; the default is capped quietly (the caption says so)
+        st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
+                "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
+                "preconditioned). Lower r or B to see a real preconditioner.")
     rank = block_size
 
 # -- headline numbers ----------------------------------------------------------------------------
@@ -209,7 +210,9 @@ if result is not None:
     c4.metric("L_P (get_L) / exact λ_max",
               f"{readable(worst['L_P (get_L)'], 3)} / {readable(worst['lambda_max_preconditioned'], 3)}",
               help="get_L's 10 steps of randomized powering against the exact top eigenvalue, worst block.")
-    st.caption(f"Spectra: {views.kappa_label(str(table['method'].iloc[0]))}.")
+    st.caption(f"Spectra: {views.kappa_label(str(table['method'].iloc[0]))}; rank r = {rank} per block"
+               + (f" (the default r = {INT_KNOBS['rank'][2]}, capped at the block size ⌊n/B⌋)"
+                  if rank < INT_KNOBS["rank"][2] == st.session_state.get("rank") else "") + ".")
     if charts_due:
         views.plot(charts.askotch_figure(table), key="cond_askotch", filename="krr-askotch-blocks")
     shown = table.rename(columns={"kappa_block": "κ(K_bb + λnI)", "kappa_preconditioned": "κ preconditioned",

@@ -152,8 +152,16 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
 
 
 def test_askotch_rank_above_block_size_is_clamped_with_a_note(app):
-    at = open_page(app, "conditioning", blocks=10, rank=50)
-    assert any("exceeds the block size ⌊n/B⌋ = 16" in i.value for i in at.info)
+    at = open_page(app, "conditioning", blocks=10, rank=60)
+    assert any("Rank r = 60 exceeds the block size ⌊n/B⌋ = 16" in i.value for i in at.info)
+    assert set(at.dataframe[0].value["size"]) == {16}
+
+
+def test_the_default_rank_is_capped_at_the_block_size_without_a_warning(app):
+    at = open_page(app, "conditioning")                 # B = 10 blocks of 16 points, default r = 50
+    assert not at.info and not at.warning and not at.error, [i.value for i in (*at.info, *at.warning)]
+    assert any("rank r = 16 per block (the default r = 50, capped at the block size ⌊n/B⌋)" in c.value
+               for c in at.caption)
     assert set(at.dataframe[0].value["size"]) == {16}
 
 
