@@ -67,6 +67,9 @@ def table_section(table) -> None:
     fmt = report.format.describe() if report.format is not None else "a DataFrame"
     st.subheader(f"Your table: {plain(spec.csv_filename or 'uploaded table')}, {report.n_rows:,} rows × "
                  f"{report.n_columns:,} columns")
+    rule = upload.target_rule(spec.csv_digest, report.target)
+    if rule:            # the target was taken by the rule, not chosen: said above everything about it
+        st.info(rule, icon=":material/ads_click:")
     st.caption(f"Read as {plain(fmt)}. Each column's role "
                "can be changed in the table (feature: used as it is detected; categorical: one-hot; ignore: left "
                "out; target: the column to predict); every choice is kept in the page's address.")

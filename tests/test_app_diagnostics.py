@@ -246,6 +246,20 @@ def test_uploaded_csv_gets_a_full_report(app):
     assert 30 < scales[1] / scales[0] < 300
 
 
+def test_a_target_taken_by_the_rule_is_said_above_the_report_until_one_is_chosen(app):
+    at = open_page(app, "dataset")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"price": 1000 + 500 * rng.random(60), "speed": rng.integers(25, 100, 60),
+                          "trend": np.arange(60)})
+    at = upload(at, "computers.csv", frame.to_csv(index=False).encode())
+    rule = "Target: “trend”, the table's last column (the rule when none is chosen)."
+    said = [shown_as(i.value) for i in at.info if "the rule when none is chosen" in i.value]
+    assert len(said) == 2 and all(s.startswith(rule) for s in said)       # in the sidebar and atop the report
+    at = settle(at.selectbox(key="csv_target").set_value("price").run())
+    assert not [i for i in at.info if "the rule when none is chosen" in i.value]
+    assert metrics(at)["Task"] == "regression" and at.dataframe[0].value["column"].iloc[0] == "price"
+
+
 @pytest.mark.parametrize("content, message", [
     (b"a,b,y\n1,2,3\n", "the table has 1 data row(s); at least 4 are needed"),
     (b"a,b,y\n1,2,\n2,3,\n3,4,\n4,5,\n", "target column 'y' has no values (all 4 rows are missing)"),
