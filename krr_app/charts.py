@@ -25,11 +25,10 @@ from krrcore.numbers import D3_FORMAT, readable
 
 from . import units
 from .text import chart_text
+from .units import METRIC_NAMES, metric_title  # noqa: F401  (re-exported: pages name metrics through charts)
 
 PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
-METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "relative error", "smape": "SMAPE",
-                "classification_error": "classification error", "auc": "AUC"}
 
 
 RESIDUAL_TITLE = "Residual (solver's own measure)"
@@ -83,10 +82,6 @@ def readable_hover(fig: go.Figure) -> go.Figure:
         trace.customdata = np.array(columns, dtype=object).T if columns else None
         trace.hovertemplate = template
     return fig
-
-
-def metric_title(name: str) -> str:
-    return METRIC_NAMES.get(name, name or "metric")
 
 
 def _finite_positive(xs, ys):

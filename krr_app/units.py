@@ -11,6 +11,14 @@ from __future__ import annotations
 
 import math
 
+METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "relative error", "smape": "SMAPE",
+                "classification_error": "classification error", "auc": "AUC"}
+
+
+def metric_title(name: str) -> str:
+    return METRIC_NAMES.get(name, name or "metric")
+
+
 #: Metrics that become the target's units: name shown, value from the standardised one and y_scale.
 _IN_UNITS = {"mse": ("rmse", lambda v, s: math.sqrt(v) * s if v >= 0 else math.nan),
              "rmse": ("rmse", lambda v, s: v * s), "mae": ("mae", lambda v, s: v * s)}
@@ -39,8 +47,6 @@ def shown_value(data, metric: str | None, value: float) -> float:
 
 def metric_label(data, metric: str | None) -> str:
     """A record metric's name with its unit: ``RMSE (salary)``, ``classification error``."""
-    from .charts import metric_title  # charts draws with these units: imported when called
-
     name = metric_title(shown_metric(data, metric))
     unit = unit_of(data) if metric in _IN_UNITS else ""
     return f"{name} ({unit})" if unit else name

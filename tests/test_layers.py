@@ -24,7 +24,7 @@ import import_graph  # noqa: E402
 #: everything under it. Every module of the graph is listed once.
 LAYERS = [
     ("krrcore: basics", ("krrcore._validation", "krrcore.device", "krrcore.stream", "krrcore.progress",
-                         "krrcore.metrics", "krrcore.cg")),
+                         "krrcore.metrics", "krrcore.cg", "krrcore.numbers")),
     ("krrcore: kernels, linear algebra, memory", ("krrcore.kernels", "krrcore.linalg", "krrcore.memory")),
     ("krrcore: kernel products", ("krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
                                   "krrcore.preconditioner")),
@@ -39,7 +39,8 @@ LAYERS = [
     ("krrcore: runs on workers", ("krrcore.remote", "krrcore.surface", "krrcore.worker_setup")),
     ("krrcore: the package", ("krrcore",)),
     ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.server", "krr_app.lifecycle",
-                                    "krr_app.settings", "krr_app.text", "krr_app.explain")),
+                                    "krr_app.settings", "krr_app.text", "krr_app.explain",
+                                    "krr_app.units", "krr_app.tiles")),
     ("krr_app: configurations, links and figures", ("krr_app.config", "krr_app.links", "krr_app.teacher",
                                                     "krr_app.lessons", "krr_app.preview", "krr_app.charts",
                                                     "krr_app.fit_charts", "krr_app.tuning_charts", "krr_app.image_charts",
