@@ -22,6 +22,7 @@ if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI a
 
     app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:
+    from krr_app import tiles
     from krr_app.jobs import executor
     from krr_app.parts import sidebar
     from krr_app.teaching import teacher
@@ -29,6 +30,7 @@ else:
     st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide",
                        initial_sidebar_state="collapsed" if teacher.presenting() else "auto")
     executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
+    tiles.style()           # tiles wrap instead of cutting a number with "…"
 
     explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
     compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")

@@ -13,6 +13,7 @@ from krr_app.jobs.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_value
 from krr_app.parts import sidebar, state, views
 from krr_app.teaching import links
 from krr_app.text import plain
+from krrcore.numbers import readable
 
 settings = sidebar.current()
 registry = state.session_runs()
@@ -32,12 +33,12 @@ def _reset_sweep_values():
 configs, input_error = [], None
 MODES = {"solvers": "Several solvers", "sweep": "One solver, several values"}
 mode = links.widget(st.radio, "Compare", options=list(MODES), key="cmp_mode", horizontal=True, format_func=MODES.get,
-                    persist=False)
+                    persist=False, url_keys=True)
 if settings.data is not None:
     if mode == "solvers":
         chosen = links.widget(st.multiselect, "Solvers", options=solver_keys(), key="cmp_solvers",
                               format_func=sidebar.solver_label, persist=False, default=["falkon", "nystrom_cg"],
-                              help=explain.HELP["solver"])
+                              help=explain.HELP["solver"], url_keys=True)
         configs = [settings.config(solver=key) for key in chosen]
     else:
         base = settings.config()
@@ -50,7 +51,8 @@ if settings.data is not None:
         with col_param:
             param = links.widget(st.selectbox, f"Vary ({base.info.label}, the sidebar's solver)", options=options,
                                  index=options.index("M") if "M" in options else 0, key="sweep_param",
-                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, persist=False)
+                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, persist=False,
+                                 url_keys=True)
         with col_values:
             text = links.widget(st.text_input, "Values (comma-separated)", value=SWEEP_DEFAULTS[param],
                                 key="sweep_values", persist=False)
@@ -101,9 +103,11 @@ def _render(current):     # finished runs (views.live draws the batch while one 
     with tab_time:
         views.convergence_chart(current, "seconds", key="cmp_time")
     number = st.column_config.NumberColumn
-    st.dataframe(charts.summary_frame(current), hide_index=True, key="cmp_table",
+    table = charts.summary_frame(current)
+    for column in [c for c in table.columns if c.startswith(("test RMSE", "test MAE"))]:
+        table[column] = table[column].map(readable)      # errors in the target's units, as the tiles write them
+    st.dataframe(table, hide_index=True, key="cmp_table",
                  column_config={"id": None, "test classification error": number(format="percent"),
-                                "test RMSE": number(format="%.4g"), "test MAE": number(format="%.4g"),
                                 "test AUC": number(format="%.4f"), "solver s": number(format="%.2f"),
                                 "wall s": number(format="%.2f"), "peak memory MB": number(format="%.0f")})
 

@@ -16,6 +16,7 @@ from krr_app.jobs.config import INT_KNOBS, format_number
 from krr_app.parts import sidebar, state, views
 from krr_app.text import plain
 from krrcore.diagnostics import SYSTEMS
+from krrcore.numbers import readable
 
 #: λ grid of the "κ against λ" plot (the sidebar's λ is added to it).
 PENALTY_GRID = tuple(10.0 ** e for e in range(-10, 1))
@@ -91,9 +92,10 @@ block_size = n // blocks
 if blocks > n // 2:
     askotch_problem = f"B = {blocks} blocks leave fewer than 2 points per block (n = {n:,}): lower B."
 elif rank > block_size:
-    st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
-            "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
-            "preconditioned). Lower r or B to see a real preconditioner.")
+    if rank != INT_KNOBS["rank"][2]:    # the user's r; the default is capped quietly (the caption says so)
+        st.info(f"Rank r = {rank} exceeds the block size ⌊n/B⌋ = {block_size}: using r = {block_size} "
+                "(a rank-|b| Nyström approximation is K_bb itself, so the blocks are perfectly "
+                "preconditioned). Lower r or B to see a real preconditioner.")
     rank = block_size
 
 # -- headline numbers ----------------------------------------------------------------------------
@@ -207,9 +209,12 @@ if result is not None:
     c1.metric("Block size |b|", f"{int(table['size'].min())}–{int(table['size'].max())}")
     c2.metric("κ(K_bb + λnI), worst block", views.format_kappa(float(table["kappa_block"].max())))
     c3.metric("κ preconditioned, worst block", views.format_kappa(float(worst["kappa_preconditioned"])))
-    c4.metric("L_P (get_L) / exact λ_max", f"{worst['L_P (get_L)']:.3g} / {worst['lambda_max_preconditioned']:.3g}",
+    c4.metric("L_P (get_L) / exact λ_max",
+              f"{readable(worst['L_P (get_L)'], 3)} / {readable(worst['lambda_max_preconditioned'], 3)}",
               help="get_L's 10 steps of randomized powering against the exact top eigenvalue, worst block.")
-    st.caption(f"Spectra: {views.kappa_label(str(table['method'].iloc[0]))}.")
+    st.caption(f"Spectra: {views.kappa_label(str(table['method'].iloc[0]))}; rank r = {rank} per block"
+               + (f" (the default r = {INT_KNOBS['rank'][2]}, capped at the block size ⌊n/B⌋)"
+                  if rank < INT_KNOBS["rank"][2] == st.session_state.get("rank") else "") + ".")
     if charts_due:
         views.plot(charts.askotch_figure(table), key="cond_askotch", filename="krr-askotch-blocks")
     shown = table.rename(columns={"kappa_block": "κ(K_bb + λnI)", "kappa_preconditioned": "κ preconditioned",
@@ -220,19 +225,19 @@ if result is not None:
     st.markdown("**The whole partition.** What limits accelerated block descent is the system's strong "
                 "convexity in the blocks' norm, not one block's κ (Theorem 5.1):")
     w1, w2, w3, w4 = st.columns(4)
-    w1.metric("λ_min(K + λnI)", f"{whole['lambda_min']:.3g}", help=f"λn = {whole['lam_n']:.3g}")
-    w2.metric("μ_P, preconditioned", f"{whole['mu_P']:.3g}",
+    w1.metric("λ_min(K + λnI)", readable(whole['lambda_min'], 3), help=f"λn = {readable(whole['lam_n'], 3)}")
+    w2.metric("μ_P, preconditioned", readable(whole['mu_P'], 3),
               help="λ_min of blkdiag(P_b + ρ_bI)^{-1/2}(K + λnI)blkdiag(P_b + ρ_bI)^{-1/2}: ASkotch's μ.")
-    w3.metric("Σ√L_b / √λ_min, plain", f"{whole['factor_plain']:.3g}",
+    w3.metric("Σ√L_b / √λ_min, plain", readable(whole['factor_plain'], 3),
               help="NU_ACDM's iteration factor (ASkotch without preconditioning).")
-    w4.metric("Σ√L_Pb / √μ_P, ASkotch", f"{whole['factor_preconditioned']:.3g}",
+    w4.metric("Σ√L_Pb / √μ_P, ASkotch", readable(whole['factor_preconditioned'], 3),
               help="ASkotch's iteration factor, Theorem 5.1.")
     method = "exact" if whole["method"] == "exact" else f"estimates ({whole['method']}), from above"
     gain = whole["factor_plain"] / whole["factor_preconditioned"]
     verdict = ("a constant is not positive in floating point: the system is numerically singular at this λ"
                if not math.isfinite(gain) else
-               f"the preconditioners cut the asymptotic iteration factor {gain:.2g}×" if gain >= 1.25 else
-               f"the preconditioned factor is {1 / gain:.2g}× the plain one: this fixed partition gains "
+               f"the preconditioners cut the asymptotic iteration factor {readable(gain, 2)}×" if gain >= 1.25 else
+               f"the preconditioned factor is {readable(1 / gain, 2)}× the plain one: this fixed partition gains "
                "nothing asymptotically from its preconditioners (they can still speed the early iterations)"
                if gain <= 0.8 else "the two factors are about equal: this fixed partition gains little "
                "asymptotically from its preconditioners (they can still speed the early iterations)")

@@ -28,6 +28,7 @@ from krr_app.parts import sidebar, state, upload, views
 from krr_app.text import plain
 from krrcore.datasets import MISSING_RULES
 from krrcore.diagnostics import suggest_hyperparameters, suggested_kernel
+from krrcore.numbers import readable
 
 #: λ grid of the d_eff(λ) curve.
 PENALTY_GRID = tuple(10.0 ** (e / 2) for e in range(-20, 1))
@@ -67,6 +68,9 @@ def table_section(table) -> None:
     fmt = report.format.describe() if report.format is not None else "a DataFrame"
     st.subheader(f"Your table: {plain(spec.csv_filename or 'uploaded table')}, {report.n_rows:,} rows × "
                  f"{report.n_columns:,} columns")
+    rule = upload.target_rule(spec.csv_digest, report.target)
+    if rule:            # the target was taken by the rule, not chosen: said above everything about it
+        st.info(rule, icon=":material/ads_click:")
     st.caption(f"Read as {plain(fmt)}. Each column's role "
                "can be changed in the table (feature: used as it is detected; categorical: one-hot; ignore: left "
                "out; target: the column to predict); every choice is kept in the page's address.")
@@ -107,7 +111,7 @@ c2.metric("Features d", f"{dataset.d:,}", help="Columns the model sees after pre
           "indicator columns and date parts included)." if dataset.preprocess is not None else None)
 c3.metric("Task", dataset.task)
 median = summary["median_pairwise_distance"]
-c4.metric("Median pairwise distance", "—" if not math.isfinite(median) else f"{median:.3g}",
+c4.metric("Median pairwise distance", "—" if not math.isfinite(median) else readable(median, 3),
           help="Median Euclidean distance between (at most 1,000) standardised training points.")
 if dataset.preprocess is not None:
     st.caption(f"After preprocessing: n × d = {dataset.n:,} × {dataset.d:,} (fitted on the {dataset.n_train:,} "
@@ -177,7 +181,7 @@ if suggestion is None:
 else:
     s1, s2, s3, s4, s5 = st.columns(5)
     s1.metric("Kernel", suggestion["kernel"].capitalize())
-    s2.metric("σ", "—" if suggestion["sigma"] is None else f"{suggestion['sigma']:.3g}")
+    s2.metric("σ", "—" if suggestion["sigma"] is None else readable(suggestion['sigma'], 3))
     s3.metric("λ", format_number(suggestion["penalty"]))
     s4.metric("M", f"{suggestion['M']:,}")
     s5.metric("d_eff at that λ", f"{suggestion['d_eff']:.1f}")

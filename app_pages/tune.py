@@ -12,12 +12,13 @@ import math
 
 import streamlit as st
 
-from krr_app import explain
+from krr_app import explain, units
 from krr_app import settings as limits
 from krr_app.charts import figures as charts, tuning as tuning_charts
 from krr_app.jobs.config import format_number, make_config, problems
 from krr_app.parts import live_chart, sidebar, state, views
 from krr_app.teaching import links
+from krrcore.numbers import readable
 from krrcore.tuning import OBJECTIVES
 
 RUN_KEY = "tune_run"          # session_state handle of the last tuning run started here (tests wait on it)
@@ -34,7 +35,8 @@ registry = state.session_runs()
 col_objective, col_ard, col_steps = st.columns([2, 1, 1], vertical_alignment="bottom")
 with col_objective:
     objective = links.widget(st.selectbox, "Objective", options=list(OBJECTIVES), key="tune_objective",
-                             format_func=lambda o: tuning_charts.OBJECTIVE_TITLES[o], help=explain.HELP["tune_objective"])
+                             format_func=lambda o: tuning_charts.OBJECTIVE_TITLES[o], help=explain.HELP["tune_objective"],
+                             url_keys=True)
 with col_ard:
     ard = links.widget(st.toggle, "One σ per feature (ARD)", value=False, key="tune_ard", help=explain.HELP["tune_ard"])
 with col_steps:
@@ -48,7 +50,7 @@ if settings.kernel == "gaussian" and settings.kernel_params.get("sigma"):
 else:
     sigma0 = state.median_sigma(dataset.X_train, (settings.data,))
     st.caption(f"The sidebar's kernel is {settings.kernel}: the tuner tunes a Gaussian kernel, starting from the "
-               f"median heuristic σ = {sigma0:.3g}.")
+               f"median heuristic σ = {readable(sigma0, 3)}.")
 config = make_config(settings.data, kernel="gaussian", kernel_params={"sigma": sigma0}, penalty=settings.penalty,
                      solver="falkon_cv", M=settings.M, maxiter=settings.maxiter, solver_seed=settings.solver_seed,
                      memory_budget=settings.memory_budget,
@@ -136,10 +138,11 @@ def _render(runs):
                        "features left out); the relevance chart shows each one.")
         cols[1].metric("λ", format_number(estimator.penalty_))
         cols[2].metric(f"Objective ({tuning_charts.OBJECTIVE_TITLES[estimator.objective]})",
-                       f"{estimator.objective_value_:.4g}")
+                       readable(estimator.objective_value_, 4))
         test = current.metrics.get("test_rmse", current.metrics.get("test_classification_error"))
         cols[3].metric("Test RMSE" if "test_rmse" in current.metrics else "Test error",
-                       "—" if test is None else f"{test:.4g}")
+                       "—" if test is None else readable(test, 4, units.unit_of(current.data)
+                                                         if "test_rmse" in current.metrics else ""))
         cols[4].metric("Centres", estimator.centers_choice_)
         if st.button("Apply to Explore", type="primary", icon=":material/arrow_forward:", key="tune_apply",
                      help="Explore's σ, λ, M and solver become the tuned ones (with one σ per feature: the best "

@@ -25,7 +25,7 @@ import import_graph  # noqa: E402
 #: everything under it. Every module of the graph is listed once.
 LAYERS = [
     ("krrcore: basics", ("krrcore._validation", "krrcore.device", "krrcore.stream", "krrcore.progress",
-                         "krrcore.metrics", "krrcore.cg")),
+                         "krrcore.metrics", "krrcore.cg", "krrcore.numbers")),
     ("krrcore: kernels, linear algebra, memory", ("krrcore.kernels", "krrcore.linalg", "krrcore.memory")),
     ("krrcore: kernel products", ("krrcore.fused", "krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
                                   "krrcore.preconditioner")),
@@ -38,7 +38,8 @@ LAYERS = [
     ("krrcore: solvers", ("krrcore.solvers.*",)),
     ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
     ("krrcore: the package", ("krrcore",)),
-    ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.settings", "krr_app.text", "krr_app.explain")),
+    ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.settings", "krr_app.text", "krr_app.explain",
+                                    "krr_app.units", "krr_app.tiles")),
     ("krr_app: figures", ("krr_app.charts.*",)),
     ("krr_app: jobs on workers", ("krr_app.jobs", "krr_app.jobs.spec", "krr_app.jobs.worker", "krr_app.jobs.surface",
                                   "krr_app.jobs.preload", "krr_app.jobs.lifecycle", "krr_app.jobs.server")),

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -21,15 +22,18 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from krr_app import units
 from krr_app.text import chart_text
+from krr_app.units import METRIC_NAMES, metric_title  # noqa: F401  (re-exported: pages name metrics through charts)
+from krrcore.numbers import D3_FORMAT, readable
 
 PALETTE = qualitative.Plotly + qualitative.D3
 X_AXES = {"iteration": "iteration t", "seconds": "solver time (s)"}
-METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "relative error", "smape": "SMAPE",
-                "classification_error": "classification error", "auc": "AUC"}
 
 
 RESIDUAL_TITLE = "Residual (solver's own measure)"
+#: The residual's name in hover text.
+RESIDUAL_HOVER = "relative residual"
 #: What an empty convergence figure (no run yet) says in each panel.
 EMPTY_TEXT = "drawn as the solver runs"
 
@@ -44,13 +48,40 @@ LEGEND_BELOW = {"orientation": "h", "yref": "container", "yanchor": "bottom", "y
 
 
 def layout(fig: go.Figure, height: int, *, top: int = MARGIN["t"], **kwargs) -> go.Figure:
-    """Every figure's height, margins (``top`` leaves room for titles) and legend (:data:`LEGEND_BELOW`)."""
+    """Every figure's height, margins (``top`` leaves room for titles) and legend (:data:`LEGEND_BELOW`),
+    and its hover numbers written by :func:`krrcore.numbers.readable` (:func:`readable_hover`)."""
     fig.update_layout(height=height, margin={**MARGIN, "t": top}, legend=LEGEND_BELOW, **kwargs)
+    return readable_hover(fig)
+
+
+#: A hover template's x or y with a d3 format that may write an exponent (types g and e).
+_HOVER_NUMBER = re.compile(r"%\{(x|y):[^}]*?\.(\d+)~?[ge]\}")
+
+
+def readable_hover(fig: go.Figure) -> go.Figure:
+    """Rewrite each ``%{x:.3g}``/``%{y:.4g}`` of the traces' hover templates as the same values
+    written by :func:`~krrcore.numbers.readable` (with that many digits), carried in ``customdata``:
+    d3 has no format that writes plain decimals from 10⁻³ to 10⁹ and an exponent only outside."""
+    for trace in fig.data:
+        template = getattr(trace, "hovertemplate", None)
+        if not isinstance(template, str) or not _HOVER_NUMBER.search(template):
+            continue
+        extra = [] if trace.customdata is None else np.asarray(trace.customdata, dtype=object)
+        n = len(trace.x if trace.x is not None else trace.y)
+        columns = [] if len(extra) == 0 else [list(c) for c in extra.reshape(len(extra), -1).T]
+        if len(columns) == 1:
+            template = template.replace("%{customdata}", "%{customdata[0]}")
+
+        def column(match, columns=columns, trace=trace):
+            values = np.asarray(getattr(trace, match.group(1)), dtype=np.float64).ravel()
+            columns.append([readable(v, int(match.group(2))) for v in values])
+            return f"%{{customdata[{len(columns) - 1}]}}"
+        template = _HOVER_NUMBER.sub(column, template)
+        if any(len(c) != n for c in columns):
+            continue        # values of other shapes (a heat map's grid): left as they are
+        trace.customdata = np.array(columns, dtype=object).T if columns else None
+        trace.hovertemplate = template
     return fig
-
-
-def metric_title(name: str) -> str:
-    return METRIC_NAMES.get(name, name or "metric")
 
 
 def _finite_positive(xs, ys):
@@ -67,8 +98,9 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
     """
     if x not in X_AXES:
         raise ValueError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
-    metrics = sorted({r.metric for run in runs for r in run.records if r.metric})
-    metric = metric_title(metrics[0]) if len(metrics) == 1 else "metric"
+    labels = sorted({units.metric_label(getattr(run, "data", None), r.metric)
+                     for run in runs for r in run.records if r.metric})
+    metric = labels[0] if len(labels) == 1 else "metric"
     tracked_train = any(math.isfinite(r.train_metric) for run in runs for r in run.records)
     title = f"Test {metric}" + (" (train: dotted)" if tracked_train else "")
     fig = make_subplots(rows=1, cols=2, subplot_titles=(RESIDUAL_TITLE, title),
@@ -78,20 +110,24 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
         color = PALETTE[i % len(PALETTE)]
         xs = [getattr(r, x) for r in records]
         mode = "lines+markers" if len(records) <= 60 else "lines"
+        data = getattr(run, "data", None)
         for col, field, dash in ((1, "residual", None), (2, "val_metric", None), (2, "train_metric", "dot")):
-            px, py = _finite_positive(xs, [getattr(r, field) for r in records])
+            ys = [getattr(r, field) if col == 1 else units.shown_value(data, r.metric, getattr(r, field))
+                  for r in records]
+            px, py = _finite_positive(xs, ys)
             if field == "train_metric" and not px:
                 continue      # only drawn when the run tracked it
             name = run.label + (" (train)" if field == "train_metric" else "")
             fig.add_trace(go.Scatter(x=px, y=py, mode=mode if len(px) > 1 else "markers", name=name,
                                      legendgroup=run.id, showlegend=col == 2, line={"color": color, "dash": dash},
                                      marker={"color": color, "size": 6 if len(px) > 1 else 11},
-                                     hovertemplate=f"{name}<br>{X_AXES[x]}=%{{x}}<br>{field}=%{{y:.4g}}"
-                                                   "<extra></extra>"),
+                                     hovertemplate=f"{name}<br>{X_AXES[x]} %{{x:{D3_FORMAT}}}<br>"
+                                                   f"{RESIDUAL_HOVER if col == 1 else metric} "
+                                                   f"%{{y:{'.3g' if col == 1 else '.4g'}}}<extra></extra>"),
                           row=1, col=col)
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=1)
     # A test error usually spans a decade or two: plain numbers at 1, 2, 5 × 10^k read best.
-    fig.update_yaxes(type="log", tickformat=".2~g", dtick="D2", row=1, col=2)
+    fig.update_yaxes(type="log", tickformat=",.2~r", dtick="D2", row=1, col=2)
     fig.update_xaxes(title_text=X_AXES[x])
     if not fig.data:      # before any run: the panels and their axes' titles, no invented scale
         fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
@@ -112,6 +148,12 @@ def traces_frame(runs) -> pd.DataFrame:
         if not rows:
             continue
         frame = pd.DataFrame(rows)
+        data = getattr(run, "data", None)
+        if units.unit_of(data):       # a regression's test metric as the charts show it: the target's units
+            for column in ("val_metric", "train_metric"):
+                frame[column] = [units.shown_value(data, r.metric, getattr(r, column)) for r in run.records]
+            frame["metric"] = [units.shown_metric(data, r.metric) for r in run.records]
+            frame.insert(frame.columns.get_loc("metric") + 1, "metric_unit", units.unit_of(data))
         for k, v in reversed(list({"run_id": run.id, "run": run.label, "status": run.status,
                                    **run.config.as_dict()}.items())):
             frame.insert(0, k, [v] * len(frame))
@@ -131,7 +173,8 @@ def summary_frame(runs, metrics: tuple[str, ...] | None = TABLE_METRICS) -> pd.D
         row = {"run": run.label, "status": run.status, "iterations": records[-1].iteration if records else 0}
         for key, value in run.metrics.items():
             if key.startswith("test_") and (metrics is None or key[5:] in metrics):
-                row[f"test {metric_title(key[5:])}"] = value
+                unit = units.unit_of(getattr(run, "data", None)) if key[5:] in ("rmse", "mae", "mse") else ""
+                row[f"test {metric_title(key[5:])}" + (f" ({unit})" if unit else "")] = value
         row["solver s"] = run.timings.get("solver_seconds", math.nan)
         row["wall s"] = run.timings.get("wall_seconds", math.nan)
         row["peak memory MB"] = (run.peak_memory_bytes / 2**20) if run.peak_memory_bytes is not None else math.nan

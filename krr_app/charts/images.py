@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from krr_app.charts.figures import PALETTE, estimate_suffix, score_scatter_points, system_color
-from krr_app.charts.preview import dots, svg_markdown, ticks
+from krr_app.charts.preview import _label, dots, svg_markdown, ticks
+from krrcore.numbers import readable
 
 WIDTH, HEIGHT = 900, 380
 #: Plot area margins (pixels); the legend goes below the x-axis title, one entry a line.
@@ -45,14 +46,14 @@ def _log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
     inside = lo / 1.0001, hi * 1.0001
     if b - a <= 2:
         values = [m * 10.0 ** k for k in range(a, b + 1) for m in (1, 2, 5)]
-        return [(v, f"{v:.2g}") for v in values if inside[0] <= v <= inside[1]]
+        return [(v, readable(v, 2)) for v in values if inside[0] <= v <= inside[1]]
     step = max(1, math.ceil((b - a) / 6))
     return [(10.0 ** k, f'10<tspan dy="-6" font-size="10">{str(k).replace("-", "−")}</tspan>')
             for k in range(a, b + 1, step) if inside[0] <= 10.0 ** k <= inside[1]]
 
 
 def _linear_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
-    return [(float(v), f"{v + 0.0:.3g}".replace("-", "−")) for v in ticks(lo, hi)]
+    return [(float(v), _label(float(v))) for v in ticks(lo, hi)]
 
 
 def _span(values: np.ndarray, log: bool) -> tuple[float, float]:

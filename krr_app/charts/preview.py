@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from krrcore.diagnostics.data import projection_2d
+from krrcore.numbers import readable
 
 #: Points drawn (a seeded subsample beyond this keeps the browser quick).
 MAX_POINTS = 2000
@@ -82,7 +83,7 @@ def point_sets(data) -> tuple[list[PointSet], str, str]:
         legend = tuple((float(k), str(c)) for k, c in enumerate(data.classes))
     else:
         lo, hi = float(values.min()), float(values.max())
-        legend = tuple((v, _label(v)) for v in (hi, (lo + hi) / 2, lo))
+        legend = tuple((v, _label(v, 3)) for v in (hi, (lo + hi) / 2, lo))
     return [PointSet("training points", coords[:, 0], coords[:, 1], values=values, scale=scale,
                      values_title=title, legend=legend)], *titles
 
@@ -119,8 +120,10 @@ def ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
     return values[values <= hi]
 
 
-def _label(value: float) -> str:
-    return f"{value:.3g}".replace("-", "−")
+def _label(value: float, digits: int = 6) -> str:
+    """A tick's or legend's label; a tick's value is round (:func:`ticks`), so six digits lose
+    nothing and show no trailing zeros."""
+    return readable(value + 0.0, digits).replace("-", "−")
 
 
 def data_svg(data, *, width: int = 600, height: int = 440) -> str:
@@ -211,7 +214,7 @@ def summary(data) -> str:
              + ("s" if data.d != 1 else ""), f"task: {data.task}"]
     if data.task == "regression":
         y = data.to_original_units(data.y_train)
-        parts.append(f"{data.target_name}: mean {np.mean(y):.4g}, std {np.std(y):.4g}")
+        parts.append(f"{data.target_name}: mean {readable(np.mean(y))}, std {readable(np.std(y))}")
     elif data.classes is not None:
         parts.append(f"{len(data.classes)} classes")
     return " · ".join(parts)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from krrcore.kernels import KERNELS
+from krrcore.numbers import LARGEST, SMALLEST, readable
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
 
@@ -97,12 +98,13 @@ class RunConfig:
 
 
 def format_number(value) -> str:
-    """Short and exact enough for labels: 0.5, 1e-6, 3.16e-5, 250."""
+    """Short and exact enough for labels, links and code: 0.5, 1e-6, 3.16e-5, 250, 12000 (the
+    :func:`krrcore.numbers.readable` rule without thousands commas, so it reads back as a number)."""
     if isinstance(value, float):
-        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e4):
+        if value != 0 and not SMALLEST <= abs(value) < LARGEST:
             text = f"{value:.0e}" if math.isclose(value, float(f"{value:.0e}"), rel_tol=1e-9) else f"{value:.2e}"
             return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m.group(1).replace('+', '')}{m.group(2)}", text)
-        return f"{value:.4g}"
+        return readable(value, grouping=False)
     return str(value)
 
 

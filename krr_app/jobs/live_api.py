@@ -4,8 +4,9 @@
 
 * ``status``, ``active``, ``paused`` (a stepped run waiting for Step or Run), ``text`` (the line
   the page shows for the run) and ``next_ms`` (when to ask again);
-* ``records``: the run's records from the k-th on, each with the fields of :data:`RECORD_FIELDS`,
-  its ``metric`` name and its numeric ``extras`` (finite numbers only: a solver's own per-iteration
+* ``records``: the run's records from the k-th on, each with the fields of :data:`RECORD_FIELDS`
+  (a regression's test metric as the RMSE in the target's units, :mod:`krr_app.units`), its
+  ``metric`` name and its numeric ``extras`` (finite numbers only: a solver's own per-iteration
   values, e.g. a tuning run's σ and λ); ``count``: how many records the client then holds;
 * ``frame``, when ``frame_since`` is given and the run's latest picture of the model is of a later
   iteration than ``j`` (``-1``: none yet): ``{"iteration", "kind": "fit", "values", "size"}``,
@@ -50,9 +51,16 @@ def _extras(extras: dict) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
-def record_state(record) -> dict:
-    return {**{f: _number(getattr(record, f)) for f in RECORD_FIELDS}, "metric": record.metric,
-            "extras": _extras(record.extras)}
+def record_state(record, data=None) -> dict:
+    """One record for the browser; with the run's ``data``, its test metric in the units the page's
+    charts show (:mod:`krr_app.units`: a regression's RMSE in the target's units)."""
+    from . import units
+
+    state = {**{f: _number(getattr(record, f)) for f in RECORD_FIELDS},
+             "metric": units.shown_metric(data, record.metric), "extras": _extras(record.extras)}
+    for field in ("val_metric", "train_metric"):
+        state[field] = _number(units.shown_value(data, record.metric, getattr(record, field)))
+    return state
 
 
 def frame_state(run, since: int = -1) -> dict | None:
@@ -76,7 +84,7 @@ def run_state(run, since: int = 0, frame_since: int | None = None) -> dict:
     waiting, computing = run_status.look_intervals([run])
     state = {"id": run.id, "status": run.status, "active": run.active, "paused": run.paused,
              "text": run_status.progress_text(run),
-             "records": [record_state(r) for r in records], "count": max(0, since) + len(records),
+             "records": [record_state(r, run.data) for r in records], "count": max(0, since) + len(records),
              "next_ms": round(1000 * (waiting if run.status == "queued" else computing))}
     if frame_since is not None:
         state["frame"] = frame_state(run, frame_since)

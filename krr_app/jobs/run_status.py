@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 
+from krr_app import units
 from krr_app.charts import figures as charts
 from krr_app.jobs.executor import started_executor
 from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
+from krrcore.numbers import readable
 
 
 def progress_text(run) -> str:
@@ -30,11 +32,19 @@ def progress_text(run) -> str:
     if run.paused:
         parts[0] = "paused after " + parts[0] + " (Step: one more, Run: on to the end)"
     if math.isfinite(last.residual):
-        parts.append(f"residual {last.residual:.3g}")
-    if math.isfinite(last.val_metric):
-        parts.append(f"test {charts.metric_title(last.metric)} {last.val_metric:.4g}")
-    parts.append(f"{last.seconds:.2f} s")
+        parts.append(f"residual {readable(last.residual, 3)}")
+    parts += _test_part(run, last)
+    parts.append(f"{readable(last.seconds, 3)} s")
     return " · ".join(parts)
+
+
+def _test_part(run, last) -> list[str]:
+    """``test RMSE (salary) 22,670``: the record's test metric in the units the charts use."""
+    if not math.isfinite(last.val_metric):
+        return []
+    data = getattr(run, "data", None)
+    value = units.shown_value(data, last.metric, last.val_metric)
+    return [f"test {units.metric_label(data, last.metric)} {readable(value)}"]
 
 
 def tuning_text(run, last) -> str:
@@ -44,12 +54,11 @@ def tuning_text(run, last) -> str:
     steps = dict(run.config.solver_params).get("max_steps")
     parts = [f"step {last.iteration}" + (f" of at most {steps}" if steps else ""),
              STAGES.get(int(last.extras["stage"]), ""),
-             f"σ {last.extras['sigma']:.3g}", f"λ {last.extras['penalty']:.2g}"]
+             f"σ {readable(last.extras['sigma'], 3)}", f"λ {readable(last.extras['penalty'], 2)}"]
     if math.isfinite(last.objective):
-        parts.append(f"objective {last.objective:.4g}")
-    if math.isfinite(last.val_metric):
-        parts.append(f"test {charts.metric_title(last.metric)} {last.val_metric:.4g}")
-    parts.append(f"{last.seconds:.2f} s")
+        parts.append(f"objective {readable(last.objective)}")
+    parts += _test_part(run, last)
+    parts.append(f"{readable(last.seconds, 3)} s")
     return f"{run.label}: " + " · ".join(parts)
 
 

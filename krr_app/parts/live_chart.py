@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from krr_app import units
 from krr_app.charts import figures as charts, fit as fit_charts
 from krr_app.jobs.live_api import PREFIX, run_state
 from krr_app.jobs.surface import GRID_1D, GRID_2D
@@ -70,7 +71,8 @@ function logTicks(lo, hi) {
   if (b - a <= 2) {
     for (let k = a; k <= b; k++) for (const m of [1, 2, 5]) {
       const v = m * Math.pow(10, k);
-      if (v >= lo / 1.0001 && v <= hi * 1.0001) ticks.push({v, text: String(+v.toPrecision(2))});
+      if (v >= lo / 1.0001 && v <= hi * 1.0001) ticks.push({v, text: v >= 1000 ? v.toLocaleString('en-US')
+                                                                  : String(+v.toPrecision(2))});
     }
     return ticks;
   }
@@ -388,8 +390,10 @@ _component = st.components.v2.component("krr_live_chart", js=_JS, css=_CSS)
 
 def convergence_panel(runs, x: str, *, columns: int = 2) -> dict:
     """The residual and test-metric panels of ``runs`` against ``x`` ("iteration" or "seconds")."""
+    data = next((run.data for run in runs if getattr(run, "data", None) is not None), None)
+    names = {**charts.METRIC_NAMES, **{m: units.metric_label(data, m) for m in ("rmse", "mae")}}
     return {"kind": "convergence", "runs": [run.id for run in runs], "x": x, "x_title": charts.X_AXES[x],
-            "residual_title": charts.RESIDUAL_TITLE, "metric_names": charts.METRIC_NAMES, "columns": columns}
+            "residual_title": charts.RESIDUAL_TITLE, "metric_names": names, "columns": columns}
 
 
 def fit_panel(run, target: str) -> dict:

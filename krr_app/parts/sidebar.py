@@ -281,7 +281,7 @@ def _solver_section(shown) -> dict:
     solver = links.widget(st.selectbox, "Solver", options=keys,
                           index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
                           format_func=solver_label, key="solver", help=explain.HELP["solver"],
-                          on_change=_apply_solver_defaults)
+                          on_change=_apply_solver_defaults, url_keys=True)
     info = SOLVERS[solver]
     st.caption(f"{info.description} *({info.reference})*")
     out = {"solver": solver, "solver_params": {}}

@@ -22,7 +22,7 @@ from krr_app.jobs.config import APP_MAX_N, DataSpec
 from krr_app.parts import state
 from krr_app.settings import TABLE_MAX_N
 from krr_app.teaching import links
-from krr_app.text import plain
+from krr_app.text import plain, quoted
 
 CSV_OPTION = "csv"
 #: Task choices ("auto" follows krrcore.datasets.detect_task).
@@ -197,6 +197,24 @@ def _follow_default_rows(default: int) -> None:
     st.session_state[ROWS_DEFAULT_KEY] = default
 
 
+#: session_state: the digest of the file whose target column the user chose in the sidebar.
+TARGET_CHOSEN_KEY = "_krr_target_chosen"
+
+
+def _target_chosen(digest: str) -> None:
+    st.session_state[TARGET_CHOSEN_KEY] = digest
+
+
+def target_rule(digest: str, target: str) -> str | None:
+    """What to say when the target was not chosen but taken by the rule — the table's last column,
+    the usual place of the column to predict — so that no one reads diagnostics of a column they
+    did not pick without being told (None: chosen in the sidebar, or given by the link)."""
+    if st.session_state.get(TARGET_CHOSEN_KEY) == digest or "csv_target" in st.query_params:
+        return None
+    return (f"Target: {quoted(target)}, the table's last column (the rule when none is chosen). Every "
+            "number on the pages is about predicting it: choose the column to predict under Target column.")
+
+
 def section() -> tuple[DataSpec | None, Table | None, str | None]:
     """Draw the upload controls; return the spec, the :class:`Table` (None when there is nothing
     to build) and a message for the sidebar (None when all is well)."""
@@ -215,7 +233,11 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
     columns = [str(c) for c in frame.columns]
     _new_file(digest, columns)
     target = links.widget(st.selectbox, "Target column", options=columns, index=len(columns) - 1, key="csv_target",
-                          help="The column to predict; the Dataset page sets what the other columns become.")
+                          help="The column to predict; the Dataset page sets what the other columns become.",
+                          on_change=_target_chosen, args=(digest,))
+    rule = target_rule(digest, target)
+    if rule:
+        st.info(rule, icon=":material/ads_click:")
     chosen_roles = {c: r for c, r in roles(columns).items() if c != target}
     missing = missing_rule()
     task = links.widget(st.selectbox, "Task", options=TASKS, key="task", help=explain.HELP["task"])

@@ -13,7 +13,7 @@ import streamlit as st
 
 from krrcore.diagnostics.data import subsample
 
-from krr_app import explain
+from krr_app import explain, units
 from krr_app.charts import figures as charts, fit as fit_charts
 from krr_app.jobs.executor import format_bytes, started_executor
 from krr_app.jobs.runs import Run
@@ -26,6 +26,7 @@ from krr_app.settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECON
 from krr_app.teaching import links, teacher
 from krr_app.teaching.snippet import notebook_json, reproduce_snippet
 from krr_app.text import plain
+from krrcore.numbers import readable
 
 #: Plotly's toolbar saves a PNG of every chart; this names the file and doubles the resolution.
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -57,7 +58,7 @@ def estimate_caption(config, dataset) -> None:
     iterations = config.maxiter or 1
     seconds = estimate.seconds_for(iterations)
     if seconds is not None:
-        text += f", about {seconds:.2g} s of computing on one core"
+        text += f", about {readable(seconds, 2)} s of computing on one core"
     executor = started_executor()
     limit = executor.worker_memory_limit if executor is not None else None
     if limit:
@@ -85,7 +86,7 @@ def status_message(run: Run) -> None:
     records = run.records
     iterations = records[-1].iteration if records else 0
     seconds = run.timings.get("solver_seconds", math.nan)
-    summary = f"{iterations} iteration{'s' if iterations != 1 else ''}, {seconds:.3g} s solver time"
+    summary = f"{iterations:,} iteration{'s' if iterations != 1 else ''}, {readable(seconds, 3)} s solver time"
     if run.queue_seconds is not None:
         summary += f" after {run.queue_seconds:.1f} s in the queue"
     # A run's label and message may quote a user's input (a krrcore error on an uploaded table):
@@ -106,22 +107,23 @@ def metric_cards(run: Run) -> None:
     """Final test/train metrics, time and memory as st.metric cards."""
     task = run.data.task
     m = run.metrics
-    unit = f" ({run.data.target_unit})" if getattr(run.data, "target_unit", "") else ""
+    unit = units.unit_of(run.data)      # "RMSE 22,670 salary": the target's name where it has no unit
     if task == "regression":
-        cards = [("Test RMSE" + unit, m.get("test_rmse"), "{:.4g}"), ("Test MAE" + unit, m.get("test_mae"), "{:.4g}"),
-                 ("Train RMSE" + unit, m.get("train_rmse"), "{:.4g}")]
+        cards = [("Test RMSE", m.get("test_rmse"), lambda v: readable(v, unit=unit)),
+                 ("Test MAE", m.get("test_mae"), lambda v: readable(v, unit=unit)),
+                 ("Train RMSE", m.get("train_rmse"), lambda v: readable(v, unit=unit))]
     else:
-        cards = [("Test error", m.get("test_classification_error"), "{:.2%}"),
-                 ("Train error", m.get("train_classification_error"), "{:.2%}")]
+        cards = [("Test error", m.get("test_classification_error"), "{:.2%}".format),
+                 ("Train error", m.get("train_classification_error"), "{:.2%}".format)]
         if task == "binary":
-            cards.append(("Test AUC", m.get("test_auc"), "{:.4f}"))
+            cards.append(("Test AUC", m.get("test_auc"), "{:.4f}".format))
     peak = run.peak_memory_bytes
-    cards += [("Solver time", run.timings.get("solver_seconds"), "{:.3g} s"),
-              ("Wall time", run.timings.get("wall_seconds"), "{:.3g} s"),
-              ("Peak memory", None if peak is None else peak / 2**20, "{:.0f} MB")]
+    cards += [("Solver time", run.timings.get("solver_seconds"), lambda v: readable(v, 3, "s")),
+              ("Wall time", run.timings.get("wall_seconds"), lambda v: readable(v, 3, "s")),
+              ("Peak memory", None if peak is None else peak / 2**20, lambda v: readable(round(v), unit="MB"))]
     cols = st.columns(len(cards))
     for col, (label, value, fmt) in zip(cols, cards):
-        shown = "—" if value is None or not math.isfinite(value) else fmt.format(value)
+        shown = "—" if value is None or not math.isfinite(value) else fmt(value)
         col.metric(label, shown, help="Growth of the worker's resident memory during the run (a worker "
                    "runs one run at a time)." if label == "Peak memory" else None)
 
@@ -220,7 +222,8 @@ def pictures_caption(run: Run) -> None:
     wall = run.timings.get("wall_seconds", math.nan)
     if count and math.isfinite(wall) and wall > 0:
         st.caption(f"Drawn while the solver ran: {count:.0f} pictures of the model on this grid, "
-                   f"{seconds:.3g} s on the worker ({seconds / wall:.1%} of the run's {wall:.3g} s wall time; "
+                   f"{readable(seconds, 3)} s on the worker ({seconds / wall:.1%} of the run's {readable(wall, 3)} s "
+                   "wall time; "
                    "not counted in the solver time).")
 
 
@@ -439,9 +442,7 @@ def training_rows(dataset, spec, rows: int, seed: int = 0) -> tuple[np.ndarray, 
 
 
 def format_kappa(value: float) -> str:
-    if not math.isfinite(value):
-        return "∞"
-    return f"{value:.3g}" if value < 1e4 else f"{value:.2e}"
+    return "∞" if not math.isfinite(value) else readable(value, 3)
 
 
 def kappa_label(method: str) -> str:

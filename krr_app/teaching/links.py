@@ -207,7 +207,7 @@ def _decide_one(text: str, rule: Rule) -> Verdict:
     if rule.kind == "choice":
         for option, label in zip(rule.options, rule.labels):
             if text in (str(option), label):
-                return Verdict(option)
+                return Verdict(option, _label_read(rule, text, option))
         shown = ", ".join(str(o) for o in rule.options[:12]) + (", …" if len(rule.options) > 12 else "")
         return _default(rule, f"is not one of the choices ({shown})")
     if rule.kind == "bool":
@@ -235,16 +235,27 @@ def _decide_one(text: str, rule: Rule) -> Verdict:
     return Verdict(value)
 
 
+def _label_read(rule: Rule, text: str, option) -> str | None:
+    """Why a choice given by its label (a link written before links carried keys) is noted: the key
+    it was read as, which the address bar now holds (None: given by its key, or keys not in use)."""
+    if not rule.keys_in_url or option is None or text == str(option):
+        return None
+    return f"is a label: links write the key, {option} — read as that"
+
+
 def _decide_multi(raw: list[str], rule: Rule) -> Verdict:
     by_text = {**{str(o): o for o in rule.options}, **dict(zip(rule.labels, rule.options))}
     values = [by_text[t.strip()] for t in raw if t.strip() in by_text]
     unknown = [t for t in raw if t.strip() not in by_text]
     repeated = len(values) != len(set(values))
+    labels = [t.strip() for t in raw if _label_read(rule, t.strip(), by_text.get(t.strip()))]
     values = list(dict.fromkeys(values))
-    if not unknown and not repeated:
+    if not unknown and not repeated and not labels:
         return Verdict(tuple(values))
     reasons = ([f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not among the choices"] if unknown
-               else []) + (["repeats a choice"] if repeated else [])
+               else []) + (["repeats a choice"] if repeated else []) + (
+        [f"names {', '.join(labels)} by {'its label' if len(labels) == 1 else 'their labels'}: links write the keys, "
+         + ", ".join(str(by_text[t]) for t in labels)] if labels else [])
     if not values:
         return _default(rule, " and ".join(reasons))
     return Verdict(tuple(values), f"{' and '.join(reasons)} — using {rule.shown(tuple(values))}")
@@ -322,6 +333,8 @@ def _from_url(key: str, rule: Rule, bound: bool = True) -> None:
     if not bound:
         st.session_state[key] = list(verdict.value) if rule.kind == "multi" else verdict.value
         _write_url(key, rule, verdict.value)
+        if verdict.noted:
+            st.rerun()          # the note is shown above the page, which this run has drawn already
         return
     if rule.same(raw, verdict.value):
         return
@@ -335,7 +348,7 @@ def _from_url(key: str, rule: Rule, bound: bool = True) -> None:
 
 def _write_url(key: str, rule: Rule, value) -> None:
     """Put an unbound widget's value in the URL as its option key (the default: no parameter)."""
-    wanted = rule.url_text(value)
+    wanted = rule.url_text(tuple(value) if rule.kind == "multi" else value)
     if wanted is None:
         if key in st.query_params:
             del st.query_params[key]

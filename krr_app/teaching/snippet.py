@@ -33,8 +33,9 @@ def _kwargs(params: dict) -> str:
 
 def sections(config: RunConfig) -> list[Section]:
     """The run in four steps: data, model, fit, test error — each a piece of krrcore code. A user's
-    table brings its preprocessing: the model is shown as a scikit-learn ``Pipeline`` of the table's
-    fitted ``ColumnTransformer`` and the krrcore estimator, which predicts on the table's raw rows."""
+    table brings its preprocessing: the model is shown in ``data.pipeline(model)``, a scikit-learn
+    ``Pipeline`` of the table's fitted ``ColumnTransformer`` and the krrcore estimator, which predicts
+    on the table's raw rows in the target's own units."""
     table = config.data.is_csv
     loader = "from_csv" if table else "load"
     kernel_args = _kwargs(config.kernel_kwargs())
@@ -51,12 +52,13 @@ def sections(config: RunConfig) -> list[Section]:
                        "split).", f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}")
     registry = "SOLVERS" if config.solver in SOLVERS else "TUNERS"      # a tuning run's estimator is in TUNERS
     model_code = (f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {registry}\n"
-                  + ("from sklearn.pipeline import Pipeline\n" if table else "") + "\n"
+                  "\n"
                   f"kernel = {kernel_call}\n"
                   f"model = {registry}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
     if table:
-        model_code += ("\n# the table's preprocessing (fitted on the training rows), then the model\n"
-                       "pipeline = Pipeline([(\"preprocess\", data.preprocess), (\"model\", model)])")
+        model_code += ("\n# the table's preprocessing (fitted on the training rows), then the model, answering in the\n"
+                       "# target's own units (the model itself is fitted on the standardised data.y_train)\n"
+                       "pipeline = data.pipeline(model)")
     model = Section("Model", f"{config.info.label} ({config.info.reference}) with the app's settings"
                     + (", after the table's preprocessing in one scikit-learn Pipeline." if table else "."), model_code)
     if config.info.iterative:
@@ -68,11 +70,11 @@ def sections(config: RunConfig) -> list[Section]:
                       "print(model.stop_reason_)")
     else:
         fit = Section("Fit", "A direct solve.", "model.fit(data.X_train, data.y_train)")
-    predict = ("prediction = pipeline.predict(data.raw_test)   # the test rows as read from the file\n" if table
-               else "prediction = model.predict(data.X_test)\n")
+    predict = ("prediction = pipeline.predict(data.raw_test)   # the test rows as read, answered in the target's units\n"
+               if table else "prediction = data.to_original_units(model.predict(data.X_test))   # back to the target's units\n")
     test = Section("Test error", "Predictions on the test split, in the target's own units.",
                    "from krrcore.metrics import evaluate\n\n" + predict +
-                   "print(evaluate(data.task, data.to_original_units(data.y_test), data.to_original_units(prediction)))")
+                   "print(evaluate(data.task, data.y_test_original, prediction))")
     return [data, model, fit, test]
 
 

@@ -8,7 +8,7 @@ and every decision stated in ``dataset.notes``; ``inspect_csv`` reports those de
 anything is fitted; ``describe`` summarises a split for display. Everything works offline.
 """
 from .catalog import DATASETS, DatasetInfo, get_info, load
-from .core import CACHE_ENV, Dataset, cache_dir, describe
+from .core import CACHE_ENV, Dataset, OriginalUnits, cache_dir, describe
 from .columns import MISSING_RULES, ROLES, ColumnDecision
 from .reading import MAX_COLUMNS, read_frame
 from .tabular import (CsvFormat, CsvReport, PreprocessingWarning, detect_format, detect_task, from_csv, from_frame,
@@ -24,7 +24,7 @@ def clear_caches() -> None:
         loader.cache_clear()
 
 
-__all__ = ["DATASETS", "DatasetInfo", "Dataset", "load", "get_info", "from_csv", "from_frame", "inspect_csv",
-           "inspect_frame", "read_frame", "MAX_COLUMNS",
+__all__ = ["DATASETS", "DatasetInfo", "Dataset", "OriginalUnits", "load", "get_info", "from_csv", "from_frame",
+           "inspect_csv", "inspect_frame", "read_frame", "MAX_COLUMNS",
            "CsvReport", "CsvFormat", "ColumnDecision", "PreprocessingWarning", "ROLES", "MISSING_RULES",
            "detect_format", "detect_task", "describe", "cache_dir", "CACHE_ENV", "clear_caches"]

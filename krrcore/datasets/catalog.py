@@ -110,7 +110,7 @@ DATASETS: dict[str, DatasetInfo] = {info.name: info for info in [
         # the paper's σ = 1 and λ = 0.1 in (K + λI) at n = 10,000, i.e. 1e-5 per sample
         suggested_penalty=1e-5, synthetic=True, loader=synthetic.askotch_synthetic, defaults=(("noise", 0.0),),
         noise_help="probability of flipping each label (0 in the paper)",
-        note="the paper's σ = 1, λ = 1e-5 suit its convergence study; σ ≈ 5–8 with λ ≈ 1e-3 predict better"),
+        note="the paper's σ = 1, λ = 1e-5 suit its convergence study; σ ≈ 5–8 with λ ≈ 0.001 predict better"),
     DatasetInfo(
         "higgs_like", "HIGGS look-alike (28-D, synthetic)", "binary",
         _GENERATED + "; mimics HIGGS (Baldi, Sadowski, Whiteson 2014)",

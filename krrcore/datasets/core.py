@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
 
 from .._validation import check_int, check_positive
 
@@ -40,7 +41,8 @@ class Dataset:
     the loader was asked for ``standardize=False`` (then mean 0 and scale 1 are recorded).
     Regression targets are centred and scaled on the training split (``y_mean``, ``y_scale``):
     :meth:`to_original_units` maps predictions back so metrics can be reported in the units of
-    ``target_unit``. Binary targets are ±1 (``+1`` is ``classes[1]``), multiclass targets are
+    ``target_unit``; :attr:`y_train_original`/:attr:`y_test_original` are the targets in those
+    units, and :meth:`pipeline` predicts in them. Binary targets are ±1 (``+1`` is ``classes[1]``), multiclass targets are
     one-hot of shape (n, k) in the order of ``classes``; the original labels are kept in
     ``labels_train``/``labels_test``.
     """
@@ -142,14 +144,30 @@ class Dataset:
             return self.standardize(rows)
         return np.asarray(self.preprocess.transform(rows), dtype=np.float64)
 
+    @property
+    def y_train_original(self) -> np.ndarray:
+        """The training targets in the target's own units (:attr:`y_train` is standardised for a
+        regression; for classification both are the least-squares encoding)."""
+        return self.to_original_units(self.y_train)
+
+    @property
+    def y_test_original(self) -> np.ndarray:
+        """The test targets in the target's own units (see :attr:`y_train_original`)."""
+        return self.to_original_units(self.y_test)
+
     def pipeline(self, model):
         """A scikit-learn ``Pipeline`` of :attr:`preprocess` and ``model`` (a krrcore estimator
-        fitted on :attr:`X_train`): its ``predict`` takes raw rows of the table. Regression outputs
-        are in standardised target units: :meth:`to_original_units` maps them back."""
+        fitted on :attr:`X_train`, :attr:`y_train`, or fitted later: the pipeline holds ``model``
+        itself): its ``predict`` takes raw rows of the table. For a regression the model is wrapped
+        in :class:`OriginalUnits`, so ``predict`` answers in the target's own units and ``score`` is
+        R² on them, as scikit-learn's ``TransformedTargetRegressor`` would; the standardised model
+        stays reachable as ``pipeline["model"].regressor``."""
         from sklearn.pipeline import Pipeline
 
         if self.preprocess is None:
             raise ValueError(f"{self.name} has no preprocessing step: it is not a user's table")
+        if self.task == "regression":
+            model = OriginalUnits(model, y_mean=self.y_mean, y_scale=self.y_scale)
         return Pipeline([("preprocess", self.preprocess), ("model", model)])
 
     def arrays_only(self) -> "Dataset":
@@ -166,6 +184,39 @@ class Dataset:
     def __repr__(self) -> str:
         return (f"Dataset({self.name!r}, task={self.task!r}, n_train={self.n_train}, n_test={self.n_test}, "
                 f"d={self.d}, synthetic={self.synthetic})")
+
+
+class OriginalUnits(RegressorMixin, BaseEstimator):
+    """A regressor fitted on standardised targets, answering in the target's own units.
+
+    ``predict(X) = regressor.predict(X)·y_scale + y_mean``; ``score`` is R² on those predictions.
+    Unlike scikit-learn's ``TransformedTargetRegressor`` it may wrap a regressor that is already
+    fitted (a :class:`Dataset`'s model, fitted on :attr:`Dataset.y_train`), and ``y_mean``/``y_scale``
+    are fixed (the training split's): ``fit(X, y)`` takes ``y`` in original units and fits
+    ``regressor`` in place on ``(y − y_mean)/y_scale``, as a ``Pipeline`` fits its steps.
+    """
+
+    def __init__(self, regressor, y_mean: float = 0.0, y_scale: float = 1.0):
+        self.regressor = regressor
+        self.y_mean = y_mean
+        self.y_scale = y_scale
+
+    def fit(self, X, y, **fit_params):
+        y = np.asarray(y, dtype=np.float64)
+        self.regressor.fit(X, (y - self.y_mean) / self.y_scale, **fit_params)
+        return self
+
+    def predict(self, X):
+        return np.asarray(self.regressor.predict(X)) * self.y_scale + self.y_mean
+
+    def __sklearn_is_fitted__(self) -> bool:
+        from sklearn.utils.validation import check_is_fitted
+
+        try:
+            check_is_fitted(self.regressor)
+        except Exception:  # NotFittedError, or an object scikit-learn cannot judge
+            return False
+        return True
 
 
 @dataclass

@@ -41,6 +41,11 @@ def metrics(at) -> dict[str, str]:
     return out
 
 
+def number(text: str) -> float:
+    """A tile's number as written (thousands grouped with commas: krrcore.numbers.readable)."""
+    return float(text.replace(",", ""))
+
+
 def errors(at) -> list[str]:
     """The page's errors as a reader sees them (messages quoting inputs are escaped Markdown)."""
     return [shown_as(e.value) for e in at.error]
@@ -79,8 +84,8 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     X = moons_train()
     n = len(X)
     K = GaussianKernel(0.5)(X, X).numpy()
-    assert float(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 1e-3 * n * np.eye(n)), rel=2e-3)
-    kappa_H, kappa_W = float(shown["κ(H) — Nyström"]), float(shown["κ(W) — FALKON"])
+    assert number(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 1e-3 * n * np.eye(n)), rel=2e-3)
+    kappa_H, kappa_W = number(shown["κ(H) — Nyström"]), number(shown["κ(W) — FALKON"])
     assert kappa_H > 1e5 and kappa_W < 100 and kappa_H / kappa_W > 1e4      # FALKON's preconditioner at work
     assert "At λ = 0.001, M = 40" in [s.value for s in at.subheader]
 
@@ -88,8 +93,8 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     at = settle(at.number_input(key="M").set_value(20).run())
     shown = metrics(at)
     assert "At λ = 0.1, M = 20" in [s.value for s in at.subheader]
-    assert float(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 0.1 * n * np.eye(n)), rel=2e-3)
-    assert float(shown["κ(H) — Nyström"]) < kappa_H          # more regularisation, better conditioned
+    assert number(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 0.1 * n * np.eye(n)), rel=2e-3)
+    assert number(shown["κ(H) — Nyström"]) < kappa_H          # more regularisation, better conditioned
     # The λ sweep holds every system at every grid λ, and κ(K + λnI) falls as λ grows.
     sweep = chart(at, "cond_lambda")
     full = next(t for t in sweep["data"] if t.get("name") == SYSTEMS["full"])
@@ -137,10 +142,10 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
         S[idx[:, None], idx[None, :]] = pc.inv_sqrt(torch.eye(idx.numel(), dtype=torch.float64))
         L_plain.append(float(torch.linalg.eigvalsh(H[idx][:, idx])[-1]))
     mu_P = float(torch.linalg.eigvalsh(S @ H @ S)[0])
-    assert float(shown["λ_min(K + λnI)"]) == pytest.approx(lam_min, rel=5e-3)
-    assert float(shown["μ_P, preconditioned"]) == pytest.approx(mu_P, rel=5e-3)
+    assert number(shown["λ_min(K + λnI)"]) == pytest.approx(lam_min, rel=5e-3)
+    assert number(shown["μ_P, preconditioned"]) == pytest.approx(mu_P, rel=5e-3)
     assert mu_P < 0.5 * lam_min                # the blocks' norm shrinks μ: cross-block cancellation
-    pre, plain = float(shown["Σ√L_Pb / √μ_P, ASkotch"]), float(shown["Σ√L_b / √λ_min, plain"])
+    pre, plain = number(shown["Σ√L_Pb / √μ_P, ASkotch"]), number(shown["Σ√L_b / √λ_min, plain"])
     assert pre == pytest.approx(float(np.sqrt(solver.block_smoothness_.numpy()).sum()) / np.sqrt(mu_P), rel=5e-3)
     assert plain == pytest.approx(sum(np.sqrt(L_plain)) / np.sqrt(lam_min), rel=5e-3)
     caption = next(c.value for c in at.caption if c.value.startswith("μ_P and λ_min: exact."))
@@ -152,8 +157,16 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
 
 
 def test_askotch_rank_above_block_size_is_clamped_with_a_note(app):
-    at = open_page(app, "conditioning", blocks=10, rank=50)
-    assert any("exceeds the block size ⌊n/B⌋ = 16" in i.value for i in at.info)
+    at = open_page(app, "conditioning", blocks=10, rank=60)
+    assert any("Rank r = 60 exceeds the block size ⌊n/B⌋ = 16" in i.value for i in at.info)
+    assert set(at.dataframe[0].value["size"]) == {16}
+
+
+def test_the_default_rank_is_capped_at_the_block_size_without_a_warning(app):
+    at = open_page(app, "conditioning")                 # B = 10 blocks of 16 points, default r = 50
+    assert not at.info and not at.warning and not at.error, [i.value for i in (*at.info, *at.warning)]
+    assert any("rank r = 16 per block (the default r = 50, capped at the block size ⌊n/B⌋)" in c.value
+               for c in at.caption)
     assert set(at.dataframe[0].value["size"]) == {16}
 
 
@@ -167,9 +180,9 @@ def test_leverage_page_scores_agree_with_the_trace_formula(app):
     K = GaussianKernel(0.5)(X, X).numpy()
     exact = np.diag(K @ np.linalg.inv(K + 1e-2 * n * np.eye(n)))
     shown = metrics(at)
-    assert float(shown["d_eff(λ) exact"]) == pytest.approx(exact.sum(), abs=0.05)
-    assert float(shown["d_∞(λ) exact"]) == pytest.approx(n * exact.max(), abs=0.05)
-    assert 0.5 < float(shown["R-ACC mean"]) < 2.0
+    assert number(shown["d_eff(λ) exact"]) == pytest.approx(exact.sum(), abs=0.05)
+    assert number(shown["d_∞(λ) exact"]) == pytest.approx(n * exact.max(), abs=0.05)
+    assert 0.5 < number(shown["R-ACC mean"]) < 2.0
     # Histogram and scatter hold one value per training point; the scatter's x are the exact scores.
     hist = chart(at, "lev_hist")
     assert [len(values(t["x"])) for t in hist["data"]] == [n, n]
@@ -203,7 +216,7 @@ def test_dataset_page_reports_shape_distance_and_suggestions(app):
     data = load("moons", n=200, seed=0, noise=0.2)
     assert shown["Rows (train / test)"] == "160 / 40" and shown["Features d"] == "2" and shown["Task"] == "binary"
     from krrcore.kernels import median_heuristic
-    assert float(shown["Median pairwise distance"]) == pytest.approx(median_heuristic(data.X_train), rel=1e-2)
+    assert number(shown["Median pairwise distance"]) == pytest.approx(median_heuristic(data.X_train), rel=1e-2)
     # Suggested M follows its stated rule, max(√n, d_eff(λ)·log n) at the curated λ = 1e-3 (a point
     # of the page's λ grid), with d_eff from a dense eigendecomposition done here.
     s = np.clip(np.linalg.eigvalsh(GaussianKernel(0.5)(data.X_train, data.X_train).numpy()), 0, None)
@@ -236,6 +249,20 @@ def test_uploaded_csv_gets_a_full_report(app):
     # Feature scales are in original units: b is ~100× wider than a.
     scales = values(chart(at, "data_scales")["data"][0]["y"])
     assert 30 < scales[1] / scales[0] < 300
+
+
+def test_a_target_taken_by_the_rule_is_said_above_the_report_until_one_is_chosen(app):
+    at = open_page(app, "dataset")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"price": 1000 + 500 * rng.random(60), "speed": rng.integers(25, 100, 60),
+                          "trend": np.arange(60)})
+    at = upload(at, "computers.csv", frame.to_csv(index=False).encode())
+    rule = "Target: “trend”, the table's last column (the rule when none is chosen)."
+    said = [shown_as(i.value) for i in at.info if "the rule when none is chosen" in i.value]
+    assert len(said) == 2 and all(s.startswith(rule) for s in said)       # in the sidebar and atop the report
+    at = settle(at.selectbox(key="csv_target").set_value("price").run())
+    assert not [i for i in at.info if "the rule when none is chosen" in i.value]
+    assert metrics(at)["Task"] == "regression" and at.dataframe[0].value["column"].iloc[0] == "price"
 
 
 @pytest.mark.parametrize("content, message", [

@@ -99,7 +99,7 @@ def test_gaps_are_filled_and_said_so_or_their_rows_dropped_on_the_dataset_page(a
     at.session_state[views.reproduce_key("explore_notebook")] = True
     code = at.run().code[0].value
     assert "data = from_csv('mine.csv', target='y', missing='drop', seed=0)" in code
-    assert 'pipeline = Pipeline([("preprocess", data.preprocess), ("model", model)])' in code
+    assert "pipeline = data.pipeline(model)" in code
 
 
 def test_the_upload_limit_is_explained_on_the_page(app):

@@ -38,7 +38,8 @@ def test_the_notebook_reproduces_the_run(solver, params):
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in nb["cells"] if c["cell_type"] == "code")
     assert len({c["id"] for c in nb["cells"]}) == len(nb["cells"])
     namespace = _run_cells(nb)
-    np.testing.assert_allclose(namespace["prediction"], run.estimator.predict(run.data.X_test), rtol=1e-9)
+    np.testing.assert_allclose(namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)),
+                               rtol=1e-9)
     if solver == "falkon":      # the records the app drew, and the convergence figure over them
         assert [r.iteration for r in namespace["records"]] == [r.iteration for r in run.records]
         assert len(namespace["fig"].data) == 2
@@ -56,10 +57,11 @@ def test_a_csv_run_names_the_file_to_put_beside_the_notebook():
 def test_a_table_run_is_reproduced_by_a_pipeline_of_its_preprocessing_and_the_model(tmp_path, monkeypatch):
     """The notebook of a run on an uploaded table (a column role and the missing-value rule chosen)
     reads the file with the same choices and predicts on its raw test rows through a scikit-learn
-    Pipeline ending in the krrcore estimator: the same predictions as the app's run."""
+    Pipeline ending in the krrcore estimator (answering in the target's units): the same predictions
+    as the app's run."""
     from sklearn.pipeline import Pipeline
 
-    from krrcore.datasets import from_csv
+    from krrcore.datasets import OriginalUnits, from_csv
     from krrcore.solvers.base import KRRBase
 
     rng = np.random.default_rng(0)
@@ -79,6 +81,8 @@ def test_a_table_run_is_reproduced_by_a_pipeline_of_its_preprocessing_and_the_mo
     assert run.wait(120) and run.status == "done", run.message
     namespace = _run_cells(notebook(config))
     pipeline = namespace["pipeline"]
-    assert isinstance(pipeline, Pipeline) and isinstance(pipeline.steps[-1][1], KRRBase)
+    last = pipeline.steps[-1][1]
+    assert isinstance(pipeline, Pipeline) and isinstance(last, OriginalUnits) and isinstance(last.regressor, KRRBase)
     assert namespace["data"].n == data.n == 120 - 14 and "id" in namespace["data"].feature_names
-    np.testing.assert_allclose(namespace["prediction"], run.estimator.predict(run.data.X_test), rtol=1e-9)
+    np.testing.assert_allclose(namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)),
+                               rtol=1e-9)

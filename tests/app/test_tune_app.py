@@ -37,7 +37,9 @@ def test_a_tuning_run_shows_its_values_steps_and_map_and_applies_to_explore(app)
     labels = {m.label: m.value for m in at.metric}
     assert labels["λ"] == format_number(estimator.penalty_)
     assert float(labels["σ"]) == pytest.approx(estimator.sigma_, rel=1e-3)
-    assert float(labels["Test RMSE"]) == pytest.approx(run.metrics["test_rmse"], rel=1e-3)
+    number, unit = labels["Test RMSE"].split(" ", 1)         # "0.2143 y": in the target's units
+    assert float(number.replace(",", "")) == pytest.approx(run.metrics["test_rmse"], rel=1e-3)
+    assert unit == run.data.target_name
     charts = _charts(at)
     assert len(charts) == 2                         # the steps, and the path over the map
     line = progress_text(run)                       # the live chart's line: steps, σ, λ, not iterations of t

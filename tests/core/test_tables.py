@@ -120,13 +120,39 @@ def test_predicting_on_raw_rows_equals_predicting_on_the_transformed_arrays():
         labels = from_frame(_frame("palmerpenguins", "penguins"), "species")
     model = Falkon(GaussianKernel(ds.suggested_sigma), 1e-4, M=100).fit(ds.X_train, ds.y_train)
     np.testing.assert_array_equal(ds.transform(ds.raw_test), ds.X_test)
-    np.testing.assert_allclose(ds.pipeline(model).predict(ds.raw_test), model.predict(ds.X_test), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ds.pipeline(model).predict(ds.raw_test), ds.to_original_units(model.predict(ds.X_test)),
+                               rtol=0, atol=1e-12)
     # Rows straight from the original table, with the target and the columns left out still in it.
     rows = frame.iloc[ds.train_index[:3]]
-    np.testing.assert_allclose(ds.pipeline(model).predict(rows), model.predict(ds.X_train[:3]), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ds.pipeline(model)["model"].regressor.predict(ds.transform(rows)),
+                               model.predict(ds.X_train[:3]), rtol=0, atol=1e-12)
     classifier = Falkon(GaussianKernel(labels.suggested_sigma), 1e-4, M=50).fit(labels.X_train, labels.y_train)
     np.testing.assert_allclose(labels.pipeline(classifier).predict(labels.raw_test),
                                classifier.predict(labels.X_test), atol=1e-12)
+
+
+def test_the_pipeline_predicts_and_scores_in_the_targets_own_units():
+    """Salaries around 100,000: predict on raw rows answers in dollars, score is R² on dollars, and
+    fitting the pipeline on raw rows and dollars gives the same model as fitting on the arrays."""
+    from sklearn.base import clone
+    from sklearn.metrics import r2_score
+
+    frame = _frame("carData", "Salaries")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreprocessingWarning)
+        ds = from_frame(frame, "salary", seed=0)
+    model = Falkon(GaussianKernel(ds.suggested_sigma), 1e-3, M=100, seed=0).fit(ds.X_train, ds.y_train)
+    pipeline = ds.pipeline(model)
+    truth = ds.raw_test["salary"].to_numpy(dtype=float)
+    np.testing.assert_allclose(ds.y_test_original, truth, rtol=1e-12)
+    prediction = pipeline.predict(ds.raw_test)
+    assert 50_000 < np.median(prediction) < 200_000                    # dollars, not z-scores
+    score = pipeline.score(ds.raw_test, truth)
+    assert score == pytest.approx(r2_score(truth, prediction), rel=1e-12) and score > 0.1
+    # A fresh fit through the pipeline, on raw rows and the target as read.
+    refit = clone(pipeline).fit(ds.raw_train, ds.raw_train["salary"])
+    np.testing.assert_allclose(refit.predict(ds.raw_test), prediction, rtol=1e-6)
+    assert pipeline["model"].regressor is model                        # standardised model, reachable
 
 
 def test_rows_from_the_original_table_map_to_their_split_rows():

@@ -1,0 +1,127 @@
+"""Numbers a person reads: one format (krrcore.numbers.readable) on every page, for every shipped
+data set, and a regression's errors in the target's own units.
+
+The sweep opens each page with its default settings on each data set (n kept small so that it
+runs in minutes), runs what the page runs, and reads every text a person sees: tiles, captions,
+messages, table headers, chart titles, legends, axis titles, hover templates and the SVG pictures'
+labels. None may write a number between 10⁻³ and 10⁹ in scientific notation, and no tile may hold
+a "…".
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from conftest import settle, wait_for_runs
+
+from krrcore.datasets import DATASETS
+from krrcore.numbers import LARGEST, SMALLEST, readable
+
+PAGES = {"explore": None, "compare": "app_pages/compare.py", "tune": "app_pages/tune.py",
+         "conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
+         "dataset": "app_pages/dataset.py"}
+RUN_BUTTONS = {"explore": "run", "compare": "cmp_run", "tune": "tune_start"}
+SCIENTIFIC = re.compile(r"(?<![\w.#])[-−]?\d+(?:\.\d+)?[eE][-+−]?\d+(?![\w.])")
+#: plotly format specifiers that write an exponent inside the range (d3's g and e types).
+EXPONENT_FORMAT = re.compile(r"%\{[^}:]*:([^}]*[ge])\}")
+SVG_TEXT = re.compile(r"<text[^>]*>(.*?)</text>", re.S)
+SVG_IMAGE = re.compile(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)")
+
+
+def scientific_inside_the_range(text: str) -> list[str]:
+    """The numbers in ``text`` written with an exponent although plain decimals are the rule there."""
+    found = []
+    for match in SCIENTIFIC.finditer(text):
+        value = float(match.group(0).replace("−", "-"))
+        if SMALLEST <= abs(value) < LARGEST:
+            found.append(match.group(0))
+    return found
+
+
+def test_the_format_writes_plain_decimals_inside_the_range_and_short_exponents_outside():
+    assert readable(22670.4, unit="Salary") == "22,670 Salary"
+    assert [readable(v) for v in (0.0012346, 0.5, 1.0, 999.96, 123456789.0)] == [
+        "0.001235", "0.5", "1", "1,000", "123,500,000"]
+    assert [readable(v) for v in (2.5e-7, 3.4e12, -7.25e-5)] == ["2.5e-7", "3.4e12", "-7.25e-5"]
+    assert readable(12_000, grouping=False) == "12000" and readable(5) == "5" and readable(math.nan) == "—"
+    rng = np.random.default_rng(0)
+    for value in 10.0 ** rng.uniform(-3, 9, 500) * rng.choice([-1, 1], 500):
+        text = readable(value)
+        assert "e" not in text, text
+        assert float(text.replace(",", "")) == pytest.approx(value, rel=5e-4)
+
+
+def _svg_texts(markdown: str) -> list[str]:
+    out = []
+    for blob in SVG_IMAGE.findall(markdown):
+        out += SVG_TEXT.findall(base64.b64decode(blob).decode("utf-8", "replace"))
+    return out
+
+
+def _chart_texts(spec: dict) -> list[str]:
+    """What a chart writes: titles, trace names, annotations, and the formats of its hover and ticks."""
+    texts = []
+
+    def walk(node, key=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+        elif isinstance(node, str) and key in ("text", "name", "title", "hovertemplate", "tickformat"):
+            texts.append(node if key != "tickformat" else f"%{{tick:{node}}}")
+    walk(spec.get("layout", {}))
+    for trace in spec.get("data", []):
+        walk({k: v for k, v in trace.items() if k in ("name", "hovertemplate", "colorbar", "text")})
+    return texts
+
+
+def page_texts(at) -> list[str]:
+    """Every text of the page a person reads, as plain strings."""
+    from krr_app.text import shown_as
+
+    texts = []
+    for m in at.metric:
+        texts += [m.label, str(m.value)]
+    for kind in ("caption", "markdown", "info", "warning", "success", "error", "subheader", "header", "title"):
+        for element in at.get(kind):
+            value = str(getattr(element, "value", "") or getattr(element, "body", ""))
+            texts += _svg_texts(value) if "data:image/svg" in value else [shown_as(value)]
+    for frame in at.dataframe:
+        texts += [str(c) for c in frame.value.columns]
+        texts += [v for v in frame.value.to_numpy().ravel().tolist() if isinstance(v, str)]
+    for chart in at.get("plotly_chart"):
+        texts += _chart_texts(json.loads(chart.proto.spec))
+    return texts
+
+
+def _offenders(texts: list[str]) -> list[str]:
+    bad = []
+    for text in texts:
+        bad += [f"{number!r} in {text[:160]!r}" for number in scientific_inside_the_range(text)]
+        bad += [f"format {spec!r} in {text[:160]!r}" for spec in EXPONENT_FORMAT.findall(text)]
+    return bad
+
+
+@pytest.mark.parametrize("dataset", list(DATASETS))
+@pytest.mark.parametrize("page", list(PAGES))
+def test_no_page_writes_a_number_in_scientific_notation_inside_the_range(app, page, dataset):
+    at = app(dataset=dataset, n=200, M=40, maxiter=4)
+    assert not at.exception, at.exception
+    if PAGES[page]:
+        at = at.switch_page(PAGES[page]).run()
+    button = RUN_BUTTONS.get(page)
+    if button and any(b.key == button for b in at.button) and not at.button(key=button).disabled:
+        at = wait_for_runs(at.button(key=button).click().run())
+    at = settle(at)
+    assert not at.exception, at.exception
+    texts = page_texts(at)
+    assert texts, "the page showed nothing"
+    assert not _offenders(texts), "\n".join(_offenders(texts))
+    tiles = [t for m in at.metric for t in (m.label, str(m.value))]
+    assert not [t for t in tiles if "…" in t], tiles
