@@ -168,11 +168,11 @@ def test_solver_knobs_are_checked_before_run_like_m(app):
 def test_every_bound_widget_is_checked_and_its_parameter_known(app):
     """Source check: only krr_app/teaching/links.py and the diagnostic pages' helper (which calls
     links.check first) bind widgets; runtime check: every key checked on every page is known."""
-    binders = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("app_pages/*.py"), *ROOT.glob("krr_app/*.py"),
+    binders = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("app_pages/*.py"), *ROOT.glob("krr_app/**/*.py"),
                                                          ROOT / "app.py"]
                      if re.search(r"""bind["']?\s*[:=]\s*["']query-params""", p.read_text()))
-    assert binders == ["krr_app/teaching/links.py", "krr_app/parts/views.py"], binders
-    assert "links.check(widget, key, kwargs, default=default)" in (ROOT / "krr_app/parts/views.py").read_text()
+    assert binders == ["krr_app/parts/inputs.py", "krr_app/teaching/links.py"], binders
+    assert "links.check(widget, key, kwargs, default=default)" in (ROOT / "krr_app/parts/inputs.py").read_text()
     at = app(**QUIET, solver="askotch", kernel="matern")
     for page in PAGES.values():
         if page is not None:
