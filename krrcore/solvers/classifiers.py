@@ -24,7 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
 from .askotch import ASkotch, Skotch
-from .base import distributed_backend
+from .base import distributed_backend, fit_guard
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
 from .pcg import CG, NystromPCG
@@ -101,19 +101,21 @@ class KRRClassifierMixin(ClassifierMixin):
         return np.eye(len(self.classes_))[index]
 
     def iter_fit(self, X, y, X_val=None, y_val=None, *, stop_event: threading.Event | None = None):
-        """The regressor's record stream on the encoded labels; sets ``classes_`` first."""
-        if distributed_backend(y) is not None:
-            raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
-                             f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
-        labels = _labels(y, "y")
-        classes = np.unique(labels)
-        if len(classes) < 2:
-            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got "
-                             f"{len(classes)} class(es) {classes.tolist()}")
-        self.classes_ = classes
-        Y = self._encode(labels, "y")
-        Y_val = None if y_val is None else self._encode(_labels(y_val, "y_val"), "y_val")
-        yield from super().iter_fit(X, Y, X_val, Y_val, stop_event=stop_event)
+        """The regressor's record stream on the encoded labels; sets ``classes_`` first. A fit that
+        fails leaves ``classes_`` and the model as they were (:func:`~krrcore.solvers.base.fit_guard`)."""
+        with fit_guard(self):
+            if distributed_backend(y) is not None:
+                raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
+                                 f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
+            labels = _labels(y, "y")
+            classes = np.unique(labels)
+            if len(classes) < 2:
+                raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got "
+                                 f"{len(classes)} class(es) {classes.tolist()}")
+            self.classes_ = classes
+            Y = self._encode(labels, "y")
+            Y_val = None if y_val is None else self._encode(_labels(y_val, "y_val"), "y_val")
+            yield from super().iter_fit(X, Y, X_val, Y_val, stop_event=stop_event)
 
     def decision_function(self, X):
         """Regression outputs: (n,) for two classes (> 0: ``classes_[1]``), (n, k) for k classes.
