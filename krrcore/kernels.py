@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validation import as_tensor, check_positive
+from ._validation import as_tensor, check_int, check_positive
 
 #: log₂(e): exp(x) = 2^(x·log₂e). The kernels fold it into a scale they apply anyway and call exp2,
 #: 2–3× faster than exp on this CPU (torch 2.13; one thread, 10⁸ float32 entries in cache: 28 ms
@@ -309,16 +309,29 @@ def median_heuristic(X, *, max_points: int = 2000, p: int = 2, seed: int = 0) ->
 
     A common starting σ for distance kernels; it ignores duplicate points (zero distances).
     """
+    max_points = check_int(max_points, "max_points", minimum=2)
+    seed = check_int(seed, "seed", minimum=0)
+    if isinstance(p, bool) or p not in (1, 2):
+        raise ValueError(f"p must be 1 or 2 (the L1 or Euclidean distance), got {p!r}")
     X = as_tensor(X, "X")
     if X.shape[0] < 2:
         raise ValueError("X needs at least 2 rows for the median heuristic")
     if X.shape[0] > max_points:
         g = torch.Generator().manual_seed(seed)
         X = X[torch.randperm(X.shape[0], generator=g, device="cpu")[:max_points].to(X.device)]
-    D = torch.cdist(X.double(), X.double(), p=float(p))
+    X64 = X.double()
+    # Scaled by the largest entry first, so the distances of values near float64's range stay finite.
+    peak = float(X64.abs().max())
+    if peak == 0.0:
+        raise ValueError("X has no two distinct rows: the median heuristic is undefined")
+    D = torch.cdist(X64 / peak, X64 / peak, p=float(p)) * peak
     iu = torch.triu_indices(X.shape[0], X.shape[0], offset=1, device=X.device)
     d = D[iu[0], iu[1]]
     d = d[d > 0]
     if d.numel() == 0:
         raise ValueError("X has no two distinct rows: the median heuristic is undefined")
-    return float(torch.quantile(d, 0.5))  # the usual median (mean of the middle two)
+    median = float(torch.quantile(d, 0.5))
+    if not math.isfinite(median):
+        raise ValueError(f"the median distance of X is {median}: X's values ({peak:.3g} at most) put the "
+                         f"distances beyond float64's range; rescale X")
+    return median  # the usual median (mean of the middle two)

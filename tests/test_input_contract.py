@@ -206,3 +206,48 @@ def test_a_degenerate_kernel_is_not_called_converged(key):
     with pytest.warns(ModelWarning, match="no better than zero on its training data"):
         model = _make(key, kernel=PolynomialKernel(degree=30), M=40).fit(X, y)
     assert not model.converged_ and "no better than zero" in model.stop_reason_
+
+
+# -- the leverage functions under the same policy ---------------------------------------------------
+
+def test_bless_at_a_penalty_below_round_off_is_refused_before_any_level_runs():
+    from krrcore import leverage
+
+    X = np.random.default_rng(0).standard_normal((300, 3))
+    for sampler in (leverage.bless, leverage.bless_r, leverage.compare_with_exact):
+        with pytest.raises(ValueError, match="penalty=1e-300 is below what float64 resolves") as caught:
+            sampler(X, GaussianKernel(1.0), 1e-300)
+        # Raised by the input checks, before the first level (or the exact scores) allocated anything.
+        assert caught.traceback[-1].path.name == "_inputs.py"
+
+
+def test_a_bless_level_whose_d_eff_estimate_exceeds_n_is_refused_before_its_draws():
+    from krrcore import leverage
+
+    X = np.random.default_rng(0).standard_normal((300, 3))
+    with pytest.raises(ValueError, match="above the n=300 points any d_eff is at most"):
+        leverage.bless(X, GaussianKernel(1.0), 1e-12)
+
+
+@pytest.mark.parametrize("args, match", [((1, 1e-3, True), "q must be a number"), ((1, 0, 2), "penalty must be > 0"),
+                                         ((1, float("nan"), 2), "penalty must be finite"),
+                                         ((1, 1e-3, 1), "q must be > 1"), ((1, 1e-300, 1.0001), "levels")])
+def test_lambda_path_arguments_are_checked(args, match):
+    from krrcore.leverage import lambda_path
+
+    with pytest.raises(ValueError, match=match):
+        lambda_path(*args)
+
+
+def test_exact_scores_path_does_not_read_true_as_one():
+    from krrcore.leverage import exact_scores_path
+
+    with pytest.raises(ValueError, match=r"penalties\[1\] must be a number, got True"):
+        exact_scores_path(np.eye(3), GaussianKernel(1.0), [1e-3, True])
+
+
+def test_the_median_heuristic_of_huge_values_is_finite():
+    from krrcore.kernels import median_heuristic
+
+    X = np.random.default_rng(0).standard_normal((50, 2))
+    assert median_heuristic(X * 1e200) == pytest.approx(median_heuristic(X) * 1e200, rel=1e-12)

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import threading
 import warnings
@@ -316,6 +317,8 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
             self._target_scale = 1.0
             try:
                 yield from self._records(X, y, X_val, y_val, stop_event=stop_event)
+                # What predict uses from now on: set_params after fit changes the next fit, not this model.
+                self.fit_kernel_ = copy.copy(self._kernel())
             finally:
                 if self._target_scale != 1.0 and isinstance(getattr(self, "coef_", None), torch.Tensor):
                     self.coef_ = self.coef_ / self._target_scale
@@ -341,6 +344,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_stop_event(stop_event)
+        vars(self).pop("fit_kernel_", None)          # the records of this fit predict with its own kernel
         self._resolve_seed()
         distributed = distributed_backend(X)
         if distributed is not None:
@@ -380,13 +384,19 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         return tags
 
     # -- prediction ------------------------------------------------------------------------
+    def _fitted_kernel(self) -> Kernel:
+        """The kernel the model was fitted with (``fit_kernel_``): a later ``set_params(kernel=...)`` or
+        ``kernel__sigma=...`` changes the next fit, never the fitted model's predictions."""
+        return vars(self).get("fit_kernel_") or self._kernel()
+
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
-        return rows_of(self.centers_).expansion(self.centers_, self._kernel(), X, self.coef_, self.memory_budget)
+        return rows_of(self.centers_).expansion(self.centers_, self._fitted_kernel(), X, self.coef_,
+                                                self.memory_budget)
 
     #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these
     #: (``classes_`` for the classifiers of :mod:`krrcore.solvers.classifiers`).
-    _compact_attributes = ("centers_", "coef_", "n_features_in_", "feature_names_in_", "x_origin_", "_y_was_1d", "trace_", "stop_reason_", "n_iter_",
-                           "converged_", "classes_")
+    _compact_attributes = ("centers_", "coef_", "n_features_in_", "feature_names_in_", "x_origin_", "fit_kernel_",
+                           "_y_was_1d", "trace_", "stop_reason_", "n_iter_", "converged_", "classes_")
 
     def compact(self):
         """A copy with the same parameters that keeps only what ``predict`` and the run summary need
