@@ -45,7 +45,7 @@ CALL_SECONDS = 30
 N, D = 40, 3
 SMALL = {"M": 10, "maxiter": 5, "rank": 5, "blocks": 2}
 FAILURES = ("silent", "cryptic", "crash", "hang", "refused a good call")
-CLEAR = (ValueError, TypeError, SolverDivergedError, NotFittedError)
+CLEAR = (ValueError, TypeError, SolverDivergedError, NotFittedError, ConnectionError)
 INSIDE = ("/torch/", "/numpy/", "/scipy/", "/pandas/")
 
 
@@ -123,6 +123,8 @@ BAD_PARAMS = {
     "eval_train": ["yes", 2],
     "stall_patience": [0, -1, 2.5],
 }
+#: Words that name a parameter in its messages besides its own name.
+ALIASES = {"memory_budget": ("memory_budget", "budget")}
 #: Parameter values that must give a right result (the library's own extremes that are fine).
 GOOD_PARAMS = {
     "penalty": [1e-300, 1e-8, 10.0],
@@ -234,7 +236,7 @@ def build_cases() -> list[Case]:
             for value in values:
                 cases.append(Case(f"{name}-{param}={value!r:.30}", _fit_and_check(factory, {param: value}, X0, y,
                                                                                  classifier), "refuse",
-                                  (param,)))
+                                  ALIASES.get(param, (param,))))
         for param, values in GOOD_PARAMS.items():
             if param not in declared:
                 continue
@@ -285,6 +287,7 @@ def build_cases() -> list[Case]:
                           ("nope",)))
         cases.append(Case(f"{name}-threads", _threads(factory, classifier), "result", (), check=bool))
     cases += _leverage_cases()
+    cases += _table_cases()
     return cases
 
 
@@ -431,6 +434,47 @@ def _leverage_cases() -> list[Case]:
                           names, check=lambda v: math.isfinite(v) and v > 0))
     for kw, names in (({"p": 3}, ("p",)), ({"max_points": True}, ("max_points",)), ({"seed": -1}, ("seed",))):
         cases.append(Case(f"median_heuristic-{kw}", lambda kw=kw: median_heuristic(X, **kw), "refuse", names))
+    return cases
+
+
+def _table_cases() -> list[Case]:
+    """The CSV reader: what it must read right, and what it must refuse by name."""
+    import gzip
+
+    from krrcore import sharded
+    from krrcore.datasets.tabular import from_csv
+
+    def table(text):
+        return text if isinstance(text, bytes) else text.encode()
+
+    def read(data, target="y", check=None):
+        def run():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return from_csv(table(data), target)
+        return run
+
+    rows = range(30)
+    comma = "price,k,y\n" + "".join(f'"{1000 + 37 * i:,}",{i % 7},{i % 3}\n' for i in rows)
+    points = "a;b;y\n" + "".join(f"{1000000 + 1234 * i:,};{i},5;{i % 3}\n".replace(",", ".", 2) for i in rows)
+    cr = "a,b,y\r" + "".join(f"{i * 3 % 7},{i * 2 % 5},{i % 3}\r" for i in rows)
+    inf = "a,b,y\n" + "".join(f"{i * 3 % 7},{'inf' if i == 3 else i % 5},{i % 3}\n" for i in rows)
+    kept = lambda names: lambda d: set(names) <= {n.split("=")[0] for n in d.feature_names}   # noqa: E731
+    cases = [
+        Case("csv-thousands-comma", read(comma), "result", (), check=kept(["price", "k"])),
+        Case("csv-thousands-points", read(points), "result", (), check=kept(["a", "b"])),
+        Case("csv-gzip", read(gzip.compress(points.encode())), "result", (), check=kept(["a", "b"])),
+        Case("csv-cr-only", read(cr), "result", (), check=lambda d: d.X_train.shape[1] == 2),
+        Case("csv-inf", read(inf), "refuse", ("'b'",)),
+        Case("csv-json", read('{"a": [1, 2, 3], "y": [1, 2, 3]}'), "refuse", ("y", "column", "table")),
+        Case("csv-zip", read(b"PK\x03\x04rest"), "refuse", ("ZIP",)),
+        Case("csv-empty", read(""), "refuse", ("empty",)),
+        Case("csv-no-target", read("a,b\n" + "".join(f"{i},{i % 4}\n" for i in rows)), "refuse", ("y", "target", "column")),
+        Case("csv-gzip-damaged", read(b"\x1f\x8b\x08\x00broken"), "refuse", ("gzip",)),
+        Case("connect-timeout", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=-1), "refuse", ("timeout",)),
+        Case("connect-closed-port", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=60), "refuse",
+             ("no scheduler",)),
+    ]
     return cases
 
 

@@ -251,3 +251,51 @@ def test_the_median_heuristic_of_huge_values_is_finite():
 
     X = np.random.default_rng(0).standard_normal((50, 2))
     assert median_heuristic(X * 1e200) == pytest.approx(median_heuristic(X) * 1e200, rel=1e-12)
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+def _table(header, cells, sep=","):
+    return (header + "\n" + "".join(sep.join(row) + "\n" for row in cells)).encode()
+
+
+def test_numbers_with_thousands_separators_are_read_as_numbers_not_ids():
+    import gzip
+
+    from krrcore.datasets.reading import read_csv_bytes
+    from krrcore.datasets.tabular import from_csv
+
+    comma = _table("price,k,y", [(f'"{123456 + 1000 * i:,}"', str(i % 7), str(i % 3)) for i in range(30)])
+    frame, fmt = read_csv_bytes(comma)
+    assert frame["price"].tolist()[:2] == [123456, 124456] and fmt.thousands == ","
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = from_csv(comma, "y")
+    assert "price" in data.feature_names                              # a number, not "an ID" left out
+    points = _table("a;b;y", [(f"{1234567 + 1111 * i:,}".replace(",", "."), f"{i},5", str(i % 3)) for i in range(30)],
+                    sep=";")
+    for raw in (points, gzip.compress(points)):
+        frame, fmt = read_csv_bytes(raw)
+        assert frame["a"].tolist()[0] == 1234567 and frame["b"].tolist()[1] == 1.5
+        assert fmt.describe() == "semicolon-separated, decimal comma, thousands separated by points"
+
+
+def test_cr_only_line_ends_and_inf_cells_named_by_column():
+    from krrcore.datasets.reading import read_csv_bytes
+    from krrcore.datasets.tabular import from_csv
+
+    frame, _ = read_csv_bytes(b"a,b,y\r1,2,0\r3,4,1\r")
+    assert frame.shape == (2, 3)
+    table = _table("a,b,y", [(str(i * 3 % 7), "inf" if i == 3 else str(i % 5), str(i % 3)) for i in range(30)])
+    with pytest.raises(ValueError, match=r"infinite values \(inf\) in column\(s\) 'b' \(1 cell, e.g. data row 4\)"):
+        from_csv(table, "y")
+
+
+def test_connect_refuses_a_bad_timeout_and_a_closed_local_port_at_once():
+    from krrcore import sharded
+    from krrcore.distributed.cluster import ClusterUnavailable
+
+    with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0, got -1"):
+        sharded.connect("tcp://127.0.0.1:1", timeout=-1)
+    with pytest.raises(ClusterUnavailable, match="no scheduler listens at tcp://127.0.0.1:1"):
+        sharded.connect("tcp://127.0.0.1:1", timeout=60)
