@@ -33,8 +33,9 @@ def test_no_page_requests_any_host_but_the_apps_own(tmp_path):
             page.on("request", record)
             for name in PAGES:
                 current["page"] = name or "explore"
-                page.goto(f"{url}/{name}?auto_run=false")
-                page.get_by_test_id("stSidebar").first.wait_for(state="attached")
+                page.goto(f"{url}/{name}?auto_run=false", timeout=240_000)
+                # The first load imports torch on the server: a heading in the main block says it is drawn.
+                page.get_by_test_id("stMainBlockContainer").get_by_role("heading").first.wait_for(timeout=240_000)
                 try:
                     _wait_idle(page, timeout=30)
                 except AssertionError:                # a page still drawing: its requests so far count
