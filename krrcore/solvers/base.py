@@ -194,6 +194,8 @@ def check_penalty_scale(estimator, X: torch.Tensor) -> None:
     K, singular in general: the solution is unstable); λn above s/eps is refused, since K would be
     lost in round-off (the model is zero to working precision). Each names ``penalty`` and the value
     that would do."""
+    if getattr(estimator, "penalty", None) is None:
+        return                          # a penalty the fit chooses (FalkonCV's tuning): checked as it goes
     name = type(estimator).__name__
     lam, n = estimator._penalty(), X.shape[0]
     info = torch.finfo(X.dtype)
