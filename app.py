@@ -22,12 +22,17 @@ if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI a
 
     app = st.App(__file__, routes=ROUTES, lifespan=lifespan)
 else:
+    from pathlib import Path
+
     from krr_app import tiles
     from krr_app.jobs import executor
     from krr_app.parts import sidebar
     from krr_app.teaching import teacher
 
-    st.set_page_config(page_title="KRR Explorer", page_icon=":material/scatter_plot:", layout="wide",
+    # A file, served by the app: a ":material/...:" page icon makes the browser fetch the favicon
+    # from fonts.gstatic.com, a request to an outside host on every page load.
+    st.set_page_config(page_title="KRR Explorer", page_icon=str(Path(__file__).parent / "krr_app" / "icon.png"),
+                       layout="wide",
                        initial_sidebar_state="collapsed" if teacher.presenting() else "auto")
     executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
     tiles.style()           # tiles wrap instead of cutting a number with "…"

@@ -199,3 +199,57 @@ def check_sample_weight(sample_weight, n: int, *, device=None) -> torch.Tensor |
     if total == 0:
         raise ValueError("sample_weight is zero for every sample: at least one weight must be positive")
     return (w * (n / total))[:, None]
+
+
+def feature_names(X):
+    """The column names of a DataFrame as scikit-learn records them in ``feature_names_in_`` (an
+    object array of str), or None: not a DataFrame, or names that are not all strings (integer
+    labels, the default). Names of mixed types are refused, as scikit-learn refuses them."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "isna"):
+        return None
+    names = np.asarray(list(columns), dtype=object)
+    strings = [isinstance(name, str) for name in names]
+    if all(strings) and len(names):
+        return names
+    if any(strings):
+        kinds = sorted({type(name).__name__ for name in names})
+        raise TypeError(f"X has column names of mixed types {kinds}: feature names must be all strings "
+                        f"(X.columns = X.columns.astype(str)) or none")
+    return None
+
+
+def check_feature_names(X, fitted, estimator: str) -> None:
+    """``X``'s column names against ``feature_names_in_`` (``fitted``; None when fit saw none), in
+    scikit-learn's words: other or reordered names raise ``ValueError`` (the model would read its
+    inputs from the wrong columns); names on one side only warn, as scikit-learn warns."""
+    import warnings
+
+    names = feature_names(X)
+    if names is None and fitted is None:
+        return
+    if fitted is None:
+        warnings.warn(f"X has feature names, but {estimator} was fitted without feature names", UserWarning,
+                      stacklevel=4)
+        return
+    if names is None:
+        warnings.warn(f"X does not have valid feature names, but {estimator} was fitted with feature names",
+                      UserWarning, stacklevel=4)
+        return
+    if len(names) == len(fitted) and (names == fitted).all():
+        return
+    unseen = [n for n in names if n not in set(fitted)]
+    missing = [n for n in fitted if n not in set(names)]
+    message = "The feature names should match those that were passed during fit.\n"
+    if not unseen and not missing:
+        message += "Feature names must be in the same order as they were in fit.\n"
+
+    def listed(items):
+        shown = "".join(f"- {item}\n" for item in items[:5])
+        return shown + ("- ...\n" if len(items) > 5 else "")
+
+    if unseen:
+        message += "Feature names unseen at fit time:\n" + listed(sorted(unseen))
+    if missing:
+        message += "Feature names seen at fit time, yet now missing:\n" + listed(sorted(missing))
+    raise ValueError(message)

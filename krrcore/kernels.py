@@ -7,12 +7,13 @@ form ‖a‖² + ‖b‖² − 2aᵀb, clamped at zero against cancellation.
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
 import torch
 
-from ._validation import as_tensor, check_positive
+from ._validation import as_tensor, check_int, check_positive
 
 #: log₂(e): exp(x) = 2^(x·log₂e). The kernels fold it into a scale they apply anyway and call exp2,
 #: 2–3× faster than exp on this CPU (torch 2.13; one thread, 10⁸ float32 entries in cache: 28 ms
@@ -47,6 +48,9 @@ class Kernel:
     #: k(x, x) is the same for every x (stationary kernels): callers holding checked rows need not
     #: evaluate ``diag`` row by row.
     constant_diag: bool = False
+    #: k(x + t, x' + t) = k(x, x') for every shift t: the kernel can be evaluated on data moved to
+    #: an origin near it (:meth:`centered_at`), which keeps distances exact under a large offset.
+    translation_invariant: bool = False
     name: str = "kernel"
 
     def prepare(self, X: torch.Tensor) -> Prepared:
@@ -68,6 +72,25 @@ class Kernel:
     def params(self) -> dict:
         """Plain parameters (for caching keys, reproduce-in-Python snippets and repr)."""
         return {}
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters, as scikit-learn reads them: ``set_params(kernel__sigma=2)``
+        on an estimator reaches the kernel through these two methods."""
+        return dict(self.params())
+
+    def set_params(self, **params) -> "Kernel":
+        """A kernel is rebuilt from its parameters (its constructor checks them), in place."""
+        unknown = sorted(set(params) - set(self.params()))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no parameter(s) {unknown}; its parameters are "
+                             f"{sorted(self.params())}")
+        rebuilt = type(self)(**{**self.params(), **params})
+        origin = getattr(self, "origin", None)
+        vars(self).clear()
+        vars(self).update(vars(rebuilt))
+        if origin is not None:
+            self.origin = origin
+        return self
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
@@ -119,14 +142,32 @@ def dist_into(P1: Prepared, P2: Prepared, out: torch.Tensor | None) -> torch.Ten
 
 
 class _ScaledDistanceKernel(Kernel):
-    """Kernels k(x, x') = f(‖(x − x')/σ‖): σ scalar or per feature (ARD)."""
+    """Kernels k(x, x') = f(‖(x − x')/σ‖): σ scalar or per feature (ARD).
+
+    ``origin`` (None, or a point of d coordinates, :meth:`centered_at`): both operands are measured
+    from it. The expanded distance ‖a‖² + ‖b‖² − 2aᵀb cancels catastrophically when the points lie
+    far from 0 against their spread (X + 1e8 in float64 keeps none of its digits); measured from
+    a point near the data, it is exact again, and the kernel's values are unchanged."""
 
     constant_diag = True
+    translation_invariant = True
+    origin: torch.Tensor | None = None
 
     def __init__(self, sigma=1.0):
         self.sigma = _sigma_param(sigma)
 
+    def centered_at(self, origin: torch.Tensor) -> "_ScaledDistanceKernel":
+        """A copy that evaluates k on X − origin (the same function: k is translation invariant)."""
+        twin = copy.copy(self)
+        twin.origin = origin.detach().double().cpu()
+        return twin
+
     def _scale(self, X: torch.Tensor) -> torch.Tensor:
+        if self.origin is not None:
+            if self.origin.numel() != X.shape[1]:
+                raise ValueError(f"the kernel's origin has {self.origin.numel()} coordinates but X has "
+                                 f"{X.shape[1]} features")
+            X = X - self.origin.to(dtype=X.dtype, device=X.device)
         if isinstance(self.sigma, float):
             return X / self.sigma
         if self.sigma.numel() != X.shape[1]:
@@ -268,16 +309,29 @@ def median_heuristic(X, *, max_points: int = 2000, p: int = 2, seed: int = 0) ->
 
     A common starting σ for distance kernels; it ignores duplicate points (zero distances).
     """
+    max_points = check_int(max_points, "max_points", minimum=2)
+    seed = check_int(seed, "seed", minimum=0)
+    if isinstance(p, bool) or p not in (1, 2):
+        raise ValueError(f"p must be 1 or 2 (the L1 or Euclidean distance), got {p!r}")
     X = as_tensor(X, "X")
     if X.shape[0] < 2:
         raise ValueError("X needs at least 2 rows for the median heuristic")
     if X.shape[0] > max_points:
         g = torch.Generator().manual_seed(seed)
         X = X[torch.randperm(X.shape[0], generator=g, device="cpu")[:max_points].to(X.device)]
-    D = torch.cdist(X.double(), X.double(), p=float(p))
+    X64 = X.double()
+    # Scaled by the largest entry first, so the distances of values near float64's range stay finite.
+    peak = float(X64.abs().max())
+    if peak == 0.0:
+        raise ValueError("X has no two distinct rows: the median heuristic is undefined")
+    D = torch.cdist(X64 / peak, X64 / peak, p=float(p)) * peak
     iu = torch.triu_indices(X.shape[0], X.shape[0], offset=1, device=X.device)
     d = D[iu[0], iu[1]]
     d = d[d > 0]
     if d.numel() == 0:
         raise ValueError("X has no two distinct rows: the median heuristic is undefined")
-    return float(torch.quantile(d, 0.5))  # the usual median (mean of the middle two)
+    median = float(torch.quantile(d, 0.5))
+    if not math.isfinite(median):
+        raise ValueError(f"the median distance of X is {median}: X's values ({peak:.3g} at most) put the "
+                         f"distances beyond float64's range; rescale X")
+    return median  # the usual median (mean of the middle two)

@@ -86,7 +86,9 @@ def residual_and_objective(Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor,
     ASkotch paper (Lemma 3.1, A = K + λnI, b = y) and the Nyström objective of the FALKON paper
     (Eq. 8, A = K_nMᵀK_nM + λnK_MM, b = K_nMᵀy, constant ½‖y‖²), from a product Ax the caller has.
     """
-    residual = float(torch.linalg.norm(Ax - b) / torch.linalg.norm(b))
+    b_norm = torch.linalg.norm(b)
+    # b = 0 (all-zero targets): the solution is x = 0, and the residual is measured absolutely.
+    residual = float(torch.linalg.norm(Ax - b) / b_norm) if float(b_norm) > 0 else float(torch.linalg.norm(Ax))
     objective = float(0.5 * (x * Ax).sum() - (b * x).sum()) + constant
     return residual, objective
 

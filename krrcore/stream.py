@@ -86,13 +86,24 @@ class Stopper:
         return ""
 
     def should_stop(self, record: IterationRecord) -> bool:
-        if self.callback is not None and self.callback(record):
+        if self.callback is not None and _asks_to_stop(self.callback, record):
             self.reason = "callback asked to stop"
         elif self.stop_event is not None and self.stop_event.is_set():
             self.reason = "stopped by the user"
         elif self.timeout is not None and record.seconds >= self.timeout:
             self.reason = f"time limit of {self.timeout:g} s reached"
         return bool(self.reason)
+
+
+def _asks_to_stop(callback, record) -> bool:
+    """``callback(record)`` as the yes/no it must be: None or a bool (numpy's included), an int, or a 0-d
+    boolean array or tensor; anything else — an array, a string — is refused, since its truth has no one meaning)."""
+    answer = callback(record)
+    if answer is None or isinstance(answer, (bool, int)) or type(answer).__name__ == "bool_":
+        return bool(answer)
+    if getattr(answer, "shape", None) == () and str(getattr(answer, "dtype", "")) in ("bool", "torch.bool"):
+        return bool(answer)                     # a 0-d boolean array or tensor
+    raise TypeError(f"callback must return True (stop), False or None, got {type(answer).__name__} {answer!r:.60}")
 
 
 class Timer:

@@ -178,6 +178,11 @@ def _dataset_label(name: str) -> str:
     return info.title if info.available else f"{info.title} (needs {', '.join(info.requires)})"
 
 
+#: Largest values of kernel parameters a link or the box may set: (γxᵀx' + c)^degree past 20 leaves
+#: float64's range on standardised data with a few features (a degree of 1000 overflows at once).
+KERNEL_MAXIMA = {"degree": 20}
+
+
 def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
     """A URL-bound number input whose default is ``value``.
 
@@ -259,7 +264,8 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
             params[name] = links.widget(st.selectbox, name, options=choices, index=choices.index(default), key=name)
         else:
             is_int = isinstance(default, int)
-            params[name] = _number(name, name, default, min_value=1 if is_int else 0.0, step=1 if is_int else 0.1)
+            params[name] = _number(name, name, default, min_value=1 if is_int else 0.0, step=1 if is_int else 0.1,
+                                   max_value=KERNEL_MAXIMA.get(name))
     log_lambda = links.widget(st.slider, "log₁₀ λ (regularisation)", min_value=LOG_LAMBDA_RANGE[0],
                               max_value=LOG_LAMBDA_RANGE[1], value=_log_lambda(suggested_penalty), step=0.25,
                               key="log_lambda", help=explain.HELP["lambda"])

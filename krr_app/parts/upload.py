@@ -38,8 +38,8 @@ ROWS_DEFAULT_KEY = "_krr_table_rows_default"
 #: The missing-value rule's widget (drawn on the Dataset page) and its choices' captions.
 MISSING_KEY = "missing"
 MISSING_CAPTIONS = ("gaps get the training median and a column marking them", "rows with a gap are dropped")
-#: File types the uploader offers.
-FILE_TYPES = ["csv", "tsv", "txt", "parquet"]
+#: File types the uploader offers ("gz": a gzip-compressed table, ``.csv.gz``, which the reader unpacks).
+FILE_TYPES = ["csv", "tsv", "txt", "parquet", "gz"]
 
 
 def upload_limit_mb() -> int:

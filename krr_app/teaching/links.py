@@ -202,6 +202,11 @@ def _default(rule: Rule, reason: str) -> Verdict:
     return Verdict(rule.default, f"{reason} — using the default, {rule.shown(rule.default)}")
 
 
+#: The largest whole number a browser's number box (a JavaScript double) holds exactly: a link's
+#: 99999999999999999999999 would otherwise reach the widget as something else (0) without a word.
+MAX_WHOLE_NUMBER = 2**53 - 1
+
+
 def _decide_one(text: str, rule: Rule) -> Verdict:
     text = text.strip()
     if rule.kind == "choice":
@@ -227,11 +232,18 @@ def _decide_one(text: str, rule: Rule) -> Verdict:
     if rule.integer and not number.is_integer():
         return _default(rule, "is not a whole number")
     value = int(number) if rule.integer else number
+    if rule.integer and re.fullmatch(r"[-+]?\d+", text):
+        value = int(text)                      # exactly: float() rounds whole numbers past 2**53
     if rule.minimum is not None and value < rule.minimum:
         return _default(rule, f"is below the minimum {rule.shown(rule.minimum)}")
-    if rule.maximum is not None and value > rule.maximum:
-        top = int(rule.maximum) if rule.integer else float(rule.maximum)
+    maximum = rule.maximum
+    if rule.integer and (maximum is None or maximum > MAX_WHOLE_NUMBER):
+        maximum = MAX_WHOLE_NUMBER             # the browser's number box holds no larger whole number
+    if maximum is not None and value > maximum:
+        top = int(maximum) if rule.integer else float(maximum)
         return Verdict(top, f"is above the maximum — using the largest allowed, {rule.shown(top)}")
+    if rule.integer and rule.minimum is None and value < -MAX_WHOLE_NUMBER:
+        return _default(rule, f"is below the minimum {rule.shown(-MAX_WHOLE_NUMBER)}")
     return Verdict(value)
 
 

@@ -15,6 +15,7 @@ import csv
 import io
 import os
 import re
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,11 +31,13 @@ MISSING_MARKERS = ("?", "-", "--", ".", "n.a.", "missing")
 #: How much of a file :func:`detect_format` and the binary check look at.
 SAMPLE_BYTES, SAMPLE_LINES = 1 << 16, 50
 PARQUET_MAGIC = b"PAR1"
+GZIP_MAGIC = b"\x1f\x8b"
+#: Most bytes a gzip-compressed table may expand to (a small file can hold gigabytes of zeros).
+MAX_GZIP_BYTES = 1 << 29
 #: Leading bytes of files that are not text, with what they are (for the message).
 BINARY_MAGIC = {
     b"PK\x03\x04": "a ZIP archive (an Excel .xlsx or OpenDocument .ods workbook is one)",
     b"\xd0\xcf\x11\xe0": "an old Excel .xls workbook",
-    b"\x1f\x8b": "a gzip-compressed file",
     b"%PDF": "a PDF document",
     b"\x89PNG": "a PNG image",
     b"\xff\xd8\xff": "a JPEG image",
@@ -49,6 +52,9 @@ ENCODING_NAMES = {"utf-8": "UTF-8", "utf-8-sig": "UTF-8", "utf-16": "UTF-16", "u
                   "latin-1": "Latin-1"}
 _COMMA_DECIMAL = re.compile(r"^\s*[-+]?\d+,\d+(?:[eE][-+]?\d+)?\s*$")
 _POINT_DECIMAL = re.compile(r"^\s*[-+]?\d*\.\d+(?:[eE][-+]?\d+)?\s*$")
+#: Numbers grouped in thousands: 1,234 or 1,234,567.5 (comma groups), 1.234.567 or 1.234,5 (point groups).
+_COMMA_GROUPS = re.compile(r"^\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*$")
+_POINT_GROUPS = re.compile(r"^\s*[-+]?\d{1,3}(?:(?:\.\d{3}){2,}(?:,\d+)?|\.\d{3}(?:\.\d{3})*,\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class CsvFormat:
     decimal: str = "."
     encoding: str = "utf-8"
     kind: str = "csv"
+    #: The thousands separator of its numbers ("" for none): "1,234" or "1.234.567".
+    thousands: str = ""
 
     def describe(self) -> str:
         """E.g. "semicolon-separated, decimal comma" (the encoding is named when it is not UTF-8)."""
@@ -67,13 +75,14 @@ class CsvFormat:
             return "Parquet"
         text = f"{DELIMITERS.get(self.delimiter, repr(self.delimiter))}-separated"
         text += ", decimal comma" if self.decimal == "," else ""
+        text += f", thousands separated by {'commas' if self.thousands == ',' else 'points'}" if self.thousands else ""
         name = ENCODING_NAMES.get(self.encoding, self.encoding)
         return text + ("" if name == "UTF-8" else f", {name}")
 
     @property
     def plain(self) -> bool:
         """A comma-separated UTF-8 CSV with decimal points (nothing worth a note)."""
-        return self.kind == "csv" and self.delimiter == "," and self.decimal == "." and \
+        return self.kind == "csv" and self.delimiter == "," and self.decimal == "." and not self.thousands and \
             ENCODING_NAMES.get(self.encoding) == "UTF-8"
 
 
@@ -90,12 +99,18 @@ def detect_format(text: str) -> CsvFormat:
         score = (sum(count == counts[0] for count in counts) / len(counts), counts[0])
         if score > best_score:
             best, best_score = delimiter, score
-    decimal = "."
+    decimal, thousands = ".", ""
+    cells = [cell for row in csv.reader(lines[1:], delimiter=best) for cell in row]
     if best != ",":
-        cells = [cell for row in csv.reader(lines[1:], delimiter=best) for cell in row]
-        if any(_COMMA_DECIMAL.match(c) for c in cells) and not any(_POINT_DECIMAL.match(c) for c in cells):
+        if any(_POINT_GROUPS.match(c) for c in cells):
+            decimal, thousands = ",", "."              # 1.234.567 or 1.234,5: points group, a comma decimal
+        elif any(_COMMA_DECIMAL.match(c) for c in cells) and not any(_POINT_DECIMAL.match(c) for c in cells):
             decimal = ","
-    return CsvFormat(best, decimal)
+        elif any(_COMMA_GROUPS.match(c) for c in cells):
+            thousands = ","
+    elif any(_COMMA_GROUPS.match(c) for c in cells):
+        thousands = ","                                   # "1,234" quoted in a comma-separated file
+    return CsvFormat(best, decimal, thousands=thousands)
 
 
 def read_bytes(source) -> bytes:
@@ -196,12 +211,13 @@ def _read_parquet(data: bytes) -> tuple[pd.DataFrame, CsvFormat]:
 def read_csv_bytes(data: bytes, fmt: CsvFormat | None = None) -> tuple[pd.DataFrame, CsvFormat]:
     """Parse table bytes: Parquet, or a CSV with ``fmt`` (detected when None; see the module
     docstring). Refuses an empty, binary or too-wide file before parsing it."""
+    data = _line_ends(_gunzip(data))
     if fmt is None:
         kind = sniff(data)
         if kind == "parquet":
             return _read_parquet(data)
         fmt = detect_format(data[:SAMPLE_BYTES].decode(kind, errors="replace").lstrip("\ufeff"))
-        fmt = CsvFormat(fmt.delimiter, fmt.decimal, kind)
+        fmt = CsvFormat(fmt.delimiter, fmt.decimal, kind, thousands=fmt.thousands)
     columns = _header_fields(data, fmt.encoding, fmt.delimiter)
     if columns > MAX_COLUMNS:
         raise _too_wide(columns)
@@ -212,15 +228,42 @@ def read_csv_bytes(data: bytes, fmt: CsvFormat | None = None) -> tuple[pd.DataFr
             raise ValueError(f"source: the file is not valid {ENCODING_NAMES.get(fmt.encoding, fmt.encoding)} "
                              "text; save it as UTF-8 CSV and upload it again") from None
         # valid UTF-8 in the first bytes only: a single-byte export after all
-        fmt = CsvFormat(fmt.delimiter, fmt.decimal, _single_byte(data))
+        fmt = CsvFormat(fmt.delimiter, fmt.decimal, _single_byte(data), thousands=fmt.thousands)
         frame = _parse(data, fmt)
     return frame, fmt
+
+
+def _gunzip(data: bytes) -> bytes:
+    """A gzip-compressed table (``.csv.gz``) decompressed, up to :data:`MAX_GZIP_BYTES`."""
+    if not data.startswith(GZIP_MAGIC):
+        return data
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data, MAX_GZIP_BYTES)
+    except zlib.error as exc:
+        raise ValueError(f"source: the gzip-compressed file is damaged ({exc}); compress it again or upload the "
+                         f"CSV itself") from None
+    if not inflater.eof and not inflater.unconsumed_tail:
+        raise ValueError("source: the gzip-compressed file is truncated or damaged (its stream does not end); "
+                         "compress it again or upload the CSV itself")
+    if inflater.unconsumed_tail:
+        raise ValueError(f"source: the gzip-compressed file expands to more than {MAX_GZIP_BYTES >> 20:,} MiB; "
+                         f"upload a smaller table")
+    return out
+
+
+def _line_ends(data: bytes) -> bytes:
+    """Lines ended by CR alone (old Mac exports) as LF: the CSV parser knows only LF and CRLF."""
+    if b"\r" in data[:SAMPLE_BYTES] and b"\n" not in data:
+        return data.replace(b"\r", b"\n")
+    return data
 
 
 def _parse(data: bytes, fmt: CsvFormat) -> pd.DataFrame:
     try:
         return pd.read_csv(io.BytesIO(data), sep=fmt.delimiter, decimal=fmt.decimal, encoding=fmt.encoding,
-                           na_values=list(MISSING_MARKERS), skipinitialspace=True, low_memory=False)
+                           thousands=fmt.thousands or None, na_values=list(MISSING_MARKERS), skipinitialspace=True,
+                           low_memory=False)
     except pd.errors.EmptyDataError:
         raise ValueError("source: the CSV is empty (no header and no rows)") from None
     except pd.errors.ParserError as exc:

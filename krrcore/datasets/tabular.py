@@ -254,6 +254,17 @@ def _check_rows(frame: pd.DataFrame, decisions) -> None:
     if not any(d.used for d in decisions):
         raise ValueError("no column can be used as a feature: "
                          + "; ".join(d.sentence for d in decisions) + " Mark a column as feature or categorical")
+    infinite = {}
+    for d in decisions:
+        if d.used and d.name in frame.columns and is_numeric(frame[d.name]):
+            cells = np.isinf(frame[d.name].to_numpy(dtype=np.float64, na_value=np.nan))
+            if cells.any():
+                infinite[d.name] = (int(cells.sum()), [int(i) + 1 for i in np.flatnonzero(cells)[:3]])
+    if infinite:
+        where = "; ".join(f"{name!r} ({k} cell{'s' if k != 1 else ''}, e.g. data row {', '.join(map(str, rows))})"
+                          for name, (k, rows) in infinite.items())
+        raise ValueError(f"infinite values (inf) in column(s) {where}: replace them with numbers, leave the cells "
+                         f"empty to have them imputed, or set the column's role to ignore")
 
 
 def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, missing: str = "impute",

@@ -85,6 +85,30 @@ class ClusterUnavailable(ConnectionError):
 SCHEDULER_TIMEOUT = 3.0
 
 
+def _check_local_port(address: str) -> None:
+    """A scheduler address on this machine whose port nothing listens on is refused at once (a
+    connection attempt is answered immediately by the kernel), instead of after the whole timeout
+    the client would spend retrying. Remote addresses are left to the client."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"address {address!r} has no valid port; expected e.g. 'tcp://127.0.0.1:8786'") from None
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or port is None:
+        return
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=SCHEDULER_TIMEOUT):
+            pass
+    except ConnectionRefusedError:
+        raise ClusterUnavailable(f"no scheduler listens at {address} (the port is closed on this machine): start "
+                                 f"one there, or connect() without an address for the embedded cluster") from None
+    except OSError:
+        return                      # anything else: the client says what it finds
+
+
 @dataclass
 class ClusterConnection:
     """A client and, when embedded, the cluster it started (closed together by :meth:`close`)."""
@@ -179,8 +203,11 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
     preload of one's own may wrap: it takes the same ``--package-root`` and ``--parent-pid``)."""
     from distributed import Client
 
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
     address = address or os.environ.get(SCHEDULER_ENV) or None
     if address:
+        _check_local_port(address)
         client = Client(address, timeout=timeout, set_as_default=False)
         return ClusterConnection(client=client, address=address)
 

@@ -25,7 +25,10 @@ def _generator(seed) -> torch.Generator:
     """A CPU generator from an int seed, or the given generator (used as is)."""
     if isinstance(seed, torch.Generator):
         return seed
-    return torch.Generator().manual_seed(check_int(seed, "seed", minimum=0))
+    seed = check_int(seed, "seed", minimum=0)
+    if seed > 2**63 - 1:
+        raise ValueError(f"seed must be an integer in [0, 2**63 - 1], got {seed}")
+    return torch.Generator().manual_seed(seed)
 
 
 def _kernel_scale(kernel: Kernel, X: torch.Tensor) -> float:
@@ -36,8 +39,18 @@ def _kernel_scale(kernel: Kernel, X: torch.Tensor) -> float:
     return kappa2
 
 
-def _check_sampling_penalty(penalty, kappa2: float) -> float:
+#: λn below this many times float64's round-off of κ² leaves Eq. (3) to round-off: refused.
+ROUND_OFF_FACTOR = 100.0
+
+
+def _check_sampling_penalty(penalty, kappa2: float, n: int | None = None) -> float:
     lam = check_positive(penalty, "penalty")
+    floor = ROUND_OFF_FACTOR * torch.finfo(torch.float64).eps * kappa2
+    if n is not None and lam * n < floor:
+        raise ValueError(
+            f"penalty={lam:g} is below what float64 resolves against the kernel scale κ² = {kappa2:g} (λn = "
+            f"{lam * n:.3g} < {floor:.3g}, {ROUND_OFF_FACTOR:g}·eps·κ²): Eq. (3) divides round-off by λn there, "
+            f"and every score is 1 to working precision; choose penalty >= {floor / n:.2g}")
     if lam >= kappa2:
         raise ValueError(
             f"penalty={lam:g} is not below the kernel scale κ² = max K(x,x) = {kappa2:g}: then every "
@@ -51,7 +64,7 @@ def _sampler_inputs(X, kernel, penalty, points):
     kernel = _check_kernel(kernel)
     X = _as_float64(X)
     kappa2 = _kernel_scale(kernel, X)
-    lam = _check_sampling_penalty(penalty, kappa2)
+    lam = _check_sampling_penalty(penalty, kappa2, X.shape[0])
     point_idx = None if points is None else _index_tensor(points, X.shape[0], X.device)
     return kernel, X, kappa2, lam, point_idx
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from .exact import exact_scores_path
+from .exact import check_eigh_fits, exact_scores_path
 from .samplers import SAMPLERS
 
 
@@ -53,6 +54,9 @@ def compare_with_exact(X, kernel, penalty: float, method: str = "bless", *, seed
 
     if method not in SAMPLERS:
         raise ValueError(f"method must be one of {sorted(SAMPLERS)}, got {method!r}")
+    shape = getattr(X, "shape", None) or np.shape(X)
+    check_eigh_fits(int(shape[0]) if len(shape) else 0, memory_budget,
+                    getattr(X, "device", None) if isinstance(X, torch.Tensor) else None)   # before the sampler runs
     result = SAMPLERS[method](X, kernel, penalty, seed=seed, points="all", memory_budget=memory_budget,
                               **sampler_kwargs)
     path = result.path()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import check_int, check_positive
+from ..memory import check_fits
 from ..kernels import Kernel
 from ._inputs import _generator, _sampler_inputs
 from .dictionary import PRECISIONS, _Dictionary
@@ -51,11 +52,30 @@ def _path_inputs(q, q1, lambda0, lam: float, kappa2: float) -> tuple[float, floa
     return q, q1, lambda0
 
 
+#: The most levels a λ path may have (q = 2 from κ² down to 1e-300·κ² is 997 levels; the paths of
+#: any penalty a sampler accepts have at most ~60).
+MAX_LEVELS = 10_000
+
+
 def lambda_path(lambda0: float, penalty: float, q: float) -> list[float]:
     """λ_1 > … > λ_H = penalty with H = ⌈log(λ0/λ)/log q⌉ (Alg. 1–2, lines 1 and 3).
 
     The steps are equal in log scale and at most q, so the path ends exactly at ``penalty``.
+    ``lambda0`` > ``penalty`` > 0 and ``q`` > 1 are checked (numbers, not bools), and a path of more
+    than :data:`MAX_LEVELS` levels is refused before it is built.
     """
+    penalty = check_positive(penalty, "penalty")
+    lambda0 = check_positive(lambda0, "lambda0")
+    q = check_positive(q, "q")
+    if q <= 1:
+        raise ValueError(f"q must be > 1 (λ shrinks by q per level), got {q:g}")
+    if lambda0 <= penalty:
+        raise ValueError(f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
+                         f"got lambda0={lambda0:g} <= penalty={penalty:g}")
+    levels = math.log(lambda0 / penalty) / math.log(q)
+    if levels > MAX_LEVELS:
+        raise ValueError(f"the λ path from lambda0={lambda0:g} to penalty={penalty:g} in steps of q={q:g} has "
+                         f"{levels:.3g} levels (at most {MAX_LEVELS:,}): raise q or penalty")
     H = max(1, math.ceil(math.log(lambda0 / penalty) / math.log(q) - 1e-9))
     return [lambda0 * (penalty / lambda0) ** (h / H) for h in range(1, H + 1)]
 
@@ -122,6 +142,7 @@ def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _sta
     if not candidates.total > 0:
         raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
     d_h = n / R * candidates.total                                         # line 8
+    _check_draws(ctx, lam, d_h)
     draws = _line9_draws(ctx, candidates.draw, math.ceil(ctx.q2 * d_h))    # positions in distinct
     M_h = draws.numel()
     chosen, counts = torch.unique(draws, return_counts=True)               # duplicates merged
@@ -129,6 +150,26 @@ def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _sta
     weights = M_h * probabilities / counts                    # A_h = (R_h M_h/n) diag(p) (line 10), merged
     return LeverageLevel(lam, distinct[chosen], weights, probabilities, counts, d_h, R, n,
                          expected_size=float(M_h), scored=candidates.scored)
+
+
+#: How far above n an estimate of d_eff may go before the level is refused (ℓ̃ over-estimates ℓ
+#: by design, by a bounded factor while the dictionary resolves the scores).
+D_EFF_EXCESS = 4.0
+
+
+def _check_draws(ctx: _Context, lam: float, d_h: float) -> None:
+    """Line 9 draws ⌈q2·d_h⌉ points. d_h estimates d_eff(λ_h) ≤ n; an estimate above
+    :data:`D_EFF_EXCESS`·n (or not finite) says the dictionary no longer resolves the scores at this
+    λ (ℓ̃ of the points it misses grows as 1/λ: n = 300 points at λ = 1e-10 estimate d_eff ≈ 2e5
+    and draw ~1e6 points, which is how λ = 1e-300 ran out of memory) — refused, before the draws
+    are allocated; so are draws that would not fit the memory policy (:func:`check_fits`)."""
+    n = ctx.n
+    if not math.isfinite(d_h) or d_h > D_EFF_EXCESS * n:
+        raise ValueError(f"BLESS's estimate of d_eff at λ={lam:.3g} is {d_h:.3g}, above the n={n:,} points any "
+                         f"d_eff is at most: the dictionary no longer resolves the scores at this penalty; raise "
+                         f"penalty, or for n this small compute exact_scores")
+    check_fits(int(math.ceil(ctx.q2 * d_h)) * 8 * 4, f"BLESS's {math.ceil(ctx.q2 * d_h):,} draws at λ={lam:.3g}",
+               "lower q2 or raise penalty", ctx.memory_budget, ctx.X.device)
 
 
 def _line9_draws(ctx: _Context, draw, M_h: int) -> torch.Tensor:

@@ -24,6 +24,14 @@ class ExactLeveragePath:
     eigenvalues: torch.Tensor    # (n,) of K, clamped at 0, ascending
 
 
+def check_eigh_fits(n: int, memory_budget: int | None = None, device=None) -> None:
+    """The memory check of :func:`exact_scores_path` (three n×n float64 matrices), callable before
+    any other work that would lead to it."""
+    check_fits(3 * n * n * 8, f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
+               "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
+               memory_budget, device)
+
+
 def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None) -> ExactLeveragePath:
     """Exact leverage scores for every λ in ``penalties`` from one ``eigh`` of K (float64).
 
@@ -33,14 +41,14 @@ def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None)
     kernel = _check_kernel(kernel)
     X = _as_float64(X)
     n = X.shape[0]
-    lams = np.atleast_1d(np.asarray(penalties, dtype=np.float64))
-    if lams.ndim != 1 or lams.size == 0:
+    given = penalties.tolist() if hasattr(penalties, "tolist") else penalties
+    given = [given] if not isinstance(given, (list, tuple)) else list(given)
+    if not given or any(isinstance(v, (list, tuple)) for v in given):
         raise ValueError("penalties must be a non-empty 1-D sequence of positive numbers")
-    for j, lam in enumerate(lams):
-        check_positive(float(lam), f"penalties[{j}]")
-    check_fits(3 * n * n * 8, f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
-               "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
-               memory_budget, X.device)
+    for j, lam in enumerate(given):
+        check_positive(lam, f"penalties[{j}]")               # a bool is refused, not read as 1
+    lams = np.asarray(given, dtype=np.float64)
+    check_eigh_fits(n, memory_budget, X.device)
     K = dense_kernel(kernel, X, X)
     s, U = torch.linalg.eigh(K)
     del K

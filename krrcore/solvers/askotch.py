@@ -441,6 +441,10 @@ class ASkotch(_BlockCoordinateKRR):
         rule = self._mu_rule(n, self._system.X.element_size())          # validates ``mu`` before the per-block set-up
         super()._setup_partition(n)
         self.mu_ = self._strong_convexity(rule)
+        if not (0.0 < self.mu_ < math.inf) or not math.isfinite(self._S_alpha):
+            raise ValueError(f"{type(self).__name__}: the strong-convexity estimate μ = {self.mu_:.3g} (with "
+                             f"S_α = {self._S_alpha:.3g}) is out of range for penalty={self.penalty!r}: the "
+                             f"penalty is extreme against the kernel; use a penalty nearer 1e-6 to 1e-2, or mu=")
         self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
         self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
 

@@ -27,6 +27,9 @@
 """
 from __future__ import annotations
 
+import contextlib
+import copy
+import math
 import threading
 import warnings
 from typing import ClassVar
@@ -36,7 +39,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_tensor, check_features, check_sample_weight, check_X_y
+from .._validation import as_tensor, check_feature_names, check_features, check_sample_weight, check_X_y, feature_names
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
@@ -50,7 +53,7 @@ from .records import Recorder, Step, target_scale
 from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
 
-__all__ = ["KRRBase", "Seeded", "NystromCentres", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
+__all__ = ["ConcurrentFitError", "ModelWarning", "OffsetWarning", "check_model_not_zero", "PenaltyWarning", "choose_origin", "check_penalty_scale", "fit_guard", "KRRBase", "Seeded", "NystromCentres", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
 
 
 def distributed_backend(data):
@@ -63,6 +66,171 @@ def distributed_backend(data):
     from .. import distributed
 
     return distributed
+
+
+class ConcurrentFitError(RuntimeError):
+    """``fit`` called on an estimator that another thread is fitting: the two fits would write
+    one set of attributes and leave a model that is neither. Fit a ``sklearn.base.clone`` instead."""
+
+
+#: Estimators being fitted now (by ``id``) and the thread fitting each, with its nesting depth (a
+#: classifier's ``iter_fit`` wraps its regressor's).
+_FITTING: dict[int, list] = {}
+_FITTING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def fit_guard(estimator):
+    """Around a fit: refuses a second thread's fit of the same instance (:class:`ConcurrentFitError`),
+    and when the fit fails leaves the estimator exactly as it was before — the fitted model it had,
+    or unfitted — so a refused or failed refit never leaves a half-written model behind. Two
+    outcomes keep what the fit wrote: a generator closed early (a stop the caller asked for, the
+    iterate so far is the model) and :class:`SolverDivergedError` (documented: it keeps the best
+    iterate and the records so far)."""
+    key, me = id(estimator), threading.get_ident()
+    with _FITTING_LOCK:
+        entry = _FITTING.get(key)
+        if entry is not None and entry[0] != me:
+            raise ConcurrentFitError(f"{type(estimator).__name__} is being fitted by another thread: one instance "
+                                     f"fits one data set at a time; fit sklearn.base.clone(model) in each thread")
+        outermost = entry is None
+        if outermost:
+            _FITTING[key] = entry = [me, 0]
+        entry[1] += 1
+    state = dict(vars(estimator)) if outermost else None
+    try:
+        yield
+    except (GeneratorExit, SolverDivergedError):
+        raise
+    except BaseException:
+        if outermost:
+            vars(estimator).clear()
+            vars(estimator).update(state)
+        raise
+    finally:
+        with _FITTING_LOCK:
+            entry[1] -= 1
+            if entry[1] == 0:
+                _FITTING.pop(key, None)
+
+
+class OffsetWarning(UserWarning):
+    """X lies far from the origin against its spread, where the kernel cannot be moved to it."""
+
+
+#: The data's mean is moved to the origin when it lies this many times its spread away from it.
+OFFSET_RATIO = 10.0
+
+
+def choose_origin(kernel: Kernel, X: torch.Tensor, name: str) -> torch.Tensor | None:
+    """The point a translation-invariant kernel measures from (``x_origin_``): the training mean when
+    it lies more than :data:`OFFSET_RATIO` times the data's spread from 0 (X + 1e8: the expanded
+    distances would otherwise cancel to noise), else None (nothing changes). A kernel that is not
+    translation invariant (linear, polynomial) cannot be moved, and such data is named in an
+    :class:`OffsetWarning`; so is an offset that the dtype itself cannot resolve."""
+    if not X.is_floating_point() or X.shape[0] < 2:
+        return None
+    X64 = X.double()
+    mean = X64.mean(0)
+    spread = float(torch.linalg.norm(X64.std(0)))
+    offset = float(torch.linalg.norm(mean))
+    if offset <= OFFSET_RATIO * spread:
+        return None
+    kind = str(X.dtype).removeprefix("torch.")
+    if spread == 0.0:
+        return None                                 # every row the same point: nothing to measure
+    if offset * torch.finfo(X.dtype).eps > 1e-3 * spread:
+        warnings.warn(f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}; {kind} resolves "
+                      f"only {offset * torch.finfo(X.dtype).eps:.2g} at that distance, so the features have lost "
+                      f"digits before any kernel is computed: centre X before fitting (X - X.mean(0)) or use "
+                      f"dtype='float64'", OffsetWarning, stacklevel=5)
+    if not kernel.translation_invariant:
+        warnings.warn(f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}, and "
+                      f"{type(kernel).__name__} is not translation invariant, so krrcore cannot move it: its "
+                      f"values are dominated by the offset; centre X before fitting (X - X.mean(0), or "
+                      f"sklearn's StandardScaler)", OffsetWarning, stacklevel=5)
+        return None
+    return mean.cpu()
+
+
+class ModelWarning(UserWarning):
+    """The fitted model is not what the fit's report says: zero on the data it was fitted to."""
+
+
+def check_model_not_zero(estimator, X: torch.Tensor, Y: torch.Tensor) -> None:
+    """After a fit: the model on (up to 256 of) its own training rows. A residual ‖f(X) − y‖ of at
+    least 0.97‖y‖ means the fit is no better than the zero model on the very data it was fitted to
+    — a kernel degenerate on these X (PolynomialKernel(degree=30): a few rows of huge norm carry all
+    of K) or a penalty that drowns it — whatever the solver's own residual said: ``converged_``
+    becomes False, ``stop_reason_`` says so and a :class:`ModelWarning` names the kernel and penalty."""
+    if not isinstance(Y, torch.Tensor) or not isinstance(getattr(estimator, "coef_", None), torch.Tensor):
+        return
+    rows = slice(0, min(256, X.shape[0]))
+    target = Y[rows].double()
+    norm = float(torch.linalg.norm(target))
+    if norm == 0.0:
+        return
+    with torch.no_grad():
+        outputs = estimator._predict_tensor(X[rows]).double()
+    ratio = float(torch.linalg.norm(outputs - target)) / norm
+    if ratio >= ZERO_MODEL_RATIO:
+        summary = (f"the model is no better than zero on its training data (‖f(X) − y‖ / ‖y‖ = {ratio:.3g}, "
+                   f"‖f(X)‖ / ‖y‖ = {float(torch.linalg.norm(outputs)) / norm:.2g}, first {rows.stop} rows)")
+        estimator.converged_ = False
+        estimator.stop_reason_ = f"{estimator.stop_reason_}; but {summary}"
+        warnings.warn(f"{type(estimator).__name__}: {summary}: kernel={estimator._kernel()!r} with "
+                      f"penalty={estimator.penalty!r} does not fit these data; lower the penalty, or use a kernel "
+                      f"whose values are of one scale on X", ModelWarning, stacklevel=4)
+
+
+#: A fit whose training residual is at least this fraction of ‖y‖ explains (almost) nothing.
+ZERO_MODEL_RATIO = 0.97
+
+
+class PenaltyWarning(UserWarning):
+    """``penalty`` so small or so large against the kernel's scale that the dtype cannot tell the
+    regularised system from an unregularised one, or the model from zero."""
+
+
+def check_penalty_scale(estimator, X: torch.Tensor) -> None:
+    """λn against the kernel's scale s = max k(x, x) over (up to 4,096 of) the training rows, in the
+    fit's dtype: λn overflowing the dtype, or a kernel whose values do, is refused (the system would
+    hold inf); λn below eps·s warns that the regularisation is lost in round-off (K + λnI is then
+    K, singular in general: the solution is unstable); λn above s/eps is refused, since K would be
+    lost in round-off (the model is zero to working precision). Each names ``penalty`` and the value
+    that would do."""
+    if getattr(estimator, "penalty", None) is None:
+        return                          # a penalty the fit chooses (FalkonCV's tuning): checked as it goes
+    name = type(estimator).__name__
+    lam, n = estimator._penalty(), X.shape[0]
+    info = torch.finfo(X.dtype)
+    kind = str(X.dtype).removeprefix("torch.")
+    lam_n = lam * n
+    if lam_n > info.max:
+        raise ParameterError(f"penalty={lam:g} makes λn = {lam_n:.3g} (n={n:,}) beyond {kind}'s range "
+                             f"({info.max:.3g}): lower penalty")
+    with torch.no_grad():
+        diag = estimator._kernel().diag(X[:4096])
+    scale = float(diag.abs().max())
+    if not math.isfinite(scale):
+        raise ParameterError(f"kernel={estimator._kernel()!r} overflows {kind} on these X (k(x, x) = {scale}): "
+                             f"scale X down, or choose a kernel whose values stay finite")
+    if scale == 0.0:
+        raise ParameterError(f"kernel={estimator._kernel()!r} is zero on the diagonal of these X (k(x, x) = 0): "
+                             f"the model would be zero; choose another kernel")
+    eps = info.eps
+    if lam_n < eps * scale:
+        warnings.warn(f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, below {kind}'s round-off of the kernel "
+                      f"(eps·max k(x, x) = {eps * scale:.3g}): the regularisation is lost and the system is "
+                      f"singular to working precision, so the model may be unstable; raise penalty to at least "
+                      f"{eps * scale / n:.2g}"
+                      + (f" (max k(x, x) = {scale:.3g}: a kernel whose values span that many orders of magnitude "
+                         f"is degenerate on these X; scale X or lower the degree)" if scale > 1e8 else ""),
+                      PenaltyWarning, stacklevel=4)
+    elif lam_n > scale / eps:
+        raise ParameterError(f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, beyond max k(x, x) / eps = "
+                             f"{scale / eps:.3g}: the kernel would be lost in round-off next to λnI and the model "
+                             f"would be zero to working precision; lower penalty below {scale / eps / n:.2g}")
 
 
 @parameters
@@ -94,7 +262,10 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
 
     # -- parameters, resolved --------------------------------------------------------------
     def _kernel(self) -> Kernel:
-        return self.kernel if self.kernel is not None else GaussianKernel(1.0)
+        """The kernel, measured from ``x_origin_`` when the fit set one (:func:`choose_origin`)."""
+        kernel = self.kernel if self.kernel is not None else GaussianKernel(1.0)
+        origin = vars(self).get("x_origin_")
+        return kernel if origin is None else kernel.centered_at(origin)
 
     def _dtype(self) -> torch.dtype:
         return resolve_dtype(self.dtype)
@@ -106,8 +277,17 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         return float(self.penalty)
 
     def _prepare_fit(self, X, y):
+        names = feature_names(X)
         X, Y, was_1d = check_X_y(X, y, dtype=self._dtype(), device=self._device())
         self.n_features_in_ = X.shape[1]
+        vars(self).pop("x_origin_", None)
+        origin = choose_origin(self.kernel if self.kernel is not None else GaussianKernel(1.0), X, type(self).__name__)
+        if origin is not None:
+            self.x_origin_ = origin
+        if names is not None:
+            self.feature_names_in_ = names
+        else:
+            vars(self).pop("feature_names_in_", None)
         self._y_was_1d = was_1d
         return X, Y
 
@@ -141,17 +321,21 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
 
         Targets so large or so small that their squares leave the dtype's range are solved scaled
         (:func:`target_scale`); the coefficients are scaled back when the generator ends, however it
-        ends, and ``predict`` answers in the targets' units meanwhile.
+        ends, and ``predict`` answers in the targets' units meanwhile. A fit that fails leaves the
+        estimator as it was (:func:`fit_guard`).
         """
-        self._target_scale = 1.0
-        self._fit_sample_weight = sample_weight
-        try:
-            yield from self._records(X, y, X_val, y_val, stop_event=stop_event)
-        finally:
-            if self._target_scale != 1.0 and isinstance(getattr(self, "coef_", None), torch.Tensor):
-                self.coef_ = self.coef_ / self._target_scale
+        with fit_guard(self):
             self._target_scale = 1.0
-            self.__dict__.pop("_fit_sample_weight", None)
+            self._fit_sample_weight = sample_weight
+            try:
+                yield from self._records(X, y, X_val, y_val, stop_event=stop_event)
+                # What predict uses from now on: set_params after fit changes the next fit, not this model.
+                self.fit_kernel_ = copy.copy(self._kernel())
+            finally:
+                if self._target_scale != 1.0 and isinstance(getattr(self, "coef_", None), torch.Tensor):
+                    self.coef_ = self.coef_ / self._target_scale
+                self._target_scale = 1.0
+                self.__dict__.pop("_fit_sample_weight", None)
 
     #: Why this solver refuses ``sample_weight`` (None: it solves the weighted system).
     _SAMPLE_WEIGHT_REFUSAL: ClassVar[str | None] = None
@@ -182,6 +366,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_stop_event(stop_event)
+        vars(self).pop("fit_kernel_", None)          # the records of this fit predict with its own kernel
         self._resolve_seed()
         sample_weight = self.__dict__.get("_fit_sample_weight")
         weighted = sample_weight is not None
@@ -205,6 +390,8 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
             faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
             warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
                           SlowFitWarning, stacklevel=3)
+        if distributed is None:
+            check_penalty_scale(self, X)
         recorder = Recorder(self, X, Y, X_val, y_val, metric=metric, eval_train=eval_train)
         if isinstance(Y, torch.Tensor):
             recorder.target_scale = self._target_scale = target_scale(Y)
@@ -228,13 +415,19 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         return tags
 
     # -- prediction ------------------------------------------------------------------------
+    def _fitted_kernel(self) -> Kernel:
+        """The kernel the model was fitted with (``fit_kernel_``): a later ``set_params(kernel=...)`` or
+        ``kernel__sigma=...`` changes the next fit, never the fitted model's predictions."""
+        return vars(self).get("fit_kernel_") or self._kernel()
+
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
-        return rows_of(self.centers_).expansion(self.centers_, self._kernel(), X, self.coef_, self.memory_budget)
+        return rows_of(self.centers_).expansion(self.centers_, self._fitted_kernel(), X, self.coef_,
+                                                self.memory_budget)
 
     #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these
     #: (``classes_`` for the classifiers of :mod:`krrcore.solvers.classifiers`).
-    _compact_attributes = ("centers_", "coef_", "n_features_in_", "_y_was_1d", "trace_", "stop_reason_", "n_iter_",
-                           "converged_", "classes_")
+    _compact_attributes = ("centers_", "coef_", "n_features_in_", "feature_names_in_", "x_origin_", "fit_kernel_",
+                           "_y_was_1d", "trace_", "stop_reason_", "n_iter_", "converged_", "classes_")
 
     def compact(self):
         """A copy with the same parameters that keeps only what ``predict`` and the run summary need
@@ -251,6 +444,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
     def _outputs(self, X) -> torch.Tensor:
         """The model's (n, k) outputs on checked X; raises ``NotFittedError`` before ``fit``."""
         check_is_fitted(self)
+        check_feature_names(X, getattr(self, "feature_names_in_", None), type(self).__name__)
         Xt = as_tensor(X, "X", dtype=self.coef_.dtype, device=self.coef_.device)
         check_features(Xt, self.n_features_in_, "X", type(self).__name__)
         return self._predict_tensor(Xt) / self._target_scale     # mid-fit: scaled targets
@@ -347,10 +541,15 @@ class IterativeKRR(Seeded):
         floor_dtype = self._residual_dtype(X)
         self.residual_floor_ = 10 * torch.finfo(floor_dtype).eps
 
-        rec = recorder.record(0, self._initial_step(X, Y), timer)
+        zero_targets = isinstance(Y, torch.Tensor) and not bool(Y.any())
+        rec = recorder.record(0, Step(residual=0.0) if zero_targets else self._initial_step(X, Y), timer)
         stopper.divergence(rec)
         self.trace_.append(rec)
         yield rec
+        if zero_targets:            # y = 0: the zero model, the starting point, is the exact solution
+            self.n_iter_, self.converged_ = 0, True
+            self.stop_reason_ = "converged: y is all zero, and the zero model solves the system exactly"
+            return
         if maxiter == 0:
             self.stop_reason_ = "maxiter=0: no iterations run"
             return
@@ -415,6 +614,8 @@ class IterativeKRR(Seeded):
             self.trace_.append(rec)
             yield rec
             timer.resume()
+        if self.converged_:
+            check_model_not_zero(self, X, Y)
 
     #: What to change when this solver's iterates diverge, each with its value now (``{name}``:
     #: a parameter or fitted attribute): the advice of :class:`SolverDivergedError`.
@@ -490,6 +691,7 @@ class DirectKRR(KRRBase):
         self.n_iter_ = 1
         self.converged_ = True
         self.stop_reason_ = "direct solve finished"
+        check_model_not_zero(self, X, Y)
         yield rec
 
     def _solve(self, X, Y) -> Step:

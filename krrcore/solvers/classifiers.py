@@ -25,7 +25,7 @@ from sklearn.utils.validation import column_or_1d
 
 from .._validation import as_tensor
 from .askotch import ASkotch, Skotch
-from .base import distributed_backend
+from .base import distributed_backend, fit_guard
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
 from .pcg import CG, NystromPCG
@@ -105,26 +105,29 @@ class KRRClassifierMixin(ClassifierMixin):
                  stop_event: threading.Event | None = None):
         """The regressor's record stream on the encoded labels; sets ``classes_`` first.
         ``sample_weight`` goes to the regressor (weighted KRR on the encoded labels); the classes
-        are those of the samples with a positive weight, of which there must be two at least."""
-        if distributed_backend(y) is not None:
-            raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
-                             f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
-        labels = _labels(y, "y")
-        classes = np.unique(labels)
-        if len(classes) < 2:
-            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got "
-                             f"{len(classes)} class(es) {classes.tolist()}")
-        if sample_weight is not None:
-            weights = as_tensor(sample_weight, "sample_weight", dtype=torch.float64, device="cpu", ndim=(1,))
-            if weights.shape[0] == len(labels):
-                weighted = np.unique(labels[(weights > 0).numpy()])
-                if 0 < len(weighted) < 2:
-                    raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a positive "
-                                     f"sample_weight; got 1 class {weighted.tolist()} (the others weigh 0)")
-        self.classes_ = classes
-        Y = self._encode(labels, "y")
-        Y_val = None if y_val is None else self._encode(_labels(y_val, "y_val"), "y_val")
-        yield from super().iter_fit(X, Y, X_val, Y_val, sample_weight=sample_weight, stop_event=stop_event)
+        are those of the samples with a positive weight, of which there must be two at least. A fit
+        that fails leaves ``classes_`` and the model as they were (:func:`~krrcore.solvers.base.fit_guard`)."""
+        with fit_guard(self):
+            if distributed_backend(y) is not None:
+                raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
+                                 f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
+            labels = _labels(y, "y")
+            classes = np.unique(labels)
+            if len(classes) < 2:
+                raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got "
+                                 f"{len(classes)} class(es) {classes.tolist()}")
+            if sample_weight is not None:
+                weights = as_tensor(sample_weight, "sample_weight", dtype=torch.float64, device="cpu", ndim=(1,))
+                if weights.shape[0] == len(labels):
+                    weighted = np.unique(labels[(weights > 0).numpy()])
+                    if 0 < len(weighted) < 2:
+                        raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a "
+                                         f"positive sample_weight; got 1 class {weighted.tolist()} (the others "
+                                         f"weigh 0)")
+            self.classes_ = classes
+            Y = self._encode(labels, "y")
+            Y_val = None if y_val is None else self._encode(_labels(y_val, "y_val"), "y_val")
+            yield from super().iter_fit(X, Y, X_val, Y_val, sample_weight=sample_weight, stop_event=stop_event)
 
     def decision_function(self, X):
         """Regression outputs: (n,) for two classes (> 0: ``classes_[1]``), (n, k) for k classes.

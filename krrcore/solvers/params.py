@@ -233,6 +233,14 @@ def _check_device(device) -> None:
                          f"{device!r}") from None
     if resolved.type == "meta":
         raise ValueError("device='meta' holds no values (tensors there have shapes only); use 'cpu' or 'cuda'")
+    if resolved.type != "cpu":
+        try:
+            torch.empty(0, device=resolved)
+        except (RuntimeError, AssertionError, ValueError) as exc:
+            available = "'cpu'" + (", 'cuda'" if torch.cuda.is_available() else "")
+            reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise ValueError(f"device={device!r} is not available in this torch build or machine ({reason}); "
+                             f"available: {available}, or None for the default") from None
 
 
 def _check_centers(centers) -> None:
@@ -241,6 +249,11 @@ def _check_centers(centers) -> None:
     elif not isinstance(centers, CenterSelector) and not hasattr(centers, "__len__"):
         raise ValueError(f"centers must be one of {sorted(CENTER_SELECTORS)}, a CenterSelector or an array of "
                          f"centres, got {centers!r}")
+    elif not isinstance(centers, CenterSelector):
+        shape = tuple(getattr(centers, "shape", None) or np.shape(np.asarray(centers, dtype=object)))
+        if len(shape) != 2 or shape[0] == 0 or shape[1] == 0:
+            raise ValueError(f"centers given as an array must be 2-D with at least one row and one column "
+                             f"(M × d), got shape {shape}")
 
 
 KERNELS = NONE | Instance(Kernel, "a krrcore.kernels.Kernel")
@@ -264,9 +277,18 @@ class Seed(Constraint):
     text = ("an integer >= 0, None, a numpy.random.Generator, a numpy.random.RandomState or a "
             "torch.Generator")
 
+    #: The largest integer seed: torch's generators take a signed 64-bit one.
+    maximum = 2**63 - 1
+
     def accepts(self, value) -> bool:
-        return (value is None or Integer(0).accepts(value)
+        return (value is None or (Integer(0).accepts(value) and value <= self.maximum)
                 or isinstance(value, (np.random.Generator, np.random.RandomState, torch.Generator)))
+
+    def check(self, value, name: str) -> None:
+        if Integer(0).accepts(value) and value > self.maximum:
+            raise ParameterError(f"{name} must be an integer in [0, 2**63 - 1], got {value} (a seed of "
+                                 f"{value.bit_length()} bits; torch's generators take 63)")
+        super().check(value, name)
 
 
 def resolve_seed(seed) -> int:

@@ -183,7 +183,7 @@ class PosteriorVariance(KRRBase):
         budget: each row holds its m kernel values and their product with R."""
         posterior = self._check_posterior()
         R = posterior.factor
-        kernel, C = self._kernel(), self.centers_.double()
+        kernel, C = self._fitted_kernel(), self.centers_.double()
         m, nq = R.shape[0], Xq.shape[0]
         out = torch.empty(nq, dtype=torch.float64, device=R.device)
         if nq == 0:

@@ -223,3 +223,14 @@ def test_a_long_link_value_is_cut_with_its_length_said(app):
     at = _open(app, "explore", {"sigma": "9" * 5000})
     text = _message(at)
     assert "… (5,006 characters)” is not a finite number" in text and "9" * 200 not in text   # "sigma=" + 5,000
+
+
+@pytest.mark.parametrize("query, key, message, used", [
+    ({"seed": "99999999999999999999999"}, "seed", "is above the maximum — using the largest allowed", 2**53 - 1),
+    ({"kernel": "polynomial", "degree": "1000"}, "degree", "is above the maximum — using the largest allowed, 20",
+     20),
+])
+def test_a_whole_number_past_what_the_page_holds_is_clipped_and_announced(app, query, key, message, used):
+    at = _open(app, "explore", query)
+    assert f"“{key}={query[key]}” {message}" in _message(at)
+    assert at.session_state[key] == used
