@@ -128,6 +128,9 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     refine: int | str = default(0)
 
     _compact_attributes = Falkon._compact_attributes + ("intercept_",)
+    #: Its outputs are logits: their distance to the encoded labels says nothing of the fit (the
+    #: Newton gradient is its convergence check), so the squared-loss zero-model check is not for it.
+    _squared_loss = False
 
     DIVERGENCE_ADVICE = ("raise penalty (now {penalty!r})", "use a longer penalty_path (now {penalty_path!r})",
                          "use dtype='float64' (now {dtype!r})")
