@@ -47,8 +47,28 @@ EXACT_GP_MAX_N = 2_000
 GP_STEPS = 60
 
 
+def clustered_with_outliers(n: int, seed: int, d: int = 5, clusters: int = 6, outliers: float = 0.03,
+                            noise: float = 0.1):
+    """Dense clusters and a few far rows, the data BLESS is for: ``clusters`` tight Gaussian clusters
+    (spread 0.15, centres drawn once in [−3, 3]^d, the same for every seed) hold all rows but a
+    fraction ``outliers`` spread uniformly over [−6, 6]^d; y = sin x₀ + ½cos 1.5x₁ + 0.3x₂ + noise.
+    Returns (X, y) as float64 numpy arrays."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(1000).uniform(-3, 3, size=(clusters, d))
+    n_out = int(round(outliers * n))
+    label = rng.integers(clusters, size=n - n_out)
+    X = np.vstack([centres[label] + 0.15 * rng.standard_normal((n - n_out, d)), rng.uniform(-6, 6, size=(n_out, d))])
+    X = X[rng.permutation(n)]
+    y = np.sin(X[:, 0]) + 0.5 * np.cos(1.5 * X[:, 1]) + 0.3 * X[:, 2] + noise * rng.standard_normal(n)
+    return X, y
+
+
 def load(name: str, cfg: dict):
     """(X_train, y_train, X_test, y_test) as float64 numpy arrays, targets standardised."""
+    if name == "clustered":
+        X, y = clustered_with_outliers(cfg["n"], 0)
+        X_test, y_test = clustered_with_outliers(cfg["n"] // 2, 1)
+        return X, y, X_test, y_test
     if name == "friedman1":
         from sklearn.datasets import make_friedman1
 
