@@ -546,8 +546,10 @@ class FalkonCV(Seeded):
                     f"{NAMES[label]} at σ = {typical_sigma(chosen.log_sigma):.3g}, λ = {math.exp(chosen.log_penalty):.2g} "
                     f"has {means[label] * s2:.3g} ± {float(errors.std()) / math.sqrt(len(errors)) * s2:.2g} on the "
                     f"{len(errors):,} held-out rows, lower by {gap / noise:.0f} standard errors: tune returns the latter.")
-        messages.append(f"chosen on {len(errors):,} held-out rows: the {label} (validated error "
-                        f"{means[label] * self._scale ** 2:.4g})")
+        folds = len(search.checker.blocks) if search.checker is not None else 1
+        messages.append(f"chosen on {len(errors):,} held-out rows ({f'{folds} folds' if folds > 1 else 'one part'}): "
+                        f"{NAMES[label]}'s σ and λ (validated error {means[label] * self._scale ** 2:.4g}, "
+                        f"{len(candidates)} candidates)")
         return chosen, errors
 
     def _validated(self, best: Point, errors, scale: float, bounds, ls0) -> None:
