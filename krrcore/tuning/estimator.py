@@ -119,8 +119,13 @@ class FalkonCV(Seeded):
     penalty : float or None
         The starting λ (default 1/√n, FALKON Thm. 3; with ``penalty_search="profile"`` only the
         first record uses it).
-    M : int
-        Nyström centres (as :class:`~krrcore.solvers.falkon.Falkon`'s).
+    M : int or "auto"
+        Nyström centres (as :class:`~krrcore.solvers.falkon.Falkon`'s). "auto": doubled from a
+        quarter of FALKON's √n log n (keeping the centres already chosen: uniform ones nest, one
+        seeded permutation; each M's search starts from the last M's σ and λ) until the validated
+        error falls by less than ``M_tolerance`` (relative), M reaches n, or the memory budget or
+        ``timeout`` says stop; ``M_curve_`` holds (M, validated error).
+    M_tolerance : the relative improvement a doubling of M must bring (default 1%).
     objective : "gcv" | "holdout" | "compreg"
         What the tuning minimises (:data:`krrcore.tuning.OBJECTIVES`). GCV by default: it needs
         no held-out rows and scores every row, so it is steadier than the hold-out fifth on small
@@ -140,7 +145,15 @@ class FalkonCV(Seeded):
         more than one standard error of the per-row differences (compreg: by more than 1%).
     tune_centers : bool
         Also move the centres' positions by gradient.
-    validation_fraction : share of the rows held out by the hold-out objective (seeded split).
+    validation_fraction : share of the rows held out by the hold-out objective (seeded split), and
+        by the check with ``validation_folds=1``.
+    validation_folds : "auto" or int
+        The rows the answer is chosen and checked on (:mod:`krrcore.tuning.validation`): k folds,
+        each fitted without its rows (every row checked once), or 1: one held-out part. "auto": 5
+        below 5,000 tuning rows, else 1. The hold-out objective is checked on its own held-out
+        rows. Every candidate (the start, each objective's choice, the held-out rows' optimum)
+        competes there (:meth:`_choose`); ``validation_error_`` ± ``validation_stderr_`` is the
+        winner's error, on ``validation_rows_``.
     tune_rows : int, None or "auto"
         Tune on a seeded subsample of this many rows (None: all); the final fit uses all rows.
         "auto": at most :data:`AUTO_TUNE_ROWS` (each evaluation of the direct route costs O(nM²);
@@ -165,7 +178,10 @@ class FalkonCV(Seeded):
         the tuning's sums are float64).
     callback : f(record) -> bool, True stops the search; ``iter_fit(..., stop_event=)`` too.
 
-    Fitted: ``sigma_`` (float, or an array with ``ard``), ``single_sigma_`` (the best single σ:
+    Fitted: ``validation_error_``, ``validation_stderr_``, ``validation_rows_`` (indices into X),
+    ``validation_folds_``, ``candidates_`` (name, σ, λ, validated error, chosen), ``disagreement_``
+    and ``bound_note_`` (the warnings' sentences, "" when none), ``M_curve_`` (``M="auto"``),
+    ``sigma_`` (float, or an array with ``ard``), ``single_sigma_`` (the best single σ:
     ``sigma_`` without ARD, the first stage's with it), ``penalty_``, ``kernel_``,
     ``centers_`` and ``coef_`` (the model ``predict`` uses), ``final_solver_`` ("direct" or
     "falkon"), ``estimator_`` (the final :class:`Falkon`, compact, when it made the model; else
