@@ -220,7 +220,7 @@ class FalkonCV(Seeded):
     _compact_attributes = KRRBase._compact_attributes + (
         "sigma_", "single_sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_",
         "centers_comparison_", "objective_value_", "path_", "validation_error_", "validation_stderr_",
-        "validation_rows_", "M_curve_", "candidates_", "disagreement_", "bound_note_")
+        "validation_rows_", "validation_folds_", "M_curve_", "candidates_", "disagreement_", "bound_note_")
 
     # -- parameters ----------------------------------------------------------------------------
     def _kernel(self):
