@@ -46,8 +46,8 @@ STAGES = {0: "start", 1: "scan of σ", 2: "one σ", 3: "one σ per feature", 4: 
 #: from the best; the objective can have several valleys in σ, and a descent finds the nearest).
 SCAN = (-2.0, -1.0, 1.0, 2.0)
 #: With ``M="auto"``, the scan at each larger M around the σ the last M chose (log2 shifts), and the
-#: golden-section probes of the single σ at the first M (two fewer at the next ones).
-SCAN_NEXT, LINE_PROBES = (-0.5, 0.5), 5
+#: golden-section probes of the single σ at the first M (half as many at the next ones).
+SCAN_NEXT, LINE_PROBES = (-0.5, 0.5), 8
 #: ``M="auto"``: the fewest centres it starts from, and the default tolerance: a doubling of M that
 #: lowers the validated error by less than this fraction ends the growth.
 AUTO_M_FIRST, M_TOLERANCE = 32, 0.01
@@ -459,7 +459,7 @@ class FalkonCV(Seeded):
             line = search.profile and search.cg_maxiter is None and not (self.tune_centers and not self.ard)
             stage["code"] = 2
             if line:
-                probes, low, high = LINE_PROBES if first else LINE_PROBES - 2, float(base) - LOG_SIGMA_RANGE, \
+                probes, low, high = LINE_PROBES if first else LINE_PROBES // 2, float(base) - LOG_SIGMA_RANGE, \
                     float(base) + LOG_SIGMA_RANGE
                 messages.append(search.line(scanned, probes, low, high))
                 overruled = self._held_out_line_points(search)

@@ -1,4 +1,10 @@
-"""The tuning loop: L-BFGS-B on log σ (and log λ, and the centres), one record per evaluation.
+"""The tuning loop: golden-section search on one log σ, L-BFGS-B on many (and log λ, and the centres).
+
+A single σ with λ profiled is a one-variable problem: :meth:`Search.line` brackets it from the
+scan and narrows the bracket by golden sections, one pass over the rows per probe and no gradient
+(:meth:`Search.probe`); where the held-out rows overrule the objective it searches their error
+instead (:meth:`Search.probe_checked`). L-BFGS-B serves one σ per feature, moving centres, λ moved
+by gradient and the CG route.
 
 Each evaluation computes the objective and its exact gradient (:func:`krrcore.tuning.objectives.evaluate`).
 With ``penalty_search="profile"`` (the default) λ is not a variable of the descent: at every σ the
