@@ -4,6 +4,7 @@ cannot see rows far from its centres), says how sure it is, names its bounds, fi
 loses to the Dataset page's untuned defaults on the real tables of docs/data.md."""
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -134,7 +135,7 @@ def test_M_auto_grows_by_doubling_and_returns_its_curve():
     Xt, yt = clustered_with_outliers(1000, 8)
     result = tune(X, y, M="auto", seed=0)
     Ms = [m for m, _ in result.M_curve]
-    assert len(Ms) >= 2 and Ms == sorted(Ms) and all(b == 2 * a or b == len(X) for a, b in zip(Ms, Ms[1:]))
+    assert len(Ms) >= 2 and Ms == sorted(Ms) and all(b == 2 * a or b == len(X) for a, b in itertools.pairwise(Ms))
     # The first M: a quarter of FALKON's √n log n (n: the rows the models are fitted on).
     assert Ms[0] == math.ceil(math.sqrt(len(X)) * math.log(len(X)) / 4)
     errors = dict(result.M_curve)

@@ -531,7 +531,7 @@ class FalkonCV(Seeded):
             offers = [(s[2][name][1], s) for s in self._seen if name in s[2]]
             if not offers:
                 continue
-            value, s = min(offers, key=lambda o: o[0])
+            _, s = min(offers, key=lambda o: o[0])
             lam = s[2][name][0]
             point = Point(s[0].log_sigma, math.log(lam), s[0].centres, alpha=None)
             candidates[f"{name} choice"] = (point, s[2][name][2])

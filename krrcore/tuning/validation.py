@@ -17,11 +17,16 @@ check costs one pass and one M×M eigenproblem per fold, never a refit per candi
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .objectives import PenaltyProfile, Stats, gaussian_block, minimise_log, row_stats, sigma_value
+from .objectives import (
+    PenaltyProfile,
+    Stats,
+    gaussian_block,
+    minimise_log,
+    row_stats,
+    sigma_value,
+)
 
 #: folds="auto": k-fold below this many tuning rows, one held-out part above.
 KFOLD_BELOW = 5_000
