@@ -95,7 +95,11 @@ def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the
         page.set_default_timeout(60_000)
         page.goto(f"{url}/tune?dataset=clustered_outliers&tune_find_M=true")
         main = page.get_by_test_id("stMainBlockContainer")
-        main.get_by_role("button", name="Tune", exact=True).wait_for(timeout=120_000)
+        try:
+            main.get_by_role("button", name="Tune", exact=True).wait_for(timeout=300_000)
+        except Exception:
+            _save(page, "screenshot-tune-M-failed.png", tmp_path)
+            raise
         _wait_idle(page)
         main.get_by_role("button", name="Tune", exact=True).click()
         page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=300_000)
