@@ -51,6 +51,9 @@ SCAN_NEXT, LINE_PROBES = (-0.5, 0.5), 8
 #: ``M="auto"``: the fewest centres it starts from, and the default tolerance: a doubling of M that
 #: lowers the validated error by less than this fraction ends the growth.
 AUTO_M_FIRST, M_TOLERANCE = 32, 0.01
+#: ``M="auto"`` stops after this many doublings in a row that bring less than the tolerance (one
+#: level's validated error moves with the noise of its held-out rows; the M kept is the best level).
+M_PATIENCE = 2
 #: Objectives' choices whose held-out errors differ by more than this many standard errors of the
 #: rows' differences disagree (:class:`TuningDisagreement`).
 DISAGREE = 2.0
@@ -123,8 +126,9 @@ class FalkonCV(Seeded):
         Nyström centres (as :class:`~krrcore.solvers.falkon.Falkon`'s). "auto": doubled from a
         quarter of FALKON's √n log n (keeping the centres already chosen: uniform ones nest, one
         seeded permutation; each M's search starts from the last M's σ and λ) until the validated
-        error falls by less than ``M_tolerance`` (relative), M reaches n, or the memory budget or
-        ``timeout`` says stop; ``M_curve_`` holds (M, validated error).
+        error falls by less than ``M_tolerance`` (relative) in :data:`M_PATIENCE` doublings in a row
+        (the best M is kept), M reaches n, or the memory budget or ``timeout`` says stop;
+        ``M_curve_`` holds (M, validated error).
     M_tolerance : the relative improvement a doubling of M must bring (default 1%).
     objective : "gcv" | "holdout" | "compreg"
         What the tuning minimises (:data:`krrcore.tuning.OBJECTIVES`). GCV by default: it needs
@@ -331,14 +335,16 @@ class FalkonCV(Seeded):
             self.coef_ = (point.alpha * scale).to(dtype)
             value = point.value * (scale ** 2 if self.objective != "compreg" else 1.0)
             geo = typical_sigma(point.log_sigma)
-            checked = search.checked(point)
+            # One σ per feature: each L-BFGS-B step is checked only if it ends as the answer (_choose).
+            checked = search.checked(point) if stage["code"] != 3 else None
             extras = {"sigma": geo, "penalty": math.exp(point.log_penalty), "log10_sigma": math.log10(geo),
                       "log10_penalty": point.log_penalty / math.log(10), "objective": value, "stage": stage["code"],
                       "M": int(point.centres.shape[0]), "residual_kind": "relative hypergradient norm", **point.extras}
             if checked is not None:
                 extras["validated"] = float(checked.mean()) * scale ** 2
             if stage["code"] in (0, 1, 2, 3):
-                self._seen.append((point, checked, search.proposals(point), stage["code"]))
+                offers = search.proposals(point) if stage["code"] != 3 else {}
+                self._seen.append((point, checked, offers, stage["code"]))
             rec = recorder.record(len(self.trace_), Step(residual=residual, objective=value, extras=extras), timer)
             self.trace_.append(rec)
             self.path_.append({"sigma": sigma if isinstance(sigma, float) else sigma.tolist(),
@@ -380,12 +386,15 @@ class FalkonCV(Seeded):
             error = float(errors.mean()) * scale ** 2 if errors is not None else math.nan
             if self.M == "auto":
                 self.M_curve_.append((int(Z.shape[0]), error))
-            if chosen is not None and not error < chosen[2] * (1.0 - self.M_tolerance):
-                messages.append(f"M = {Z.shape[0]:,} lowered the validated error by less than "
-                                f"M_tolerance = {self.M_tolerance:g} (relative): M = {chosen[0].centres.shape[0]:,} kept")
-                self.candidates_, self.disagreement_ = chosen[3]
-                break
-            chosen = (point, errors, error, (self.candidates_, self.disagreement_))
+            if chosen is None or error < chosen[2] * (1.0 - self.M_tolerance):
+                chosen, misses = (point, errors, error, (self.candidates_, self.disagreement_)), 0
+            else:
+                misses += 1
+                if misses >= M_PATIENCE:
+                    messages.append(f"M = {Z.shape[0]:,} lowered the validated error by less than M_tolerance = "
+                                    f"{self.M_tolerance:g} (relative), as did the {M_PATIENCE - 1} doubling(s) before: "
+                                    f"M = {chosen[0].centres.shape[0]:,} kept")
+                    break
             log_sigma, log_penalty = point.log_sigma, point.log_penalty
             if stop_level or stopper.reason:
                 break
@@ -395,6 +404,7 @@ class FalkonCV(Seeded):
                     messages.append(limit)
                     break
         best, errors = chosen[:2]
+        self.candidates_, self.disagreement_ = chosen[3]
         self.single_sigma_ = typical_sigma((scalar_best or best).log_sigma)
         self.centers_choice_ = "optimised" if self.tune_centers else spec
         self.centers_comparison_ = {}
@@ -520,8 +530,9 @@ class FalkonCV(Seeded):
             self.candidates_, self.disagreement_ = [], ""
             return search.best, None
         start = self._seen[0]
-        own = next(s for s in self._seen if s[0] is search.best) if any(s[0] is search.best for s in self._seen) \
-            else None
+        own = next((s for s in self._seen if s[0] is search.best), None)
+        if own is not None and own[1] is None:          # an ARD step: checked now that it is the search's answer
+            own = (own[0], search.checked(own[0]), own[2], own[3])
         candidates = {"start": (start[0], start[1])}
         if own is not None:
             candidates[f"{self.objective} choice"] = (own[0], own[1])
