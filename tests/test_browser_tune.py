@@ -93,7 +93,7 @@ def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the
     with chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         page.set_default_timeout(60_000)
-        page.goto(f"{url}/tune?dataset=clustered_outliers&tune_find_M=true")
+        page.goto(f"{url}/tune?dataset=clustered_outliers&n=800&tune_find_M=true")
         main = page.get_by_test_id("stMainBlockContainer")
         try:
             main.get_by_role("button", name="Tune", exact=True).wait_for(timeout=300_000)
@@ -102,7 +102,7 @@ def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the
             raise
         _wait_idle(page)
         main.get_by_role("button", name="Tune", exact=True).click()
-        page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=300_000)
+        page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=600_000)
         page.get_by_text("Validated error against M").first.wait_for(timeout=60_000)
         _wait_idle(page)
         metrics = {m.get_by_test_id("stMetricLabel").inner_text().strip(): m.get_by_test_id("stMetricValue").inner_text()
