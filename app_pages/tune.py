@@ -32,13 +32,18 @@ st.caption("How good can a kernel model be here, and with which σ and λ? Inste
 dataset = views.require_data(settings)
 registry = state.session_runs()
 
-col_objective, col_ard, col_steps = st.columns([2, 1, 1], vertical_alignment="bottom")
+col_objective, col_ard, col_M, col_steps = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
 with col_objective:
     objective = links.widget(st.selectbox, "Objective", options=list(OBJECTIVES), key="tune_objective",
                              format_func=lambda o: tuning_charts.OBJECTIVE_TITLES[o], help=explain.HELP["tune_objective"],
                              url_keys=True)
 with col_ard:
     ard = links.widget(st.toggle, "One σ per feature (ARD)", value=False, key="tune_ard", help=explain.HELP["tune_ard"])
+with col_M:
+    find_M = links.widget(st.toggle, "Find M too", value=False, key="tune_find_M",
+                          help="M doubles from a quarter of FALKON's √n·log n, keeping the centres already chosen, "
+                               "until the validated error stops improving by more than 1%; the curve of validated "
+                               "error against M is drawn. Off: the sidebar's M.")
 with col_steps:
     steps = int(links.widget(st.number_input, "Max steps", value=30, min_value=3, max_value=limits.TUNE_MAX_STEPS,
                              step=1, key="tune_steps", help=explain.HELP["tune_steps"]))
@@ -54,7 +59,8 @@ else:
 config = make_config(settings.data, kernel="gaussian", kernel_params={"sigma": sigma0}, penalty=settings.penalty,
                      solver="falkon_cv", M=settings.M, maxiter=settings.maxiter, solver_seed=settings.solver_seed,
                      memory_budget=settings.memory_budget,
-                     solver_params={"objective": objective, "ard": bool(ard), "max_steps": steps})
+                     solver_params={"objective": objective, "ard": bool(ard), "max_steps": steps,
+                                    **({"M": "auto"} if find_M else {})})
 issues = problems(config, dataset.n_train)
 views.show_problems(issues)
 can_run = not issues
@@ -95,9 +101,10 @@ with col_stop:
     st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="tune_stop",
               on_click=_stop_active, help="Stops the search after its current step; the model is refitted at the best "
               "point found so far.")
-st.caption(f"Starts at σ = {format_number(sigma0)}, λ = {format_number(settings.penalty)} with M = {settings.M:,} "
-           f"centres (the sidebar's), on n = {dataset.n_train:,} training points; the test split is never read "
-           "by the tuning, only shown.")
+st.caption(f"Starts at σ = {format_number(sigma0)}, λ = {format_number(settings.penalty)} with "
+           + ("M found by doubling" if find_M else f"M = {settings.M:,} centres (the sidebar's)")
+           + f", on n = {dataset.n_train:,} training points. The answer is chosen and checked on held-out training "
+           "rows (k folds); the test split is never read by the tuning, only shown.")
 
 shown = run if run is not None else previous
 if shown is None:
@@ -113,7 +120,7 @@ def _apply(estimator) -> None:
     λ, M and FALKON (FALKON-BLESS when the tuner kept BLESS centres)."""
     sigma = estimator.sigma_ if isinstance(estimator.sigma_, float) else estimator.single_sigma_
     values = {"kernel": "gaussian", "sigma": float(f"{sigma:.6g}"),
-              "log_lambda": round(math.log10(estimator.penalty_), 4), "M": int(estimator.M),
+              "log_lambda": round(math.log10(estimator.penalty_), 4), "M": int(estimator.centers_.shape[0]),
               "solver": "falkon_bless" if estimator.centers_choice_ == "bless" else "falkon"}
     links.set_pending(values, "the tuned values", "explore")
     # The values travel as pending widget values (checked like a link's); the sidebar's controls
@@ -130,26 +137,47 @@ def _render(runs):
     metric = current.records[-1].metric or "mse"
     estimator = current.estimator
     if estimator is not None and current.status != "error":
+        start = frame.iloc[0]
+        started = f"Started from σ = {start['σ (geometric mean)']:.3g}, λ = {start['λ']:.2g}."
         cols = st.columns(5)
-        cols[0].metric("σ" if isinstance(estimator.sigma_, float) else "σ (geometric mean)",
+        cols[0].metric("Tuned σ" if isinstance(estimator.sigma_, float) else "Tuned σ (geometric mean)",
                        format_number(float(frame["σ (geometric mean)"].iloc[-1])),
-                       help=None if isinstance(estimator.sigma_, float) else
+                       help=started if isinstance(estimator.sigma_, float) else
                        "The geometric mean of the per-feature σ_j over the features in use (switched-off "
-                       "features left out); the relevance chart shows each one.")
-        cols[1].metric("λ", format_number(estimator.penalty_))
-        cols[2].metric(f"Objective ({tuning_charts.OBJECTIVE_TITLES[estimator.objective]})",
-                       readable(estimator.objective_value_, 4))
+                       "features left out); the relevance chart shows each one. " + started)
+        cols[1].metric("Tuned λ", format_number(estimator.penalty_), help=started)
         test = current.metrics.get("test_rmse", current.metrics.get("test_classification_error"))
+        unit = units.unit_of(current.data) if "test_rmse" in current.metrics else ""
+        validated = getattr(estimator, "validation_error_", math.nan)
+        if math.isfinite(validated) and validated > 0:
+            spread = estimator.validation_stderr_ / (2 * math.sqrt(validated))
+            rows = len(estimator.validation_rows_)
+            folds = estimator.validation_folds_
+            cols[2].metric("Validated RMSE", f"{readable(math.sqrt(validated), 4)} ± {readable(spread, 2, unit)}",
+                           help=f"Root mean squared error on {rows:,} held-out training rows "
+                                f"({f'{folds} folds, each fitted without its rows' if folds > 1 else 'one held-out part'}),"
+                                " ± its standard error: what the tuner chose by and how sure it is.")
+        else:
+            cols[2].metric(f"Objective ({tuning_charts.OBJECTIVE_TITLES[estimator.objective]})",
+                           readable(estimator.objective_value_, 4))
         cols[3].metric("Test RMSE" if "test_rmse" in current.metrics else "Test error",
-                       "—" if test is None else readable(test, 4, units.unit_of(current.data)
-                                                         if "test_rmse" in current.metrics else ""))
-        cols[4].metric("Centres", estimator.centers_choice_)
+                       "—" if test is None else readable(test, 4, unit))
+        cols[4].metric("Centres", f"{int(estimator.centers_.shape[0]):,} {estimator.centers_choice_}")
+        st.caption(f"**Why it stopped.** {tuning_charts.stop_words(estimator.stop_reason_)}")
+        if getattr(estimator, "disagreement_", ""):
+            st.info(estimator.disagreement_, icon=":material/balance:")
+        if getattr(estimator, "bound_note_", ""):
+            st.warning(estimator.bound_note_, icon=":material/vertical_align_bottom:")
         if st.button("Apply to Explore", type="primary", icon=":material/arrow_forward:", key="tune_apply",
                      help="Explore's σ, λ, M and solver become the tuned ones (with one σ per feature: the best "
                           "single σ, which Explore's one σ can hold); its link then carries them."):
             _apply(estimator)
     views.plot(tuning_charts.progress_figure(frame, dict(current.config.solver_params).get("objective", "gcv"),
                                              metric), key="tune_progress", filename=f"krr-tuning-{current.id}")
+    if estimator is not None and getattr(estimator, "M_curve_", None):
+        st.markdown("**Validated error against M** — M doubled until the error stopped improving")
+        views.plot(tuning_charts.m_curve_figure(estimator.M_curve_, int(estimator.centers_.shape[0])),
+                   key="tune_M_curve", filename=f"krr-tuning-M-{current.id}")
     grid = _map(current.config, current.data)
     st.markdown("**Where the search went** — the objective over (λ, σ), its valley, and the path")
     if grid is not None and grid["rows"] < current.data.n_train:

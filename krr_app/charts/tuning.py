@@ -5,6 +5,8 @@
 * :func:`progress_figure`: the objective and the validation error per step.
 * :func:`map_figure`: the objective over a (log λ, log σ) grid (:func:`krrcore.tuning.validation_map`,
   computed on a worker), its valley (the best λ of each σ), and the path the search took.
+* :func:`m_curve_figure`: the validated error against M when M is searched (``M="auto"``).
+* :func:`stop_words`: why the search stopped, in sentences.
 
 The per-feature relevance bars (1/σ_j) are :func:`krr_app.charts.figures.relevance_figure`, shared with
 the Dataset page.
@@ -93,16 +95,56 @@ def map_figure(grid: dict | None, frame: pd.DataFrame, *, height: int = 440) -> 
                                  line={"color": "#e45756", "width": 2}, marker={"size": 6, "color": "#e45756"},
                                  customdata=path["step"], hovertemplate="step %{customdata}<br>log₁₀ λ %{x:.2f}<br>"
                                                                        "log₁₀ σ %{y:.2f}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=xs[:1], y=ys[:1], mode="markers", name="start (median σ, λ = 1/√n)",
+        first = path.iloc[0]
+        fig.add_trace(go.Scatter(x=xs[:1], y=ys[:1], mode="markers",
+                                 name=f"start (σ = {first['σ (geometric mean)']:.3g}, λ = {first['λ']:.2g})",
                                  marker={"symbol": "circle-open", "size": 14, "color": "white", "line": {"width": 3}}))
-        best = path.loc[path["objective"].idxmin()] if path["objective"].notna().any() else path.iloc[-1]
+        final = frame[frame["stage code"] == 5]
+        best = final.iloc[-1] if len(final) else (path.loc[path["objective"].idxmin()] if path["objective"].notna().any()
+                                                  else path.iloc[-1])
         fig.add_trace(go.Scatter(x=[math.log10(best["λ"])], y=[math.log10(best["σ (geometric mean)"])],
-                                 mode="markers", name="the point kept",
+                                 mode="markers", name=f"tuned (σ = {best['σ (geometric mean)']:.3g}, λ = {best['λ']:.2g})",
                                  marker={"symbol": "star", "size": 18, "color": "#ffd700",
                                          "line": {"width": 1, "color": "black"}}))
     fig.update_xaxes(title_text="log₁₀ λ")
     fig.update_yaxes(title_text="log₁₀ σ")
     return layout(fig, height)
+
+
+def m_curve_figure(curve, chosen: int, *, height: int = 300) -> go.Figure:
+    """The validated error against M (``M="auto"``: M doubled until the error stopped improving),
+    the M kept marked."""
+    Ms, errors = [int(m) for m, _ in curve], [float(e) for _, e in curve]
+    fig = go.Figure(go.Scatter(x=Ms, y=errors, mode="lines+markers", name="validated error (held-out rows)",
+                               line={"color": PALETTE[0]}, hovertemplate="M %{x:,}<br>validated MSE %{y:.4g}"
+                                                                        "<extra></extra>"))
+    if chosen in Ms:
+        fig.add_trace(go.Scatter(x=[chosen], y=[errors[Ms.index(chosen)]], mode="markers", name=f"M kept ({chosen:,})",
+                                 marker={"symbol": "star", "size": 16, "color": "#ffd700",
+                                         "line": {"width": 1, "color": "black"}}))
+    fig.update_xaxes(title_text="M (centres)", type="log")
+    fig.update_yaxes(title_text="validated MSE", type="log", exponentformat="power")
+    return layout(fig, height)
+
+
+#: The optimiser's own stop messages, in words.
+STOP_WORDS = {
+    "ABNORMAL_TERMINATION_IN_LNSRCH": "the line search found no lower objective along the gradient (the search is "
+                                      "at the noise level of the objective)",
+    "RELATIVE REDUCTION OF F <= FACTR*EPSMCH": "the objective's relative decrease per step fell below the tolerance",
+    "NORM OF PROJECTED GRADIENT <= PGTOL": "the gradient fell below the tolerance",
+    "STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT": "it used the evaluations it was given",
+}
+
+
+def stop_words(reason: str) -> str:
+    """A tuning run's stop reason as sentences: the optimiser's raw messages replaced by words, each
+    part a sentence."""
+    text = reason or ""
+    for raw, words in STOP_WORDS.items():
+        text = text.replace(f"L-BFGS-B: {raw}", words).replace(raw, words)
+    parts = [p.strip() for p in text.split(";") if p.strip()]
+    return " ".join(p[0].upper() + p[1:] + ("" if p.endswith(".") else ".") for p in parts)
 
 
 def objective_text(objective: str) -> str:

@@ -73,7 +73,7 @@ def known_parameters() -> frozenset[str]:
              "lev_n", "lev_method", "lev_log_lambda", "lev_q2",              # Leverage scores
              "data_n", "missing", "role",                                    # Dataset (an uploaded table's)
              "csv_target", "task", "csv_n",                                  # the sidebar's uploaded table
-             "tune_objective", "tune_ard", "tune_steps"}                     # Tune
+             "tune_objective", "tune_ard", "tune_steps", "tune_find_M"}      # Tune
     return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS) | set(TEACHER_PARAMS))
 
 

@@ -38,7 +38,7 @@ def validation_map(X, y, M: int = 500, *, objective: str = "gcv", seed: int = 0,
     X64 = as_tensor(X, "X", dtype=torch.float64, device="cpu")
     Y64 = as_tensor(y, "y", dtype=torch.float64, device="cpu", ndim=(1, 2))
     Y64 = Y64[:, None] if Y64.ndim == 1 else Y64
-    problem, _, rows = tuning_problem(X64, Y64, objective, tune_rows=tune_rows, validation_fraction=validation_fraction,
+    problem, _, rows, _ = tuning_problem(X64, Y64, objective, tune_rows=tune_rows, validation_fraction=validation_fraction,
                                       seed=seed, memory_budget=memory_budget)
     center = sigma_center if sigma_center is not None else median_heuristic(X64[rows], seed=seed)
     log_sigmas = np.linspace(math.log10(center) - sigma_decades, math.log10(center) + sigma_decades, sigma_points)
@@ -50,7 +50,7 @@ def validation_map(X, y, M: int = 500, *, objective: str = "gcv", seed: int = 0,
         sigma = float(10 ** ls)
         train = row_stats(problem.X, problem.Y, Z, sigma, memory_budget)
         val = row_stats(problem.X_val, problem.Y_val, Z, sigma, memory_budget, gram=False) if objective == "holdout" \
-            else None
+            else None            # (the other objectives read the fitted rows only)
         log_sigma = torch.tensor(math.log(sigma), dtype=torch.float64)
         profile = PenaltyProfile(objective, train, gaussian_block(Z, Z, log_sigma), val)
         row = profile.values(torch.tensor(10 ** log_penalties)).numpy()

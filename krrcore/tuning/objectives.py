@@ -311,7 +311,7 @@ class PenaltyProfile:
         self.mu_safe = torch.where(significant, self.mu, torch.ones_like(self.mu))
         self.q2 = torch.where(significant, self.q2, torch.zeros_like(self.q2))
         self.outside = max(train.yy - float((self.q2 / self.mu_safe).sum()), 0.0)     # ‖(I − P_Φ)Y‖²
-        if objective == "holdout":          # validation outputs in the T basis: K_vM T (n_v×M)
+        if val is not None:                 # validation outputs in the T basis: K_vM T (n_v×M)
             self.Pv = torch.empty(val.n, self.T.shape[1], dtype=self.T.dtype, device=self.T.device)
             for start, stop, K in val.op.blocks():
                 torch.mm(K, self.T, out=self.Pv[start:stop])
@@ -324,13 +324,15 @@ class PenaltyProfile:
         """(G + λnK_MM)⁻¹B."""
         return self.T @ ((self.T.T @ B) / (self.mu[:, None] + penalty * self.train.n))
 
-    def values(self, penalties) -> torch.Tensor:
-        """The objective at each λ of ``penalties`` (a 1-D tensor or list)."""
+    def values(self, penalties, objective: str | None = None) -> torch.Tensor:
+        """The objective (``objective``, default the profile's own: every objective reads the same
+        eigenproblem; "holdout" needs the validation rows) at each λ of ``penalties``."""
+        objective = objective or self.objective
         lam = torch.as_tensor(penalties, dtype=torch.float64)
         nu = lam[:, None] * self.train.n
         inv = 1.0 / (self.mu[None, :] + nu)                  # (g, r)
         k = self.q.shape[1]
-        if self.objective == "holdout":
+        if objective == "holdout":
             A = inv[:, :, None] * self.q[None]               # (g, r, k): coefficients in the T basis
             out = torch.matmul(self.Pv, A) - self.val.Y       # (g, n_v, k)
             return (out * out).sum((1, 2)) / (self.val.n * k)
@@ -340,7 +342,7 @@ class PenaltyProfile:
         # form below is a sum of non-negative terms, exact at small λ where yy − Tr(YᵀĤY) cancels.
         shrink = nu * inv                                     # ν/(μ_i + ν) = 1 − (Ĥ's eigenvalue)
         coords = self.q2 / self.mu_safe                       # (u_iᵀY)²
-        if self.objective == "gcv":
+        if objective == "gcv":
             residual = self.outside + (shrink ** 2 * coords[None]).sum(1)
             return (residual / (n * k)) / (1.0 - tr_hat / n) ** 2
         datafit = self.outside + (shrink * coords[None]).sum(1)
@@ -350,31 +352,43 @@ class PenaltyProfile:
         """The Nyström coefficients α (M×k) at λ = ``penalty``."""
         return self.T @ (self.q / (self.mu[:, None] + penalty * self.train.n))
 
-    def best(self, low: float, high: float, points: int = 41) -> tuple[float, float]:
-        """(λ, objective) minimising the objective over [low, high]: the best of ``points``
-        log-spaced values, refined by golden-section search in log λ around it."""
-        logs = torch.linspace(math.log(low), math.log(high), points, dtype=torch.float64)
-        vals = self.values(torch.exp(logs))
-        vals = torch.where(torch.isfinite(vals), vals, torch.full_like(vals, math.inf))
-        i = int(torch.argmin(vals))
-        a, b = float(logs[max(i - 1, 0)]), float(logs[min(i + 1, points - 1)])
-        f = lambda t: float(self.values(torch.tensor([math.exp(t)]))[0])      # noqa: E731
-        ratio = (math.sqrt(5) - 1) / 2
-        c, d = b - ratio * (b - a), a + ratio * (b - a)
-        fc, fd = f(c), f(d)
-        for _ in range(30):
-            if fc < fd:
-                b, d, fd = d, c, fc
-                c = b - ratio * (b - a)
-                fc = f(c)
-            else:
-                a, c, fc = c, d, fd
-                d = a + ratio * (b - a)
-                fd = f(d)
-        t, ft = (c, fc) if fc < fd else (d, fd)
-        if not ft <= float(vals[i]):
-            t, ft = float(logs[i]), float(vals[i])
-        return math.exp(t), ft
+    def effective_dimension(self, penalty: float) -> float:
+        """d_eff(λ) = Tr Ĥ = Σ μ_i/(μ_i + λn) of the Nyström model (BLESS's effective dimension,
+        measured on the span of the centres)."""
+        return float((self.mu / (self.mu + penalty * self.train.n)).sum())
+
+    def best(self, low: float, high: float, points: int = 33, objective: str | None = None) -> tuple[float, float]:
+        """(λ, objective) minimising the objective (``objective``: as in :meth:`values`) over
+        [low, high] (:func:`minimise_log`)."""
+        return minimise_log(lambda lam: self.values(lam, objective), low, high, points)
+
+
+def minimise_log(values, low: float, high: float, points: int = 33, refine: int = 16) -> tuple[float, float]:
+    """(λ, value) minimising ``values`` (a function of a 1-D tensor of λ) over [low, high]: the best
+    of ``points`` log-spaced values, refined by ``refine`` steps of golden-section search in log λ
+    around it (to a bracket of 0.2% in λ over the tuner's range)."""
+    logs = torch.linspace(math.log(low), math.log(high), points, dtype=torch.float64)
+    vals = values(torch.exp(logs))
+    vals = torch.where(torch.isfinite(vals), vals, torch.full_like(vals, math.inf))
+    i = int(torch.argmin(vals))
+    a, b = float(logs[max(i - 1, 0)]), float(logs[min(i + 1, points - 1)])
+    f = lambda t: float(values(torch.tensor([math.exp(t)], dtype=torch.float64))[0])      # noqa: E731
+    ratio = (math.sqrt(5) - 1) / 2
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(refine):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(d)
+    t, ft = (c, fc) if fc < fd else (d, fd)
+    if not ft <= float(vals[i]):
+        t, ft = float(logs[i]), float(vals[i])
+    return math.exp(t), ft
 
 
 def nystrom_leftover(X: torch.Tensor, Z: torch.Tensor, sigma, rows: int = 2000, seed: int = 0) -> float:
@@ -391,18 +405,20 @@ def nystrom_leftover(X: torch.Tensor, Z: torch.Tensor, sigma, rows: int = 2000, 
 
 
 def tuning_problem(X64: torch.Tensor, Y64: torch.Tensor, objective: str, *, tune_rows=None,
-                   validation_fraction: float = 0.2, seed: int = 0, memory_budget=None):
+                   validation_fraction: float = 0.2, seed: int = 0, memory_budget=None, check: bool = False):
     """(the :class:`~krrcore.tuning.objectives.Problem` a tuning reads, the scale of Y in it, the
-    rows used): a seeded subsample of ``tune_rows`` rows (all by default), split for the hold-out
-    objective; for ``compreg`` Y is divided by its root mean square (that objective reads Y in
-    noise units, :mod:`krrcore.tuning.objectives`). The same seed gives the same rows and split."""
+    rows used, the held-out rows): a seeded subsample of ``tune_rows`` rows (all by default),
+    split for the hold-out objective (or with ``check``) into the rows the models are fitted on and
+    ``validation_fraction`` of them held out (otherwise the held-out rows are empty); for
+    ``compreg`` Y is divided by its root mean square (that objective reads Y in noise units,
+    :mod:`krrcore.tuning.objectives`). The same seed gives the same rows and split."""
     n = X64.shape[0]
     generator = torch.Generator().manual_seed(int(seed))
     rows = torch.randperm(n, generator=generator)[:tune_rows] if tune_rows and tune_rows < n else torch.arange(n)
     scale = (float(Y64[rows].pow(2).mean().sqrt()) or 1.0) if objective == "compreg" else 1.0
-    if objective != "holdout":
-        return Problem(X64[rows], Y64[rows] / scale, memory_budget=memory_budget), scale, rows
+    if objective != "holdout" and not check:
+        return Problem(X64[rows], Y64[rows] / scale, memory_budget=memory_budget), scale, rows, rows[:0]
     order = rows[torch.randperm(len(rows), generator=generator)]
     n_val = min(max(1, round(validation_fraction * len(order))), len(order) - 2)
     val, train = order[:n_val], order[n_val:]
-    return Problem(X64[train], Y64[train] / scale, X64[val], Y64[val] / scale, memory_budget), scale, rows
+    return Problem(X64[train], Y64[train] / scale, X64[val], Y64[val] / scale, memory_budget), scale, rows, val

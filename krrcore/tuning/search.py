@@ -1,4 +1,10 @@
-"""The tuning loop: L-BFGS-B on log σ (and log λ, and the centres), one record per evaluation.
+"""The tuning loop: golden-section search on one log σ, L-BFGS-B on many (and log λ, and the centres).
+
+A single σ with λ profiled is a one-variable problem: :meth:`Search.line` brackets it from the
+scan and narrows the bracket by golden sections, one pass over the rows per probe and no gradient
+(:meth:`Search.probe`); where the held-out rows overrule the objective it searches their error
+instead (:meth:`Search.probe_checked`). L-BFGS-B serves one σ per feature, moving centres, λ moved
+by gradient and the CG route.
 
 Each evaluation computes the objective and its exact gradient (:func:`krrcore.tuning.objectives.evaluate`).
 With ``penalty_search="profile"`` (the default) λ is not a variable of the descent: at every σ the
@@ -62,10 +68,11 @@ class Search:
     """
 
     def __init__(self, objective: str, problem: Problem, *, penalty_bounds: tuple[float, float], profile: bool,
-                 max_steps: int, tol: float, report, cg_maxiter: int | None = None):
+                 max_steps: int, tol: float, report, cg_maxiter: int | None = None, checker=None):
         self.objective, self.problem = objective, problem
         # cg_maxiter: the hold-out objective by FALKON's CG (krrcore.tuning.implicit), no closed form in λ.
         self.cg_maxiter = cg_maxiter
+        self.checker = checker            # krrcore.tuning.validation.Checker, or None (the hold-out objective's rows)
         if cg_maxiter is not None and (objective != "holdout" or profile):
             raise ValueError("the CG route tunes the hold-out objective with λ moved by gradient")
         self.penalty_bounds = penalty_bounds
@@ -127,6 +134,99 @@ class Search:
             tr_hat = float((profile.mu / (profile.mu + lam * train.n)).sum())
             return residual.pow(2).mean(1) / (1.0 - tr_hat / train.n) ** 2
         return None
+
+    def checked(self, point: Point, penalty: float | None = None) -> torch.Tensor | None:
+        """Squared errors on the held-out rows (one per row, averaged over the outputs) of the
+        model at ``point``'s σ and centres, at λ = ``penalty`` (default the point's own), fitted
+        without them: by the :class:`~krrcore.tuning.validation.Checker` (k folds, or one part),
+        or the hold-out objective's own validation rows; None without either."""
+        lam = math.exp(point.log_penalty) if penalty is None else penalty
+        if self.checker is not None:
+            return self.checker.errors(point.log_sigma, point.centres, lam, self._total(point))
+        if self.cg_maxiter is not None:
+            return point.residual.pow(2).mean(1) if penalty is None and point.residual is not None else None
+        if self.objective == "holdout":
+            return self.stats(point.log_sigma, point.centres)[2].val_residual(lam).pow(2).mean(1)
+        return None
+
+    def _total(self, point: Point):
+        """The search's sums at the point, when its rows are the checker's (GCV, compreg): the
+        checker then needs passes over its held-out rows only."""
+        if self.checker is None or self.cg_maxiter is not None or self.problem.X is not self.checker.X:
+            return None
+        return self.stats(point.log_sigma, point.centres)[0]
+
+    def proposals(self, point: Point) -> dict:
+        """{objective: (λ, its value, the held-out rows' squared errors there)}: every closed-form
+        objective's best λ at the point's σ and centres (one eigenproblem serves GCV and compreg;
+        "holdout": the held-out rows' best λ), while the point's sums are at hand."""
+        if self.cg_maxiter is not None:
+            return {}
+        profile = self.stats(point.log_sigma, point.centres)[2]
+        out = {}
+        names = ("gcv", "compreg") if self.objective != "holdout" else ()
+        for name in names:
+            lam, value = profile.best(*self.penalty_bounds, objective=name)
+            out[name] = (lam, value, self.checked(point, lam))
+        if self.checker is not None:
+            lam, value = self.checker.best(point.log_sigma, point.centres, *self.penalty_bounds, self._total(point))
+            out["holdout"] = (lam, value, self.checked(point, lam))
+        elif self.objective == "holdout":
+            lam, value = profile.best(*self.penalty_bounds)
+            out["holdout"] = (lam, value, self.checked(point, lam))
+        return {k: v for k, v in out.items() if v[2] is not None}
+
+    def probe_checked(self, point: Point) -> Point:
+        """A probe at the held-out rows' best λ (the hold-out optimum's line): counted, reported;
+        ``point.extras["held_out"]`` carries the held-out error there."""
+        lam, held_out = self.checker.best(point.log_sigma, point.centres, *self.penalty_bounds, self._total(point))
+        point.log_penalty = math.log(lam)
+        self.value_at(point)
+        point.extras = {**point.extras, "held_out": held_out}
+        self.steps += 1
+        if self.best is None or point.value < self.best.value:
+            self.best = point
+        self.report(point, math.nan)
+        if self.steps >= self.max_steps:
+            raise StopSearch(f"reached max_steps={self.max_steps} evaluations")
+        return point
+
+    def line(self, points: list[Point], probes: int, low: float, high: float, held_out: bool = False) -> str:
+        """Golden-section search in the scalar log σ of the profiled objective (``held_out``: of the
+        held-out error at its best λ, :meth:`probe_checked`), inside the bracket around the best of
+        ``points`` (already probed, scalar σ), within [low, high]; ``probes`` evaluations at most. A one-variable problem whose λ is exact at every σ needs no gradient:
+        each probe is one pass over the rows, where a gradient step costs two."""
+        score = (lambda p: p.extras["held_out"]) if held_out else (lambda p: p.value)     # noqa: E731
+        points = sorted(points, key=lambda p: float(p.log_sigma))
+        i = min(range(len(points)), key=lambda j: score(points[j]))
+        a = float(points[i - 1].log_sigma) if i > 0 else max(float(points[i].log_sigma) - math.log(2.0), low)
+        b = float(points[i + 1].log_sigma) if i + 1 < len(points) else min(float(points[i].log_sigma) + math.log(2.0),
+                                                                           high)
+        Z = points[i].centres
+        ratio = (math.sqrt(5) - 1) / 2
+        value = {}
+
+        def f(t: float) -> float:
+            if t not in value:
+                point = Point(torch.tensor(t, dtype=torch.float64), points[i].log_penalty, Z)
+                value[t] = score(self.probe_checked(point) if held_out else self.probe(point))
+            return value[t]
+
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        for _ in range(max(probes, 2) - 1):
+            if f(c) < f(d):
+                b, d = d, c
+                c = b - ratio * (b - a)
+            else:
+                a, c = c, d
+                d = a + ratio * (b - a)
+        f(c)
+        t = min(value, key=value.get)
+        what = "the held-out error's" if held_out else "golden-section"
+        return f"converged: {what} search in σ to a bracket of ×{math.exp(b - a):.3g} around σ = {math.exp(t):.4g}"
+
+    def best_sigma(self) -> float:
+        return float(torch.exp(self.best.log_sigma.double().mean()))
 
     def profiled_penalty(self, log_sigma: torch.Tensor, Z: torch.Tensor) -> float:
         """log λ minimising the objective at σ and the centres (:class:`PenaltyProfile`)."""

@@ -35,13 +35,27 @@ def test_a_tuning_run_shows_its_values_steps_and_map_and_applies_to_explore(app)
     assert run.worker, "the tuning ran on a worker"
     estimator = run.estimator
     labels = {m.label: m.value for m in at.metric}
-    assert labels["λ"] == format_number(estimator.penalty_)
-    assert float(labels["σ"]) == pytest.approx(estimator.sigma_, rel=1e-3)
+    assert labels["Tuned λ"] == format_number(estimator.penalty_)
+    assert float(labels["Tuned σ"]) == pytest.approx(estimator.sigma_, rel=1e-3)
     number, unit = labels["Test RMSE"].split(" ", 1)         # "0.2143 y": in the target's units
     assert float(number.replace(",", "")) == pytest.approx(run.metrics["test_rmse"], rel=1e-3)
     assert unit == run.data.target_name
+    # The validated error beside the test error: √(held-out MSE) ± its standard error.
+    value, spread = labels["Validated RMSE"].split(" ± ")
+    spread, spread_unit = spread.split(" ", 1)
+    assert spread_unit == run.data.target_name
+    assert float(value) == pytest.approx(math.sqrt(estimator.validation_error_), rel=1e-3)
+    assert float(spread) == pytest.approx(estimator.validation_stderr_ / (2 * math.sqrt(estimator.validation_error_)),
+                                          rel=0.05)
+    # The stop reason in words, and the legend's start at the values the search started from.
+    why = next(c.value for c in at.caption if c.value.startswith("**Why it stopped.**"))
+    assert "FACTR" not in why and "LNSRCH" not in why and "held-out rows" in why
+    start = run.records[0].extras
+    legend = [t["name"] for c in _charts(at) for t in json.loads(c.proto.spec)["data"] if t.get("name", "")
+              .startswith("start (")]
+    assert legend == [f"start (σ = {start['sigma']:.3g}, λ = {start['penalty']:.2g})"]
     charts = _charts(at)
-    assert len(charts) == 2                         # the steps, and the path over the map
+    assert len(charts) == 2                         # the steps, and the path over the map (M not searched)
     line = progress_text(run)                       # the live chart's line: steps, σ, λ, not iterations of t
     assert f"step {run.records[-1].iteration} of at most 30 · final fit · σ " in line and "objective" in line
     at.button(key="tune_apply").click().run()
@@ -50,6 +64,22 @@ def test_a_tuning_run_shows_its_values_steps_and_map_and_applies_to_explore(app)
     assert at.session_state["M"] == 80 and at.session_state["solver"] in ("falkon", "falkon_bless")
     assert at.query_params["sigma"] == f"{estimator.sigma_:.6g}"      # the link carries the tuned values
     assert float(at.query_params["log_lambda"]) == pytest.approx(math.log10(estimator.penalty_), abs=1e-4)
+
+
+def test_finding_M_draws_the_validated_error_against_M(app):
+    """"Find M too": M doubles until the validated error stops improving; the curve is drawn, and the
+    headline's centres are the M kept."""
+    at = _tune(app, dataset="diabetes", tune_find_M="true")
+    at = wait_for_runs(at.button(key="tune_start").click().run())
+    run = at.session_state["tune_run"]
+    assert run.status == "done", run.message
+    curve = run.estimator.M_curve_
+    assert len(curve) >= 2 and [m for m, _ in curve] == sorted(m for m, _ in curve)
+    figures = [json.loads(c.proto.spec) for c in _charts(at)]
+    drawn = [t for f in figures for t in f["data"] if t.get("name") == "validated error (held-out rows)"]
+    assert len(drawn) == 1 and drawn[0]["x"] == [m for m, _ in curve]
+    M = int(run.estimator.centers_.shape[0])
+    assert {m.label: m.value for m in at.metric}["Centres"].startswith(f"{M:,} ")
 
 
 def test_one_sigma_per_feature_draws_the_relevance_of_each_feature(app):

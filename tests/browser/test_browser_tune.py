@@ -83,3 +83,34 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
         assert float(query["log_lambda"][0]) == pytest.approx(math.log10(float(shown_lambda)), abs=2e-3)
         assert re.search(r"λ = ", page.get_by_test_id("stSidebar").inner_text())
         page.close()
+
+
+def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the_curve(server, tmp_path):
+    """Dense clusters with far outliers, M searched: the headline holds the tuned σ and λ and the
+    validated RMSE ± its standard error; the note says GCV was overruled; the error-vs-M curve is
+    drawn. The screenshot goes to ``docs/screenshot-tune-M.png``."""
+    url, _ = server
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/tune?dataset=clustered_outliers&n=800&tune_find_M=true")
+        main = page.get_by_test_id("stMainBlockContainer")
+        try:
+            main.get_by_role("button", name="Tune", exact=True).wait_for(timeout=300_000)
+        except Exception:
+            _save(page, "screenshot-tune-M-failed.png", tmp_path)
+            raise
+        _wait_idle(page)
+        main.get_by_role("button", name="Tune", exact=True).click()
+        page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=600_000)
+        page.get_by_text("Validated error against M").first.wait_for(timeout=60_000)
+        _wait_idle(page)
+        metrics = {m.get_by_test_id("stMetricLabel").inner_text().strip(): m.get_by_test_id("stMetricValue").inner_text()
+                   for m in main.get_by_test_id("stMetric").all()}
+        assert float(metrics["Tuned σ"]) > 0 and float(metrics["Tuned λ"]) > 0, metrics
+        value, spread = metrics["Validated RMSE"].split(" ± ")
+        assert float(value) > 0 and float(spread) > 0, metrics
+        assert page.get_by_text("Why it stopped.").count() >= 1
+        assert page.locator(".js-plotly-plot").count() == 3     # steps, the M curve, the map
+        _save(page, "screenshot-tune-M.png", tmp_path)
+        page.close()

@@ -272,8 +272,9 @@ def test_validation_map_has_its_valley_where_the_tuner_went():
     values = np.array(grid["values"])
     assert values.shape == (7, 12) and np.isfinite(values).all()
     assert len(grid["best_log10_penalty"]) == 7
-    # The tuned point is at least as good as every point of the map (same rows, split and centres).
-    assert result.objective_value <= np.nanmin(values) * (1 + 1e-6)
+    # The search's best point is at least as good as every point of the map (same rows and centres);
+    # the answer returned may be another candidate, chosen on the held-out rows.
+    assert min(r.objective for r in result.trace[:-1]) <= np.nanmin(values) * (1 + 1e-6)
 
 
 def _heavy_tailed(n, seed):
@@ -308,13 +309,15 @@ def test_the_tuner_takes_bless_centres_where_uniform_ones_leave_too_much_of_the_
 
 
 def test_bless_centres_that_win_by_less_than_the_noise_are_not_kept():
-    """Digits (600 rows, M = 100): BLESS centres lower the GCV objective by 3%, less than one standard
-    error of the rows' differences; taking them anyway gave a test MSE 8% above the uniform ones'."""
+    """Digits (600 rows, M = 100): uniform centres leave a Nyström error above λ, so BLESS centres are
+    compared — on the held-out rows, where they do not win by more than one standard error of the
+    rows' differences (on GCV they looked 3% better; taking them gave a test MSE 8% above)."""
     data = load("digits", n=600, seed=0)
     result = tune(data.X_train, data.y_train, M=100, seed=0)
     comparison = result.centers_comparison
     assert comparison["nystrom_error"] > comparison["penalty"]                      # compared at all
-    assert comparison["uniform"] - comparison["margin"] <= comparison["bless"] < comparison["uniform"], comparison
+    assert comparison["measured"] == "held-out error" and comparison["margin"] > 0
+    assert comparison["bless"] >= comparison["uniform"] - comparison["margin"], comparison
     assert result.centers == "uniform" and "not lower by more than one standard error" in result.stop_reason
 
 
