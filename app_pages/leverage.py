@@ -61,13 +61,13 @@ waiting = []
 M = settings.M
 views.first_picture(lambda: state.leverage_report(X, data_key, kernel, kernel_params, leverage_penalty, method, q2,
                                                   seed))
-centres_input = None
+centers_input = None
 if M <= n:
     try:
-        centres_input = state.centres_comparison(X, data_key, kernel, kernel_params, settings.penalty, M,
+        centers_input = state.centers_comparison(X, data_key, kernel, kernel_params, settings.penalty, M,
                                                  leverage_penalty, seed)
     except ValueError as exc:
-        centres_input = exc
+        centers_input = exc
 
 # The page's first picture, the scores' scatter, is an image in a session's first page run (painted
 # before plotly.js has loaded); the interactive charts come from the next run on.
@@ -118,31 +118,31 @@ if report is not None:
 
 # -- uniform vs BLESS centres --------------------------------------------------------------------
 st.subheader(f"M = {settings.M:,} centres: uniform vs BLESS")
-centres = None
+centers = None
 if M > n:
-    centres = views.last_valid("centres", f"M = {M:,} centres, but only n = {n:,} training points are used here: "
+    centers = views.last_valid("centres", f"M = {M:,} centres, but only n = {n:,} training points are used here: "
                                        "choose M ≤ n in the sidebar (or use more points).")
-elif isinstance(centres_input, ValueError):
-    centres = views.last_valid("centres", f"Centres cannot be selected with these settings: {centres_input}")
-elif not views.pending(centres_input, waiting):
-    centres = views.remember("centres", centres_input)
-if centres is not None:
+elif isinstance(centers_input, ValueError):
+    centers = views.last_valid("centres", f"Centres cannot be selected with these settings: {centers_input}")
+elif not views.pending(centers_input, waiting):
+    centers = views.remember("centres", centers_input)
+if centers is not None:
     st.caption(f"BLESS scores at λ = {format_number(leverage_penalty)}; κ(W) is FALKON's preconditioned condition "
                f"number at the sidebar's λ = {format_number(settings.penalty)}. Points are coloured by their "
                "exact leverage score" + (" (first two principal components)." if X.shape[1] > 2 else "."))
     colour = report.points["exact"].to_numpy() if report is not None and len(report.points) == n else None
     frames = []
-    for col, (name, info) in zip(st.columns(2), centres["sets"].items()):
+    for col, (name, info) in zip(st.columns(2), centers["sets"].items()):
         with col:
             if charts_due:
-                fig = charts.centres_figure(centres["coords"], centres["axes"], info["indices"], colour=colour,
+                fig = charts.centers_figure(centers["coords"], centers["axes"], info["indices"], colour=colour,
                                             colour_title="log₁₀ ℓ", weights=info["weights"], title=name)
                 views.plot(fig, key=f"lev_centres_{name}", filename=f"krr-centres-{name.lower()}")
             m1, m2, m3 = st.columns(3)
             m1.metric(f"κ(W) — {name}", views.format_kappa(info["kappa_W"]), help=views.kappa_label(info["method"]))
             m2.metric("κ(H) unpreconditioned", views.format_kappa(info["kappa_H"]))
             m3.metric("Distinct centres", f"{info['distinct']:,}")
-        coords = centres["coords"][info["indices"]]
+        coords = centers["coords"][info["indices"]]
         frames.append(pd.DataFrame({"selection": name, "index": info["indices"], "x": coords[:, 0], "y": coords[:, 1],
                                     "weight": info["weights"] if info["weights"] is not None else 1.0}))
     views.download_csv(pd.concat(frames, ignore_index=True), key="lev_centres_csv", filename="krr-centres.csv",

@@ -116,16 +116,16 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     kernel = GaussianKernel(SIGMA)
     out = {"plan": name, "solver": solver, "device": str(device), "n": n, "M": M, "d": X.shape[1], "dtype": dtype}
     floor_M = M or n
-    centres = X[torch.randperm(n, generator=torch.Generator().manual_seed(0))[:floor_M].to(device)]
+    centers = X[torch.randperm(n, generator=torch.Generator().manual_seed(0))[:floor_M].to(device)]
     out.update(pass_floors(out["n"], floor_M, out["d"], X.dtype, device))
     if solver == "floor":
-        return {**out, **_block_sweep(kernel, X, centres)}
+        return {**out, **_block_sweep(kernel, X, centers)}
     if solver == "pass":
-        return {**out, **_one_pass(kernel, X, centres)}
+        return {**out, **_one_pass(kernel, X, centers)}
     if solver == "gpytorch":
         return {**out, **_gpytorch(X, y, X_test, y_test)}
-    out.update(hardware_floor(kernel, X, centres))
-    del centres
+    out.update(hardware_floor(kernel, X, centers))
+    del centers
     if solver == "falkon":
         model = Falkon(kernel=kernel, penalty=PENALTY, M=M, maxiter=maxiter, dtype=dtype, device=device, seed=0,
                        timeout=limit)
@@ -179,22 +179,22 @@ def pass_floors(n: int, M: int, d: int, dtype: torch.dtype, device) -> dict:
             "GEMM_GFLOP/s": gemm, "copy_GB/s": bandwidth}
 
 
-def _one_pass(kernel, X, centres) -> dict:
+def _one_pass(kernel, X, centers) -> dict:
     """One uncached pass K_nMᵀ(K_nM v), best of three: fused (krrcore.fused where it applies),
     blocked, and pykeops's (None where pykeops is not installed, with the reason)."""
     from benchmarks import peers
     from krrcore.ops import KernelOperator
 
-    v = torch.randn(centres.shape[0], 1, dtype=X.dtype, device=X.device)
+    v = torch.randn(centers.shape[0], 1, dtype=X.dtype, device=X.device)
     out = {}
     for name, fused in (("fused", True), ("blocked", False)):
-        op = KernelOperator(kernel, X, centres, fused=fused)
+        op = KernelOperator(kernel, X, centers, fused=fused)
         op.fused(v)                                        # compiles the Triton kernels once
         out[f"{name}_s"] = timed(lambda op=op: op.fused(v), repeats=3)[0]
         out[f"{name}_path"] = "fused" if op._fused is not None else "blocked"
         del op
     try:
-        out["pykeops_s"] = peers.keops_pass(X, centres, v, sigma=SIGMA, repeats=3)
+        out["pykeops_s"] = peers.keops_pass(X, centers, v, sigma=SIGMA, repeats=3)
     except peers.PeerMissing as exc:
         out["pykeops_s"], out["pykeops_note"] = math.nan, str(exc)
     return out
@@ -211,14 +211,14 @@ def _gpytorch(X, y, X_test, y_test) -> dict:
     return {"fit_s": points[-1]["seconds"], "test_mse": points[-1]["test_mse"], "cg_tolerance": 1e-2}
 
 
-def _block_sweep(kernel, X, centres) -> dict:
+def _block_sweep(kernel, X, centers) -> dict:
     """Seconds of one uncached pass K_nMᵀ(K_nM v) at each height of :data:`BLOCK_ROWS` (best of 2)."""
     from krrcore.ops import KernelOperator
 
-    v = torch.randn(centres.shape[0], 1, dtype=X.dtype, device=X.device)
+    v = torch.randn(centers.shape[0], 1, dtype=X.dtype, device=X.device)
     seconds = {}
     for rows in BLOCK_ROWS:
-        op = KernelOperator(kernel, X, centres, block_rows=min(rows, X.shape[0]), fused=False)
+        op = KernelOperator(kernel, X, centers, block_rows=min(rows, X.shape[0]), fused=False)
         op.fused(v)
         seconds[str(rows)] = timed(lambda op=op: op.fused(v), repeats=2)[0]
         del op

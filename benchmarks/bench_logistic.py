@@ -25,7 +25,7 @@ GRID = (1e-2, 1e-3, 1e-4, 1e-5)
 TABLES = ("breast_cancer", "pima", "biopsy")
 #: The full run adds ISLR Default (10,000 rows: balance, income, student), where M matters.
 FULL_TABLES = TABLES + ("default",)
-M_CENTRES = 100
+M_CENTERS = 100
 FOLDS = 3
 LOGISTIC, SQUARED, PEER = ("LogisticFalkon (krrcore)", "FalkonClassifier, squared loss (krrcore)",
                            "Nystroem + LogisticRegression (scikit-learn)")
@@ -72,7 +72,7 @@ def _make(method: str, sigma: float, lam: float, n: int, M: int, seed: int):
                          LogisticRegression(C=1 / (lam * n), max_iter=10_000))
 
 
-def compare(name: str, *, M: int = M_CENTRES, grid=GRID, folds: int = FOLDS, seed: int = 0) -> list[dict]:
+def compare(name: str, *, M: int = M_CENTERS, grid=GRID, folds: int = FOLDS, seed: int = 0) -> list[dict]:
     """One row per method on table ``name`` (module docstring)."""
     from sklearn.metrics import accuracy_score, log_loss
     from sklearn.model_selection import StratifiedKFold, cross_val_score

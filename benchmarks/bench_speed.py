@@ -32,7 +32,7 @@ from krrcore.solvers.falkon import ResidualWarning
 #: Fits per dtype (float32/float64 part) or per centre rule (BLESS part), alternating.
 REPEATS = 3
 PRECISION = {"d": 10, "M": 2_000, "penalty": 1e-6, "sigma": 3.0, "maxiter": 10, "n_test": 10_000}
-CENTRES = {"M": 2_000, "penalty": 1e-7, "sigma": 3.0, "maxiter": 20, "dtype": "float64", "test_fraction": 0.1}
+CENTERS = {"M": 2_000, "penalty": 1e-7, "sigma": 3.0, "maxiter": 20, "dtype": "float64", "test_fraction": 0.1}
 FLIGHTS_DROP = ("rownames", "carrier", "tailnum", "origin", "dest", "time_hour")
 MOONSHOT = {"d": 28, "M": 5_000, "penalty": 1e-7, "sigma": 5.0, "n_test": 20_000}
 #: CG iterations of the float32 10⁶ run (then its float64 refinement); the reference runs to ``REFERENCE_TOL``.
@@ -118,7 +118,7 @@ def flights(n: int | None = None, test_fraction: float = 0.1):
                     test_fraction=test_fraction, title="nycflights13 flights")
 
 
-def centres_fit(cfg: dict) -> dict:
+def centers_fit(cfg: dict) -> dict:
     """Child: one float64 FALKON fit on flights with ``cfg["centers"]`` (or the floor)."""
     import torch
 
@@ -198,11 +198,11 @@ def measure(quick: bool, sizes=None) -> list[dict]:
             results += rows if isinstance(rows, list) else [{**rows, "part": "precision", "solver": "falkon"}]
             print(f"  speed: float32/float64 at n={n:,} done", flush=True)
     if _wanted("centres", sizes):
-        base = {**CENTRES, **({"M": 200, "rows": 5_000, "maxiter": 5} if quick else {})}
-        results.append(call_isolated(centres_fit, {**base, "centers": "floor", "repeat": 0}))
+        base = {**CENTERS, **({"M": 200, "rows": 5_000, "maxiter": 5} if quick else {})}
+        results.append(call_isolated(centers_fit, {**base, "centers": "floor", "repeat": 0}))
         for repeat in range(1 if quick else REPEATS):
             for centers in ("uniform", "bless"):
-                results.append(call_isolated(centres_fit, {**base, "centers": centers, "repeat": repeat}, timeout=1800))
+                results.append(call_isolated(centers_fit, {**base, "centers": centers, "repeat": repeat}, timeout=1800))
                 print(f"  speed: {centers} centres ({repeat + 1}) done", flush=True)
     if _wanted("moonshot", sizes):
         base = {**MOONSHOT, "n": 10_000 if quick else 1_000_000, **({"M": 300, "n_test": 1_000} if quick else {})}
@@ -229,7 +229,7 @@ def summarise(results: list[dict]):
     notes = [f"{r.get('part')} {r.get('solver', '')} {r.get('centers', r.get('role', ''))} at n = {r.get('n')}: "
              f"FAILED — {r['error']}" for r in results if "error" in r]
     ok = [r for r in results if "error" not in r]
-    tables = {"precision": _precision_rows(ok), "centres": _centre_rows(ok), "moonshot": _moonshot_rows(ok)}
+    tables = {"precision": _precision_rows(ok), "centres": _center_rows(ok), "moonshot": _moonshot_rows(ok)}
     tables = {"summary": _targets(tables), **{name: _filled(rows) for name, rows in tables.items() if rows}}
     levels = _bless_path_rows(ok)
     if levels:
@@ -300,7 +300,7 @@ def _targets(tables: dict) -> list[dict]:
             key = "s to uniform's residual"
             reach, reach_bless, reach_uniform = (row.get(key, math.nan) for row in (r, bless, uniform))
             rows.append({"target": f"BLESS centres within {BLESS_SLOWDOWN}× of uniform ones' fit time (equal M)",
-                         "measured": f"{r['fit s']:.2f}× at {CENTRES['maxiter']} iterations each (test MSE ratio "
+                         "measured": f"{r['fit s']:.2f}× at {CENTERS['maxiter']} iterations each (test MSE ratio "
                                      f"{r['test MSE']:.3f}); to uniform's final residual {uniform['residual']:.3g}: "
                                      f"{reach:.2f}× ({reach_bless:.3g} s against {reach_uniform:.3g} s)",
                          "holds": _yes(r["fit s"] <= BLESS_SLOWDOWN),
@@ -366,7 +366,7 @@ def _precision_rows(results) -> list[dict]:
     return rows
 
 
-def _centre_rows(results) -> list[dict]:
+def _center_rows(results) -> list[dict]:
     fits = [r for r in results if r.get("part") == "centres" and r["solver"] == "falkon"]
     rows, fastest = [], []
     for centers in ("uniform", "bless"):

@@ -63,10 +63,10 @@ def clustered_with_outliers(n: int, seed: int, d: int = 5, clusters: int = 6, ou
     fraction ``outliers`` spread uniformly over [−6, 6]^d; y = sin x₀ + ½cos 1.5x₁ + 0.3x₂ + noise.
     Returns (X, y) as float64 numpy arrays."""
     rng = np.random.default_rng(seed)
-    centres = np.random.default_rng(1000).uniform(-3, 3, size=(clusters, d))
+    centers = np.random.default_rng(1000).uniform(-3, 3, size=(clusters, d))
     n_out = int(round(outliers * n))
     label = rng.integers(clusters, size=n - n_out)
-    X = np.vstack([centres[label] + 0.15 * rng.standard_normal((n - n_out, d)), rng.uniform(-6, 6, size=(n_out, d))])
+    X = np.vstack([centers[label] + 0.15 * rng.standard_normal((n - n_out, d)), rng.uniform(-6, 6, size=(n_out, d))])
     X = X[rng.permutation(n)]
     y = np.sin(X[:, 0]) + 0.5 * np.cos(1.5 * X[:, 1]) + 0.3 * X[:, 2] + noise * rng.standard_normal(n)
     return X, y

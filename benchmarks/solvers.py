@@ -143,8 +143,8 @@ def fit_one(cfg: dict) -> dict:
     X, y, X_test, y_test = load_split(cfg["n"], cfg["n_test"], cfg["dtype"])
     kernel = GaussianKernel(cfg["sigma"])
     if cfg["solver"] == "floor":
-        centres = X[: cfg["M"]].clone()
-        return {**out, **hardware_floor(kernel, X, centres, cfg.get("memory_budget"))}
+        centers = X[: cfg["M"]].clone()
+        return {**out, **hardware_floor(kernel, X, centers, cfg.get("memory_budget"))}
     reason = _refusal(cfg, X.shape[0], X.element_size())
     if reason:
         return {**out, "skipped": reason}

@@ -365,7 +365,7 @@ def path_figure(path: pd.DataFrame, *, height: int = 380) -> go.Figure:
     return layout(fig, height)
 
 
-def centres_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarray, *, colour=None,
+def centers_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarray, *, colour=None,
                    colour_title: str = "", weights=None, title: str = "", height: int = 380) -> go.Figure:
     """All points (grey, or coloured by ``colour``) and the selected centres on top (red crosses,
     sized by their FALKON weight D_jj when given)."""

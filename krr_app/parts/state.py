@@ -341,9 +341,9 @@ def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
 
     d = _diagnostics()
     key = ("nystrom_systems", data_key, kernel, kernel_params, penalty, M, seed)
-    centres = select_centers("uniform", _X, M, seed)
+    centers = select_centers("uniform", _X, M, seed)
     return results.get(key, "Spectra of the Nyström systems", d.nystrom_spectra, _kernel(kernel, kernel_params), _X,
-                       centres, penalty, seed=seed, **_SIZES,
+                       centers, penalty, seed=seed, **_SIZES,
                        then=lambda spectra: {k: d.spectrum_summary(s) for k, s in spectra.items()})
 
 
@@ -397,12 +397,12 @@ def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: fl
                        seed=seed, then=_without_sampler_state, **kwargs)
 
 
-def centres_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
+def centers_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
                        leverage_penalty: float, seed: int):
-    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centres`), or
+    """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centers`), or
     Pending."""
-    return results.get(("centres_comparison", data_key, kernel, kernel_params, penalty, M, leverage_penalty, seed),
-                       "Centres: uniform vs BLESS", _diagnostics().compare_centres, _kernel(kernel, kernel_params),
+    return results.get(("centers_comparison", data_key, kernel, kernel_params, penalty, M, leverage_penalty, seed),
+                       "Centres: uniform vs BLESS", _diagnostics().compare_centers, _kernel(kernel, kernel_params),
                        _X, penalty, M, leverage_penalty, seed=seed, **_SIZES)
 
 

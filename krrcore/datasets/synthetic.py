@@ -195,9 +195,9 @@ def clustered_outliers(n: int, rng: np.random.Generator, noise: float, clusters:
     n_in = n - n_out
     turn = rng.uniform(0, 2 * np.pi)
     angles = turn + 2 * np.pi * np.arange(clusters) / clusters
-    centres = 2.5 * np.column_stack([np.cos(angles), np.sin(angles)])
+    centers = 2.5 * np.column_stack([np.cos(angles), np.sin(angles)])
     cluster = rng.integers(clusters, size=n_in)
-    inliers = centres[cluster] + 0.3 * rng.standard_normal((n_in, 2))
+    inliers = centers[cluster] + 0.3 * rng.standard_normal((n_in, 2))
     radius = rng.uniform(7.0, 12.0, n_out)
     theta = rng.uniform(0, 2 * np.pi, n_out)
     outliers = radius[:, None] * np.column_stack([np.cos(theta), np.sin(theta)])

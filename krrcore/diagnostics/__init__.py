@@ -20,7 +20,7 @@ the app passes its own limits (:mod:`krr_app.settings`). Leverage-score accuracy
 """
 from ..linalg import lanczos_ritz_values
 from .blocks import askotch_blocks, askotch_partition, partition_constants
-from .centres import compare_centres
+from .centers import compare_centers
 from .data import projection_2d, subsample
 from .dimension import effective_dimension, effective_dimension_curve, interpolate_deff, nystrom_kernel_eigenvalues
 from .spectra import (SYSTEMS, Spectrum, condition_vs_M, condition_vs_penalty, full_krr_spectrum, kernel_eigenvalues,
@@ -31,4 +31,6 @@ __all__ = ["Spectrum", "SYSTEMS", "nystrom_spectra", "kernel_eigenvalues", "full
            "spectrum_summary", "condition_vs_penalty", "condition_vs_M", "askotch_blocks", "askotch_partition",
            "partition_constants", "effective_dimension", "effective_dimension_curve", "interpolate_deff",
            "nystrom_kernel_eigenvalues", "suggest_hyperparameters", "suggested_kernel", "theory_penalty", "PARAM_SYMBOLS",
-           "compare_centres", "projection_2d", "subsample", "lanczos_ritz_values"]
+           "compare_centers", "projection_2d", "subsample", "lanczos_ritz_values"]
+
+compare_centres = compare_centers  # former spelling, kept so that code written against it still runs

@@ -120,8 +120,8 @@ class ShardedKernelOperator:
         self.accumulate_dtype = accumulate_dtype or self.dtype
         self.client = X.client
         C = C.to(dtype=self.dtype, device="cpu")
-        centres = self.client.scatter(C, broadcast=True, hash=False)
-        self._states = X.map(_ShardOperator, kernel, centres, memory_budget, block_rows, n_rhs,
+        centers = self.client.scatter(C, broadcast=True, hash=False)
+        self._states = X.map(_ShardOperator, kernel, centers, memory_budget, block_rows, n_rhs,
                              self.accumulate_dtype, cache_bytes)
         self.shards = self._gather_each(_op_describe)
         self.block_rows = max(s["block_rows"] for s in self.shards)

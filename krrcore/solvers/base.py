@@ -53,7 +53,7 @@ from .records import Recorder, Step, target_scale
 from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
 
-__all__ = ["ConcurrentFitError", "ModelWarning", "OffsetWarning", "check_model_not_zero", "PenaltyWarning", "choose_origin", "check_penalty_scale", "fit_guard", "KRRBase", "Seeded", "NystromCentres", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
+__all__ = ["ConcurrentFitError", "ModelWarning", "OffsetWarning", "check_model_not_zero", "PenaltyWarning", "choose_origin", "check_penalty_scale", "fit_guard", "KRRBase", "Seeded", "NystromCenters", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
 
 
 def distributed_backend(data):
@@ -478,7 +478,7 @@ class Seeded(KRRBase):
         self.seed_ = resolve_seed(self.seed)
 
 
-class NystromCentres(Seeded):
+class NystromCenters(Seeded):
     """An estimator on M Nyström centres: ``M`` (how many; ignored when ``centers`` is an array) and
     ``centers`` (a name of :data:`krrcore.centers.CENTER_SELECTORS`, a selector, or the centres)."""
 
@@ -710,3 +710,5 @@ class DirectKRR(KRRBase):
             return residual_and_objective(A @ c, c, b, constant)
 
         return Step.deferred(evaluate, extras={"residual_kind": "direct solve (float64, system without jitter)"})
+
+NystromCentres = NystromCenters  # former spelling, kept so that code written against it still runs

@@ -13,7 +13,7 @@ from ..centers import center_count, select_centers
 from ..linalg import jitter_cholesky
 from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
-from .base import DirectKRR, NystromCentres, Step
+from .base import DirectKRR, NystromCenters, Step
 from .uncertainty import (
     PosteriorVariance,
     hold_nystrom_posterior,
@@ -95,7 +95,7 @@ class ExactKRR(PosteriorVariance, DirectKRR):
         return self._solved_system_step(A, Y64, coef=coef)
 
 
-class NystromKRR(PosteriorVariance, NystromCentres, DirectKRR):
+class NystromKRR(PosteriorVariance, NystromCenters, DirectKRR):
     """Nyström KRR solved directly: (K_nMᵀK_nM + λn K_MM) α = K_nMᵀ y (FALKON paper, Eq. 8); with
     ``sample_weight`` (W, mean 1) (K_nMᵀ W K_nM + λn K_MM) α = K_nMᵀ W y.
 

@@ -29,7 +29,7 @@ from ..memory import CostModel, MemoryBudgetError
 from ..ops import operator_bytes
 from ..preconditioner import FalkonPreconditioner, PrecisionWarning, buffer_dtype
 from ..rows import rows_of
-from .base import IterativeKRR, NystromCentres, Step
+from .base import IterativeKRR, NystromCenters, Step
 from .params import NON_NEGATIVE, NONE, Integer, Options, default, param
 from .uncertainty import PosteriorVariance, float64_blocks, hold_nystrom_posterior, kmm_factor_solvers, nystrom_factor
 
@@ -54,7 +54,7 @@ class ResidualWarning(UserWarning):
     """A FALKON fit ended with its residual still high; the message says what to try."""
 
 
-class _NystromIterative(PosteriorVariance, NystromCentres, IterativeKRR):
+class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
     """Shared set-up of the Nyström-problem solvers: centres, blocked operator, b̃ = K_nMᵀy/n.
 
     ``uncertainty=True``: the DTC/SGPR posterior of the same centres (:mod:`krrcore.solvers.uncertainty`),

@@ -195,7 +195,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         self._kernel_grad = -0.5 * b if not self.fit_intercept else self._kernel_part(self._gradient_terms())
         self._grad0 = float(torch.linalg.norm(self._kernel_grad)) or 1.0
         self._alpha = torch.zeros(b.shape, dtype=torch.float64, device=X.device)
-        self._centre_products = KernelOperator(self._kernel(), self.centers_.double(), self.centers_.double(),
+        self._center_products = KernelOperator(self._kernel(), self.centers_.double(), self.centers_.double(),
                                                memory_budget=self.memory_budget, n_rhs=b.shape[1])
         self.penalty_ = self._penalty()
         self.coef_ = torch.zeros(b.shape, dtype=X.dtype, device=X.device)
@@ -237,7 +237,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         p = torch.sigmoid(self._f)
         return self._omega * p * (1 - p)
 
-    def _centre_weights(self, h: torch.Tensor) -> torch.Tensor:
+    def _center_weights(self, h: torch.Tensor) -> torch.Tensor:
         """The Hessian weights at the centres, averaged over classes (one preconditioner for all);
         their overall mean at every centre when the centres are no rows of X."""
         mean = h.mean(1).double()
@@ -253,7 +253,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
             self.penalty_ = lam
             self.preconditioner_ = pc = FalkonPreconditioner(
                 self._kernel(), self.centers_, lam, weights=self.center_weights_, data_dtype=X.dtype,
-                jitter=self.jitter, row_weights=self._centre_weights(h))
+                jitter=self.jitter, row_weights=self._center_weights(h))
             self.jitter_ = pc.jitter_
             self.unresolved_directions_ = pc.unresolved_
             # Pᵀ(−g) at this λ: −Pᵀ K_nMᵀ z/n − λ Pᵀ(K_MM + jD⁻²)α (Falkon._true_residual); with an
@@ -298,7 +298,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         kernel_f = self.operator_.matvec(self._alpha).to(self._t.dtype)
         self._f = kernel_f + self.intercept_.to(kernel_f.dtype)
         self._kernel_grad = self._kernel_part(self._gradient_terms())
-        K_alpha = self._centre_products.matvec(self._alpha)
+        K_alpha = self._center_products.matvec(self._alpha)
         gradient = self._kernel_grad.double() + lam * K_alpha
         if self.fit_intercept:
             gradient = torch.cat([gradient, self._intercept_gradient().unsqueeze(0)])

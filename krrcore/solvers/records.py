@@ -51,12 +51,12 @@ class Step:
         return tuple(float(v() if callable(v) else v) for v in (self.residual, self.objective))
 
 
-def validation_cache_bytes(n_val: int, n_centres: int, itemsize: int, scratch_bytes: int) -> int:
+def validation_cache_bytes(n_val: int, n_centers: int, itemsize: int, scratch_bytes: int) -> int:
     """Bytes of K(X_val, centres) a fit keeps for its records: all of it when it fits one scratch
     budget (:mod:`krrcore.memory`; the blocked prediction of every record would allocate that much
     anyway), else none. Kept, a record's validation metric costs one product with it instead of
     n_val × n_centres kernel evaluations."""
-    need = n_val * n_centres * itemsize
+    need = n_val * n_centers * itemsize
     return int(need) if need <= scratch_bytes else 0
 
 
@@ -97,7 +97,7 @@ class PointOutputs:
 
     def __init__(self, estimator, X: torch.Tensor):
         self.estimator, self.X = estimator, X
-        self._operator, self._centres = None, None
+        self._operator, self._centers = None, None
 
     @property
     def kept_bytes(self) -> int | None:
@@ -109,16 +109,16 @@ class PointOutputs:
 
     def __call__(self) -> torch.Tensor:
         est = self.estimator
-        centres = est.centers_
-        if not rows_of(centres).local:         # rows kept elsewhere: predicted where they live
+        centers = est.centers_
+        if not rows_of(centers).local:         # rows kept elsewhere: predicted where they live
             return est._predict_tensor(self.X)
-        if self._centres is not centres:
-            keep = validation_cache_bytes(self.X.shape[0], centres.shape[0], self.X.element_size(),
+        if self._centers is not centers:
+            keep = validation_cache_bytes(self.X.shape[0], centers.shape[0], self.X.element_size(),
                                           est._block_budget())
             self._operator = None if not keep else KernelOperator(
-                est._kernel(), self.X, centres, memory_budget=est.memory_budget,
+                est._kernel(), self.X, centers, memory_budget=est.memory_budget,
                 n_rhs=est.coef_.shape[1], cache_bytes=keep)
-            self._centres = centres
+            self._centers = centers
         if self._operator is None:
             return est._predict_tensor(self.X)
         return self._operator.matvec(est.coef_)

@@ -22,7 +22,7 @@ from ..linalg import residual_and_objective
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import KernelOperator, operator_bytes
-from .base import IterativeKRR, NystromCentres, Step
+from .base import IterativeKRR, NystromCenters, Step
 from .params import COUNT, DAMPING, EVERY, NONE, POSITIVE, default, param
 
 
@@ -59,7 +59,7 @@ class NystromObjective:
         return residual_and_objective(H_a, a, self._rhs, 0.5 * float((self.Y64 ** 2).sum()))
 
 
-class SketchySAGA(NystromCentres, IterativeKRR):
+class SketchySAGA(NystromCenters, IterativeKRR):
     """SketchySAGA on inducing-points KRR (ASkotch paper Alg. 5, defaults of B.5 and C.2.1).
 
     Set-up: sample independent batches H₁ (|H₁| = b_H1) and H₂ (|H₂| = b_H2) of the data;

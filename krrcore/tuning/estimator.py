@@ -80,7 +80,7 @@ def stderr_of_difference(a: torch.Tensor, b: torch.Tensor) -> float:
 #: BLESS centres replace uniform ones when they lower the objective by more than one standard error
 #: of the per-row differences (both are averages over the same rows), or, for compreg (no average of
 #: rows), by more than this fraction.
-CENTRES_MARGIN = 0.01
+CENTERS_MARGIN = 0.01
 #: ARD's pruning (FalkonCV._prune): a switched-off feature's σ is multiplied by this (its kernel
 #: factor is then 1 to double precision even where α is large); at most MAX_PRUNED features are
 #: tried; objectives without held-out rows keep a feature off when they rise by at most PRUNE_TOL.
@@ -336,7 +336,7 @@ class FalkonCV(Seeded):
         def report(point: Point, residual: float) -> None:
             sigma = sigma_value(point.log_sigma)
             self.kernel_ = GaussianKernel(sigma)
-            self.centers_ = point.centres.to(dtype).clone()      # a new tensor: the recorder's K(X_val, ·) is redone
+            self.centers_ = point.centers.to(dtype).clone()      # a new tensor: the recorder's K(X_val, ·) is redone
             self.coef_ = (point.alpha * scale).to(dtype)
             value = point.value * (scale ** 2 if self.objective != "compreg" else 1.0)
             geo = typical_sigma(point.log_sigma)
@@ -344,7 +344,7 @@ class FalkonCV(Seeded):
             checked = search.checked(point) if stage["code"] != 3 else None
             extras = {"sigma": geo, "penalty": math.exp(point.log_penalty), "log10_sigma": math.log10(geo),
                       "log10_penalty": point.log_penalty / math.log(10), "objective": value, "stage": stage["code"],
-                      "M": int(point.centres.shape[0]), "residual_kind": "relative hypergradient norm", **point.extras}
+                      "M": int(point.centers.shape[0]), "residual_kind": "relative hypergradient norm", **point.extras}
             if checked is not None:
                 extras["validated"] = float(checked.mean()) * scale ** 2
             if stage["code"] in (0, 1, 2, 3):
@@ -354,7 +354,7 @@ class FalkonCV(Seeded):
             self.trace_.append(rec)
             self.path_.append({"sigma": sigma if isinstance(sigma, float) else sigma.tolist(),
                                "penalty": math.exp(point.log_penalty), "objective": value, "stage": stage["code"],
-                               "M": int(point.centres.shape[0]), "validated": extras.get("validated", math.nan)})
+                               "M": int(point.centers.shape[0]), "validated": extras.get("validated", math.nan)})
             emit(("record", rec))
             if stopper.should_stop(rec):
                 raise StopSearch(stopper.reason)
@@ -398,7 +398,7 @@ class FalkonCV(Seeded):
                 if misses >= M_PATIENCE:
                     messages.append(f"M = {Z.shape[0]:,} lowered the validated error by less than M_tolerance = "
                                     f"{self.M_tolerance:g} (relative), as did the {M_PATIENCE - 1} doubling(s) before: "
-                                    f"M = {chosen[0].centres.shape[0]:,} kept")
+                                    f"M = {chosen[0].centers.shape[0]:,} kept")
                     break
             log_sigma, log_penalty = point.log_sigma, point.log_penalty
             if stop_level or stopper.reason:
@@ -414,7 +414,7 @@ class FalkonCV(Seeded):
         self.centers_choice_ = "optimised" if self.tune_centers else spec
         self.centers_comparison_ = {}
         if self.centers == "auto" and not self.tune_centers and not stopper.reason:
-            best, errors = self._compare_centres(search, best, errors, stage, report, messages)
+            best, errors = self._compare_centers(search, best, errors, stage, report, messages)
         self._validated(best, errors, scale, bounds, ls0)
         self.stop_reason_ = "; ".join(messages)
         self.converged_ = any(m.startswith("converged") for m in messages) and not stopper.reason
@@ -456,7 +456,7 @@ class FalkonCV(Seeded):
             report(start, 1.0)
             stage["code"] = 1
             base = start.log_sigma.mean() if start.log_sigma.ndim else start.log_sigma
-            Z = start.centres
+            Z = start.centers
             scanned = [search.probe(Point(base + shift * math.log(2.0), start.log_penalty, Z))
                        for shift in ((0.0, *SCAN) if first else SCAN_NEXT)]
             # The best σ at an end of the scan: the scan goes on outwards (up to LOG_SIGMA_RANGE).
@@ -481,7 +481,7 @@ class FalkonCV(Seeded):
                 if overruled:       # the held-out rows prefer other values: their own optimum in σ, too
                     messages.append(search.line(overruled, probes, low, high, held_out=True))
             else:
-                messages.append(search.run(search.best, tune_centres=self.tune_centers and not self.ard,
+                messages.append(search.run(search.best, tune_centers=self.tune_centers and not self.ard,
                                            steps=first_stage))
             self._scalar_best = search.best
             if self.ard and not messages[-1].startswith("reached max_steps") and not stopper.reason:
@@ -489,7 +489,7 @@ class FalkonCV(Seeded):
                 best = search.best
                 ard = best.log_sigma.expand(search.problem.X.shape[1]).clone() if best.log_sigma.ndim == 0 \
                     else best.log_sigma
-                messages.append(search.run(Point(ard, best.log_penalty, best.centres), tune_centres=self.tune_centers))
+                messages.append(search.run(Point(ard, best.log_penalty, best.centers), tune_centers=self.tune_centers))
                 if not stopper.reason and search.best.log_sigma.ndim == 1:
                     self._prune(search, self._scalar_best, messages)
         except StopSearch as stop:
@@ -549,7 +549,7 @@ class FalkonCV(Seeded):
                 continue
             _, s = min(offers, key=lambda o: o[0])
             lam = s[2][name][0]
-            point = Point(s[0].log_sigma, math.log(lam), s[0].centres, alpha=None)
+            point = Point(s[0].log_sigma, math.log(lam), s[0].centers, alpha=None)
             candidates[f"{name} choice"] = (point, s[2][name][2])
         means = {k: float(e.mean()) for k, (_, e) in candidates.items()}
         winner = min(means, key=means.get)
@@ -636,7 +636,7 @@ class FalkonCV(Seeded):
                 best.value + float(errors.std()) / math.sqrt(len(errors))
             log_sigma = best.log_sigma.clone()
             log_sigma[j] += math.log(OFF_FACTOR)
-            point = Point(log_sigma, search.profiled_penalty(log_sigma, best.centres), best.centres,
+            point = Point(log_sigma, search.profiled_penalty(log_sigma, best.centers), best.centers,
                           extras={"pruned_feature": j})
             search.value_at(point)
             search.report(point, math.nan)
@@ -648,20 +648,20 @@ class FalkonCV(Seeded):
             messages.append(f"switched off feature(s) {off} (σ × {OFF_FACTOR:g}): without them the objective rose by "
                             f"less than {rule}")
 
-    def _compare_centres(self, search: Search, best: Point, errors, stage, report, messages):
+    def _compare_centers(self, search: Search, best: Point, errors, stage, report, messages):
         """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
         Nyström error above λ (``centers="auto"``), at the same M, on the held-out rows (each at the
         λ the same rule gives it: the held-out rows' best for BLESS). BLESS's are kept where they
         lower the held-out error by more than noise: one standard error of the rows' differences
-        (without held-out rows, the objective's per-row errors; compreg: :data:`CENTRES_MARGIN`).
+        (without held-out rows, the objective's per-row errors; compreg: :data:`CENTERS_MARGIN`).
         Returns (the point, its held-out errors)."""
         sigma = sigma_value(best.log_sigma)
-        leftover = nystrom_leftover(search.problem.X, best.centres, sigma, seed=self.seed_)     # Tr(K − K̃)/n
+        leftover = nystrom_leftover(search.problem.X, best.centers, sigma, seed=self.seed_)     # Tr(K − K̃)/n
         lam = math.exp(best.log_penalty)
         if leftover <= lam:
             return best, errors
         stage["code"] = 4
-        Z = select_centers("bless", self._X64, best.centres.shape[0], self.seed_, kernel=GaussianKernel(sigma)).centers
+        Z = select_centers("bless", self._X64, best.centers.shape[0], self.seed_, kernel=GaussianKernel(sigma)).centers
         offers = search.proposals(Point(best.log_sigma, 0.0, Z)) if errors is not None else {}
         if search.cg_maxiter is not None:
             log_lam = best.log_penalty
@@ -680,7 +680,7 @@ class FalkonCV(Seeded):
             uniform_value, bless_value = best.value, candidate.value
             uniform_rows, bless_rows = search.row_errors(best), search.row_errors(candidate)
             if uniform_rows is None or bless_rows is None:
-                margin, rule = best.value * CENTRES_MARGIN, f"{CENTRES_MARGIN:.0%}"
+                margin, rule = best.value * CENTERS_MARGIN, f"{CENTERS_MARGIN:.0%}"
             else:
                 margin = stderr_of_difference(bless_rows, uniform_rows)
                 rule = f"one standard error of the rows' differences, {margin:.3g}"
@@ -716,8 +716,8 @@ class FalkonCV(Seeded):
         if self.final_solver_ == "direct":
             residual, iterations = self._direct_solution(X64, Y64, best, sigma)
         else:
-            centres = {"uniform": "uniform", "bless": "bless"}.get(self.centers_choice_, best.centres.numpy())
-            final = Falkon(self.kernel_, self.penalty_, int(best.centres.shape[0]), maxiter=self.maxiter, centers=centres, seed=self.seed_,
+            centers = {"uniform": "uniform", "bless": "bless"}.get(self.centers_choice_, best.centers.numpy())
+            final = Falkon(self.kernel_, self.penalty_, int(best.centers.shape[0]), maxiter=self.maxiter, centers=centers, seed=self.seed_,
                            dtype=self.dtype, device=self.device, memory_budget=self.memory_budget)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="M=.* centres requested")      # said once, by the search
@@ -742,7 +742,7 @@ class FalkonCV(Seeded):
         accurate at small λ where a Cholesky factor of K_nMᵀK_nM + λnK_MM does not (its solution
         moved with the BLAS threads by 20% in test error at λ = 6e-8 on concrete, M = 400). Returns
         the relative residual of (K_nMᵀK_nM + λnK_MM)α = K_nMᵀY and 1 (one solve)."""
-        Z = best.centres.double()
+        Z = best.centers.double()
         stats = row_stats(X64, Y64, Z, sigma, self.memory_budget)
         Kmm = gaussian_block(Z, Z, best.log_sigma)
         alpha = PenaltyProfile("gcv", stats, Kmm).alpha(self.penalty_)

@@ -37,7 +37,7 @@ CG_TOL = 1e-10
 
 
 def evaluate_cg(problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_penalty: float, *, maxiter: int,
-                centres_grad: bool = False, grad: bool = True) -> Evaluation:
+                centers_grad: bool = False, grad: bool = True) -> Evaluation:
     """The hold-out error at (σ, λ, centres) and its hypergradient in (log σ, log λ, centres), by
     FALKON and its conjugate gradient (see the module docstring); ``grad=False``: steps 1–2 only."""
     sigma, lam = sigma_value(log_sigma), math.exp(log_penalty)
@@ -66,7 +66,7 @@ def evaluate_cg(problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_
     w = pc.apply(state.x).double() if state is not None else torch.zeros_like(alpha)
     # The K_MM and λ terms (M×M: autograd), then one pass over FALKON's kernel blocks.
     ls = log_sigma.detach().clone().requires_grad_()
-    Zg = Z.detach().clone().requires_grad_(centres_grad)
+    Zg = Z.detach().clone().requires_grad_(centers_grad)
     Kmm = gaussian_block(Zg, Zg, ls)
     (-(lam * n) * (w @ alpha.T) * Kmm).sum().backward()
     grad_log_penalty = -lam * n * float((w * (Kmm.detach() @ alpha)).sum())
@@ -74,9 +74,9 @@ def evaluate_cg(problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_
                RowWeights(E=2.0 * scale * residual, F=alpha)]
     train = Stats(None, None, 0.0, n, falkon.operator_, problem.Y)
     val = Stats(None, None, 0.0, problem.X_val.shape[0], val_op, problem.Y_val)
-    grad_sigma, grad_centres = _push_into_kernel(problem, "holdout", weights, [train, val], Z.detach().double(), ls,
-                                                 centres_grad)
+    grad_sigma, grad_centers = _push_into_kernel(problem, "holdout", weights, [train, val], Z.detach().double(), ls,
+                                                 centers_grad)
     grad_sigma = grad_sigma + ls.grad.detach()
-    if centres_grad:
-        grad_centres = grad_centres + Zg.grad.detach()
-    return Evaluation(value, grad_sigma, grad_log_penalty, grad_centres, alpha, residual)
+    if centers_grad:
+        grad_centers = grad_centers + Zg.grad.detach()
+    return Evaluation(value, grad_sigma, grad_log_penalty, grad_centers, alpha, residual)

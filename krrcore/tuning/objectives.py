@@ -169,7 +169,7 @@ class Evaluation:
     value: float
     grad_log_sigma: torch.Tensor | None
     grad_log_penalty: float
-    grad_centres: torch.Tensor | None
+    grad_centers: torch.Tensor | None
     alpha: torch.Tensor
     residual: torch.Tensor | None = None       # validation residuals K_vMα − Y_v (the CG route keeps them)
 
@@ -199,7 +199,7 @@ class RowWeights:
 
 
 def _push_into_kernel(problem: Problem, objective: str, weights: list[RowWeights], stats: list[Stats],
-                      Z: torch.Tensor, log_sigma: torch.Tensor, centres_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                      Z: torch.Tensor, log_sigma: torch.Tensor, centers_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Step 2 of the hypergradient: the gradient of Σ_b ⟨W_b, K_bM⟩ with W_b held fixed, in
     (log σ, centres), one blocked pass per row set over the kernel blocks of step 1 (read from
     their cache where it holds them).
@@ -209,7 +209,7 @@ def _push_into_kernel(problem: Problem, objective: str, weights: list[RowWeights
     2 Σ_i x_il (VZ)_il + Σ_j z_jl² (Vᵀ1)_j for σ_l, and (VᵀX − diag(Vᵀ1)Z)/σ² for the centres."""
     X_sets = [(problem.X, problem.Y)] + ([(problem.X_val, problem.Y_val)] if objective == "holdout" else [])
     by_feature = torch.zeros(Z.shape[1], dtype=torch.float64)
-    centres = torch.zeros_like(Z) if centres_grad else None
+    centers = torch.zeros_like(Z) if centers_grad else None
     for (X, Y), w, st in zip(X_sets, weights, stats):
         for start, stop, K in st.op.blocks():
             Xb = X[start:stop]
@@ -217,15 +217,15 @@ def _push_into_kernel(problem: Problem, objective: str, weights: list[RowWeights
             rows, cols = V.sum(1), V.sum(0)
             VZ = V @ Z
             by_feature += (Xb * Xb * rows[:, None]).sum(0) - 2.0 * (Xb * VZ).sum(0) + (Z * Z * cols[:, None]).sum(0)
-            if centres_grad:
-                centres += V.T @ Xb - Z * cols[:, None]
+            if centers_grad:
+                centers += V.T @ Xb - Z * cols[:, None]
     inv_sq = torch.exp(-2.0 * log_sigma.detach())
     grad_sigma = (by_feature * inv_sq).sum() if log_sigma.ndim == 0 else by_feature * inv_sq
-    return grad_sigma, (centres * inv_sq if centres_grad else None)
+    return grad_sigma, (centers * inv_sq if centers_grad else None)
 
 
 def evaluate(objective: str, problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_penalty: float, *,
-             centres_grad: bool = False, train: Stats | None = None, val: Stats | None = None,
+             centers_grad: bool = False, train: Stats | None = None, val: Stats | None = None,
              profile: "PenaltyProfile | None" = None) -> Evaluation:
     """The objective at (σ, λ, centres) and its exact gradient (see the module docstring).
 
@@ -244,7 +244,7 @@ def evaluate(objective: str, problem: Problem, Z: torch.Tensor, log_sigma: torch
     if objective == "holdout" and val is None:
         val = row_stats(problem.X_val, problem.Y_val, Z, sigma, problem.memory_budget, gram=False)
     ls = log_sigma.detach().clone().requires_grad_()
-    Zg = Z.detach().clone().requires_grad_(centres_grad)
+    Zg = Z.detach().clone().requires_grad_(centers_grad)
     Kmm = gaussian_block(Zg, Zg, ls)
     if profile is None:
         profile = PenaltyProfile(objective, train, Kmm.detach(), val)
@@ -266,12 +266,12 @@ def evaluate(objective: str, problem: Problem, Z: torch.Tensor, log_sigma: torch
         objective_value(objective, leaf, Kmm, torch.exp(lp))[0].backward()
         weights = [RowWeights(leaf.G.grad + leaf.G.grad.T, None, leaf.R.grad)]
         grad_log_penalty = float(lp.grad)
-    grad_sigma, grad_centres = _push_into_kernel(problem, objective, weights, [train, val], Z.detach().double(), ls,
-                                                 centres_grad)
+    grad_sigma, grad_centers = _push_into_kernel(problem, objective, weights, [train, val], Z.detach().double(), ls,
+                                                 centers_grad)
     grad_sigma = grad_sigma + ls.grad.detach()
-    if centres_grad:
-        grad_centres = grad_centres + Zg.grad.detach()
-    return Evaluation(value, grad_sigma, grad_log_penalty, grad_centres, alpha)
+    if centers_grad:
+        grad_centers = grad_centers + Zg.grad.detach()
+    return Evaluation(value, grad_sigma, grad_log_penalty, grad_centers, alpha)
 
 
 class PenaltyProfile:

@@ -53,7 +53,7 @@ class Point:
 
     log_sigma: torch.Tensor
     log_penalty: float
-    centres: torch.Tensor
+    centers: torch.Tensor
     value: float = math.inf
     alpha: torch.Tensor | None = None
     extras: dict = field(default_factory=dict)
@@ -110,11 +110,11 @@ class Search:
         """The objective and α at ``point``, from the closed form in λ (robust at small λ, where the
         Cholesky route's α is large and its residual a cancellation), or by FALKON (the CG route)."""
         if self.cg_maxiter is not None:
-            result = evaluate_cg(self.problem, point.centres, point.log_sigma, point.log_penalty,
+            result = evaluate_cg(self.problem, point.centers, point.log_sigma, point.log_penalty,
                                  maxiter=self.cg_maxiter, grad=False)
             point.value, point.alpha, point.residual = result.value, result.alpha, result.residual
             return point
-        profile = self.stats(point.log_sigma, point.centres)[2]
+        profile = self.stats(point.log_sigma, point.centers)[2]
         lam = math.exp(point.log_penalty)
         point.value, point.alpha = float(profile.values([lam])[0]), profile.alpha(lam)
         return point
@@ -125,7 +125,7 @@ class Search:
         for compreg."""
         if self.cg_maxiter is not None:
             return point.residual.pow(2).mean(1)
-        train, _, profile = self.stats(point.log_sigma, point.centres)
+        train, _, profile = self.stats(point.log_sigma, point.centers)
         lam = math.exp(point.log_penalty)
         if self.objective == "holdout":
             return profile.val_residual(lam).pow(2).mean(1)
@@ -142,11 +142,11 @@ class Search:
         or the hold-out objective's own validation rows; None without either."""
         lam = math.exp(point.log_penalty) if penalty is None else penalty
         if self.checker is not None:
-            return self.checker.errors(point.log_sigma, point.centres, lam, self._total(point))
+            return self.checker.errors(point.log_sigma, point.centers, lam, self._total(point))
         if self.cg_maxiter is not None:
             return point.residual.pow(2).mean(1) if penalty is None and point.residual is not None else None
         if self.objective == "holdout":
-            return self.stats(point.log_sigma, point.centres)[2].val_residual(lam).pow(2).mean(1)
+            return self.stats(point.log_sigma, point.centers)[2].val_residual(lam).pow(2).mean(1)
         return None
 
     def _total(self, point: Point):
@@ -154,7 +154,7 @@ class Search:
         checker then needs passes over its held-out rows only."""
         if self.checker is None or self.cg_maxiter is not None or self.problem.X is not self.checker.X:
             return None
-        return self.stats(point.log_sigma, point.centres)[0]
+        return self.stats(point.log_sigma, point.centers)[0]
 
     def proposals(self, point: Point) -> dict:
         """{objective: (λ, its value, the held-out rows' squared errors there)}: every closed-form
@@ -162,14 +162,14 @@ class Search:
         "holdout": the held-out rows' best λ), while the point's sums are at hand."""
         if self.cg_maxiter is not None:
             return {}
-        profile = self.stats(point.log_sigma, point.centres)[2]
+        profile = self.stats(point.log_sigma, point.centers)[2]
         out = {}
         names = ("gcv", "compreg") if self.objective != "holdout" else ()
         for name in names:
             lam, value = profile.best(*self.penalty_bounds, objective=name)
             out[name] = (lam, value, self.checked(point, lam))
         if self.checker is not None:
-            lam, value = self.checker.best(point.log_sigma, point.centres, *self.penalty_bounds, self._total(point))
+            lam, value = self.checker.best(point.log_sigma, point.centers, *self.penalty_bounds, self._total(point))
             out["holdout"] = (lam, value, self.checked(point, lam))
         elif self.objective == "holdout":
             lam, value = profile.best(*self.penalty_bounds)
@@ -179,7 +179,7 @@ class Search:
     def probe_checked(self, point: Point) -> Point:
         """A probe at the held-out rows' best λ (the hold-out optimum's line): counted, reported;
         ``point.extras["held_out"]`` carries the held-out error there."""
-        lam, held_out = self.checker.best(point.log_sigma, point.centres, *self.penalty_bounds, self._total(point))
+        lam, held_out = self.checker.best(point.log_sigma, point.centers, *self.penalty_bounds, self._total(point))
         point.log_penalty = math.log(lam)
         self.value_at(point)
         point.extras = {**point.extras, "held_out": held_out}
@@ -202,7 +202,7 @@ class Search:
         a = float(points[i - 1].log_sigma) if i > 0 else max(float(points[i].log_sigma) - math.log(2.0), low)
         b = float(points[i + 1].log_sigma) if i + 1 < len(points) else min(float(points[i].log_sigma) + math.log(2.0),
                                                                            high)
-        Z = points[i].centres
+        Z = points[i].centers
         ratio = (math.sqrt(5) - 1) / 2
         value = {}
 
@@ -233,18 +233,18 @@ class Search:
         lam, _ = self.stats(log_sigma, Z)[2].best(*self.penalty_bounds)
         return math.log(lam)
 
-    def evaluate(self, point: Point, centres_grad: bool):
+    def evaluate(self, point: Point, centers_grad: bool):
         """Objective and gradient at ``point`` (its log λ profiled first when ``profile``)."""
         if self.cg_maxiter is not None:
-            result = evaluate_cg(self.problem, point.centres, point.log_sigma, point.log_penalty,
-                                 maxiter=self.cg_maxiter, centres_grad=centres_grad)
+            result = evaluate_cg(self.problem, point.centers, point.log_sigma, point.log_penalty,
+                                 maxiter=self.cg_maxiter, centers_grad=centers_grad)
             point.value, point.alpha, point.residual = result.value, result.alpha, result.residual
             return result
         if self.profile:
-            point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
-        train, val, profile = self.stats(point.log_sigma, point.centres)
-        result = evaluate(self.objective, self.problem, point.centres, point.log_sigma, point.log_penalty,
-                          centres_grad=centres_grad, train=train, val=val, profile=profile)
+            point.log_penalty = self.profiled_penalty(point.log_sigma, point.centers)
+        train, val, profile = self.stats(point.log_sigma, point.centers)
+        result = evaluate(self.objective, self.problem, point.centers, point.log_sigma, point.log_penalty,
+                          centers_grad=centers_grad, train=train, val=val, profile=profile)
         point.value, point.alpha = result.value, result.alpha
         return result
 
@@ -252,7 +252,7 @@ class Search:
         """One evaluation without a gradient (λ profiled, when there is a closed form): counted, kept
         if best, reported."""
         if self.cg_maxiter is None:
-            point.log_penalty = self.profiled_penalty(point.log_sigma, point.centres)
+            point.log_penalty = self.profiled_penalty(point.log_sigma, point.centers)
         self.value_at(point)
         self.steps += 1
         if self.best is None or point.value < self.best.value:
@@ -287,7 +287,7 @@ class Search:
                              f"the last {self.patience} evaluations")
 
     # -- one stage of L-BFGS-B -----------------------------------------------------------------
-    def run(self, start: Point, *, tune_centres: bool, steps: int | None = None) -> str:
+    def run(self, start: Point, *, tune_centers: bool, steps: int | None = None) -> str:
         """Minimise from ``start`` over log σ (+ log λ unless profiled, + the centres if asked) for
         at most ``steps`` evaluations (default: what is left of ``max_steps``); return L-BFGS-B's
         stop message (or the :class:`StopSearch` reason). A stage stalls after :data:`PATIENCE`
@@ -303,8 +303,8 @@ class Search:
         if not self.profile:
             bounds.append(tuple(math.log(b) for b in self.penalty_bounds))
             x0.append(np.array([min(max(start.log_penalty, bounds[-1][0]), bounds[-1][1])]))
-        Z0 = start.centres.detach()
-        if tune_centres:
+        Z0 = start.centers.detach()
+        if tune_centers:
             bounds += [(None, None)] * Z0.numel()
             x0.append(Z0.reshape(-1).numpy())
         x0 = np.concatenate(x0)
@@ -320,17 +320,17 @@ class Search:
             lp = start.log_penalty
             if not self.profile:
                 lp, i = float(x[i]), i + 1
-            Z = torch.tensor(x[i:], dtype=torch.float64).reshape(Z0.shape) if tune_centres else Z0
+            Z = torch.tensor(x[i:], dtype=torch.float64).reshape(Z0.shape) if tune_centers else Z0
             return Point(ls, lp, Z)
 
         def fun(x):
             point = unpack(x)
-            result = self.evaluate(point, tune_centres)
+            result = self.evaluate(point, tune_centers)
             grad = [result.grad_log_sigma.reshape(-1).numpy()]
             if not self.profile:
                 grad.append(np.array([result.grad_log_penalty]))
-            if tune_centres:
-                grad.append(result.grad_centres.reshape(-1).numpy())
+            if tune_centers:
+                grad.append(result.grad_centers.reshape(-1).numpy())
             grad = np.concatenate(grad)
             if not np.isfinite(point.value) or not np.all(np.isfinite(grad)):
                 raise StopSearch(f"the objective or its gradient is not finite at σ = {sigma_value(point.log_sigma)}")
@@ -352,7 +352,7 @@ class Search:
 def kmm(point: Point) -> torch.Tensor:
     """K_MM at the point's σ and centres (float64, no gradient)."""
     with torch.no_grad():
-        return gaussian_block(point.centres, point.centres, point.log_sigma)
+        return gaussian_block(point.centers, point.centers, point.log_sigma)
 
 
 def _converged_text(message: str) -> str:

@@ -338,7 +338,7 @@ def test_the_page_draws_at_once_and_streams_each_section_in_as_it_arrives(app):
 @pytest.mark.parametrize("page, image, key, first, rest", [
     ("conditioning", "![Eigenvalue spectra: K + λnI", "cond_spectra", {"kernel_eigenvalues", "nystrom_spectra"},
      {"condition_vs_penalty", "condition_vs_M", "askotch_blocks"}),
-    ("leverage", "![Approximate against exact leverage", "lev_scatter", {"compare_with_exact"}, {"compare_centres"})])
+    ("leverage", "![Approximate against exact leverage", "lev_scatter", {"compare_with_exact"}, {"compare_centers"})])
 def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(page, image, key, first, rest):
     """A session's first page run computes the page's first picture alone and draws it as an image
     (no plotly.js to load before it is painted), no plotly chart; the other sections' computations

@@ -73,7 +73,7 @@ def _figures():
     yield "score scatter", charts.score_scatter(scores, {"q05": 0.8, "q95": 1.2})
     yield "path", charts.path_figure(pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0],
                                                    "size": [12, 8, 4]}))
-    yield "centres", charts.centres_figure(moons.X_train, ("x1", "x2"), np.arange(5))
+    yield "centres", charts.centers_figure(moons.X_train, ("x1", "x2"), np.arange(5))
     yield "target", charts.target_figure(moons)
     yield "feature scales", charts.feature_scales_figure(pd.DataFrame({"feature": ["x1", "x2"],
                                                                        "std (original units)": [1.0, 2.0]}))

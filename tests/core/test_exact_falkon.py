@@ -87,7 +87,7 @@ def test_direct_solvers_stream_one_record_with_their_system_residual(diabetes):
     # fit drains the same stream (no validation data: no validation metric).
     assert np.isnan(NystromKRR(kernel, lam, M=60, seed=1).fit(X_tr, y_tr).trace_[0].val_metric)
 
-def test_falkon_with_all_points_as_centres_equals_exact(diabetes):
+def test_falkon_with_all_points_as_centers_equals_exact(diabetes):
     X, y = diabetes
     exact = ExactKRR(GaussianKernel(3.0), 1e-3).fit(X, y)
     falkon = Falkon(GaussianKernel(3.0), 1e-3, M=len(y), maxiter=50, tol=1e-14).fit(X, y)
@@ -132,7 +132,7 @@ def test_preconditioning_beats_plain_cg_and_gd(diabetes):
     assert gap["NystromGD"] > gap["NystromCG"]
 
 
-def test_weighted_centres_with_unit_weights_reduce_to_plain_falkon(diabetes):
+def test_weighted_centers_with_unit_weights_reduce_to_plain_falkon(diabetes):
     X, y = diabetes
     C = X[:60]
     plain = Falkon(GaussianKernel(3.0), 1e-3, centers=C, maxiter=10).fit(X, y)
@@ -140,7 +140,7 @@ def test_weighted_centres_with_unit_weights_reduce_to_plain_falkon(diabetes):
     np.testing.assert_allclose(weighted.coef_.numpy(), plain.coef_.numpy(), rtol=1e-12, atol=1e-14)
 
 
-def test_weighted_centres_solve_the_same_nystrom_problem(diabetes):
+def test_weighted_centers_solve_the_same_nystrom_problem(diabetes):
     """D only changes the preconditioner (Def. 4): the converged α is the direct Nyström one."""
     X, y = diabetes
     C = X[:60]
@@ -185,7 +185,7 @@ def test_stream_records_and_stops(diabetes):
     assert tol.trace_[-1].residual <= 1e-6 and tol.stop_reason_.startswith("converged")
 
 
-def test_duplicate_centres_raise_jitter_and_report_it(diabetes):
+def test_duplicate_centers_raise_jitter_and_report_it(diabetes):
     X, y = diabetes
     C = np.vstack([X[:30], X[:30]])          # K_MM singular: every centre twice
     model = Falkon(GaussianKernel(3.0), 1e-3, centers=C, maxiter=10, jitter=0.0).fit(X, y)

@@ -13,7 +13,7 @@ def diamonds():
     return datasets.load("diamonds", n=10_000, seed=0)
 
 
-def test_falkon_reaches_direct_nystrom_test_error_with_few_sqrt_n_centres(diamonds):
+def test_falkon_reaches_direct_nystrom_test_error_with_few_sqrt_n_centers(diamonds):
     """M = 400 ≈ 4.5√n, λ = 1e-3 ≈ the theory's 1/√n scale (Thm. 3): within 20 iterations FALKON
     matches the direct solution's test MSE, its system has κ < 10 while H̃ has κ > 10⁴, and plain
     CG on H̃ is still far from it after the same 20 iterations."""

@@ -164,15 +164,15 @@ def test_cuda_on_a_cpu_build_is_refused_by_name():
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_a_large_offset_fits_as_well_as_centred_data(key):
+def test_a_large_offset_fits_as_well_as_centerd_data(key):
     X, y = _data(n=200)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        centred = r2_score(y, _make(key).fit(X, y).predict(X))
+        centerd = r2_score(y, _make(key).fit(X, y).predict(X))
         model = _make(key).fit(X + 1e8, y)
     moved = r2_score(y, model.predict(X + 1e8))
-    assert centred > 0.4
-    assert abs(moved - centred) < 0.02, (moved, centred)
+    assert centerd > 0.4
+    assert abs(moved - centerd) < 0.02, (moved, centerd)
     np.testing.assert_allclose(model.x_origin_.numpy(), X.mean(0) + 1e8)
 
 

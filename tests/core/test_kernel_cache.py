@@ -82,7 +82,7 @@ def test_validation_kernel_rows_are_kept_for_the_records_when_they_fit_the_scrat
     np.testing.assert_allclose([r.val_metric for r in small.trace_], [r.val_metric for r in model.trace_], rtol=1e-8)
 
 
-def test_bless_centres_get_the_cache_the_budget_leaves_for_the_dictionary_they_are():
+def test_bless_centers_get_the_cache_the_budget_leaves_for_the_dictionary_they_are():
     """The estimate counts M centres before the BLESS dictionary exists. The dictionary stops at M
     points, so the plan holds; where BLESS's λ path ends (at κ²/n) before M, the K_nM cache is sized
     again from the storage budget with the real, smaller M: more rows cached than planned

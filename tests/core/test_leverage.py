@@ -20,8 +20,8 @@ def _clustered_data(n, seed=0):
     """Four tight 2-D clusters plus 2% far outliers: leverage scores spread over ~2 decades."""
     rng = np.random.default_rng(seed)
     n_out = n // 50
-    centres = 2.5 * np.array([[1, 0], [0, 1], [-1, 0], [0, -1]])
-    inliers = centres[rng.integers(4, size=n - n_out)] + 0.3 * rng.standard_normal((n - n_out, 2))
+    centers = 2.5 * np.array([[1, 0], [0, 1], [-1, 0], [0, -1]])
+    inliers = centers[rng.integers(4, size=n - n_out)] + 0.3 * rng.standard_normal((n - n_out, 2))
     theta, radius = rng.uniform(0, 2 * np.pi, n_out), rng.uniform(7, 12, n_out)
     outliers = radius[:, None] * np.column_stack([np.cos(theta), np.sin(theta)])
     return torch.from_numpy(np.vstack([inliers, outliers]))
@@ -303,7 +303,7 @@ def test_selectors_are_registered():
 
 
 @pytest.mark.parametrize("variant, mode", [("bless", "sample"), ("bless_r", "sample"), ("bless", "dictionary")])
-def test_bless_centres(variant, mode):
+def test_bless_centers(variant, mode):
     X = _clustered_data(1500)
     kernel = GaussianKernel(0.3)
     cs = lv.BlessCenters(variant=variant, mode=mode, kernel=kernel).select(X, 120, torch.Generator().manual_seed(0))
@@ -332,7 +332,7 @@ def regression():
 
 
 @pytest.mark.parametrize("mode", ["sample", "dictionary"])
-def test_falkon_bless_reaches_the_nystrom_solution_on_its_centres(regression, mode):
+def test_falkon_bless_reaches_the_nystrom_solution_on_its_centers(regression, mode):
     """D changes only the preconditioner: FALKON on BLESS centres converges to the direct
     Nyström solution on the same (unweighted) centres."""
     from krrcore.solvers.exact import NystromKRR
@@ -356,7 +356,7 @@ def test_falkon_bless_reaches_the_nystrom_solution_on_its_centres(regression, mo
     assert float((model.predict(X) - direct.predict(X)).pow(2).mean().sqrt()) < 1e-4
 
 
-def test_unit_weights_on_bless_centres_reduce_to_plain_falkon(regression):
+def test_unit_weights_on_bless_centers_reduce_to_plain_falkon(regression):
     X, y = regression
     kernel, lam = GaussianKernel(0.5), 1e-3
     C = lv.BlessCenters(kernel=kernel).select(X, 80, torch.Generator().manual_seed(0)).centers

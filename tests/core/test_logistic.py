@@ -45,17 +45,17 @@ def _fits(table):
     sigma, n = float(median_heuristic(X_train)), len(y_train)
     peer = make_pipeline(Nystroem(gamma=1 / (2 * sigma ** 2), n_components=M, random_state=0),
                          LogisticRegression(C=1 / (LAMBDA * n), tol=1e-10, max_iter=100_000)).fit(X_train, y_train)
-    centres = peer[0].components_
-    model = LogisticFalkon(GaussianKernel(sigma), LAMBDA, centers=centres, tol=1e-10, final_steps=10)
+    centers = peer[0].components_
+    model = LogisticFalkon(GaussianKernel(sigma), LAMBDA, centers=centers, tol=1e-10, final_steps=10)
     model.fit(X_train, y_train)
-    return (X_train, X_test, y_train, y_test), sigma, centres, peer, model
+    return (X_train, X_test, y_train, y_test), sigma, centers, peer, model
 
 
 @pytest.mark.parametrize("table", TABLES)
 def test_logistic_falkon_against_logistic_regression_on_nystroem_features(table):
     from sklearn.metrics import log_loss
 
-    (X_train, X_test, y_train, y_test), sigma, centres, peer, model = _fits(table)
+    (X_train, X_test, y_train, y_test), sigma, centers, peer, model = _fits(table)
     np.testing.assert_array_equal(model.classes_, peer.classes_)
     ours = log_loss(y_test, model.predict_proba(X_test), labels=model.classes_)
     theirs = log_loss(y_test, peer.predict_proba(X_test), labels=peer.classes_)
@@ -75,16 +75,16 @@ def test_logistic_falkon_against_logistic_regression_on_nystroem_features(table)
 def test_logistic_accuracy_is_within_half_a_point_of_the_squared_loss(table):
     from sklearn.metrics import accuracy_score
 
-    (X_train, X_test, y_train, y_test), sigma, centres, _, model = _fits(table)
-    squared = FalkonClassifier(GaussianKernel(sigma), LAMBDA, centers=centres, maxiter=50).fit(X_train, y_train)
+    (X_train, X_test, y_train, y_test), sigma, centers, _, model = _fits(table)
+    squared = FalkonClassifier(GaussianKernel(sigma), LAMBDA, centers=centers, maxiter=50).fit(X_train, y_train)
     assert accuracy_score(y_test, model.predict(X_test)) >= accuracy_score(y_test, squared.predict(X_test)) - 0.005
 
 
 def _blobs(n=300, seed=0, classes=2):
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((classes, 2)) * 2.5
+    centers = rng.standard_normal((classes, 2)) * 2.5
     labels = rng.integers(0, classes, n)
-    return centres[labels] + rng.standard_normal((n, 2)), labels
+    return centers[labels] + rng.standard_normal((n, 2)), labels
 
 
 def test_records_follow_the_penalty_path_with_the_cg_iterations_of_each_step():
@@ -146,8 +146,8 @@ def test_probabilities_multiclass_one_vs_rest():
 def test_weights_are_repeated_rows_and_float32_follows_float64():
     X, y = _blobs(n=150, seed=2)
     weights = np.random.default_rng(0).integers(0, 4, len(y))
-    centres = X[:30]
-    params = dict(centers=centres, tol=1e-12, final_steps=12, cg_iterations=40)
+    centers = X[:30]
+    params = dict(centers=centers, tol=1e-12, final_steps=12, cg_iterations=40)
     weighted = LogisticFalkon(GaussianKernel(1.5), 1e-3, **params).fit(X, y, sample_weight=weights)
     repeated = LogisticFalkon(GaussianKernel(1.5), 1e-3, **params).fit(X.repeat(weights, 0), y.repeat(weights))
     np.testing.assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), atol=1e-8)

@@ -100,7 +100,7 @@ def test_falkon_preconditioner_built_from_the_weights_solves_the_weighted_system
     assert states[0] > 100 * model.trace_[1].residual
 
 
-def test_weighted_falkon_on_uniform_centres_is_weighted_nystrom():
+def test_weighted_falkon_on_uniform_centers_is_weighted_nystrom():
     """Uniform centres, drawn from the rows alike: Falkon and the direct weighted solve agree."""
     X, y = make_problem(300, 3, seed=3)
     weights = np.random.default_rng(0).exponential(size=len(y))

@@ -153,7 +153,7 @@ def test_registry_entry_builds_and_approaches_the_direct_nystrom_solution(proble
     assert model.predict(X[:4]).shape == (4,)
 
 
-def test_default_rank_is_capped_at_the_number_of_centres(problem):
+def test_default_rank_is_capped_at_the_number_of_centers(problem):
     """rank=None means min(100, M): a small M works without naming a rank; an explicit one is kept."""
     X, y, _ = problem
     small = SketchySAGA(KERNEL, PENALTY, M=40, maxiter=3).fit(X, y)

@@ -121,7 +121,7 @@ def test_maxiter_short_of_tol_warns_and_says_not_converged():
     assert ExactKRR(GaussianKernel(2.0), 1e-3).fit(X, y).converged_ is True
 
 
-def test_more_centres_than_points_warns_and_uses_every_point():
+def test_more_centers_than_points_warns_and_uses_every_point():
     X, y = _regression(n=60)
     with pytest.warns(UserWarning, match="M=500 centres requested but the training set has only n=60 points: "
                                          "using M=60"):

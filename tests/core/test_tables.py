@@ -32,7 +32,7 @@ TABLES = [
     ("modeldata", "Sacramento", "price"),        # cities and zip codes as categories
 ]
 #: Rows used from a big table (before the 80/20 split), and FALKON's centres.
-ROWS, CENTRES = 3000, 300
+ROWS, CENTERS = 3000, 300
 
 
 def _frame(package: str, item: str) -> pd.DataFrame:
@@ -55,7 +55,7 @@ def _sklearn_pipeline(ds, sigma: float, penalty: float):
         ("numbers", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numbers),
         ("categories", make_pipeline(SimpleImputer(strategy="most_frequent"),
                                      OneHotEncoder(handle_unknown="ignore")), categories)])
-    return make_pipeline(columns, Nystroem(gamma=1 / (2 * sigma ** 2), n_components=CENTRES, random_state=0),
+    return make_pipeline(columns, Nystroem(gamma=1 / (2 * sigma ** 2), n_components=CENTERS, random_state=0),
                          Ridge(alpha=penalty * ds.n_train))
 
 
@@ -82,7 +82,7 @@ def test_a_real_table_with_the_defaults_fits_as_well_as_a_plain_sklearn_pipeline
         warnings.simplefilter("ignore", PreprocessingWarning)
         ds = from_frame(_frame(package, item), target)
     sigma, penalty = ds.suggested_sigma, ds.suggested_penalty
-    model = Falkon(GaussianKernel(sigma), penalty, M=CENTRES, maxiter=20).fit(ds.X_train, ds.y_train)
+    model = Falkon(GaussianKernel(sigma), penalty, M=CENTERS, maxiter=20).fit(ds.X_train, ds.y_train)
     metric, ours = _error(ds, model.predict(ds.X_test))
     reference = _sklearn_pipeline(ds, sigma, penalty).fit(ds.raw_train, ds.y_train)
     _, theirs = _error(ds, reference.predict(ds.raw_test))

@@ -47,7 +47,7 @@ def test_hypergradient_matches_central_differences(objective, ard):
     problem, Z = _problem(k=2)
     log_sigma = torch.tensor([0.1, 0.4, -0.2], dtype=torch.float64) if ard else torch.tensor(0.2, dtype=torch.float64)
     log_penalty = math.log(1e-3)
-    got = evaluate(objective, problem, Z, log_sigma, log_penalty, centres_grad=True)
+    got = evaluate(objective, problem, Z, log_sigma, log_penalty, centers_grad=True)
 
     def value(ls=log_sigma, lp=log_penalty, Zc=Z):
         return evaluate(objective, problem, Zc, ls, lp).value
@@ -66,7 +66,7 @@ def test_hypergradient_matches_central_differences(objective, ard):
         up[i, c] += h
         down[i, c] -= h
         fd = (value(Zc=up) - value(Zc=down)) / (2 * h)
-        assert got.grad_centres[i, c].item() == pytest.approx(fd, rel=1e-4, abs=1e-9)
+        assert got.grad_centers[i, c].item() == pytest.approx(fd, rel=1e-4, abs=1e-9)
 
 
 @pytest.mark.parametrize("ard", [False, True])
@@ -74,12 +74,12 @@ def test_the_cg_route_gives_the_direct_route_s_value_and_hypergradient(ard):
     """FALKON's CG for the model and its adjoint (converged) = the direct route, to round-off."""
     problem, Z = _problem(k=2)
     log_sigma = torch.tensor([0.1, 0.4, -0.2], dtype=torch.float64) if ard else torch.tensor(0.2, dtype=torch.float64)
-    direct = evaluate("holdout", problem, Z, log_sigma, math.log(1e-3), centres_grad=True)
-    cg = evaluate_cg(problem, Z, log_sigma, math.log(1e-3), maxiter=300, centres_grad=True)
+    direct = evaluate("holdout", problem, Z, log_sigma, math.log(1e-3), centers_grad=True)
+    cg = evaluate_cg(problem, Z, log_sigma, math.log(1e-3), maxiter=300, centers_grad=True)
     assert cg.value == pytest.approx(direct.value, rel=1e-8)
     np.testing.assert_allclose(cg.grad_log_sigma.numpy(), direct.grad_log_sigma.numpy(), rtol=1e-6, atol=1e-10)
     assert cg.grad_log_penalty == pytest.approx(direct.grad_log_penalty, rel=1e-6)
-    np.testing.assert_allclose(cg.grad_centres.numpy(), direct.grad_centres.numpy(), rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(cg.grad_centers.numpy(), direct.grad_centers.numpy(), rtol=1e-6, atol=1e-10)
 
 
 def test_a_tuning_by_the_cg_route(friedman):
@@ -285,7 +285,7 @@ def _heavy_tailed(n, seed):
 
 
 @pytest.mark.parametrize("seed", [0, 2])
-def test_the_tuner_takes_bless_centres_where_uniform_ones_leave_too_much_of_the_kernel_out(seed):
+def test_the_tuner_takes_bless_centers_where_uniform_ones_leave_too_much_of_the_kernel_out(seed):
     """Heavy tails: M = 120 uniform centres leave a Nyström error Tr(K − K̃)/n far above the tuned λ,
     so centers="auto" scores BLESS centres at the tuned σ (a record of its own) and keeps them; the
     model predicts better than the tuning restricted to uniform centres (at equal M: the test MSE
@@ -308,7 +308,7 @@ def test_the_tuner_takes_bless_centres_where_uniform_ones_leave_too_much_of_the_
     assert every_row.centers == "uniform" and every_row.centers_comparison == {}
 
 
-def test_bless_centres_that_win_by_less_than_the_noise_are_not_kept():
+def test_bless_centers_that_win_by_less_than_the_noise_are_not_kept():
     """Digits (600 rows, M = 100): uniform centres leave a Nyström error above λ, so BLESS centres are
     compared — on the held-out rows, where they do not win by more than one standard error of the
     rows' differences (on GCV they looked 3% better; taking them gave a test MSE 8% above)."""

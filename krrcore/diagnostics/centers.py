@@ -11,7 +11,7 @@ from .data import projection_2d
 from .spectra import nystrom_spectra
 
 
-def compare_centres(kernel, X, penalty: float, M: int, leverage_penalty: float, *, seed: int = 0,
+def compare_centers(kernel, X, penalty: float, M: int, leverage_penalty: float, *, seed: int = 0,
                     exact_max_M: int = 800, lanczos_steps: int = 60) -> dict:
     """M uniform centres vs M centres drawn ∝ BLESS scores at ``leverage_penalty``, with where they
     fall (:func:`~krrcore.diagnostics.projection_2d`) and κ(W), κ(H̃) at ``penalty`` for each set.
@@ -26,11 +26,11 @@ def compare_centres(kernel, X, penalty: float, M: int, leverage_penalty: float, 
     }
     coords, axes = projection_2d(X.cpu().numpy())
     sets = {}
-    for name, centres in selections.items():
-        spectra = nystrom_spectra(kernel, X, centres, penalty, exact_max_M=exact_max_M, lanczos_steps=lanczos_steps,
+    for name, centers in selections.items():
+        spectra = nystrom_spectra(kernel, X, centers, penalty, exact_max_M=exact_max_M, lanczos_steps=lanczos_steps,
                                   seed=seed)
-        sets[name] = {"indices": centres.indices.cpu().numpy(),
-                      "weights": None if centres.weights is None else centres.weights.cpu().numpy(),
+        sets[name] = {"indices": centers.indices.cpu().numpy(),
+                      "weights": None if centers.weights is None else centers.weights.cpu().numpy(),
                       "kappa_W": spectra["falkon"].condition_number, "kappa_H": spectra["nystrom"].condition_number,
-                      "method": spectra["falkon"].method, "distinct": int(centres.indices.numel())}
+                      "method": spectra["falkon"].method, "distinct": int(centers.indices.numel())}
     return {"coords": coords, "axes": axes, "sets": sets}
