@@ -14,9 +14,10 @@ legacy multipage mode until ``st.navigation`` first runs — so the first reques
 gets for ``/compare`` would run the page without this router (no sidebar), and AppTest, which
 resets that mode before every run, would run pages without the router on every rerun.
 """
+
 import streamlit as st
 
-if __name__ != "__main__":      # imported by `streamlit run` to find the ASGI app
+if __name__ != "__main__":  # imported by `streamlit run` to find the ASGI app
     from krr_app.jobs.lifecycle import lifespan
     from krr_app.jobs.live_api import ROUTES
 
@@ -31,11 +32,14 @@ else:
 
     # A file, served by the app: a ":material/...:" page icon makes the browser fetch the favicon
     # from fonts.gstatic.com, a request to an outside host on every page load.
-    st.set_page_config(page_title="KRR Explorer", page_icon=str(Path(__file__).parent / "krr_app" / "icon.png"),
-                       layout="wide",
-                       initial_sidebar_state="collapsed" if teacher.presenting() else "auto")
-    executor.warm_up()      # the Dask workers start with the first visit, not with the first Run
-    tiles.style()           # tiles wrap instead of cutting a number with "…"
+    st.set_page_config(
+        page_title="KRR Explorer",
+        page_icon=str(Path(__file__).parent / "krr_app" / "icon.png"),
+        layout="wide",
+        initial_sidebar_state="collapsed" if teacher.presenting() else "auto",
+    )
+    executor.warm_up()  # the Dask workers start with the first visit, not with the first Run
+    tiles.style()  # tiles wrap instead of cutting a number with "…"
 
     explore = st.Page("app_pages/explore.py", title="Explore", icon=":material/play_circle:", default=True)
     compare = st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:")
@@ -49,8 +53,14 @@ else:
 
     page = st.navigation([explore, compare, tune, conditioning, leverage, dataset])
     # The name a lesson step uses for each page (krr_app.teaching.lessons.PAGES maps them back to the scripts).
-    PAGE_NAMES = {explore.url_path: "explore", compare.url_path: "compare", conditioning.url_path: "conditioning",
-                  leverage.url_path: "leverage", dataset.url_path: "dataset", tune.url_path: "tune"}
+    PAGE_NAMES = {
+        explore.url_path: "explore",
+        compare.url_path: "compare",
+        conditioning.url_path: "conditioning",
+        leverage.url_path: "leverage",
+        dataset.url_path: "dataset",
+        tune.url_path: "tune",
+    }
     # The sidebar's data section now; its other controls when the page asks for the settings (Explore
     # draws the data's picture first), or after the page for one that never does.
     sidebar.render(page=PAGE_NAMES[page.url_path], solver_section=page.url_path in SOLVER_PAGES)

@@ -4,12 +4,12 @@ Runs go to the session's registry (the same one Explore uses), run one after ano
 timings are comparable, and stay until removed: their curves are overlaid against iterations and
 against seconds, with a table of final test error, time and memory, and CSV downloads.
 """
+
 import streamlit as st
 
 from krr_app import explain
 from krr_app.charts import figures as charts
-from krr_app.jobs.config import (SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys,
-                                 with_value)
+from krr_app.jobs.config import SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys, with_value
 from krr_app.parts import sidebar, state, views
 from krr_app.teaching import links
 from krr_app.text import plain
@@ -20,8 +20,10 @@ registry = state.session_runs()
 dataset = settings.dataset
 
 st.title("Compare")
-st.caption("Run several solvers — or one solver at several values of a knob — on the same data, and "
-           "overlay their convergence. Runs stay in this session until you remove them.")
+st.caption(
+    "Run several solvers — or one solver at several values of a knob — on the same data, and "
+    "overlay their convergence. Runs stay in this session until you remove them."
+)
 views.data_messages(settings)
 views.dropped_runs_note(registry)
 
@@ -32,30 +34,63 @@ def _reset_sweep_values():
 
 configs, input_error = [], None
 MODES = {"solvers": "Several solvers", "sweep": "One solver, several values"}
-mode = links.widget(st.radio, "Compare", options=list(MODES), key="cmp_mode", horizontal=True, format_func=MODES.get,
-                    persist=False, url_keys=True)
+mode = links.widget(
+    st.radio,
+    "Compare",
+    options=list(MODES),
+    key="cmp_mode",
+    horizontal=True,
+    format_func=MODES.get,
+    persist=False,
+    url_keys=True,
+)
 if settings.data is not None:
     if mode == "solvers":
-        chosen = links.widget(st.multiselect, "Solvers", options=solver_keys(), key="cmp_solvers",
-                              format_func=sidebar.solver_label, persist=False, default=["falkon", "nystrom_cg"],
-                              help=explain.HELP["solver"], url_keys=True)
+        chosen = links.widget(
+            st.multiselect,
+            "Solvers",
+            options=solver_keys(),
+            key="cmp_solvers",
+            format_func=sidebar.solver_label,
+            persist=False,
+            default=["falkon", "nystrom_cg"],
+            help=explain.HELP["solver"],
+            url_keys=True,
+        )
         configs = [settings.config(solver=key) for key in chosen]
     else:
         base = settings.config()
-        options = [k for k in SWEEP_DEFAULTS
-                   if (k == "penalty") or (k == "M" and base.M is not None)
-                   or (k == "maxiter" and base.maxiter is not None) or (k in base.info.knobs and k != "M")]
-        if st.session_state.get("sweep_param", options[0]) not in options:   # the sidebar's solver changed
+        options = [
+            k
+            for k in SWEEP_DEFAULTS
+            if (k == "penalty")
+            or (k == "M" and base.M is not None)
+            or (k == "maxiter" and base.maxiter is not None)
+            or (k in base.info.knobs and k != "M")
+        ]
+        if st.session_state.get("sweep_param", options[0]) not in options:  # the sidebar's solver changed
             st.session_state.pop("sweep_param")
         col_param, col_values = st.columns([1, 2])
         with col_param:
-            param = links.widget(st.selectbox, f"Vary ({base.info.label}, the sidebar's solver)", options=options,
-                                 index=options.index("M") if "M" in options else 0, key="sweep_param",
-                                 format_func=SWEEP_LABELS.get, on_change=_reset_sweep_values, persist=False,
-                                 url_keys=True)
+            param = links.widget(
+                st.selectbox,
+                f"Vary ({base.info.label}, the sidebar's solver)",
+                options=options,
+                index=options.index("M") if "M" in options else 0,
+                key="sweep_param",
+                format_func=SWEEP_LABELS.get,
+                on_change=_reset_sweep_values,
+                persist=False,
+                url_keys=True,
+            )
         with col_values:
-            text = links.widget(st.text_input, "Values (comma-separated)", value=SWEEP_DEFAULTS[param],
-                                key="sweep_values", persist=False)
+            text = links.widget(
+                st.text_input,
+                "Values (comma-separated)",
+                value=SWEEP_DEFAULTS[param],
+                key="sweep_values",
+                persist=False,
+            )
         values, input_error = parse_sweep_values(text, param)
         configs = [with_value(base, param, v) for v in values]
 
@@ -72,16 +107,26 @@ runnable = [c for c in configs if c not in issues] if dataset is not None else [
 
 col_run, col_stop, col_load = st.columns([2, 1, 4], vertical_alignment="center")
 with col_run:
-    run_all = st.button(f"Run {len(runnable)} configuration{'s' if len(runnable) != 1 else ''}", type="primary",
-                        disabled=not runnable, icon=":material/play_arrow:", key="cmp_run")
+    run_all = st.button(
+        f"Run {len(runnable)} configuration{'s' if len(runnable) != 1 else ''}",
+        type="primary",
+        disabled=not runnable,
+        icon=":material/play_arrow:",
+        key="cmp_run",
+    )
 if run_all:
     for config in runnable:
         existing = registry.get(config)
-        if existing is None or existing.status != "done":   # a finished run is reused as is
+        if existing is None or existing.status != "done":  # a finished run is reused as is
             registry.start(config, dataset)
-with col_stop:   # drawn after the click so it is enabled while the batch runs
-    st.button("Stop all", key="cmp_stop", disabled=not registry.active(), icon=":material/stop:",
-              on_click=lambda: [r.stop() for r in registry.active()])
+with col_stop:  # drawn after the click so it is enabled while the batch runs
+    st.button(
+        "Stop all",
+        key="cmp_stop",
+        disabled=not registry.active(),
+        icon=":material/stop:",
+        on_click=lambda: [r.stop() for r in registry.active()],
+    )
 with col_load:
     views.server_load()
 
@@ -96,7 +141,7 @@ if not runs:
     st.stop()
 
 
-def _render(current):     # finished runs (views.live draws the batch while one is active)
+def _render(current):  # finished runs (views.live draws the batch while one is active)
     tab_iter, tab_time = st.tabs(["Against iterations", "Against seconds"])
     with tab_iter:
         views.convergence_chart(current, "iteration", key="cmp_iter")
@@ -105,11 +150,20 @@ def _render(current):     # finished runs (views.live draws the batch while one 
     number = st.column_config.NumberColumn
     table = charts.summary_frame(current)
     for column in [c for c in table.columns if c.startswith(("test RMSE", "test MAE"))]:
-        table[column] = table[column].map(readable)      # errors in the target's units, as the tiles write them
-    st.dataframe(table, hide_index=True, key="cmp_table",
-                 column_config={"id": None, "test classification error": number(format="percent"),
-                                "test AUC": number(format="%.4f"), "solver s": number(format="%.2f"),
-                                "wall s": number(format="%.2f"), "peak memory MB": number(format="%.0f")})
+        table[column] = table[column].map(readable)  # errors in the target's units, as the tiles write them
+    st.dataframe(
+        table,
+        hide_index=True,
+        key="cmp_table",
+        column_config={
+            "id": None,
+            "test classification error": number(format="percent"),
+            "test AUC": number(format="%.4f"),
+            "solver s": number(format="%.2f"),
+            "wall s": number(format="%.2f"),
+            "peak memory MB": number(format="%.0f"),
+        },
+    )
 
 
 # The fits side by side (1-D and 2-D data): moving while the batch runs, then at one iteration.
@@ -124,21 +178,38 @@ for run in runs:
 col_remove, col_downloads = st.columns([2, 1])
 with col_remove:
     labels = {r.id: f"{r.label} [{r.id[:4]}]" for r in runs}
-    selected = st.multiselect("Select runs", list(labels), format_func=labels.get, key="cmp_selected",
-                              placeholder="Pick runs to remove or download")
+    selected = st.multiselect(
+        "Select runs",
+        list(labels),
+        format_func=labels.get,
+        key="cmp_selected",
+        placeholder="Pick runs to remove or download",
+    )
     col_a, col_b = st.columns(2)
-    col_a.button("Remove selected", disabled=not selected, key="cmp_remove",
-                 on_click=lambda: (registry.remove(st.session_state["cmp_selected"]),
-                                   st.session_state.update(cmp_selected=[])))
-    col_b.button("Remove all", key="cmp_remove_all",
-                 on_click=lambda: (registry.remove([r.id for r in registry.runs()]),
-                                   st.session_state.update(cmp_selected=[])))
+    col_a.button(
+        "Remove selected",
+        disabled=not selected,
+        key="cmp_remove",
+        on_click=lambda: (registry.remove(st.session_state["cmp_selected"]), st.session_state.update(cmp_selected=[])),
+    )
+    col_b.button(
+        "Remove all",
+        key="cmp_remove_all",
+        on_click=lambda: (registry.remove([r.id for r in registry.runs()]), st.session_state.update(cmp_selected=[])),
+    )
 with col_downloads:
     chosen_runs = [r for r in runs if r.id in selected] or runs
     which = "selected" if selected else "all"
-    views.trace_download(chosen_runs, key="cmp_csv", filename=f"krr-compare-traces-{which}.csv",
-                         label=f"Traces of {which} runs (CSV)")
-    st.download_button(f"Table of {which} runs (CSV)", charts.summary_frame(chosen_runs, None).to_csv(index=False),
-                       file_name=f"krr-compare-summary-{which}.csv", mime="text/csv", key="cmp_table_csv",
-                       on_click="ignore", icon=":material/download:")
+    views.trace_download(
+        chosen_runs, key="cmp_csv", filename=f"krr-compare-traces-{which}.csv", label=f"Traces of {which} runs (CSV)"
+    )
+    st.download_button(
+        f"Table of {which} runs (CSV)",
+        charts.summary_frame(chosen_runs, None).to_csv(index=False),
+        file_name=f"krr-compare-summary-{which}.csv",
+        mime="text/csv",
+        key="cmp_table_csv",
+        on_click="ignore",
+        icon=":material/download:",
+    )
 views.explanation("compare", "falkon", "askotch", "d_eff", "condition")

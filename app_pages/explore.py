@@ -10,6 +10,7 @@ The data are drawn before any run (:mod:`krr_app.charts.preview`), and a small p
 (:func:`krr_app.jobs.config.is_small`) runs by itself on every change unless "Run on every change" is
 switched off — as in the TensorFlow Playground, a student sees the effect of every knob at once.
 """
+
 import streamlit as st
 
 from krr_app import explain
@@ -21,16 +22,18 @@ from krr_app.teaching import links
 from krr_app.text import plain
 from krrcore.full_system import storage_advice
 
-RUN_KEY = "explore_run"     # session_state handle of the last run started here (tests wait on it)
+RUN_KEY = "explore_run"  # session_state handle of the last run started here (tests wait on it)
 
 data = sidebar.data()
 registry = state.session_runs()
 dataset = data.dataset
 
 st.title("Explore")
-st.caption("Pick data, a kernel, λ and a solver in the sidebar: small problems run by themselves on every change, "
-           "larger ones when you press **Run**; the convergence chart grows with every iteration. Every setting "
-           "is in the URL — copy it to share this exact view.")
+st.caption(
+    "Pick data, a kernel, λ and a solver in the sidebar: small problems run by themselves on every change, "
+    "larger ones when you press **Run**; the convergence chart grows with every iteration. Every setting "
+    "is in the URL — copy it to share this exact view."
+)
 
 # The page's parts in order. The data's picture is drawn first — before the rest of the sidebar
 # (sidebar.current) and before a run is started or waited for, so it is the first thing a new
@@ -42,7 +45,7 @@ fit_slot = None
 if dataset is not None:
     data_col, fit_col = st.columns(2) if dataset.d in (1, 2) else (st.container(), None)
     with data_col:
-        st.markdown(f"**The data** — {plain(preview.summary(dataset), limit=None)}")   # names a table's target
+        st.markdown(f"**The data** — {plain(preview.summary(dataset), limit=None)}")  # names a table's target
         # An image, not a chart (no plotly to load first), sent as Markdown (see preview.data_image_markdown).
         st.markdown(state.data_picture(dataset, data.spec))
     fit_slot = fit_col.empty() if fit_col is not None else None
@@ -72,17 +75,42 @@ with head:
         views.estimate_caption(config, dataset)
     col_run, col_step, col_stop, col_auto, col_x = st.columns([1, 1, 1, 2, 3], vertical_alignment="center")
     with col_run:
-        clicked = st.button("Run", type="primary", disabled=not can_run, icon=":material/play_arrow:",
-                            help=None if can_run else "Fix the messages above first.", key="run")
+        clicked = st.button(
+            "Run",
+            type="primary",
+            disabled=not can_run,
+            icon=":material/play_arrow:",
+            help=None if can_run else "Fix the messages above first.",
+            key="run",
+        )
     with col_step:
-        step_clicked = st.button("Step", disabled=not can_run or (run is not None and run.active and not run.stepped),
-                                 icon=":material/skip_next:", key="step", help=explain.HELP["step"])
+        step_clicked = st.button(
+            "Step",
+            disabled=not can_run or (run is not None and run.active and not run.stepped),
+            icon=":material/skip_next:",
+            key="step",
+            help=explain.HELP["step"],
+        )
     with col_auto:
-        auto_run = links.widget(st.toggle, "Run on every change", value=True, key="auto_run", persist=False,
-                                help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.")
+        auto_run = links.widget(
+            st.toggle,
+            "Run on every change",
+            value=True,
+            key="auto_run",
+            persist=False,
+            help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.",
+        )
     with col_x:
-        x_axis = links.widget(st.radio, "x axis", options=["iteration", "seconds"], key="x_axis", horizontal=True,
-                              help=explain.HELP["x_axis"], label_visibility="collapsed", persist=False)
+        x_axis = links.widget(
+            st.radio,
+            "x axis",
+            options=["iteration", "seconds"],
+            key="x_axis",
+            horizontal=True,
+            help=explain.HELP["x_axis"],
+            label_visibility="collapsed",
+            persist=False,
+        )
     if auto_run and can_run and not small:
         st.caption(f"This problem is not small ({SMALL_TEXT} run by themselves): press **Run**.")
 
@@ -120,9 +148,14 @@ if started:
 # Drawn after a click started a run, so it is enabled for the whole run (the live chart below does
 # not rerun the page; the rerun it asks for when the run ends disables it again).
 with col_stop:
-    st.button("Stop", disabled=previous is None or not previous.active, icon=":material/stop:", key="stop",
-              on_click=_stop_active, help="Stops after the current iteration (direct solvers cannot be "
-              "interrupted).")
+    st.button(
+        "Stop",
+        disabled=previous is None or not previous.active,
+        icon=":material/stop:",
+        key="stop",
+        on_click=_stop_active,
+        help="Stops after the current iteration (direct solvers cannot be interrupted).",
+    )
 
 shown = run
 if shown is None and previous is not None and previous.id in {r.id for r in registry.runs()}:
@@ -138,7 +171,8 @@ if shown is None:
         views.empty_convergence_chart(x_axis, key="explore_convergence")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
 else:
-    def _render(runs):       # a finished run (views.live draws an active one)
+
+    def _render(runs):  # a finished run (views.live draws an active one)
         (current,) = runs
         views.status_message(current)
         if current.records:

@@ -1,4 +1,5 @@
 """``python -m benchmarks [--quick] [--case NAME ...] [--list]``: see :mod:`benchmarks.suite`."""
+
 import sys
 
 from benchmarks.suite import main

@@ -19,6 +19,7 @@ on their own machine cannot take the workers' cores; the web server still shares
 
     python -m benchmarks.bench_app [--quick] [--repeats 3]   (or: python -m benchmarks --case app)
 """
+
 from __future__ import annotations
 
 import math
@@ -44,12 +45,21 @@ PROBLEMS = {
     CLASSROOM: "dataset=moons&solver=falkon&n=40000&M=1000&maxiter=20&auto_run=false",
 }
 QUICK = {"Two moons, n = 2,000, M = 100, t = 5": "dataset=moons&solver=falkon&n=2000&M=100&maxiter=5&auto_run=false"}
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
 #: The live fit's cost, as the page states it under a finished run's fit (krr_app.parts.views.pictures_caption).
-PICTURES = re.compile(r"Drawn while the solver ran: (\d+) pictures .*?, ([\d.e+-]+) s on the worker \(([\d.]+)% of "
-                      r"the run's ([\d.e+-]+) s wall time")
+PICTURES = re.compile(
+    r"Drawn while the solver ran: (\d+) pictures .*?, ([\d.e+-]+) s on the worker \(([\d.]+)% of "
+    r"the run's ([\d.e+-]+) s wall time"
+)
 
 
 def library_fit(query: str) -> float:
@@ -63,9 +73,15 @@ def library_fit(query: str) -> float:
     name = params["dataset"]
     info = DATASETS[name]
     spec = DataSpec(name, n=int(params.get("n", info.default_n)), knobs=info.defaults)
-    run_config = make_config(spec, kernel="gaussian", kernel_params={"sigma": info.suggested_sigma},
-                             penalty=info.suggested_penalty, solver=params["solver"],
-                             M=int(params["M"]) if "M" in params else None, maxiter=int(params["maxiter"]))
+    run_config = make_config(
+        spec,
+        kernel="gaussian",
+        kernel_params={"sigma": info.suggested_sigma},
+        penalty=info.suggested_penalty,
+        solver=params["solver"],
+        M=int(params["M"]) if "M" in params else None,
+        maxiter=int(params["maxiter"]),
+    )
     outcome = run_fit(run_config.fit_spec("bench"))
     if outcome.status != "done":
         raise RuntimeError(f"the krrcore fit of {query} ended {outcome.status}: {outcome.message}")
@@ -82,10 +98,11 @@ def _set_threads(threads: int) -> None:
 def warm_library(threads: int, queries):
     """A child process with ``threads`` torch threads that has fitted each of ``queries`` once (data
     built, allocator and kernels warm, as on a worker); yields ``seconds(query)``."""
-    from benchmarks import bench_app     # by module name: the child imports it (also when run as __main__)
+    from benchmarks import bench_app  # by module name: the child imports it (also when run as __main__)
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=bench_app._set_threads,
-                             initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn"), initializer=bench_app._set_threads, initargs=(threads,)
+    ) as pool:
         for query in queries:
             pool.submit(bench_app.library_fit, query).result()
         yield lambda query: pool.submit(bench_app.library_fit, query).result()
@@ -149,8 +166,9 @@ def first_run(page, url: str, query: str) -> tuple[float, float, float]:
     button.click()
     # The convergence chart's first marker, in the live chart or (a run that ended within the
     # click's page run) in plotly's: its empty panels are drawn before any run.
-    page.locator(".krr-live-point").or_(page.locator(".js-plotly-plot", has_text="Residual (solver").locator(
-        ".scatterlayer .points path")).first.wait_for(state="attached")
+    page.locator(".krr-live-point").or_(
+        page.locator(".js-plotly-plot", has_text="Residual (solver").locator(".scatterlayer .points path")
+    ).first.wait_for(state="attached")
     first_chart = time.perf_counter() - clicked
     result = page.get_by_text(RESULT).first
     result.wait_for()
@@ -190,10 +208,14 @@ def app_fits(url: str, browser, queries: dict[str, str], repeats: int, library) 
             pictures.append(pictures_share(page))
             library_seconds.append(library(query))
             page.context.close()
-        out[label] = {"first_run": statistics.median(first), "run_again": statistics.median(again),
-                      "library_seconds": statistics.median(library_seconds),
-                      "first_chart": statistics.median(first_chart), "to_result": statistics.median(to_result),
-                      "pictures": statistics.median(pictures)}
+        out[label] = {
+            "first_run": statistics.median(first),
+            "run_again": statistics.median(again),
+            "library_seconds": statistics.median(library_seconds),
+            "first_chart": statistics.median(first_chart),
+            "to_result": statistics.median(to_result),
+            "pictures": statistics.median(pictures),
+        }
     return out
 
 
@@ -207,10 +229,13 @@ def measure(quick: bool, repeats: int) -> list[dict]:
     from krr_app.jobs.server import running_app
 
     queries = QUICK if quick else PROBLEMS
-    placements = browser_placements(confine=not quick)    # quick: the suite's smoke run, one is enough
+    placements = browser_placements(confine=not quick)  # quick: the suite's smoke run, one is enough
     rows = []
-    with warm_library(settings.WORKER_THREADS, queries.values()) as same_threads, \
-            running_app(Path(tempfile.mkdtemp()) / "server.log") as (url, _), sync_playwright() as playwright:
+    with (
+        warm_library(settings.WORKER_THREADS, queries.values()) as same_threads,
+        running_app(Path(tempfile.mkdtemp()) / "server.log") as (url, _),
+        sync_playwright() as playwright,
+    ):
         for i, (placement, executable) in enumerate(placements.items()):
             browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
             if i == 0:
@@ -218,16 +243,25 @@ def measure(quick: bool, repeats: int) -> list[dict]:
             in_app = app_fits(url, browser, queries, repeats, same_threads)
             browser.close()
             for label, app in in_app.items():
-                rows.append({"problem": label, "browser": placement, "app solver s (first Run)": app["first_run"],
-                             "app solver s (Run again)": app["run_again"],
-                             "krrcore s (same threads)": app["library_seconds"],
-                             "worker threads": settings.WORKER_THREADS,
-                             "first Run / krrcore": app["first_run"] / app["library_seconds"],
-                             "Run again / krrcore": app["run_again"] / app["library_seconds"],
-                             "Run → first chart s": app["first_chart"], "Run → result s": app["to_result"],
-                             "live fit / wall time": app["pictures"]})
+                rows.append(
+                    {
+                        "problem": label,
+                        "browser": placement,
+                        "app solver s (first Run)": app["first_run"],
+                        "app solver s (Run again)": app["run_again"],
+                        "krrcore s (same threads)": app["library_seconds"],
+                        "worker threads": settings.WORKER_THREADS,
+                        "first Run / krrcore": app["first_run"] / app["library_seconds"],
+                        "Run again / krrcore": app["run_again"] / app["library_seconds"],
+                        "Run → first chart s": app["first_chart"],
+                        "Run → result s": app["to_result"],
+                        "live fit / wall time": app["pictures"],
+                    }
+                )
     with warm_library(os.cpu_count() or 1, queries.values()) as all_cores:
-        every_core = {label: statistics.median(all_cores(query) for _ in range(repeats)) for label, query in queries.items()}
+        every_core = {
+            label: statistics.median(all_cores(query) for _ in range(repeats)) for label, query in queries.items()
+        }
     for row in rows:
         row["krrcore s (all cores)"] = every_core[row["problem"]]
     return rows

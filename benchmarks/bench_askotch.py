@@ -31,13 +31,13 @@ What is measured, and how:
 Run: python -m benchmarks.bench_askotch [--quick] [--n N] [--time-limit SECONDS] [--dtype float32|float64]
 (--quick: n_train = 2,000 and 8 s per solver — checks that the script runs, not a measurement).
 """
+
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import (child_config, emit, print_table, quick_parser, run_isolated,
-                               set_threads)
+from benchmarks.common import child_config, emit, print_table, quick_parser, run_isolated, set_threads
 from krrcore.memory import PeakMemory
 
 SOLVERS = ("askotch", "askotch_fresh_blocks", "nystrom_pcg_stored", "nystrom_pcg_on_the_fly", "falkon")
@@ -50,8 +50,14 @@ def make_solver(cfg: dict, kernel):
     from krrcore.solvers.falkon import Falkon
     from krrcore.solvers.pcg import NystromPCG
 
-    common = dict(kernel=kernel, penalty=cfg["penalty"], dtype=cfg["dtype"], timeout=cfg["time_limit"],
-                  memory_budget=cfg["budget"], seed=0)
+    common = dict(
+        kernel=kernel,
+        penalty=cfg["penalty"],
+        dtype=cfg["dtype"],
+        timeout=cfg["time_limit"],
+        memory_budget=cfg["budget"],
+        seed=0,
+    )
     name = cfg["solver"]
     if name.startswith("askotch"):
         variant = {"askotch_fresh_blocks": "fresh_blocks", "askotch_default": "auto"}.get(name, "alg1")
@@ -59,9 +65,14 @@ def make_solver(cfg: dict, kernel):
         return ASkotch(rank=100, maxiter=10**7, residual="estimate", variant=variant, eval_every=10, **common)
     if name.startswith("nystrom_pcg"):
         storage = "stored" if name.endswith("stored") else "on_the_fly"
-        return NystromPCG(rank=100, maxiter=10**5, residual="estimate", kernel_storage=storage,
-                          memory_budget=None if storage == "stored" else cfg["budget"],
-                          **{k: v for k, v in common.items() if k != "memory_budget"})
+        return NystromPCG(
+            rank=100,
+            maxiter=10**5,
+            residual="estimate",
+            kernel_storage=storage,
+            memory_budget=None if storage == "stored" else cfg["budget"],
+            **{k: v for k, v in common.items() if k != "memory_budget"},
+        )
     if name == "falkon":
         return Falkon(M=cfg["falkon_M"], maxiter=10**5, **common)
     raise ValueError(f"unknown solver {name!r}")
@@ -92,11 +103,12 @@ def run_solver(cfg: dict) -> dict:
 
     def evaluate(rec):
         pred = model.predict(X_test) * y_scale + y_mean
-        points.append({"iteration": rec.iteration, "seconds": rec.seconds, "smape": smape(y_test, pred),
-                       "residual": rec.residual})
+        points.append(
+            {"iteration": rec.iteration, "seconds": rec.seconds, "smape": smape(y_test, pred), "residual": rec.residual}
+        )
 
     with PeakMemory() as mem:
-        for rec in model.iter_fit(X, y):   # the generator is suspended (timer paused) while we evaluate
+        for rec in model.iter_fit(X, y):  # the generator is suspended (timer paused) while we evaluate
             last = rec
             if rec.iteration == 0 or (pending and rec.seconds >= pending[0]):
                 evaluate(rec)
@@ -107,12 +119,20 @@ def run_solver(cfg: dict) -> dict:
     setup = model.trace_[0].seconds
     iterations = model.trace_[-1].iteration
     per_iter = (model.trace_[-1].seconds - setup) / iterations if iterations else float("nan")
-    return {"solver": cfg["solver"], "points": points, "setup_s": setup, "iterations": iterations,
-            "s_per_iter": per_iter, "seconds": model.trace_[-1].seconds, "stop": model.stop_reason_,
-            "peak_rss_MiB": mem.extra_bytes / 2**20, "blocks": getattr(model, "n_blocks_", None),
-            "residual_kind": model.trace_[-1].extras.get("residual_kind", ""),
-            # Predicting the training targets' mean: the error a result must beat to be shown (benchmarks.docs).
-            "mean_error": smape(y_test, np.full(len(y_test), float(y.double().mean()) * y_scale + y_mean))}
+    return {
+        "solver": cfg["solver"],
+        "points": points,
+        "setup_s": setup,
+        "iterations": iterations,
+        "s_per_iter": per_iter,
+        "seconds": model.trace_[-1].seconds,
+        "stop": model.stop_reason_,
+        "peak_rss_MiB": mem.extra_bytes / 2**20,
+        "blocks": getattr(model, "n_blocks_", None),
+        "residual_kind": model.trace_[-1].extras.get("residual_kind", ""),
+        # Predicting the training targets' mean: the error a result must beat to be shown (benchmarks.docs).
+        "mean_error": smape(y_test, np.full(len(y_test), float(y.double().mean()) * y_scale + y_mean)),
+    }
 
 
 def prepare_data(args, workdir: Path) -> dict:
@@ -125,18 +145,32 @@ def prepare_data(args, workdir: Path) -> dict:
     try:
         ds = datasets.load("qm9_homo", n=n_total, seed=0)
         note = ""
-    except (ImportError, ValueError) as exc:     # qm9pack missing: say so and fall back
+    except (ImportError, ValueError) as exc:  # qm9pack missing: say so and fall back
         ds = datasets.load("higgs_like", n=n_total, seed=0)
         note = f"QM9 unavailable ({exc}); ran on the synthetic higgs_like set instead"
     rng = np.random.default_rng(0)
     test = rng.permutation(ds.X_test.shape[0])[: args.n_test]
     path = workdir / "data.npz"
-    np.savez(path, X_train=ds.X_train.astype(args.dtype), y_train=ds.y_train.astype(args.dtype),
-             X_test=ds.X_test[test].astype(args.dtype), y_test_original=ds.to_original_units(ds.y_test[test]),
-             y_mean=ds.y_mean, y_scale=ds.y_scale)
-    return {"data": str(path), "kernel": dict(ds.suggested_kernel), "penalty": ds.suggested_penalty,
-            "name": ds.name, "n_train": ds.X_train.shape[0], "n_test": len(test), "d": ds.X_train.shape[1],
-            "note": note, "unit": ds.target_unit}
+    np.savez(
+        path,
+        X_train=ds.X_train.astype(args.dtype),
+        y_train=ds.y_train.astype(args.dtype),
+        X_test=ds.X_test[test].astype(args.dtype),
+        y_test_original=ds.to_original_units(ds.y_test[test]),
+        y_mean=ds.y_mean,
+        y_scale=ds.y_scale,
+    )
+    return {
+        "data": str(path),
+        "kernel": dict(ds.suggested_kernel),
+        "penalty": ds.suggested_penalty,
+        "name": ds.name,
+        "n_train": ds.X_train.shape[0],
+        "n_test": len(test),
+        "d": ds.X_train.shape[1],
+        "note": note,
+        "unit": ds.target_unit,
+    }
 
 
 def smape_at(points: list[dict], t: float):
@@ -158,12 +192,17 @@ def main() -> None:
     parser.add_argument("--falkon-m", type=int, default=5_000)
     parser.add_argument("--budget-mib", type=int, default=512, help="memory_budget of the kernel blocks")
     parser.add_argument("--solvers", default=",".join(SOLVERS))
-    parser.add_argument("--kernel", default=None,
-                        help="override the data set's kernel, e.g. laplacian:40:2 (name:sigma[:p])")
+    parser.add_argument(
+        "--kernel", default=None, help="override the data set's kernel, e.g. laplacian:40:2 (name:sigma[:p])"
+    )
     parser.add_argument("--penalty", type=float, default=None, help="override the data set's penalty")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="torch threads per solver (default: all cores; on a busy machine 1 thread can be "
-                             "much faster for ASkotch's many small factorisations)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads per solver (default: all cores; on a busy machine 1 thread can be "
+        "much faster for ASkotch's many small factorisations)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.n, args.n_test, args.time_limit, args.falkon_m = 2_000, 500, 8.0, 300
@@ -174,27 +213,49 @@ def main() -> None:
             data["kernel"] = {"name": name, "sigma": float(sigma), **({"p": int(p[0])} if p else {})}
         if args.penalty is not None:
             data["penalty"] = args.penalty
-        print(f"# {data['name']}: n_train = {data['n_train']}, n_test = {data['n_test']} (SMAPE), d = {data['d']}, "
-              f"kernel {data['kernel']}, penalty {data['penalty']:g} per sample, {args.dtype}, "
-              f"{args.time_limit:g} solver-seconds per solver, {args.threads or 'all'} thread(s)")
+        print(
+            f"# {data['name']}: n_train = {data['n_train']}, n_test = {data['n_test']} (SMAPE), d = {data['d']}, "
+            f"kernel {data['kernel']}, penalty {data['penalty']:g} per sample, {args.dtype}, "
+            f"{args.time_limit:g} solver-seconds per solver, {args.threads or 'all'} thread(s)"
+        )
         if data["note"]:
             print(f"# NOTE: {data['note']}")
         results = []
         for solver in args.solvers.split(","):
-            cfg = {"solver": solver, "data": data["data"], "kernel": data["kernel"], "penalty": data["penalty"],
-                   "dtype": args.dtype, "time_limit": args.time_limit, "budget": args.budget_mib * 2**20,
-                   "falkon_M": args.falkon_m, "threads": args.threads}
+            cfg = {
+                "solver": solver,
+                "data": data["data"],
+                "kernel": data["kernel"],
+                "penalty": data["penalty"],
+                "dtype": args.dtype,
+                "time_limit": args.time_limit,
+                "budget": args.budget_mib * 2**20,
+                "falkon_M": args.falkon_m,
+                "threads": args.threads,
+            }
             result = run_isolated(__spec__.name, cfg, timeout=20 * args.time_limit + 1800)
             results.append(result)
             if "error" in result:
                 print(f"# {solver}: FAILED: {result['error']}")
     ok = [r for r in results if "error" not in r]
-    print_table([{
-        "solver": r["solver"], "setup s": r["setup_s"], "iterations": r["iterations"], "s/iter": r["s_per_iter"],
-        "solver s": r["seconds"], "passes": r["iterations"] / (r["blocks"] or 1), "final SMAPE": r["points"][-1]["smape"],
-        "best SMAPE": min(p["smape"] for p in r["points"]), "peak RSS MiB": r["peak_rss_MiB"],
-        "stop": r["stop"][:40],
-    } for r in ok], "Summary (SMAPE on the test subsample, original units; seconds exclude evaluation)")
+    print_table(
+        [
+            {
+                "solver": r["solver"],
+                "setup s": r["setup_s"],
+                "iterations": r["iterations"],
+                "s/iter": r["s_per_iter"],
+                "solver s": r["seconds"],
+                "passes": r["iterations"] / (r["blocks"] or 1),
+                "final SMAPE": r["points"][-1]["smape"],
+                "best SMAPE": min(p["smape"] for p in r["points"]),
+                "peak RSS MiB": r["peak_rss_MiB"],
+                "stop": r["stop"][:40],
+            }
+            for r in ok
+        ],
+        "Summary (SMAPE on the test subsample, original units; seconds exclude evaluation)",
+    )
     grid = [t for t in CHECKPOINTS if t <= max((r["seconds"] for r in ok), default=0) * 1.01] + ["end"]
     rows = []
     for t in grid:
@@ -206,14 +267,18 @@ def main() -> None:
     print_table(rows, "Test SMAPE against solver seconds (latest evaluated record at or before each time)")
     for r in ok:
         best = min(r["points"], key=lambda p: p["smape"])
-        print(f"# {r['solver']}: best SMAPE {best['smape']:.4g} at {best['seconds']:.1f} s "
-              f"(iteration {best['iteration']}); residual kind: {r['residual_kind'] or 'float64 / solver default'}")
+        print(
+            f"# {r['solver']}: best SMAPE {best['smape']:.4g} at {best['seconds']:.1f} s "
+            f"(iteration {best['iteration']}); residual kind: {r['residual_kind'] or 'float64 / solver default'}"
+        )
     ratios = {r["solver"]: r for r in ok}
     if "askotch" in ratios and "nystrom_pcg_on_the_fly" in ratios:
         a, p = ratios["askotch"], ratios["nystrom_pcg_on_the_fly"]
         ratio = p["s_per_iter"] / a["s_per_iter"]
-        print(f"# one NyströmPCG-on-the-fly iteration costs {ratio:.0f} ASkotch iterations "
-              f"= {ratio / a['blocks']:.2f} passes of B = {a['blocks']} blocks")
+        print(
+            f"# one NyströmPCG-on-the-fly iteration costs {ratio:.0f} ASkotch iterations "
+            f"= {ratio / a['blocks']:.2f} passes of B = {a['blocks']} blocks"
+        )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ fresh-random-block variant with and without.
 Run: python -m benchmarks.bench_askotch_ablation [--quick] [--qm9] [--passes P]
 (--quick: n = 200 and 40 passes — checks the script runs, not a measurement).
 """
+
 from __future__ import annotations
 
 import math
@@ -89,26 +90,47 @@ def main() -> None:
     for name, X, y, kernel, penalty, blocks, rank, passes in problems(args):
         rows, reached = [], {}
         for label, cls, kwargs in SOLVERS:
-            model = getattr(askotch, cls)(kernel, penalty, blocks=blocks, rank=rank, maxiter=passes * blocks,
-                                          tol=min(THRESHOLDS), eval_every=blocks, dtype="float64", **kwargs)
+            model = getattr(askotch, cls)(
+                kernel,
+                penalty,
+                blocks=blocks,
+                rank=rank,
+                maxiter=passes * blocks,
+                tol=min(THRESHOLDS),
+                eval_every=blocks,
+                dtype="float64",
+                **kwargs,
+            )
             start = time.perf_counter()
             model.fit(X, y)
             its = [first_below(model, t) for t in THRESHOLDS]
             reached[label] = its
             mu = getattr(model, "mu_", None)
-            rows.append({"solver": label, **{f"iters to {t:g}": ("—" if i == math.inf else i)
-                                             for t, i in zip(THRESHOLDS, its)},
-                         "mu": mu if mu is not None else "(λn, ν = n/|b|)" if "fresh" in label else "—",
-                         "final residual": model.trace_[-1].residual, "wall s": time.perf_counter() - start})
+            rows.append(
+                {
+                    "solver": label,
+                    **{f"iters to {t:g}": ("—" if i == math.inf else i) for t, i in zip(THRESHOLDS, its)},
+                    "mu": mu if mu is not None else "(λn, ν = n/|b|)" if "fresh" in label else "—",
+                    "final residual": model.trace_[-1].residual,
+                    "wall s": time.perf_counter() - start,
+                }
+            )
         n = len(X)
-        print_table(rows, f"{name}: n = {n}, penalty {penalty:g} (paper's λ = {penalty * n:.3g}), "
-                          f"B = {blocks}, r = {rank}, at most {passes} passes")
+        print_table(
+            rows,
+            f"{name}: n = {n}, penalty {penalty:g} (paper's λ = {penalty * n:.3g}), "
+            f"B = {blocks}, r = {rank}, at most {passes} passes",
+        )
         ratios = []
         for label, _, _ in SOLVERS:
             if label.endswith(", plain"):
                 pre, plain = reached[label[: -len(", plain")]], reached[label]
-                ratios.append({"pair": label[: -len(", plain")],
-                               **{f"plain/pre at {t:g}": _ratio(b, a) for t, a, b in zip(THRESHOLDS, pre, plain)}})
+                ratios.append(
+                    {
+                        "pair": label[: -len(", plain")],
+                        **{f"plain/pre at {t:g}": _ratio(b, a) for t, a, b in zip(THRESHOLDS, pre, plain)},
+                    }
+                )
         print_table(ratios, f"{name}: iterations without / with preconditioning (> 1: preconditioning helps)")
         sys.stdout.flush()
 

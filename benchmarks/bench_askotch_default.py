@@ -21,6 +21,7 @@ synthetic sine problem (d = 10, Gaussian σ = 3, λ = 1e-6), float32.
 Run: python -m benchmarks.bench_askotch_default [--quick] [--problem qm9|sine] [--n N] [--passes P]
 [--candidates 1,3]
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,8 +53,14 @@ def load(problem: str, n: int):
     from krrcore.datasets.synthetic import sine_projection
 
     table = sine_projection(n + n // 4, np.random.default_rng(0), 0.1, d=10)
-    ds = SimpleNamespace(X_train=table.X[:n], y_train=table.target[:n], X_test=table.X[n:],
-                         y_test=table.target[n:], to_original_units=lambda v: v, metric="mse")
+    ds = SimpleNamespace(
+        X_train=table.X[:n],
+        y_train=table.target[:n],
+        X_test=table.X[n:],
+        y_test=table.target[n:],
+        to_original_units=lambda v: v,
+        metric="mse",
+    )
     return ds, GaussianKernel(3.0), 1e-6
 
 
@@ -66,7 +73,7 @@ def run(label, params, setup, ds, kernel, penalty, passes, dtype):
     cls = Skotch if label == "Skotch" else ASkotch
     budget = None
     if setup == "matrix_free":
-        budget = n * n * torch.finfo(getattr(torch, dtype)).bits // 8 - 1    # K does not fit: Lanczos on the fly
+        budget = n * n * torch.finfo(getattr(torch, dtype)).bits // 8 - 1  # K does not fit: Lanczos on the fly
     model = cls(kernel, penalty, maxiter=10**9, dtype=dtype, memory_budget=budget, stall_patience=10**6, **params)
     setup_passes = {"stored": 1, "matrix_free": 40}.get(setup, 0)
     truth = ds.to_original_units(ds.y_test)
@@ -75,8 +82,14 @@ def run(label, params, setup, ds, kernel, penalty, passes, dtype):
         blocks = model.n_blocks_
         done = record.iteration / blocks
         pred = ds.to_original_units(model.predict(ds.X_test))
-        rows.append({"passes": done + setup_passes, "residual": record.residual, "test": METRICS[ds.metric](truth, pred),
-                     "seconds": record.seconds})
+        rows.append(
+            {
+                "passes": done + setup_passes,
+                "residual": record.residual,
+                "test": METRICS[ds.metric](truth, pred),
+                "seconds": record.seconds,
+            }
+        )
         if done >= passes:
             break
     mu = getattr(model, "mu_", float("nan"))
@@ -96,35 +109,56 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=40)
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--candidates", default=None,
-                        help="comma-separated indices into the list above (0 = the K-stored reference, always run)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: the figures are passes; small LAPACK calls crawl "
-                             "with threads on a busy machine)")
+    parser.add_argument(
+        "--candidates",
+        default=None,
+        help="comma-separated indices into the list above (0 = the K-stored reference, always run)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: the figures are passes; small LAPACK calls crawl "
+        "with threads on a busy machine)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     n, passes = (1_000, 5) if args.quick else (args.n, args.passes)
     ds, kernel, penalty = load(args.problem, n)
     print(f"{args.problem}, n_train={ds.X_train.shape[0]:,}, {args.dtype}", flush=True)
-    chosen = CANDIDATES if args.candidates is None else \
-        [CANDIDATES[0]] + [CANDIDATES[int(i)] for i in args.candidates.split(",") if int(i) != 0]
+    chosen = (
+        CANDIDATES
+        if args.candidates is None
+        else [CANDIDATES[0]] + [CANDIDATES[int(i)] for i in args.candidates.split(",") if int(i) != 0]
+    )
     results = {}
     for label, params, setup in chosen:
         results[label] = run(label, params, setup, ds, kernel, penalty, passes, args.dtype)
         rows, mu = results[label]
-        print(f"{label}: μ={mu:.3g}, final residual {rows[-1]['residual']:.3g}, test {rows[-1]['test']:.4g}, "
-              f"{rows[-1]['seconds']:.1f} s", flush=True)
+        print(
+            f"{label}: μ={mu:.3g}, final residual {rows[-1]['residual']:.3g}, test {rows[-1]['test']:.4g}, "
+            f"{rows[-1]['seconds']:.1f} s",
+            flush=True,
+        )
     ref_rows, _ = results[CANDIDATES[0][0]]
     ref_test, ref_residual = ref_rows[-1]["test"], ref_rows[-1]["residual"]
     table = []
     for label, (rows, mu) in results.items():
         at = {p: next((r["test"] for r in rows if r["passes"] >= p), float("nan")) for p in (5, 10, 20, passes)}
-        table.append({"candidate": label, "μ": mu, "res→1e-1": first(rows, "residual", 1e-1),
-                      "res→1e-2": first(rows, "residual", 1e-2), "res→1e-3": first(rows, "residual", 1e-3),
-                      f"to ref {ds.metric}": first(rows, "test", ref_test),
-                      "to ref residual": first(rows, "residual", ref_residual),
-                      **{f"{ds.metric}@{p}": v for p, v in at.items()}, "final residual": rows[-1]["residual"],
-                      "solver s": rows[-1]["seconds"]})
+        table.append(
+            {
+                "candidate": label,
+                "μ": mu,
+                "res→1e-1": first(rows, "residual", 1e-1),
+                "res→1e-2": first(rows, "residual", 1e-2),
+                "res→1e-3": first(rows, "residual", 1e-3),
+                f"to ref {ds.metric}": first(rows, "test", ref_test),
+                "to ref residual": first(rows, "residual", ref_residual),
+                **{f"{ds.metric}@{p}": v for p, v in at.items()},
+                "final residual": rows[-1]["residual"],
+                "solver s": rows[-1]["seconds"],
+            }
+        )
     print("passes include the set-up's kernel passes")
     print_table(table, "ASkotch default candidates: passes to a residual / to the K-stored run's final values")
 

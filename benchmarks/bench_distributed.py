@@ -26,6 +26,7 @@ their own cores and that a network adds its latency (localhost here) to each rou
 Run: python -m benchmarks.bench_distributed [--quick] [--n N] [--M M] [--iterations K] [--workers 1 2]
 on an otherwise idle machine: the workers' compute is meant to run in parallel on their own cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,15 @@ SIGMA, PENALTY, SEED = 5.0, 1e-6, 0
 
 
 def _falkon(args) -> Falkon:
-    return Falkon(GaussianKernel(SIGMA), PENALTY, M=args.M, maxiter=args.iterations, dtype="float32",
-                  memory_budget=args.budget, seed=SEED)
+    return Falkon(
+        GaussianKernel(SIGMA),
+        PENALTY,
+        M=args.M,
+        maxiter=args.iterations,
+        dtype="float32",
+        memory_budget=args.budget,
+        seed=SEED,
+    )
 
 
 def _per_iteration(trace) -> float:
@@ -95,18 +103,28 @@ def run_sharded(args, workers: int) -> dict:
                 before = (times.calls, times.wall, times.worker, times.worker_total, times.reduce)
         times = model.operator_.times
         calls = times.calls - before[0]
-        wall, slowest, total, reduce = ((getattr(times, f) - b) / calls
-                                        for f, b in zip(("wall", "worker", "worker_total", "reduce"), before[1:]))
+        wall, slowest, total, reduce = (
+            (getattr(times, f) - b) / calls for f, b in zip(("wall", "worker", "worker_total", "reduce"), before[1:])
+        )
         iteration = _per_iteration(model.trace_)
         error = float(np.mean(np.sign(model.predict(data.X_test)) != data.y_test[:, 0]))
         rows_per_shard = args.n / workers
-        return {"setting": f"{workers} worker{'s' if workers > 1 else ''} × 1 thread", "workers": workers,
-                "s/iter": iteration, "product wall": wall, "slowest shard": slowest, "reduce": reduce,
-                "comm": max(wall - slowest - reduce, 0.0), "client work": max(iteration - wall, 0.0),
-                "θ (entries/s/worker)": rows_per_shard * args.M / (total / workers),
-                "cached rows": model.operator_.cached_rows, "test error": error,
-                "cluster start s": started - start, "generate s": generated - started,
-                "rounds": measure_rounds(connection, args.M) if workers == 2 else None}
+        return {
+            "setting": f"{workers} worker{'s' if workers > 1 else ''} × 1 thread",
+            "workers": workers,
+            "s/iter": iteration,
+            "product wall": wall,
+            "slowest shard": slowest,
+            "reduce": reduce,
+            "comm": max(wall - slowest - reduce, 0.0),
+            "client work": max(iteration - wall, 0.0),
+            "θ (entries/s/worker)": rows_per_shard * args.M / (total / workers),
+            "cached rows": model.operator_.cached_rows,
+            "test error": error,
+            "cluster start s": started - start,
+            "generate s": generated - started,
+            "rounds": measure_rounds(connection, args.M) if workers == 2 else None,
+        }
     finally:
         connection.close()
 
@@ -120,8 +138,13 @@ def run_local(args) -> dict:
     X = data.X_train.astype(np.float32)
     model = _falkon(args).fit(X, data.y_train)
     error = float(np.mean(np.sign(model.predict(data.X_test.astype(np.float32))) != data.y_test))
-    return {"setting": "one process × 1 thread, no Dask", "workers": 0, "s/iter": _per_iteration(model.trace_),
-            "cached rows": model.operator_.cached_rows, "test error": error}
+    return {
+        "setting": "one process × 1 thread, no Dask",
+        "workers": 0,
+        "s/iter": _per_iteration(model.trace_),
+        "cached rows": model.operator_.cached_rows,
+        "test error": error,
+    }
 
 
 def project(results: list[dict], n: int, M: int) -> list[dict]:
@@ -136,8 +159,18 @@ def project(results: list[dict], n: int, M: int) -> list[dict]:
             compute = rows_n * M / (p * theta)
             total = client + compute + round_seconds
             base = base or total
-            rows.append({"n": rows_n, "workers": p, "s/iter": total, "compute": compute, "round R(p)": round_seconds,
-                         "client": client, "R share": round_seconds / total, "speed-up": base / total})
+            rows.append(
+                {
+                    "n": rows_n,
+                    "workers": p,
+                    "s/iter": total,
+                    "compute": compute,
+                    "round R(p)": round_seconds,
+                    "client": client,
+                    "R share": round_seconds / total,
+                    "speed-up": base / total,
+                }
+            )
     return rows
 
 
@@ -154,8 +187,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.n, args.M, args.iterations = 20_000, 200, 3
-    print(f"HIGGS look-alike n={args.n:,}, M={args.M:,}, float32, σ={SIGMA}, λ={PENALTY}, {args.iterations} "
-          f"iterations, memory_budget {args.budget / 2**20:.0f} MiB per worker")
+    print(
+        f"HIGGS look-alike n={args.n:,}, M={args.M:,}, float32, σ={SIGMA}, λ={PENALTY}, {args.iterations} "
+        f"iterations, memory_budget {args.budget / 2**20:.0f} MiB per worker"
+    )
     results = [run_sharded(args, p) for p in args.workers]
     if not args.no_local:
         results.append(run_local(args))
@@ -164,8 +199,10 @@ def main() -> None:
         r.pop("rounds", None)
     print_table(results, "Measured (seconds per iteration; product = K_nMᵀ(K_nM v) over the shards)")
     if rounds:
-        print_table([{"tasks q": q, "round seconds": t} for q, t in rounds.items()],
-                    "A product's round without its compute: q tasks, M floats each way, summed here")
+        print_table(
+            [{"tasks q": q, "round seconds": t} for q, t in rounds.items()],
+            "A product's round without its compute: q tasks, M floats each way, summed here",
+        )
     if args.json:
         with open(args.json, "a") as fh:
             for row in results:
@@ -174,8 +211,10 @@ def main() -> None:
         for r in results:
             if r["workers"] == 2:
                 r["rounds"] = rounds
-        print_table(project(results, args.n, args.M),
-                    "Projected: T(p) = client work + n·M/(p·θ) + R(p) (θ from 2 workers, R(p) measured)")
+        print_table(
+            project(results, args.n, args.M),
+            "Projected: T(p) = client work + n·M/(p·θ) + R(p) (θ from 2 workers, R(p) measured)",
+        )
 
 
 if __name__ == "__main__":

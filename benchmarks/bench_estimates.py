@@ -12,6 +12,7 @@ memory but take minutes per iteration, the refusal with ``timeout=60`` and the
 warning is turned into an error here, so nothing runs past it).
 Run: python -m benchmarks.bench_estimates [--quick] [--part 1,2,3] [--threads T]
 """
+
 from __future__ import annotations
 
 import statistics
@@ -41,8 +42,14 @@ def entry_cost(n: int, M: int) -> None:
             op.fused(v)
             seconds, _ = timed(lambda: op.fused(v), repeats=2)
             model = CostModel(d=d, dtype=dtype, device="cpu")
-            rows.append({"dtype": str(dtype).removeprefix("torch."), "d": d, "measured_ns/entry": seconds / (n * M) * 1e9,
-                         "model_ns/entry": model.entry_seconds(1) * 1e9})
+            rows.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "d": d,
+                    "measured_ns/entry": seconds / (n * M) * 1e9,
+                    "model_ns/entry": model.entry_seconds(1) * 1e9,
+                }
+            )
     print_table(rows, f"One fused blocked pass K_nMᵀ(K_nM v), n = {n:,}, M = {M:,}: seconds per kernel entry")
 
 
@@ -57,9 +64,13 @@ def solvers(n: int, d: int) -> None:
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((n, d)), rng.standard_normal(n)
     k = GaussianKernel(3.0)
-    cases = [Falkon(k, PENALTY, M=2_000, maxiter=5), NystromKRR(k, PENALTY, M=2_000),
-             NystromPCG(k, PENALTY, maxiter=5, kernel_storage="on_the_fly"),
-             ASkotch(k, PENALTY, maxiter=5 * 100, eval_every=100), SketchySAGA(k, PENALTY, M=2_000, maxiter=5)]
+    cases = [
+        Falkon(k, PENALTY, M=2_000, maxiter=5),
+        NystromKRR(k, PENALTY, M=2_000),
+        NystromPCG(k, PENALTY, maxiter=5, kernel_storage="on_the_fly"),
+        ASkotch(k, PENALTY, maxiter=5 * 100, eval_every=100),
+        SketchySAGA(k, PENALTY, M=2_000, maxiter=5),
+    ]
     rows = []
     for est in cases:
         estimate = est.memory_estimate(n, d)
@@ -68,10 +79,17 @@ def solvers(n: int, d: int) -> None:
         wall = time.perf_counter() - t0
         trace = est.trace_
         steps = [(b.seconds - a.seconds) / max(b.iteration - a.iteration, 1) for a, b in zip(trace[1:], trace[2:])]
-        rows.append({"solver": type(est).__name__, "est_setup_s": estimate.setup_seconds,
-                     "setup_s": trace[0].seconds, "est_s/iter": estimate.seconds_per_iteration,
-                     "s/iter": statistics.median(steps) if steps else float("nan"), "fit_wall_s": wall,
-                     "est_peak_MiB": estimate.peak_bytes / 2**20})
+        rows.append(
+            {
+                "solver": type(est).__name__,
+                "est_setup_s": estimate.setup_seconds,
+                "setup_s": trace[0].seconds,
+                "est_s/iter": estimate.seconds_per_iteration,
+                "s/iter": statistics.median(steps) if steps else float("nan"),
+                "fit_wall_s": wall,
+                "est_peak_MiB": estimate.peak_bytes / 2**20,
+            }
+        )
     print_table(rows, f"Estimated against measured, n = {n:,}, d = {d}, float64 (ASkotch: an iteration is one block)")
 
 
@@ -85,14 +103,18 @@ def refusals() -> None:
     from krrcore.solvers.sketchysaga import SketchySAGA
 
     k = GaussianKernel(3.0)
-    cases = [("NystromKRR(M=55,000), n = 60,000", lambda **t: NystromKRR(k, PENALTY, M=55_000, **t), 60_000),
-             ("Falkon(M=55,000), n = 60,000", lambda **t: Falkon(k, PENALTY, M=55_000, **t), 60_000),
-             ("Falkon(M=150,000), n = 200,000", lambda **t: Falkon(k, PENALTY, M=150_000, **t), 200_000),
-             ("NystromPCG(maxiter=1), n = 200,000", lambda **t: NystromPCG(k, PENALTY, maxiter=1, **t), 200_000),
-             ("ASkotch(blocks=1, maxiter=1), n = 60,000",
-              lambda **t: ASkotch(k, PENALTY, blocks=1, maxiter=1, **t), 60_000),
-             ("SketchySAGA(M=55,000, maxiter=1), n = 60,000",
-              lambda **t: SketchySAGA(k, PENALTY, M=55_000, maxiter=1, **t), 60_000)]
+    cases = [
+        ("NystromKRR(M=55,000), n = 60,000", lambda **t: NystromKRR(k, PENALTY, M=55_000, **t), 60_000),
+        ("Falkon(M=55,000), n = 60,000", lambda **t: Falkon(k, PENALTY, M=55_000, **t), 60_000),
+        ("Falkon(M=150,000), n = 200,000", lambda **t: Falkon(k, PENALTY, M=150_000, **t), 200_000),
+        ("NystromPCG(maxiter=1), n = 200,000", lambda **t: NystromPCG(k, PENALTY, maxiter=1, **t), 200_000),
+        ("ASkotch(blocks=1, maxiter=1), n = 60,000", lambda **t: ASkotch(k, PENALTY, blocks=1, maxiter=1, **t), 60_000),
+        (
+            "SketchySAGA(M=55,000, maxiter=1), n = 60,000",
+            lambda **t: SketchySAGA(k, PENALTY, M=55_000, maxiter=1, **t),
+            60_000,
+        ),
+    ]
     rng = np.random.default_rng(0)
     for title, make, n in cases:
         X, y = rng.standard_normal((n, 10)), rng.standard_normal(n)
@@ -110,7 +132,7 @@ def refusals() -> None:
             print(f"{label}, after {time.perf_counter() - t0:.2f} s:")
             print(textwrap.indent(textwrap.fill(outcome, 110), "    "))
             if outcome.startswith("MemoryLimitError"):
-                break                        # a timeout changes nothing about memory
+                break  # a timeout changes nothing about memory
 
 
 def main() -> None:

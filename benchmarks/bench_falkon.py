@@ -10,12 +10,21 @@ instead of evaluated — and the ratio to the hardware floor (one uncached K_nM�
 ``benchmarks.common.hardware_floor``). ``--budgets`` lists memory budgets in MiB, 0 meaning krrcore's default.
 Run: python -m benchmarks.bench_falkon [--quick] [--max-n N] [--sizes 50000,1000000] [--budgets 0,256]
 """
+
 from __future__ import annotations
 
 import statistics
 
-from benchmarks.common import (child_config, emit, hardware_floor, print_table, quick_parser,
-                               run_isolated, set_threads, timed)
+from benchmarks.common import (
+    child_config,
+    emit,
+    hardware_floor,
+    print_table,
+    quick_parser,
+    run_isolated,
+    set_threads,
+    timed,
+)
 from krrcore.memory import PeakMemory
 
 
@@ -38,19 +47,31 @@ def measure(cfg: dict) -> dict:
     per_iter = statistics.median(secs)
     op = model.operator_
     cached_rows = op.cached_rows
-    del model.operator_, op          # free the cache before timing the raw pass
+    del model.operator_, op  # free the cache before timing the raw pass
     from krrcore.ops import KernelOperator
 
     raw = KernelOperator(GaussianKernel(5.0), X, model.centers_, memory_budget=budget)
     pass_s, _ = timed(lambda: [None for _ in raw.blocks()], repeats=1)
     floor = hardware_floor(GaussianKernel(5.0), X, model.centers_, budget)
-    err = float((torch.sign(torch.as_tensor(model.predict(data.X_test))) != torch.as_tensor(data.y_test)).double().mean())
-    return {"n": cfg["n"], "M": cfg["M"], "block_rows": raw.block_rows, "cached_rows": cached_rows,
-            "setup_s": model.trace_[0].seconds,
-            "s_per_iter": per_iter, "kernel_pass_s": pass_s, "iter/pass": per_iter / pass_s,
-            **floor, "iter/floor": per_iter / floor["floor_s"],
-            "peak_extra_MiB": mem.extra_bytes / 2**20, "MxM_MiB": cfg["M"] ** 2 * 8 / 2**20,
-            "budget_MiB": cfg["budget_MiB"] or "default", f"test_err@{cfg['iters']}it": err}
+    err = float(
+        (torch.sign(torch.as_tensor(model.predict(data.X_test))) != torch.as_tensor(data.y_test)).double().mean()
+    )
+    return {
+        "n": cfg["n"],
+        "M": cfg["M"],
+        "block_rows": raw.block_rows,
+        "cached_rows": cached_rows,
+        "setup_s": model.trace_[0].seconds,
+        "s_per_iter": per_iter,
+        "kernel_pass_s": pass_s,
+        "iter/pass": per_iter / pass_s,
+        **floor,
+        "iter/floor": per_iter / floor["floor_s"],
+        "peak_extra_MiB": mem.extra_bytes / 2**20,
+        "MxM_MiB": cfg["M"] ** 2 * 8 / 2**20,
+        "budget_MiB": cfg["budget_MiB"] or "default",
+        f"test_err@{cfg['iters']}it": err,
+    }
 
 
 def main() -> None:
@@ -76,14 +97,17 @@ def main() -> None:
     rows = []
     for n, M in grid:
         for budget in budgets:
-            rows.append(run_isolated(__spec__.name, {"n": n, "M": M, "iters": iters, "budget_MiB": budget},
-                                     timeout=3 * 3600))
+            rows.append(
+                run_isolated(__spec__.name, {"n": n, "M": M, "iters": iters, "budget_MiB": budget}, timeout=3 * 3600)
+            )
             print(rows[-1], flush=True)
     print_table(rows, "FALKON on HIGGS-like data (synthetic look-alike), float32, σ=5, λ=1e-8")
-    print("\niter/pass: seconds per CG iteration over the raw kernel-block pass (exp and distances only, "
-          "no cache).\n"
-          "peak_extra_MiB: peak resident memory of the whole fit above its start (data excluded): the one "
-          "M×M float64 buffer (MxM_MiB) plus the blocked product's budget plus small vectors.")
+    print(
+        "\niter/pass: seconds per CG iteration over the raw kernel-block pass (exp and distances only, "
+        "no cache).\n"
+        "peak_extra_MiB: peak resident memory of the whole fit above its start (data excluded): the one "
+        "M×M float64 buffer (MxM_MiB) plus the blocked product's budget plus small vectors."
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ n = 25,000 with uniform, sample-mode and dictionary-mode centres, over seeds: te
 outlier centres, CG iterations until uniform's final test MSE (+1%).
 Run: python -m benchmarks.bench_falkon_bless_default [--quick] [--max-n N] [--threads T]
 """
+
 from __future__ import annotations
 
 import statistics
@@ -34,7 +35,7 @@ def cost(sizes, M: int) -> None:
 
     rows = []
     kernel = GaussianKernel(0.3)
-    for n in sizes:     # the generator itself: the catalog caps clustered_outliers at 200,000 rows
+    for n in sizes:  # the generator itself: the catalog caps clustered_outliers at 200,000 rows
         X = torch.as_tensor(clustered_outliers(n, np.random.default_rng(0), 0.1).X)
         row = {"n": X.shape[0], "M": M}
         for mode in ("dictionary", "sample"):
@@ -50,8 +51,11 @@ def cost(sizes, M: int) -> None:
 def quality(n: int, M: int, seeds, maxiter: int) -> None:
     from krrcore.solvers.falkon import Falkon
 
-    selectors = {"uniform": lambda k: "uniform", "BLESS, sample M": lambda k: BlessCenters(kernel=k, mode="sample"),
-                 "BLESS, dictionary": lambda k: BlessCenters(kernel=k, mode="dictionary")}
+    selectors = {
+        "uniform": lambda k: "uniform",
+        "BLESS, sample M": lambda k: BlessCenters(kernel=k, mode="sample"),
+        "BLESS, dictionary": lambda k: BlessCenters(kernel=k, mode="dictionary"),
+    }
     runs = {name: [] for name in selectors}
     for seed in seeds:
         data, kernel = clustered(n, seed=seed)
@@ -63,16 +67,24 @@ def quality(n: int, M: int, seeds, maxiter: int) -> None:
             t0 = time.perf_counter()
             model = Falkon(kernel, 1e-6, M, centers=make(kernel), maxiter=maxiter, seed=seed).fit(X, y, Xt, yt)
             traces[name] = [r.val_metric for r in model.trace_]
-            runs[name].append({"centres": model.centers_.shape[0],
-                               "outlier_centres": int(outlier[model.center_indices_].sum()),
-                               "setup_s": model.trace_[0].seconds, "total_s": time.perf_counter() - t0,
-                               "test_mse": traces[name][-1]})
+            runs[name].append(
+                {
+                    "centres": model.centers_.shape[0],
+                    "outlier_centres": int(outlier[model.center_indices_].sum()),
+                    "setup_s": model.trace_[0].seconds,
+                    "total_s": time.perf_counter() - t0,
+                    "test_mse": traces[name][-1],
+                }
+            )
         target = 1.01 * traces["uniform"][-1]
         for name, errors in traces.items():
             runs[name][-1]["iters"] = next((i for i, e in enumerate(errors) if e <= target), float("nan"))
     rows = [{"selector": name, **{k: statistics.fmean(r[k] for r in rs) for k in rs[0]}} for name, rs in runs.items()]
-    print_table(rows, f"FALKON on clustered_outliers, n = {n} (80% train), M = {M}, λ = 1e-6, {maxiter} iterations, "
-                      f"mean over {len(seeds)} seeds")
+    print_table(
+        rows,
+        f"FALKON on clustered_outliers, n = {n} (80% train), M = {M}, λ = 1e-6, {maxiter} iterations, "
+        f"mean over {len(seeds)} seeds",
+    )
 
 
 def main() -> None:

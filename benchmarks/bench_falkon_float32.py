@@ -18,6 +18,7 @@ float32 cannot resolve (``Falkon.unresolved_directions_``: > 0 means the fit war
 refinement rounds, whose residual is the true float64 one), float32 and float64.
 Run: python -m benchmarks.bench_falkon_float32 [--quick] [--higgs [--dtypes float32,float64]] [--library-jitter]
 """
+
 from __future__ import annotations
 
 import warnings
@@ -54,17 +55,23 @@ def _float64_errors(X, y, X_test, y_test, *, sigma, M, lam):
 
 def _float32_cell(X, y, X_test, y_test, *, sigma, M, lam, maxiter, tol, jitter, refine):
     """One float32 fit: test MSE and what the refinement cost within the run."""
-    with warnings.catch_warnings():         # counted in the table instead (unresolved directions)
+    with warnings.catch_warnings():  # counted in the table instead (unresolved directions)
         warnings.simplefilter("ignore", PrecisionWarning)
-        model = Falkon(GaussianKernel(sigma), lam, M=M, maxiter=maxiter, tol=tol, dtype="float32", jitter=jitter,
-                       refine=refine).fit(X, y)
+        model = Falkon(
+            GaussianKernel(sigma), lam, M=M, maxiter=maxiter, tol=tol, dtype="float32", jitter=jitter, refine=refine
+        ).fit(X, y)
     solve = [r for r in model.trace_ if r.extras.get("residual_kind") != REFINEMENT][-1]
     rounds = [r for r in model.trace_ if r.extras.get("residual_kind") == REFINEMENT]
     end = model.trace_[-1]
-    return {"mse": _mse(model, X_test, y_test), "iterations": solve.iteration,
-            "rounds": len(rounds), "refine iterations": end.iteration - solve.iteration,
-            "refine s / solve s": (end.seconds - solve.seconds) / solve.seconds if rounds else 0.0,
-            "true residual": rounds[-1].residual if rounds else None, "unresolved": model.unresolved_directions_}
+    return {
+        "mse": _mse(model, X_test, y_test),
+        "iterations": solve.iteration,
+        "rounds": len(rounds),
+        "refine iterations": end.iteration - solve.iteration,
+        "refine s / solve s": (end.seconds - solve.seconds) / solve.seconds if rounds else 0.0,
+        "true residual": rounds[-1].residual if rounds else None,
+        "unresolved": model.unresolved_directions_,
+    }
 
 
 def grid(problems, library_jitter: bool) -> None:
@@ -80,22 +87,46 @@ def grid(problems, library_jitter: bool) -> None:
             for label, jitter, refine in rules:
                 for key in (*ITERATIONS, "tol=1e-6"):
                     maxiter, tol = (key, None) if key in ITERATIONS else (500, 1e-6)
-                    got = _float32_cell(X, y, X_test, y_test, sigma=sigma, M=M, lam=lam, maxiter=maxiter, tol=tol,
-                                        jitter=jitter, refine=refine)
+                    got = _float32_cell(
+                        X,
+                        y,
+                        X_test,
+                        y_test,
+                        sigma=sigma,
+                        M=M,
+                        lam=lam,
+                        maxiter=maxiter,
+                        tol=tol,
+                        jitter=jitter,
+                        refine=refine,
+                    )
                     mse = got.pop("mse")
-                    rows.append({"λ": lam, "run": f"maxiter={key}" if key in ITERATIONS else key, "rule": label,
-                                 "float64 MSE": ref[key], "float32 MSE": mse, "ratio": mse / ref[key], **got})
+                    rows.append(
+                        {
+                            "λ": lam,
+                            "run": f"maxiter={key}" if key in ITERATIONS else key,
+                            "rule": label,
+                            "float64 MSE": ref[key],
+                            "float32 MSE": mse,
+                            "ratio": mse / ref[key],
+                            **got,
+                        }
+                    )
         # Ratios to four decimals: the 2% line falls inside print_table's three significant digits.
-        print_table([{**r, "ratio": f"{r['ratio']:.4f}"} for r in rows],
-                    f"n={n}, M={M}, σ={sigma}, d={d}: float32 test MSE against float64's")
+        print_table(
+            [{**r, "ratio": f"{r['ratio']:.4f}"} for r in rows],
+            f"n={n}, M={M}, σ={sigma}, d={d}: float32 test MSE against float64's",
+        )
         for label, _, _ in rules:
             mine = [r for r in rows if r["rule"] == label]
             within = sum(r["ratio"] <= 1.02 for r in mine)
             warned = [r for r in mine if r["unresolved"]]
-            print(f"{label}: worst float32/float64 ratio {max(r['ratio'] for r in mine):.4f}, "
-                  f"{within} of {len(mine)} cells within 2%; {len(warned)} warned (float32 cannot resolve λ), "
-                  f"{sum(r['ratio'] > 1.02 for r in mine if not r['unresolved'])} missed the 2% without a warning",
-                  flush=True)
+            print(
+                f"{label}: worst float32/float64 ratio {max(r['ratio'] for r in mine):.4f}, "
+                f"{within} of {len(mine)} cells within 2%; {len(warned)} warned (float32 cannot resolve λ), "
+                f"{sum(r['ratio'] > 1.02 for r in mine if not r['unresolved'])} missed the 2% without a warning",
+                flush=True,
+            )
 
 
 def higgs(quick: bool, dtypes) -> None:
@@ -107,10 +138,17 @@ def higgs(quick: bool, dtypes) -> None:
     for dtype in dtypes:
         model = Falkon(GaussianKernel(5.0), 1e-7, M=500 if quick else 5_000, maxiter=20, dtype=dtype)
         for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):
-            rows.append({"dtype": dtype, "iteration": record.iteration, "seconds": record.seconds,
-                         "residual": record.residual, "kind": record.extras.get("residual_kind"),
-                         "val_error": record.val_metric})
-            print(rows[-1], flush=True)         # a long run that is stopped still leaves its rows
+            rows.append(
+                {
+                    "dtype": dtype,
+                    "iteration": record.iteration,
+                    "seconds": record.seconds,
+                    "residual": record.residual,
+                    "kind": record.extras.get("residual_kind"),
+                    "val_error": record.val_metric,
+                }
+            )
+            print(rows[-1], flush=True)  # a long run that is stopped still leaves its rows
         del model
     print_table(rows, f"HIGGS-like (synthetic), n={n:,}, d=28, σ=5, λ=1e-7: residual and validation error")
 

@@ -34,6 +34,7 @@ available; elsewhere it refuses to measure, says why, and shows the stored run (
 with its machine line) instead. ``tools/gpu_session.sh`` is the whole session on a lent card: the
 CUDA tests, then this case.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,7 @@ PLANS = {
     "falkon-1.1e7-M100k-f32": ("falkon", 11 * 10**6, 100_000, "float32", 20, 300.0),
     "gpytorch-5e4-f32": ("gpytorch", 50_000, None, "float32", 0, 300.0),
 }
-QUICK_SCALE = 1_000        # --quick: n / 1000, M / 50
+QUICK_SCALE = 1_000  # --quick: n / 1000, M / 50
 
 
 def _higgs_rows(n: int, n_test: int):
@@ -84,8 +85,10 @@ def _higgs_rows(n: int, n_test: int):
         data = datasets.load("higgs_like", n=n + n_test, seed=0, test_fraction=n_test / (n + n_test))
         return data.X_train, data.y_train, data.X_test, data.y_test
     chunk = 10**6
-    tables = [higgs_like(min(chunk, n + n_test - start), np.random.default_rng(start // chunk), 0.0)
-              for start in range(0, n + n_test, chunk)]
+    tables = [
+        higgs_like(min(chunk, n + n_test - start), np.random.default_rng(start // chunk), 0.0)
+        for start in range(0, n + n_test, chunk)
+    ]
     X = np.concatenate([t.X for t in tables])
     y = 2.0 * np.concatenate([t.target for t in tables]) - 1.0
     mean, spread = X[n_test:].mean(0), X[n_test:].std(0)
@@ -100,7 +103,7 @@ def _data(n: int, device, dtype: str, cache: dict):
         n_test = min(N_TEST, max(n // 10, 500))
         X, y, X_test, y_test = _higgs_rows(n, n_test)
         as_t = lambda a: torch.as_tensor(np.asarray(a), dtype=getattr(torch, dtype)).to(device)  # noqa: E731
-        cache.clear()                       # one size on the card at a time
+        cache.clear()  # one size on the card at a time
         cache[key] = (as_t(X), as_t(y), as_t(X_test), np.asarray(y_test, dtype=np.float64))
     return cache[key]
 
@@ -127,11 +130,20 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     out.update(hardware_floor(kernel, X, centers))
     del centers
     if solver == "falkon":
-        model = Falkon(kernel=kernel, penalty=PENALTY, M=M, maxiter=maxiter, dtype=dtype, device=device, seed=0,
-                       timeout=limit)
+        model = Falkon(
+            kernel=kernel, penalty=PENALTY, M=M, maxiter=maxiter, dtype=dtype, device=device, seed=0, timeout=limit
+        )
     else:
-        model = ASkotch(kernel=kernel, penalty=PENALTY, maxiter=maxiter, residual="estimate", eval_every=10,
-                        dtype=dtype, device=device, timeout=limit)
+        model = ASkotch(
+            kernel=kernel,
+            penalty=PENALTY,
+            maxiter=maxiter,
+            residual="estimate",
+            eval_every=10,
+            dtype=dtype,
+            device=device,
+            timeout=limit,
+        )
     synchronize()
     t0 = time.perf_counter()
     model.fit(X, y)
@@ -142,12 +154,23 @@ def run_plan(name: str, plan, device, quick: bool, cache: dict) -> dict:
     per_iter = (trace[-1].seconds - setup) / iters if iters else math.nan
     blocks = getattr(model, "n_blocks_", None)
     per_pass = per_iter * blocks if solver == "askotch" and blocks else per_iter
-    out.update({"fit_s": wall, "solver_s": trace[-1].seconds, "setup_s": setup, "iterations": iters,
-                "s_per_iter": per_iter, "blocks": blocks, "s_per_pass": per_pass,
-                "x_floor": per_pass / out["floor_s"], "x_compute_floor": per_pass / out["compute_floor_s"],
-                "residual": trace[-1].residual,
-                "stop": getattr(model, "stop_reason_", ""), "K": getattr(model, "kernel_storage_", ""),
-                "test_mse": held_out_mse(model, X_test, y_test)})
+    out.update(
+        {
+            "fit_s": wall,
+            "solver_s": trace[-1].seconds,
+            "setup_s": setup,
+            "iterations": iters,
+            "s_per_iter": per_iter,
+            "blocks": blocks,
+            "s_per_pass": per_pass,
+            "x_floor": per_pass / out["floor_s"],
+            "x_compute_floor": per_pass / out["compute_floor_s"],
+            "residual": trace[-1].residual,
+            "stop": getattr(model, "stop_reason_", ""),
+            "K": getattr(model, "kernel_storage_", ""),
+            "test_mse": held_out_mse(model, X_test, y_test),
+        }
+    )
     if device.type == "cuda":
         out["peak_GiB"] = torch.cuda.max_memory_allocated(device) / 2**30
         torch.cuda.reset_peak_memory_stats(device)
@@ -175,8 +198,12 @@ def pass_floors(n: int, M: int, d: int, dtype: torch.dtype, device) -> dict:
     gemm, bandwidth = _RATES[key]
     itemsize = torch.empty((), dtype=dtype).element_size()
     moved = itemsize * (n * d + M * d + 2 * n + 2 * M)
-    return {"compute_floor_s": pass_flops(n, M, d) / (gemm * 1e9), "memory_floor_s": moved / (bandwidth * 1e9),
-            "GEMM_GFLOP/s": gemm, "copy_GB/s": bandwidth}
+    return {
+        "compute_floor_s": pass_flops(n, M, d) / (gemm * 1e9),
+        "memory_floor_s": moved / (bandwidth * 1e9),
+        "GEMM_GFLOP/s": gemm,
+        "copy_GB/s": bandwidth,
+    }
 
 
 def _one_pass(kernel, X, centers) -> dict:
@@ -189,7 +216,7 @@ def _one_pass(kernel, X, centers) -> dict:
     out = {}
     for name, fused in (("fused", True), ("blocked", False)):
         op = KernelOperator(kernel, X, centers, fused=fused)
-        op.fused(v)                                        # compiles the Triton kernels once
+        op.fused(v)  # compiles the Triton kernels once
         out[f"{name}_s"] = timed(lambda op=op: op.fused(v), repeats=3)[0]
         out[f"{name}_path"] = "fused" if op._fused is not None else "blocked"
         del op
@@ -231,8 +258,13 @@ def run_plans(names, quick: bool, jsonl: Path | None = None) -> list[dict]:
     ``jsonl``) as they come, so a run cut short keeps what it measured."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     quick = quick or device.type != "cuda"
-    info = {"plan": "machine", "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__, "cuda": torch.version.cuda, "quick": quick}
+    info = {
+        "plan": "machine",
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "quick": quick,
+    }
     lines = []
     cache: dict = {}
     for name in [None, *(PLANS if names is None else names)]:
@@ -241,7 +273,7 @@ def run_plans(names, quick: bool, jsonl: Path | None = None) -> list[dict]:
         else:
             try:
                 result = run_plan(name, PLANS[name], device, quick, cache)
-            except Exception as exc:          # one failing plan must not cost the others
+            except Exception as exc:  # one failing plan must not cost the others
                 traceback.print_exc()
                 result = {"plan": name, "error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(result), flush=True)
@@ -259,9 +291,12 @@ def measure(quick: bool, sizes=None) -> list[dict]:
     stored run (each row marked ``stored``) and why nothing was measured."""
     if torch.cuda.is_available():
         return run_plans([name for name, plan in PLANS.items() if sizes is None or plan[1] in sizes], quick)
-    print(f"# gpu: refused to measure: no CUDA device on this machine (torch.cuda.is_available() is False); "
-          f"the table is the stored run {STORED.relative_to(STORED.parents[2])}. On a lent card: "
-          "tools/gpu_session.sh", flush=True)
+    print(
+        f"# gpu: refused to measure: no CUDA device on this machine (torch.cuda.is_available() is False); "
+        f"the table is the stored run {STORED.relative_to(STORED.parents[2])}. On a lent card: "
+        "tools/gpu_session.sh",
+        flush=True,
+    )
     return [{**row, "stored": True} for row in json.loads(STORED.read_text())]
 
 
@@ -282,35 +317,82 @@ def summarise(results: list[dict]):
         elif "skipped" in r:
             notes.append(f"{r['plan']}: not run — {r['skipped']}")
         elif r.get("solver") == "floor":
-            rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"], "dtype": r["dtype"], "floor s": r["floor_s"],
-                         "best block rows": r["best_block_rows"],
-                         "per block rows": ", ".join(f"{k}: {v:.3g} s" for k, v in r["block_rows_s"].items()),
-                         **_floor_cells(r)})
+            rows.append(
+                {
+                    "plan": r["plan"],
+                    "n": r["n"],
+                    "M": r["M"],
+                    "dtype": r["dtype"],
+                    "floor s": r["floor_s"],
+                    "best block rows": r["best_block_rows"],
+                    "per block rows": ", ".join(f"{k}: {v:.3g} s" for k, v in r["block_rows_s"].items()),
+                    **_floor_cells(r),
+                }
+            )
         elif r.get("solver") == "pass":
-            rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"], "dtype": r["dtype"],
-                         "fused s": r["fused_s"], "blocked s": r["blocked_s"], "pykeops s": r["pykeops_s"],
-                         "x compute floor": r["fused_s"] / r["compute_floor_s"], **_floor_cells(r)})
+            rows.append(
+                {
+                    "plan": r["plan"],
+                    "n": r["n"],
+                    "M": r["M"],
+                    "dtype": r["dtype"],
+                    "fused s": r["fused_s"],
+                    "blocked s": r["blocked_s"],
+                    "pykeops s": r["pykeops_s"],
+                    "x compute floor": r["fused_s"] / r["compute_floor_s"],
+                    **_floor_cells(r),
+                }
+            )
             if r.get("pykeops_note"):
                 notes.append(f"{r['plan']}: pykeops not run — {r['pykeops_note']}")
         elif r.get("solver") == "gpytorch":
-            rows.append({"plan": r["plan"], "n": r["n"], "dtype": r["dtype"], "fit s": r["fit_s"],
-                         "test MSE": r["test_mse"], **_floor_cells(r)})
+            rows.append(
+                {
+                    "plan": r["plan"],
+                    "n": r["n"],
+                    "dtype": r["dtype"],
+                    "fit s": r["fit_s"],
+                    "test MSE": r["test_mse"],
+                    **_floor_cells(r),
+                }
+            )
         else:
-            rows.append({"plan": r["plan"], "n": r["n"], "M": r["M"] or "", "dtype": r["dtype"], "fit s": r["fit_s"],
-                         "set-up s": r["setup_s"], "iterations": r["iterations"], "s/pass": r["s_per_pass"],
-                         "floor s": r["floor_s"], "x floor": r["x_floor"], "floor GFLOP/s": r["floor_GFLOP/s"],
-                         "GEMM GFLOP/s": r["GEMM_GFLOP/s"], "residual": r["residual"], "test MSE": r["test_mse"],
-                         "peak GiB": r.get("peak_GiB", math.nan), **_floor_cells(r)})
-    where = (f"{machine.get('device', '?')}, torch {machine.get('torch', '?')}, CUDA {machine.get('cuda', '?')}"
-             + (" (--quick: small sizes, not a measurement)" if machine.get("quick") else ""))
-    notes.insert(0, f"device: {where}; command: python -m benchmarks.bench_gpu (or --case gpu)"
-                    + (f"; {machine['cuda_tests']}" if machine.get("cuda_tests") else ""))
-    notes.append("s/pass: seconds per CG iteration (ASkotch: per pass over K, B block iterations), the float32 "
-                 "refinement included; x floor: over one uncached pass K_nMᵀ(K_nM v) as krrcore runs it on the "
-                 "same card (fused where triton is installed); compute floor: the pass's FLOPs over the card's "
-                 "GEMM rate; memory floor: the bytes it must move over the card's copy bandwidth; "
-                 "floor GFLOP/s against GEMM GFLOP/s: how far the pass is from compute-bound (exp and the "
-                 "block's memory traffic are the rest).")
+            rows.append(
+                {
+                    "plan": r["plan"],
+                    "n": r["n"],
+                    "M": r["M"] or "",
+                    "dtype": r["dtype"],
+                    "fit s": r["fit_s"],
+                    "set-up s": r["setup_s"],
+                    "iterations": r["iterations"],
+                    "s/pass": r["s_per_pass"],
+                    "floor s": r["floor_s"],
+                    "x floor": r["x_floor"],
+                    "floor GFLOP/s": r["floor_GFLOP/s"],
+                    "GEMM GFLOP/s": r["GEMM_GFLOP/s"],
+                    "residual": r["residual"],
+                    "test MSE": r["test_mse"],
+                    "peak GiB": r.get("peak_GiB", math.nan),
+                    **_floor_cells(r),
+                }
+            )
+    where = f"{machine.get('device', '?')}, torch {machine.get('torch', '?')}, CUDA {machine.get('cuda', '?')}" + (
+        " (--quick: small sizes, not a measurement)" if machine.get("quick") else ""
+    )
+    notes.insert(
+        0,
+        f"device: {where}; command: python -m benchmarks.bench_gpu (or --case gpu)"
+        + (f"; {machine['cuda_tests']}" if machine.get("cuda_tests") else ""),
+    )
+    notes.append(
+        "s/pass: seconds per CG iteration (ASkotch: per pass over K, B block iterations), the float32 "
+        "refinement included; x floor: over one uncached pass K_nMᵀ(K_nM v) as krrcore runs it on the "
+        "same card (fused where triton is installed); compute floor: the pass's FLOPs over the card's "
+        "GEMM rate; memory floor: the bytes it must move over the card's copy bandwidth; "
+        "floor GFLOP/s against GEMM GFLOP/s: how far the pass is from compute-bound (exp and the "
+        "block's memory traffic are the rest)."
+    )
     return {"summary": rows}, {"pass_vs_floor": _floor_figure(rows, where)}, notes
 
 
@@ -321,8 +403,10 @@ def _floor_cells(r: dict) -> dict:
     compute = r.get("compute_floor_s")
     if compute is None and r.get("GEMM_GFLOP/s") and r.get("d"):
         compute = pass_flops(r["n"], r.get("M") or r["n"], r["d"]) / (r["GEMM_GFLOP/s"] * 1e9)
-    return {"compute floor s": math.nan if compute is None else compute,
-            "memory floor s": r.get("memory_floor_s", math.nan)}
+    return {
+        "compute floor s": math.nan if compute is None else compute,
+        "memory floor s": r.get("memory_floor_s", math.nan),
+    }
 
 
 def _floor_figure(rows: list[dict], where: str):
@@ -330,11 +414,22 @@ def _floor_figure(rows: list[dict], where: str):
     import plotly.graph_objects as go
 
     fits = [r for r in rows if "s/pass" in r and "floor s" in r]
-    fig = go.Figure([go.Bar(x=[r["plan"] for r in fits], y=[r["s/pass"] for r in fits], name="s per iteration"),
-                     go.Bar(x=[r["plan"] for r in fits], y=[r["floor s"] for r in fits], name="floor: one uncached pass")])
-    fig.update_layout(barmode="group", template="plotly_white", width=900, height=520, yaxis_type="log",
-                      yaxis_title="seconds (log)", title=f"Iterations against the blocked-pass floor ({where})",
-                      legend=dict(orientation="h", y=-0.25))
+    fig = go.Figure(
+        [
+            go.Bar(x=[r["plan"] for r in fits], y=[r["s/pass"] for r in fits], name="s per iteration"),
+            go.Bar(x=[r["plan"] for r in fits], y=[r["floor s"] for r in fits], name="floor: one uncached pass"),
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        template="plotly_white",
+        width=900,
+        height=520,
+        yaxis_type="log",
+        yaxis_title="seconds (log)",
+        title=f"Iterations against the blocked-pass floor ({where})",
+        legend=dict(orientation="h", y=-0.25),
+    )
     return fig
 
 

@@ -20,6 +20,7 @@
 
 Timings are printed, never asserted. Run: python -m benchmarks.bench_leverage [--quick] [--part 1,2,3]
 """
+
 from __future__ import annotations
 
 import math
@@ -60,16 +61,19 @@ def run_racc(X, kernel, label: str, seeds: list[int]) -> list[dict]:
     exact = lv.exact_scores(X, kernel, LAMBDA)
     exact_s = time.perf_counter() - t0
     d_eff = float(exact.sum())
-    beta = min(lv.DEFAULT_Q1 / (LAMBDA * n), 1.0)   # κ² = 1 (Gaussian kernel)
-    print(f"\n{label}: n={n}, λ={LAMBDA:g}, exact d_eff={d_eff:.1f}, d_∞={n * float(exact.max()):.1f} "
-          f"(max ℓ / mean ℓ = {float(exact.max()) / float(exact.mean()):.1f}), exact scores {exact_s:.1f} s; "
-          f"BLESS-R's last-level β = q1κ²/(λn) = {beta:.2g}"
-          + (" (β = 1: conditional and marginal weights coincide at that level)" if beta == 1 else ""))
+    beta = min(lv.DEFAULT_Q1 / (LAMBDA * n), 1.0)  # κ² = 1 (Gaussian kernel)
+    print(
+        f"\n{label}: n={n}, λ={LAMBDA:g}, exact d_eff={d_eff:.1f}, d_∞={n * float(exact.max()):.1f} "
+        f"(max ℓ / mean ℓ = {float(exact.max()) / float(exact.mean()):.1f}), exact scores {exact_s:.1f} s; "
+        f"BLESS-R's last-level β = q1κ²/(λn) = {beta:.2g}"
+        + (" (β = 1: conditional and marginal weights coincide at that level)" if beta == 1 else "")
+    )
     methods = {
         "BLESS": lambda s: lv.bless(X, kernel, LAMBDA, seed=s, points="all"),
         "BLESS-R": lambda s: lv.bless_r(X, kernel, LAMBDA, seed=s, points="all"),
-        "BLESS-R conditional A (public code)": lambda s: lv.bless_r(X, kernel, LAMBDA, seed=s, points="all",
-                                                                    weight_rule="conditional"),
+        "BLESS-R conditional A (public code)": lambda s: lv.bless_r(
+            X, kernel, LAMBDA, seed=s, points="all", weight_rule="conditional"
+        ),
         "Recursive-RLS": lambda s: lv.recursive_rls(X, kernel, LAMBDA, seed=s, points="all"),
     }
     per_method: dict[str, list[dict]] = {name: [] for name in [*methods, "Uniform (same |J| as BLESS)"]}
@@ -78,22 +82,54 @@ def run_racc(X, kernel, label: str, seeds: list[int]) -> list[dict]:
         for name, run in methods.items():
             res = run(seed)
             bless_size = res.final.size if name == "BLESS" else bless_size
-            per_method[name].append({**racc_stats(res.scores, exact), "|J|": res.final.size, "d_eff_est": res.d_eff,
-                                     "seconds": res.seconds, "score_s": res.score_seconds})
+            per_method[name].append(
+                {
+                    **racc_stats(res.scores, exact),
+                    "|J|": res.final.size,
+                    "d_eff_est": res.d_eff,
+                    "seconds": res.seconds,
+                    "score_s": res.score_seconds,
+                }
+            )
         res = lv.uniform(X, kernel, LAMBDA, M=bless_size, seed=seed, points="all")
         per_method["Uniform (same |J| as BLESS)"].append(
-            {**racc_stats(res.scores, exact), "|J|": res.final.size, "d_eff_est": res.d_eff,
-             "seconds": res.seconds, "score_s": res.score_seconds})
+            {
+                **racc_stats(res.scores, exact),
+                "|J|": res.final.size,
+                "d_eff_est": res.d_eff,
+                "seconds": res.seconds,
+                "score_s": res.score_seconds,
+            }
+        )
     rows = []
     for name, runs in per_method.items():
         rows.append({"method": name, **{k: statistics.fmean(r[k] for r in runs) for k in runs[0]}})
-    rows.append({"method": "exact", **racc_stats(exact, exact), "|J|": n, "d_eff_est": d_eff, "seconds": exact_s,
-                 "score_s": 0.0})
+    rows.append(
+        {
+            "method": "exact",
+            **racc_stats(exact, exact),
+            "|J|": n,
+            "d_eff_est": d_eff,
+            "seconds": exact_s,
+            "score_s": 0.0,
+        }
+    )
     flat = torch.full_like(exact, d_eff / n)
-    rows.append({"method": "flat d_eff/n (no sampling)", **racc_stats(flat, exact), "|J|": 0, "d_eff_est": d_eff,
-                 "seconds": 0.0, "score_s": 0.0})
-    print_table(rows, f"R-ACC = approximate/exact, {label}, mean over {len(seeds)} seed(s) "
-                      f"(seconds: sampler; score_s: Eq. (3) on all n points)")
+    rows.append(
+        {
+            "method": "flat d_eff/n (no sampling)",
+            **racc_stats(flat, exact),
+            "|J|": 0,
+            "d_eff_est": d_eff,
+            "seconds": 0.0,
+            "score_s": 0.0,
+        }
+    )
+    print_table(
+        rows,
+        f"R-ACC = approximate/exact, {label}, mean over {len(seeds)} seed(s) "
+        f"(seconds: sampler; score_s: Eq. (3) on all n points)",
+    )
     return rows
 
 
@@ -124,8 +160,9 @@ def run_times(sizes: list[int], exact_max_n: int, rrls_max_n: int) -> list[dict]
         row["exact/bless"] = row["exact_s"] / row["bless_s"]
         rows.append(row)
         print(f"  n={n} done", flush=True)
-    print_table(rows, f"Run time (s) against n, λ={LAMBDA:g}, X ~ N(0, I₁₀), σ=√10 (paper Fig. 2); "
-                      f"nan: not run at this n")
+    print_table(
+        rows, f"Run time (s) against n, λ={LAMBDA:g}, X ~ N(0, I₁₀), σ=√10 (paper Fig. 2); nan: not run at this n"
+    )
     return rows
 
 
@@ -157,26 +194,42 @@ def run_falkon(n: int, M: int, seeds: list[int], maxiter: int, penalty: float = 
             info = model.center_set_.info or {}
             n_out = int(outlier[model.center_indices_].sum())
             traces[name] = errors
-            runs[name].append({"centres": model.centers_.shape[0], "outlier_centres": n_out,
-                               "lambda_bless": info.get("penalty", float("nan")),
-                               "setup_s": model.trace_[0].seconds, "total_s": time.perf_counter() - t0,
-                               "final_mse": errors[-1]})
+            runs[name].append(
+                {
+                    "centres": model.centers_.shape[0],
+                    "outlier_centres": n_out,
+                    "lambda_bless": info.get("penalty", float("nan")),
+                    "setup_s": model.trace_[0].seconds,
+                    "total_s": time.perf_counter() - t0,
+                    "final_mse": errors[-1],
+                }
+            )
         target = 1.01 * traces["FALKON-uniform"][-1]
         for name, errors in traces.items():
             runs[name][-1]["iters"] = iterations_to(errors, target)
     rows = []
     for name, rs in runs.items():
         reached = [r["iters"] for r in rs if r["iters"] is not None]
-        rows.append({"method": name, "M draws": M,
-                     **{k: statistics.fmean(r[k] for r in rs) for k in
-                        ("centres", "outlier_centres", "lambda_bless", "setup_s", "total_s", "final_mse")},
-                     "iters_to_target": statistics.fmean(reached) if reached else float("nan"),
-                     "reached": f"{len(reached)}/{len(rs)}"})
+        rows.append(
+            {
+                "method": name,
+                "M draws": M,
+                **{
+                    k: statistics.fmean(r[k] for r in rs)
+                    for k in ("centres", "outlier_centres", "lambda_bless", "setup_s", "total_s", "final_mse")
+                },
+                "iters_to_target": statistics.fmean(reached) if reached else float("nan"),
+                "reached": f"{len(reached)}/{len(rs)}",
+            }
+        )
     base = rows[0]["iters_to_target"]
     for row in rows:
         row["iters_vs_uniform"] = row["iters_to_target"] / base if base else float("nan")
-    print_table(rows, f"FALKON on clustered_outliers, n={n} (80% train), λ={penalty:g}, σ=0.3, maxiter={maxiter}: "
-                      f"CG iterations until test MSE ≤ 1.01 × FALKON-uniform's final, mean over {len(seeds)} seed(s)")
+    print_table(
+        rows,
+        f"FALKON on clustered_outliers, n={n} (80% train), λ={penalty:g}, σ=0.3, maxiter={maxiter}: "
+        f"CG iterations until test MSE ≤ 1.01 × FALKON-uniform's final, mean over {len(seeds)} seed(s)",
+    )
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ LogisticFalkon, its Newton steps and the final relative gradient (its records).
 
 Run: ``python -m benchmarks --case logistic`` (``--quick``: one small table, a 2-point grid).
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,11 @@ TABLES = ("breast_cancer", "pima", "biopsy")
 FULL_TABLES = TABLES + ("default",)
 M_CENTERS = 100
 FOLDS = 3
-LOGISTIC, SQUARED, PEER = ("LogisticFalkon (krrcore)", "FalkonClassifier, squared loss (krrcore)",
-                           "Nystroem + LogisticRegression (scikit-learn)")
+LOGISTIC, SQUARED, PEER = (
+    "LogisticFalkon (krrcore)",
+    "FalkonClassifier, squared loss (krrcore)",
+    "Nystroem + LogisticRegression (scikit-learn)",
+)
 
 
 def load_table(name: str):
@@ -68,8 +72,10 @@ def _make(method: str, sigma: float, lam: float, n: int, M: int, seed: int):
         return LogisticFalkon(GaussianKernel(sigma), lam, M=M, seed=seed)
     if method == SQUARED:
         return FalkonClassifier(GaussianKernel(sigma), lam, M=M, maxiter=30, seed=seed)
-    return make_pipeline(Nystroem(gamma=1 / (2 * sigma ** 2), n_components=M, random_state=seed),
-                         LogisticRegression(C=1 / (lam * n), max_iter=10_000))
+    return make_pipeline(
+        Nystroem(gamma=1 / (2 * sigma**2), n_components=M, random_state=seed),
+        LogisticRegression(C=1 / (lam * n), max_iter=10_000),
+    )
 
 
 def compare(name: str, *, M: int = M_CENTERS, grid=GRID, folds: int = FOLDS, seed: int = 0) -> list[dict]:
@@ -88,24 +94,45 @@ def compare(name: str, *, M: int = M_CENTERS, grid=GRID, folds: int = FOLDS, see
         scoring = "accuracy" if method == SQUARED else "neg_log_loss"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            scores = [cross_val_score(_make(method, sigma, lam, n_fit, M, seed), X_train, y_train, cv=cv,
-                                      scoring=scoring).mean() for lam in grid]
+            scores = [
+                cross_val_score(
+                    _make(method, sigma, lam, n_fit, M, seed), X_train, y_train, cv=cv, scoring=scoring
+                ).mean()
+                for lam in grid
+            ]
             lam = grid[int(np.argmax(scores))]
             model = _make(method, sigma, lam, len(y_train), M, seed)
             start = time.perf_counter()
             model.fit(X_train, y_train)
             seconds = time.perf_counter() - start
-        row = {"table": name, "n train": len(y_train), "M": M, "sigma": sigma, "method": method, "penalty": lam,
-               "grid": list(grid), "folds": folds,
-               "accuracy %": 100 * accuracy_score(y_test, model.predict(X_test)), "fit s": seconds,
-               "test log-loss": (float("nan") if method == SQUARED else
-                                 log_loss(y_test, model.predict_proba(X_test), labels=model.classes_))}
+        row = {
+            "table": name,
+            "n train": len(y_train),
+            "M": M,
+            "sigma": sigma,
+            "method": method,
+            "penalty": lam,
+            "grid": list(grid),
+            "folds": folds,
+            "accuracy %": 100 * accuracy_score(y_test, model.predict(X_test)),
+            "fit s": seconds,
+            "test log-loss": (
+                float("nan")
+                if method == SQUARED
+                else log_loss(y_test, model.predict_proba(X_test), labels=model.classes_)
+            ),
+        }
         if method == LOGISTIC:
             trace = model.trace_
-            row.update({"newton steps": model.n_iter_, "cg iterations": model.cg_iterations_,
-                        "final gradient": trace[-1].residual,
-                        "gradients": [r.residual for r in trace],
-                        "penalties": [r.extras.get("penalty") for r in trace]})
+            row.update(
+                {
+                    "newton steps": model.n_iter_,
+                    "cg iterations": model.cg_iterations_,
+                    "final gradient": trace[-1].residual,
+                    "gradients": [r.residual for r in trace],
+                    "penalties": [r.extras.get("penalty") for r in trace],
+                }
+            )
         rows.append(row)
     return rows
 
@@ -124,8 +151,18 @@ def summarise(results: list[dict]):
     """(tables, figures, notes): the summary, test log-loss and accuracy by table, and the Newton path."""
     import plotly.graph_objects as go
 
-    keys = ("table", "n train", "M", "method", "penalty", "test log-loss", "accuracy %", "fit s", "newton steps",
-            "final gradient")
+    keys = (
+        "table",
+        "n train",
+        "M",
+        "method",
+        "penalty",
+        "test log-loss",
+        "accuracy %",
+        "fit s",
+        "newton steps",
+        "final gradient",
+    )
     summary = [{k: r.get(k, float("nan")) for k in keys} for r in results]
     tables = sorted({r["table"] for r in results}, key=[r["table"] for r in results].index)
     figures = {}
@@ -133,36 +170,56 @@ def summarise(results: list[dict]):
     for method in (LOGISTIC, PEER):
         rows = [next(r for r in results if r["table"] == t and r["method"] == method) for t in tables]
         losses.add_trace(go.Bar(x=tables, y=[r["test log-loss"] for r in rows], name=method))
-    losses.update_layout(title="Test log-loss at the same M (λ by cross-validation); lower is better", barmode="group",
-                         template="plotly_white", width=900, height=480, legend=dict(orientation="h", y=-0.18),
-                         yaxis_title="test log-loss")
+    losses.update_layout(
+        title="Test log-loss at the same M (λ by cross-validation); lower is better",
+        barmode="group",
+        template="plotly_white",
+        width=900,
+        height=480,
+        legend=dict(orientation="h", y=-0.18),
+        yaxis_title="test log-loss",
+    )
     figures["log_loss"] = losses
     accuracy = go.Figure()
     for method in (LOGISTIC, PEER, SQUARED):
         rows = [next(r for r in results if r["table"] == t and r["method"] == method) for t in tables]
         accuracy.add_trace(go.Bar(x=tables, y=[r["accuracy %"] for r in rows], name=method))
-    accuracy.update_layout(title="Test accuracy (%)", barmode="group", template="plotly_white", width=900, height=480,
-                           legend=dict(orientation="h", y=-0.18), yaxis_title="accuracy %")
+    accuracy.update_layout(
+        title="Test accuracy (%)",
+        barmode="group",
+        template="plotly_white",
+        width=900,
+        height=480,
+        legend=dict(orientation="h", y=-0.18),
+        yaxis_title="accuracy %",
+    )
     figures["accuracy"] = accuracy
     newton = go.Figure()
     for r in results:
         if r["method"] == LOGISTIC:
-            newton.add_trace(go.Scatter(x=list(range(len(r["gradients"]))), y=r["gradients"], mode="lines+markers",
-                                        name=r["table"]))
-    newton.update_layout(title="LogisticFalkon's Newton steps: relative gradient at the final λ",
-                         template="plotly_white",
-                         width=900, height=480, legend=dict(orientation="h", y=-0.18))
+            newton.add_trace(
+                go.Scatter(x=list(range(len(r["gradients"]))), y=r["gradients"], mode="lines+markers", name=r["table"])
+            )
+    newton.update_layout(
+        title="LogisticFalkon's Newton steps: relative gradient at the final λ",
+        template="plotly_white",
+        width=900,
+        height=480,
+        legend=dict(orientation="h", y=-0.18),
+    )
     newton.update_xaxes(title="Newton step (the λ path, then the final λ)")
     newton.update_yaxes(type="log", title="‖∇L_λ(α)‖ / ‖∇L_λ(0)‖")
     figures["newton"] = newton
     grid, folds = results[0].get("grid", GRID), results[0].get("folds", FOLDS)
-    notes = ["Each method picks λ from " + ", ".join(f"{v:g}" for v in grid) + f" by {folds}-fold cross-validation on "
-             "the "
-             "training half (log-loss; accuracy for the squared loss), then is refitted and scored on the test half; "
-             "LogisticRegression's C = 1/(λ n). fit s: the refit alone. The squared loss gives no probabilities "
-             "(no log-loss).",
-             "Each method draws its own M uniform centres, so a log-loss difference of a percent is the draw's: on the "
-             "same centres and λ the two logistic models minimise the same objective, and LogisticFalkon's test "
-             "log-loss is then no worse (tests/test_logistic.py). final gradient: LogisticFalkon's relative gradient "
-             "after its default schedule (the λ path, 5 steps at the final λ, 8 CG iterations each)."]
+    notes = [
+        "Each method picks λ from " + ", ".join(f"{v:g}" for v in grid) + f" by {folds}-fold cross-validation on "
+        "the "
+        "training half (log-loss; accuracy for the squared loss), then is refitted and scored on the test half; "
+        "LogisticRegression's C = 1/(λ n). fit s: the refit alone. The squared loss gives no probabilities "
+        "(no log-loss).",
+        "Each method draws its own M uniform centres, so a log-loss difference of a percent is the draw's: on the "
+        "same centres and λ the two logistic models minimise the same objective, and LogisticFalkon's test "
+        "log-loss is then no worse (tests/test_logistic.py). final gradient: LogisticFalkon's relative gradient "
+        "after its default schedule (the λ path, 5 steps at the final λ, 8 CG iterations each).",
+    ]
     return {"summary": summary}, figures, notes

@@ -16,6 +16,7 @@ Targets: two threads ≥ 1.6 × one thread in both dtypes; with 512 MiB at two t
 of five fits within 1.3 × of the median. Timings are of one machine and need it otherwise idle:
 on a shared machine the spread measures the other users.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,16 +45,29 @@ def fit_threads(cfg: dict) -> dict:
     try:
         with threadpool_limits(limits=threads):
             X, y, X_test, y_test = friedman(cfg["n"], cfg["n_test"])
-            as_t = lambda a: torch.as_tensor(a, dtype=getattr(torch, cfg["dtype"]))
-            model = Falkon(GaussianKernel(cfg["sigma"]), cfg["penalty"], M=cfg["M"], maxiter=cfg["maxiter"],
-                           dtype=cfg["dtype"], memory_budget=cfg["budget"], seed=0)
+
+            def as_t(a):
+                return torch.as_tensor(a, dtype=getattr(torch, cfg["dtype"]))
+
+            model = Falkon(
+                GaussianKernel(cfg["sigma"]),
+                cfg["penalty"],
+                M=cfg["M"],
+                maxiter=cfg["maxiter"],
+                dtype=cfg["dtype"],
+                memory_budget=cfg["budget"],
+                seed=0,
+            )
             result = _timed_fit(model, as_t(X), as_t(y), as_t(X_test), y_test)
             pools = sorted({f"{p['internal_api']}×{p['num_threads']}" for p in threadpool_info()})
     finally:
-        torch.set_num_threads(before)       # --quick runs the fits in this process
-    return {**{k: cfg[k] for k in ("n", "M", "dtype", "threads", "repeat")},
-            "budget": "default" if cfg["budget"] is None else f"{cfg['budget'] >> 20} MiB",
-            "pools": ", ".join(pools), **result}
+        torch.set_num_threads(before)  # --quick runs the fits in this process
+    return {
+        **{k: cfg[k] for k in ("n", "M", "dtype", "threads", "repeat")},
+        "budget": "default" if cfg["budget"] is None else f"{cfg['budget'] >> 20} MiB",
+        "pools": ", ".join(pools),
+        **result,
+    }
 
 
 def measure(quick: bool, sizes=None) -> list[dict]:
@@ -61,7 +75,7 @@ def measure(quick: bool, sizes=None) -> list[dict]:
     if sizes:
         cfg["n"] = sizes[0]
     results = []
-    for repeat in range(cfg["repeats"]):          # cells interleaved: a slow spell hits every cell alike
+    for repeat in range(cfg["repeats"]):  # cells interleaved: a slow spell hits every cell alike
         for dtype in DTYPES:
             for budget in BUDGETS:
                 for threads in THREADS:
@@ -78,24 +92,40 @@ def summarise(results: list[dict]):
     rows = []
     for dtype in DTYPES:
         for budget in dict.fromkeys(r["budget"] for r in fits):
-            cell = {t: [r for r in fits if r["dtype"] == dtype and r["budget"] == budget and r["threads"] == t]
-                    for t in THREADS}
+            cell = {
+                t: [r for r in fits if r["dtype"] == dtype and r["budget"] == budget and r["threads"] == t]
+                for t in THREADS
+            }
             medians = {t: statistics.median(r["fit_s"] for r in rs) for t, rs in cell.items() if rs}
             for t, rs in cell.items():
                 if not rs:
                     continue
                 seconds = [r["fit_s"] for r in rs]
-                rows.append({"dtype": dtype, "budget": budget, "threads": t, "fits": len(rs),
-                             "iterations": rs[0]["iterations"], "median s": medians[t], "min s": min(seconds),
-                             "max s": max(seconds), "max / median": max(seconds) / medians[t],
-                             "set-up s": statistics.median(r["setup_s"] for r in rs),
-                             "s/iter": statistics.median(r["s_per_iter"] for r in rs),
-                             "CPU / wall": statistics.median(r["cpu_s"] / r["fit_s"] for r in rs),
-                             "speed-up vs 1 thread": medians[1] / medians[t] if 1 in medians else math.nan,
-                             "test MSE": statistics.median(r["test_mse"] for r in rs)})
+                rows.append(
+                    {
+                        "dtype": dtype,
+                        "budget": budget,
+                        "threads": t,
+                        "fits": len(rs),
+                        "iterations": rs[0]["iterations"],
+                        "median s": medians[t],
+                        "min s": min(seconds),
+                        "max s": max(seconds),
+                        "max / median": max(seconds) / medians[t],
+                        "set-up s": statistics.median(r["setup_s"] for r in rs),
+                        "s/iter": statistics.median(r["s_per_iter"] for r in rs),
+                        "CPU / wall": statistics.median(r["cpu_s"] / r["fit_s"] for r in rs),
+                        "speed-up vs 1 thread": medians[1] / medians[t] if 1 in medians else math.nan,
+                        "test MSE": statistics.median(r["test_mse"] for r in rs),
+                    }
+                )
     pools = sorted({r["pools"] for r in fits})
-    notes = [f"thread pools in the fit's process (threadpoolctl, at the fit's limit): {'; '.join(pools)}"] if pools else []
-    notes.append("Each fit in a fresh process (--quick: in this one); median, min and max over the cell's fits; "
-                 "CPU / wall: the fit's CPU seconds over its wall seconds; targets: 2 threads ≥ 1.6 × 1 thread, "
-                 "and at 512 MiB, 2 threads, max / median ≤ 1.3.")
+    notes = (
+        [f"thread pools in the fit's process (threadpoolctl, at the fit's limit): {'; '.join(pools)}"] if pools else []
+    )
+    notes.append(
+        "Each fit in a fresh process (--quick: in this one); median, min and max over the cell's fits; "
+        "CPU / wall: the fit's CPU seconds over its wall seconds; targets: 2 threads ≥ 1.6 × 1 thread, "
+        "and at 512 MiB, 2 threads, max / median ≤ 1.3."
+    )
     return {"summary": rows}, {}, notes

@@ -22,6 +22,7 @@ features out of 10), on its seeded train/test split:
 Every fit is float64 on the same threads, in this process (a data set's fits share its timings);
 test MSE is in the standardised target's units.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,14 +51,15 @@ M_WITHIN = 1.02
 QUICK = {"diabetes": {"n": 300, "M": 50}}
 #: Grid resolution (per axis) and Falkon iterations: the issue's 10 × 10 grid at FALKON's default t.
 GRID_POINTS, MAXITER = 10, 20
-SIGMA_FACTORS = (-2.0, 2.5)          # log2 of σ / median heuristic at the grid's ends
+SIGMA_FACTORS = (-2.0, 2.5)  # log2 of σ / median heuristic at the grid's ends
 LOG10_PENALTY = (-9.0, 0.0)
 EXACT_GP_MAX_N = 2_000
 GP_STEPS = 60
 
 
-def clustered_with_outliers(n: int, seed: int, d: int = 5, clusters: int = 6, outliers: float = 0.03,
-                            noise: float = 0.1):
+def clustered_with_outliers(
+    n: int, seed: int, d: int = 5, clusters: int = 6, outliers: float = 0.03, noise: float = 0.1
+):
     """Dense clusters and a few far rows, the data BLESS is for: ``clusters`` tight Gaussian clusters
     (spread 0.15, centres drawn once in [−3, 3]^d, the same for every seed) hold all rows but a
     fraction ``outliers`` spread uniformly over [−6, 6]^d; y = sin x₀ + ½cos 1.5x₁ + 0.3x₂ + noise.
@@ -113,10 +115,19 @@ def run_tuned(X, y, X_test, y_test, M: int, **params) -> dict:
     result = tune(X, y, M=M, seed=0, **params)
     seconds = time.perf_counter() - t0
     sigma = np.atleast_1d(result.sigma)
-    return {"seconds": seconds, "test_mse": _mse(result.estimator.predict(X_test), y_test),
-            "sigma": sigma.tolist(), "penalty": result.penalty, "steps": len(result.trace) - 2,
-            "centres": result.centers, "stop": result.stop_reason, "validated_mse": result.validation_error,
-            "validated_stderr": result.validation_stderr, "M": result.M, "M_curve": result.M_curve}
+    return {
+        "seconds": seconds,
+        "test_mse": _mse(result.estimator.predict(X_test), y_test),
+        "sigma": sigma.tolist(),
+        "penalty": result.penalty,
+        "steps": len(result.trace) - 2,
+        "centres": result.centers,
+        "stop": result.stop_reason,
+        "validated_mse": result.validation_error,
+        "validated_stderr": result.validation_stderr,
+        "M": result.M,
+        "M_curve": result.M_curve,
+    }
 
 
 def smallest_sufficient_M(X, y, X_test, y_test, sigma, penalty, first: int, within: float = M_WITHIN) -> dict:
@@ -151,8 +162,13 @@ def run_grid(X, y, X_test, y_test, M: int, points: int) -> dict:
             mse = _mse(model.predict(X_test), y_test)
             if mse < best[0]:
                 best = (mse, float(sigma), float(lam))
-    return {"seconds": time.perf_counter() - t0, "test_mse": best[0], "sigma": [best[1]], "penalty": best[2],
-            "fits": fits}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "test_mse": best[0],
+        "sigma": [best[1]],
+        "penalty": best[2],
+        "fits": fits,
+    }
 
 
 def _split(n: int, fraction: float = 0.2, seed: int = 0):
@@ -179,24 +195,38 @@ def run_search(X, y, X_test, y_test, M: int, points: int, n_iter: int | None = N
     base = Falkon(M=M, maxiter=MAXITER, seed=0)
     cv = _split(len(X))
     if n_iter is None:
-        search = GridSearchCV(base, {"kernel": [GaussianKernel(float(s)) for s in sigmas],
-                                     "penalty": [float(p) for p in penalties]},
-                              cv=cv, scoring="neg_mean_squared_error")
+        search = GridSearchCV(
+            base,
+            {"kernel": [GaussianKernel(float(s)) for s in sigmas], "penalty": [float(p) for p in penalties]},
+            cv=cv,
+            scoring="neg_mean_squared_error",
+        )
     else:
-        class LogKernel:            # σ log-uniform over the grid's range, as a kernel
+
+        class LogKernel:  # σ log-uniform over the grid's range, as a kernel
             def rvs(self, random_state=None, size=None):
                 low, high = math.log(sigmas[0]), math.log(sigmas[-1])
                 return GaussianKernel(float(math.exp(random_state.uniform(low, high))))
 
-        search = RandomizedSearchCV(base, {"kernel": LogKernel(), "penalty": loguniform(penalties[0], penalties[-1])},
-                                    n_iter=n_iter, cv=cv, scoring="neg_mean_squared_error", random_state=0)
+        search = RandomizedSearchCV(
+            base,
+            {"kernel": LogKernel(), "penalty": loguniform(penalties[0], penalties[-1])},
+            n_iter=n_iter,
+            cv=cv,
+            scoring="neg_mean_squared_error",
+            random_state=0,
+        )
     t0 = time.perf_counter()
     search.fit(X, y)
     seconds = time.perf_counter() - t0
     chosen = search.best_params_
-    return {"seconds": seconds, "test_mse": _mse(search.predict(X_test), y_test),
-            "sigma": [float(chosen["kernel"].sigma)], "penalty": float(chosen["penalty"]),
-            "fits": len(search.cv_results_["params"]) + 1}
+    return {
+        "seconds": seconds,
+        "test_mse": _mse(search.predict(X_test), y_test),
+        "sigma": [float(chosen["kernel"].sigma)],
+        "penalty": float(chosen["penalty"]),
+        "fits": len(search.cv_results_["params"]) + 1,
+    }
 
 
 def run_gpytorch(X, y, X_test, y_test, M: int, ard: bool, steps: int) -> dict:
@@ -204,8 +234,9 @@ def run_gpytorch(X, y, X_test, y_test, M: int, ard: bool, steps: int) -> dict:
 
     if np.ndim(y) > 1 and np.shape(y)[1] > 1:
         raise peers.PeerMissing(f"{np.shape(y)[1]} outputs: the peer fits one GP to one target")
-    return peers.gpytorch_marginal_likelihood(X, y, X_test, y_test, ard=ard, steps=steps,
-                                              inducing=None if len(X) <= EXACT_GP_MAX_N else M)
+    return peers.gpytorch_marginal_likelihood(
+        X, y, X_test, y_test, ard=ard, steps=steps, inducing=None if len(X) <= EXACT_GP_MAX_N else M
+    )
 
 
 def measure(config: dict) -> dict:
@@ -221,8 +252,11 @@ def measure(config: dict) -> dict:
 
     def add(method, result):
         out["rows"].append({"method": method, **result})
-        print(f"  tune: {name} {method}: test MSE {result.get('test_mse', math.nan):.4g} in "
-              f"{result.get('seconds', math.nan):.3g} s", flush=True)
+        print(
+            f"  tune: {name} {method}: test MSE {result.get('test_mse', math.nan):.4g} in "
+            f"{result.get('seconds', math.nan):.3g} s",
+            flush=True,
+        )
 
     add("grid, best point", run_grid(X, y, X_test, y_test, M, points))
     add("GridSearchCV", run_search(X, y, X_test, y_test, M, points))
@@ -234,18 +268,21 @@ def measure(config: dict) -> dict:
     if name in M_AUTO or quick:
         auto = run_tuned(X, y, X_test, y_test, "auto", **tune_steps)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")         # FALKON's residual advice at the small M of the sweep
-            enough = smallest_sufficient_M(X, y, X_test, y_test, float(np.atleast_1d(auto["sigma"])[0]),
-                                           auto["penalty"], auto["M_curve"][0][0])
+            warnings.simplefilter("ignore")  # FALKON's residual advice at the small M of the sweep
+            enough = smallest_sufficient_M(
+                X, y, X_test, y_test, float(np.atleast_1d(auto["sigma"])[0]), auto["penalty"], auto["M_curve"][0][0]
+            )
         auto["M_sufficient"], auto["test_by_M"] = enough["M"], enough["test_by_M"]
         add("tuned (GCV, M auto)", auto)
     per_fit = out["rows"][0]["seconds"] / out["rows"][0]["fits"]
     n_iter = max(1, int(tuned["seconds"] / per_fit))
     add("RandomizedSearchCV (tuned's time)", run_search(X, y, X_test, y_test, M, points, n_iter=n_iter))
     try:
-        add("GPyTorch (marginal likelihood)", run_gpytorch(X, y, X_test, y_test, M, name == "friedman1",
-                                                           5 if quick else GP_STEPS))
-    except Exception as exc:           # a peer missing, out of memory or not fit for the targets: say so
+        add(
+            "GPyTorch (marginal likelihood)",
+            run_gpytorch(X, y, X_test, y_test, M, name == "friedman1", 5 if quick else GP_STEPS),
+        )
+    except Exception as exc:  # a peer missing, out of memory or not fit for the targets: say so
         out["rows"].append({"method": "GPyTorch (marginal likelihood)", "skipped": f"{type(exc).__name__}: {exc}"})
     return out
 
@@ -261,13 +298,23 @@ def summary_rows(results: list[dict]) -> list[dict]:
             if "skipped" in x:
                 continue
             sigma = x.get("sigma", [math.nan])
-            rows.append({"data set": r["dataset"], "n": r["n"], "d": r["d"], "M": x.get("M", r["M"]),
-                         "method": x["method"], "test MSE": x["test_mse"],
-                         "validated MSE": x.get("validated_mse", math.nan), "seconds": x["seconds"],
-                         "MSE / grid best": x["test_mse"] / grid["test_mse"],
-                         "seconds / grid": x["seconds"] / grid["seconds"],
-                         "σ": sigma[0] if len(sigma) == 1 else f"{min(sigma):.3g}…{max(sigma):.3g}",
-                         "λ": x.get("penalty", math.nan), "fits or steps": x.get("fits", x.get("steps", ""))})
+            rows.append(
+                {
+                    "data set": r["dataset"],
+                    "n": r["n"],
+                    "d": r["d"],
+                    "M": x.get("M", r["M"]),
+                    "method": x["method"],
+                    "test MSE": x["test_mse"],
+                    "validated MSE": x.get("validated_mse", math.nan),
+                    "seconds": x["seconds"],
+                    "MSE / grid best": x["test_mse"] / grid["test_mse"],
+                    "seconds / grid": x["seconds"] / grid["seconds"],
+                    "σ": sigma[0] if len(sigma) == 1 else f"{min(sigma):.3g}…{max(sigma):.3g}",
+                    "λ": x.get("penalty", math.nan),
+                    "fits or steps": x.get("fits", x.get("steps", "")),
+                }
+            )
     return rows
 
 
@@ -290,14 +337,29 @@ def target_rows(results: list[dict]) -> list[dict]:
         if "ARD" in r["method"]:
             target, holds = f"test MSE ≤ {ARD_GAIN:g} × the best single-σ point of the grid", error <= ARD_GAIN
         elif "M auto" in r["method"]:
-            found = next(x for res in results if res.get("dataset") == r["data set"] for x in res["rows"]
-                         if x["method"] == r["method"])
-            target = (f"M ≤ 2 × the smallest M whose test MSE is within {M_WITHIN - 1:.0%} of 4× that M's "
-                      f"({found['M_sufficient']:,}); M chosen {found['M']:,}")
+            found = next(
+                x
+                for res in results
+                if res.get("dataset") == r["data set"]
+                for x in res["rows"]
+                if x["method"] == r["method"]
+            )
+            target = (
+                f"M ≤ 2 × the smallest M whose test MSE is within {M_WITHIN - 1:.0%} of 4× that M's "
+                f"({found['M_sufficient']:,}); M chosen {found['M']:,}"
+            )
             holds = found["M"] <= 2 * found["M_sufficient"]
         else:
             target = f"test MSE ≤ {within:g} × the grid's best, in ≤ 1/3 of the grid's seconds"
             holds = error <= within and share <= TIME_SHARE
-        rows.append({"data set": r["data set"], "method": r["method"], "target": target,
-                     "MSE / grid best": error, "seconds / grid": share, "holds": "yes" if holds else "NO"})
+        rows.append(
+            {
+                "data set": r["data set"],
+                "method": r["method"],
+                "target": target,
+                "MSE / grid best": error,
+                "seconds / grid": share,
+                "holds": "yes" if holds else "NO",
+            }
+        )
     return rows

@@ -12,6 +12,7 @@ Data: a smooth 2-D function with Gaussian noise of std 0.3 (a case where 90% sho
 the concrete table (real noise, standardised targets), both seeded; σ and λ are fixed per data set
 (the same for every estimator), not tuned to the test set.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,9 +32,14 @@ DATASETS = {
 }
 QUICK = {"smooth (noise 0.3)": {"n": 1_500, "n_exact": 400, "n_test": 500, "sigma": 0.7, "penalty": 1e-5}}
 #: (label, estimator, M): M None for ExactKRR and the scikit-learn GPs.
-METHODS = [("ExactKRR", "exact", None), ("NystromKRR M=100", "nystrom", 100), ("Falkon M=100", "falkon", 100),
-           ("Falkon M=500", "falkon", 500), ("sklearn GP, matched", "gp_matched", None),
-           ("sklearn GP, own ML fit", "gp_ml", None)]
+METHODS = [
+    ("ExactKRR", "exact", None),
+    ("NystromKRR M=100", "nystrom", 100),
+    ("Falkon M=100", "falkon", 100),
+    ("Falkon M=500", "falkon", 500),
+    ("sklearn GP, matched", "gp_matched", None),
+    ("sklearn GP, own ML fit", "gp_ml", None),
+]
 QUICK_METHODS = [m for m in METHODS if m[2] in (None, 100)]
 
 
@@ -43,7 +49,10 @@ def load(name: str, cfg: dict, seed: int = 0):
         rng = np.random.default_rng(seed)
         n, n_test = cfg["n"], cfg["n_test"]
         X, Xt = rng.uniform(-2, 2, (n, 2)), rng.uniform(-2, 2, (n_test, 2))
-        f = lambda A: np.sin(2 * A[:, 0]) + 0.5 * np.cos(3 * A[:, 1])
+
+        def f(A):
+            return np.sin(2 * A[:, 0]) + 0.5 * np.cos(3 * A[:, 1])
+
         return X, f(X) + 0.3 * rng.standard_normal(n), Xt, f(Xt) + 0.3 * rng.standard_normal(n_test)
     from krrcore.datasets import load as load_dataset
 
@@ -59,9 +68,16 @@ def _per_point_us(predict, Xt) -> float:
 
 def _row(label, n, M, mean, std, yt, **extra) -> dict:
     err = np.abs(yt - mean)
-    return {"method": label, "n": n, "M": M, "coverage 90%": float(np.mean(err <= Z90 * std)),
-            "coverage 50%": float(np.mean(err <= Z50 * std)), "90% width": float(2 * Z90 * np.mean(std)),
-            "test MSE": float(np.mean(err ** 2)), **extra}
+    return {
+        "method": label,
+        "n": n,
+        "M": M,
+        "coverage 90%": float(np.mean(err <= Z90 * std)),
+        "coverage 50%": float(np.mean(err <= Z50 * std)),
+        "90% width": float(2 * Z90 * np.mean(std)),
+        "test MSE": float(np.mean(err**2)),
+        **extra,
+    }
 
 
 def measure(config: dict) -> dict:
@@ -80,29 +96,44 @@ def measure(config: dict) -> dict:
     n_exact = min(len(X), cfg["n_exact"] or len(X))
     sigma, lam = cfg["sigma"], cfg["penalty"]
     rows, exact = [], None
-    for label, kind, M in (QUICK_METHODS if quick else METHODS):
+    for label, kind, M in QUICK_METHODS if quick else METHODS:
         Xf, yf = (X[:n_exact], y[:n_exact]) if kind in ("exact", "gp_matched", "gp_ml") else (X, y)
         n = len(Xf)
         if kind in ("exact", "nystrom", "falkon"):
-            cls, options = {"exact": (ExactKRR, {}), "nystrom": (NystromKRR, {"M": M}),
-                            "falkon": (Falkon, {"M": M})}[kind]
+            cls, options = {"exact": (ExactKRR, {}), "nystrom": (NystromKRR, {"M": M}), "falkon": (Falkon, {"M": M})}[
+                kind
+            ]
             est = cls(GaussianKernel(sigma), lam, uncertainty=True, **options)
             start = time.perf_counter()
             est.fit(Xf, yf)
             fit_s = time.perf_counter() - start
             mean, std = est.predict(Xt, return_std=True)
-            rows.append(_row(label, n, M, mean, std, yt, **{
-                "fit s": fit_s, "posterior set-up s": est.uncertainty_seconds_,
-                "µs/point, mean": _per_point_us(est.predict, Xt),
-                "µs/point, mean + std": _per_point_us(functools.partial(est.predict, return_std=True), Xt),
-                "noise std": float(est.noise_std_), "df": est.effective_dof_}))
+            rows.append(
+                _row(
+                    label,
+                    n,
+                    M,
+                    mean,
+                    std,
+                    yt,
+                    **{
+                        "fit s": fit_s,
+                        "posterior set-up s": est.uncertainty_seconds_,
+                        "µs/point, mean": _per_point_us(est.predict, Xt),
+                        "µs/point, mean + std": _per_point_us(functools.partial(est.predict, return_std=True), Xt),
+                        "noise std": float(est.noise_std_),
+                        "df": est.effective_dof_,
+                    },
+                )
+            )
             if kind == "exact":
                 exact = est
             continue
         if kind == "gp_matched":
-            noise_var = exact.noise_std_ ** 2
-            kernel = (ConstantKernel(noise_var / (lam * n), "fixed") * RBF(sigma, "fixed")
-                      + WhiteKernel(noise_var, "fixed"))
+            noise_var = exact.noise_std_**2
+            kernel = ConstantKernel(noise_var / (lam * n), "fixed") * RBF(sigma, "fixed") + WhiteKernel(
+                noise_var, "fixed"
+            )
             gp = GaussianProcessRegressor(kernel, alpha=0.0, optimizer=None)
         else:
             kernel = ConstantKernel(1.0) * RBF(sigma) + WhiteKernel(0.1)
@@ -112,10 +143,24 @@ def measure(config: dict) -> dict:
         fit_s = time.perf_counter() - start
         mean, std = gp.predict(Xt, return_std=True)
         noise = math.sqrt(gp.kernel_.k2.noise_level)
-        rows.append(_row(label, n, M, mean, std, yt, **{
-            "fit s": fit_s, "posterior set-up s": 0.0, "µs/point, mean": _per_point_us(gp.predict, Xt),
-            "µs/point, mean + std": _per_point_us(functools.partial(gp.predict, return_std=True), Xt),
-            "noise std": noise, "df": float("nan")}))
+        rows.append(
+            _row(
+                label,
+                n,
+                M,
+                mean,
+                std,
+                yt,
+                **{
+                    "fit s": fit_s,
+                    "posterior set-up s": 0.0,
+                    "µs/point, mean": _per_point_us(gp.predict, Xt),
+                    "µs/point, mean + std": _per_point_us(functools.partial(gp.predict, return_std=True), Xt),
+                    "noise std": noise,
+                    "df": float("nan"),
+                },
+            )
+        )
     return {"name": name, "n_test": len(Xt), "rows": [{"data set": name, **r} for r in rows]}
 
 

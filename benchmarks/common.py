@@ -9,6 +9,7 @@ mark, reset when a measured block starts — sampled by the kernel at every page
 torch, BLAS and peers alike (tracemalloc sees only Python's allocator) and misses no short peak,
 as a polling thread could.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,13 @@ def run_isolated(module: str, config: dict, timeout: float = 3600) -> dict:
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", module, "--child", json.dumps(config)], capture_output=True,
-                          text=True, timeout=timeout, cwd=root)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--child", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+    )
     if proc.returncode != 0:
         return {**config, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -90,10 +96,11 @@ def call_isolated(func, config: dict, timeout: float = 3600) -> dict:
     if not ISOLATE:
         try:
             return func(config)
-        except Exception as exc:          # reported in the case's table, as a child's failure is
+        except Exception as exc:  # reported in the case's table, as a child's failure is
             return {**config, "error": f"{type(exc).__name__}: {exc}"}
-    result = run_isolated(__spec__.name, {"call": f"{func.__module__}:{func.__qualname__}", "config": config},
-                          timeout=timeout)
+    result = run_isolated(
+        __spec__.name, {"call": f"{func.__module__}:{func.__qualname__}", "config": config}, timeout=timeout
+    )
     return {**config, "error": result["error"]} if "error" in result else result
 
 
@@ -122,24 +129,28 @@ def hardware_floor(kernel, X: torch.Tensor, C: torch.Tensor, memory_budget: int 
     from krrcore.ops import KernelOperator
 
     v = torch.randn(C.shape[0], 1, dtype=X.dtype, generator=torch.Generator().manual_seed(0)).to(X.device)
-    KernelOperator(kernel, X[:256], C, block_rows=128).fused(v)       # warm BLAS workspaces
+    KernelOperator(kernel, X[:256], C, block_rows=128).fused(v)  # warm BLAS workspaces
     op = KernelOperator(kernel, X, C, memory_budget=memory_budget)
     seconds, _ = timed(lambda: op.fused(v))
     if seconds < 2:
         seconds = min(seconds, timed(lambda: op.fused(v), repeats=2)[0])
     n, M, d = X.shape[0], C.shape[0], X.shape[1]
-    return {"floor_s": seconds, "floor_GFLOP/s": pass_flops(n, M, d) / seconds / 1e9,
-            "GEMM_GFLOP/s": gemm_gflops(X.dtype, device=X.device), "floor_block_rows": op.block_rows}
+    return {
+        "floor_s": seconds,
+        "floor_GFLOP/s": pass_flops(n, M, d) / seconds / 1e9,
+        "GEMM_GFLOP/s": gemm_gflops(X.dtype, device=X.device),
+        "floor_block_rows": op.block_rows,
+    }
 
 
 def gemm_gflops(dtype=torch.float32, size: int = 2048, repeats: int = 3, device="cpu") -> float:
     """Measured matrix-multiply throughput on ``device``: the compute roof for kernel passes."""
     if torch.device(device).type == "cuda":
-        size = max(size, 8192)            # a 2048² product does not fill a data-centre GPU
+        size = max(size, 8192)  # a 2048² product does not fill a data-centre GPU
     a = torch.randn(size, size, dtype=dtype, device=device)
     b = torch.randn(size, size, dtype=dtype, device=device)
     best, _ = timed(lambda: torch.mm(a, b), repeats=repeats + 1)
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size**3 / best / 1e9
 
 
 def held_out_mse(model, X_test, y_test) -> float:
@@ -209,5 +220,5 @@ def quick_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-if __name__ == "__main__":          # the child side of call_isolated
+if __name__ == "__main__":  # the child side of call_isolated
     emit(_serve_call(child_config()))

@@ -21,6 +21,7 @@ The page is a pure function of ``DOCS/data/`` and the figure files present: writ
 the same files gives the same bytes. It carries no date (the product's text carries none; the
 machine line says where a case ran, its command how to run it again).
 """
+
 from __future__ import annotations
 
 import json
@@ -105,8 +106,10 @@ def refusal(result: dict) -> str | None:
         final = result["points"][-1][metric]
         if not (isinstance(final, (int, float)) and math.isfinite(final)) or final >= mean:
             name = "test MSE" if metric == "test_mse" else "test SMAPE"
-            return (f"its final {name} {final:.3g} is no better than predicting the mean ({mean:.3g}): "
-                    "not a solution worth timing")
+            return (
+                f"its final {name} {final:.3g} is no better than predicting the mean ({mean:.3g}): "
+                "not a solution worth timing"
+            )
     return None
 
 
@@ -140,12 +143,16 @@ def machine_line(machine: dict) -> str:
     if isinstance(memory, (int, float)) and math.isfinite(memory):
         parts.append(f"{memory:g} GiB")
     parts.append(machine.get("gpu") or "no GPU")
-    versions = [f"{name} {machine[key]}" for key, name in (("python", "Python"), ("torch", "torch"))
-                if machine.get(key)]
+    versions = [
+        f"{name} {machine[key]}" for key, name in (("python", "Python"), ("torch", "torch")) if machine.get(key)
+    ]
     if machine.get("torch_threads"):
         versions[-1:] = [f"{versions[-1]} ({machine['torch_threads']} threads)"] if versions else []
-    versions += [f"{name} {machine[key]}" for key, name in (("sklearn", "scikit-learn"), ("gpytorch", "GPyTorch"),
-                                                             ("rlaopt", "rlaopt")) if machine.get(key) not in (None, "not installed")]
+    versions += [
+        f"{name} {machine[key]}"
+        for key, name in (("sklearn", "scikit-learn"), ("gpytorch", "GPyTorch"), ("rlaopt", "rlaopt"))
+        if machine.get(key) not in (None, "not installed")
+    ]
     load = machine.get("load_average")
     busy = [f"load average {load[0]:g} at the start of the case, {load[1]:g} at its end"] if load else []
     return ", ".join(parts + versions + busy)
@@ -175,7 +182,7 @@ def store(out: Path, docs: Path) -> list[str]:
         (data / f"{name}.machine.json").write_text(json.dumps(machine, indent=1, sort_keys=True) + "\n")
         done.append(f"{name}: stored in {data}")
         for png in sorted(out.glob(f"{name}-*.png")):
-            figure = png.stem[len(name) + 1:]
+            figure = png.stem[len(name) + 1 :]
             shutil.copyfile(png, docs / figure_file(name, figure))
     return done
 
@@ -191,8 +198,11 @@ def page(docs: Path) -> str:
     if not stored:
         parts.append("No results are stored yet: run `python -m benchmarks`, then `python -m benchmarks --docs`.\n")
         return "\n".join(parts)
-    parts.append("## Targets\n\nFrom every stored case's results (a target whose case is not stored says so):\n\n"
-                 + markdown_table(targets(stored)) + "\n")
+    parts.append(
+        "## Targets\n\nFrom every stored case's results (a target whose case is not stored says so):\n\n"
+        + markdown_table(targets(stored))
+        + "\n"
+    )
     for name, results in stored.items():
         case, machine = CASES[name], _load(data / f"{name}.machine.json") or {}
         summary = case.summarise(results)
@@ -200,8 +210,7 @@ def page(docs: Path) -> str:
         if case.sized:
             sizes = sorted({r["n"] for r in results if isinstance(r.get("n"), int)})
             command += f" --sizes {','.join(map(str, sizes))}" if sizes else ""
-        lines = [f"## {name}: {case.title}", "",
-                 f"Measured with `{command}` on {machine_line(machine)}."]
+        lines = [f"## {name}: {case.title}", "", f"Measured with `{command}` on {machine_line(machine)}."]
         if machine.get("quick"):
             lines.append("A smoke run (`--quick`): it shows that the case runs; its figures are not measurements.")
         for figure, fig in summary.figures.items():
@@ -215,10 +224,15 @@ def page(docs: Path) -> str:
         if notes:
             lines += [""] + [f"- {note}" for note in notes]
         parts.append("\n".join(lines) + "\n")
-    unknown = sorted(p.stem for p in data.glob("*.json") if not p.name.endswith(".machine.json") and p.stem not in CASES)
+    unknown = sorted(
+        p.stem for p in data.glob("*.json") if not p.name.endswith(".machine.json") and p.stem not in CASES
+    )
     if unknown:
-        parts.append("Stored results of cases this version of the suite does not know (not drawn): "
-                     + ", ".join(f"`{u}`" for u in unknown) + ".\n")
+        parts.append(
+            "Stored results of cases this version of the suite does not know (not drawn): "
+            + ", ".join(f"`{u}`" for u in unknown)
+            + ".\n"
+        )
     return "\n".join(parts)
 
 

@@ -15,6 +15,7 @@ sample, so the regulariser of (K + λnI) is λn — and returns what it reached 
   its posterior mean solves (K + σ²I)α = y by modified batch CG with a pivoted-Cholesky
   preconditioner; one fresh solve per CG tolerance gives a point each.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,8 +36,9 @@ def require(module: str, package: str | None = None):
         return importlib.import_module(module)
     except ImportError as exc:
         package = package or module
-        raise PeerMissing(f"{package} is not installed ({exc}); pip install {package} "
-                          f"(or pip install '.[bench]')") from None
+        raise PeerMissing(
+            f"{package} is not installed ({exc}); pip install {package} (or pip install '.[bench]')"
+        ) from None
 
 
 def _mse(pred, y_test) -> float:
@@ -55,8 +57,7 @@ def sklearn_kernel_ridge(X, y, X_test, y_test, *, sigma: float, penalty: float) 
     return [{"seconds": seconds, "test_mse": _mse(model.predict(np.asarray(X_test)), y_test)}]
 
 
-def sklearn_nystroem_ridge(X, y, X_test, y_test, *, sigma: float, penalty: float, M: int,
-                           seed: int = 0) -> list[dict]:
+def sklearn_nystroem_ridge(X, y, X_test, y_test, *, sigma: float, penalty: float, M: int, seed: int = 0) -> list[dict]:
     """scikit-learn's direct Nyström solve: ``Nystroem(n_components=M)`` then ``Ridge(alpha=λn)``
     on the M features — the minimiser of the Nyström KRR problem FALKON iterates towards
     (FALKON paper, Eq. 8), with M uniformly drawn centres."""
@@ -66,8 +67,10 @@ def sklearn_nystroem_ridge(X, y, X_test, y_test, *, sigma: float, penalty: float
     from sklearn.pipeline import make_pipeline
 
     X, y = np.asarray(X), np.asarray(y)
-    model = make_pipeline(Nystroem(kernel="rbf", gamma=0.5 / sigma**2, n_components=M, random_state=seed),
-                          Ridge(alpha=penalty * X.shape[0]))
+    model = make_pipeline(
+        Nystroem(kernel="rbf", gamma=0.5 / sigma**2, n_components=M, random_state=seed),
+        Ridge(alpha=penalty * X.shape[0]),
+    )
     t0 = time.perf_counter()
     model.fit(X, y)
     seconds = time.perf_counter() - t0
@@ -100,8 +103,21 @@ def _kernel_operator(kernel, X: torch.Tensor, stored: bool, memory_budget: int |
     return OnTheFly()
 
 
-def rlaopt_pcg(X, y, X_test, y_test, *, kernel, penalty: float, rank: int, max_iters: int,
-               time_limit: float, stored: bool, memory_budget: int | None = None, tol: float = 1e-6) -> list[dict]:
+def rlaopt_pcg(
+    X,
+    y,
+    X_test,
+    y_test,
+    *,
+    kernel,
+    penalty: float,
+    rank: int,
+    max_iters: int,
+    time_limit: float,
+    stored: bool,
+    memory_budget: int | None = None,
+    tol: float = 1e-6,
+) -> list[dict]:
     """rlaopt's PCG with a rank-``rank`` Nyström preconditioner (damping λn + the smallest retained
     eigenvalue, as NyströmPCG's "damped"), stepped one iteration at a time so that test error is
     evaluated off the clock; stops at rlaopt's convergence test (relative residual ≤ ``tol``, its
@@ -121,33 +137,57 @@ def rlaopt_pcg(X, y, X_test, y_test, *, kernel, penalty: float, rank: int, max_i
     reg = float(penalty * X.shape[0])
     t0 = time.perf_counter()
     system = LinSys(_kernel_operator(kernel, X, stored, memory_budget), y, reg=reg)
-    config = PCGConfig(preconditioner_config=NystromConfig(
-        rank_init=rank, rank_max=rank, base_damping=reg, damping_mode="adaptive",
-        error_tolerance=1e30, num_power_iters=1))
+    config = PCGConfig(
+        preconditioner_config=NystromConfig(
+            rank_init=rank,
+            rank_max=rank,
+            base_damping=reg,
+            damping_mode="adaptive",
+            error_tolerance=1e30,
+            num_power_iters=1,
+        )
+    )
     solver = PCG(system, config)
     w = torch.zeros_like(y)
-    state = replace(solver.init_state(w), tol=tol)      # as rlaopt's own solve() sets it
+    state = replace(solver.init_state(w), tol=tol)  # as rlaopt's own solve() sets it
     seconds = time.perf_counter() - t0
     test_op = KernelOperator(kernel, X_test, X, memory_budget=memory_budget)
-    points, next_eval = [{"iteration": 0, "seconds": seconds, "test_mse": _mse(np.zeros(len(y_test)), y_test),
-                          "residual": 1.0}], 1
+    points, next_eval = (
+        [{"iteration": 0, "seconds": seconds, "test_mse": _mse(np.zeros(len(y_test)), y_test), "residual": 1.0}],
+        1,
+    )
     for iteration in range(1, max_iters + 1):
         t0 = time.perf_counter()
         w, state = solver.step(w, state)
         seconds += time.perf_counter() - t0
         last = iteration == max_iters or seconds >= time_limit or not bool(state.mask.any())
         if iteration >= next_eval or last:
-            points.append({"iteration": iteration, "seconds": seconds,
-                           "test_mse": _mse(test_op.matvec(w), y_test),
-                           "residual": float(state.res_norm[0] / system.rhs_norm[0])})
+            points.append(
+                {
+                    "iteration": iteration,
+                    "seconds": seconds,
+                    "test_mse": _mse(test_op.matvec(w), y_test),
+                    "residual": float(state.res_norm[0] / system.rhs_norm[0]),
+                }
+            )
             next_eval *= 2
         if last:
             break
     return points
 
 
-def gpytorch_cg(X, y, X_test, y_test, *, sigma: float, penalty: float, tolerances=(1e-1, 1e-2, 1e-3),
-                preconditioner_rank: int = 100, max_cg_iterations: int = 1000) -> list[dict]:
+def gpytorch_cg(
+    X,
+    y,
+    X_test,
+    y_test,
+    *,
+    sigma: float,
+    penalty: float,
+    tolerances=(1e-1, 1e-2, 1e-3),
+    preconditioner_rank: int = 100,
+    max_cg_iterations: int = 1000,
+) -> list[dict]:
     """GPyTorch's CG solve of (K + σ²I)α = y, σ² = λn, hyper-parameters fixed and not learned:
     the time of the posterior mean at the test points (the solve and the cross-kernel product),
     one fresh model per CG tolerance. Cholesky is switched off (``max_cholesky_size(0)``) so CG
@@ -176,10 +216,15 @@ def gpytorch_cg(X, y, X_test, y_test, *, sigma: float, penalty: float, tolerance
         likelihood.noise = penalty * X.shape[0]
         model.eval()
         likelihood.eval()
-        with (torch.no_grad(), gpytorch.settings.max_cholesky_size(0), gpytorch.settings.cg_tolerance(tol),
-              gpytorch.settings.eval_cg_tolerance(tol), gpytorch.settings.max_cg_iterations(max_cg_iterations),
-              gpytorch.settings.max_preconditioner_size(preconditioner_rank),
-              gpytorch.settings.skip_posterior_variances(True)):
+        with (
+            torch.no_grad(),
+            gpytorch.settings.max_cholesky_size(0),
+            gpytorch.settings.cg_tolerance(tol),
+            gpytorch.settings.eval_cg_tolerance(tol),
+            gpytorch.settings.max_cg_iterations(max_cg_iterations),
+            gpytorch.settings.max_preconditioner_size(preconditioner_rank),
+            gpytorch.settings.skip_posterior_variances(True),
+        ):
             t0 = time.perf_counter()
             mean = model(X_test).mean
             seconds = time.perf_counter() - t0
@@ -196,7 +241,7 @@ def keops_pass(X, C, v, *, sigma: float, repeats: int = 3) -> float:
 
     x = keops.LazyTensor(X[:, None, :] / sigma)
     c = keops.LazyTensor(C[None, :, :] / sigma)
-    K = (-0.5 * ((x - c) ** 2).sum(-1)).exp()              # n × M, symbolic
+    K = (-0.5 * ((x - c) ** 2).sum(-1)).exp()  # n × M, symbolic
 
     def one_pass():
         return K.t() @ (K @ v)
@@ -205,8 +250,18 @@ def keops_pass(X, C, v, *, sigma: float, repeats: int = 3) -> float:
     return timed(one_pass, repeats=repeats)[0]
 
 
-def gpytorch_marginal_likelihood(X, y, X_test, y_test, *, ard: bool = False, steps: int = 60, lr: float = 0.1,
-                                 inducing: int | None = None, seed: int = 0) -> dict:
+def gpytorch_marginal_likelihood(
+    X,
+    y,
+    X_test,
+    y_test,
+    *,
+    ard: bool = False,
+    steps: int = 60,
+    lr: float = 0.1,
+    inducing: int | None = None,
+    seed: int = 0,
+) -> dict:
     """GPyTorch's own way to choose σ and λ: Adam (``lr``, ``steps``) on the negative marginal log
     likelihood of a zero-mean GP with a scaled RBF kernel (one length-scale, or one per feature
     with ``ard``) over its length-scale(s), output scale s² and noise τ², from the median heuristic
@@ -231,8 +286,9 @@ def gpytorch_marginal_likelihood(X, y, X_test, y_test, *, ard: bool = False, ste
             base.base_kernel.lengthscale = start
             if inducing is not None:
                 rows = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))[:inducing]
-                self.covar_module = gpytorch.kernels.InducingPointKernel(base, inducing_points=X[rows].clone(),
-                                                                         likelihood=likelihood)
+                self.covar_module = gpytorch.kernels.InducingPointKernel(
+                    base, inducing_points=X[rows].clone(), likelihood=likelihood
+                )
             else:
                 self.covar_module = base
 
@@ -260,5 +316,11 @@ def gpytorch_marginal_likelihood(X, y, X_test, y_test, *, ard: bool = False, ste
     scaled = model.covar_module.base_kernel if inducing is not None else model.covar_module
     lengthscale = scaled.base_kernel.lengthscale.detach().reshape(-1).tolist()
     penalty = float(likelihood.noise.detach()) / (float(scaled.outputscale.detach()) * len(X))
-    return {"seconds": seconds, "test_mse": _mse(mean, y_test), "sigma": lengthscale, "penalty": penalty,
-            "steps": steps, "model": "SGPR" if inducing is not None else "exact GP"}
+    return {
+        "seconds": seconds,
+        "test_mse": _mse(mean, y_test),
+        "sigma": lengthscale,
+        "penalty": penalty,
+        "steps": steps,
+        "model": "SGPR" if inducing is not None else "exact GP",
+    }

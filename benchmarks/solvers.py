@@ -10,6 +10,7 @@ the hardware floor (:func:`benchmarks.common.hardware_floor`) at the case's n, M
 Data: ``krrcore.datasets`` "higgs_like" (d = 28, a synthetic look-alike: the real HIGGS is not
 available offline), ±1 labels fitted by regression; the test error is the test MSE.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,14 @@ from krrcore.memory import PeakMemory, available_bytes
 #: Direct solves of the full system: O(n³) time, refused past the case's ``direct_max_n``.
 DIRECT = ("exact", "sk_krr")
 LABELS = {
-    "falkon": "FALKON (krrcore)", "nystrom_pcg": "NyströmPCG (krrcore)", "cg": "CG (krrcore)",
-    "askotch": "ASkotch (krrcore)", "exact": "Exact KRR (krrcore)", "sk_krr": "KernelRidge (scikit-learn)",
-    "sk_nystroem": "Nystroem+Ridge (scikit-learn)", "rlaopt": "PCG + Nyström (rlaopt)",
+    "falkon": "FALKON (krrcore)",
+    "nystrom_pcg": "NyströmPCG (krrcore)",
+    "cg": "CG (krrcore)",
+    "askotch": "ASkotch (krrcore)",
+    "exact": "Exact KRR (krrcore)",
+    "sk_krr": "KernelRidge (scikit-learn)",
+    "sk_nystroem": "Nystroem+Ridge (scikit-learn)",
+    "rlaopt": "PCG + Nyström (rlaopt)",
     "gpytorch": "CG + pivoted Cholesky (GPyTorch)",
 }
 
@@ -57,7 +63,7 @@ def _krrcore_estimator(cfg: dict, kernel):
         return NystromPCG(rank=100, maxiter=cfg["maxiter"], residual="estimate", memory_budget=budget, **common)
     if name == "cg":
         return CG(maxiter=cfg["maxiter"], residual="estimate", memory_budget=budget, **common)
-    if name == "askotch":     # the library's default ASkotch (variant "auto": never stores K)
+    if name == "askotch":  # the library's default ASkotch (variant "auto": never stores K)
         return ASkotch(maxiter=10**9, residual="estimate", eval_every=10, memory_budget=budget, **common)
     if name == "exact":
         return ExactKRR(memory_budget=budget, **common)
@@ -73,20 +79,31 @@ def _fit_krrcore(cfg: dict, kernel, X, y, X_test, y_test) -> dict:
         last = record
         done = record.seconds >= cfg["time_limit"]
         if record.seconds >= next_eval or done:
-            points.append({"iteration": record.iteration, "seconds": record.seconds,
-                           "test_mse": _mse(model.predict(X_test), y_test)})
+            points.append(
+                {
+                    "iteration": record.iteration,
+                    "seconds": record.seconds,
+                    "test_mse": _mse(model.predict(X_test), y_test),
+                }
+            )
             next_eval = max(0.01, record.seconds * 1.25)
         if done:
             break
     if points[-1]["iteration"] != last.iteration:
-        points.append({"iteration": last.iteration, "seconds": last.seconds,
-                       "test_mse": _mse(model.predict(X_test), y_test)})
+        points.append(
+            {"iteration": last.iteration, "seconds": last.seconds, "test_mse": _mse(model.predict(X_test), y_test)}
+        )
     trace = model.trace_
     setup = trace[0].seconds
     iterations = trace[-1].iteration
-    return {"points": points, "setup_s": setup, "iterations": iterations,
-            "s_per_iter": (trace[-1].seconds - setup) / iterations if iterations else math.nan,
-            "blocks": getattr(model, "n_blocks_", None), "K": getattr(model, "kernel_storage_", "")}
+    return {
+        "points": points,
+        "setup_s": setup,
+        "iterations": iterations,
+        "s_per_iter": (trace[-1].seconds - setup) / iterations if iterations else math.nan,
+        "blocks": getattr(model, "n_blocks_", None),
+        "K": getattr(model, "kernel_storage_", ""),
+    }
 
 
 def _fit_peer(cfg: dict, kernel, X, y, X_test, y_test) -> dict:
@@ -94,36 +111,59 @@ def _fit_peer(cfg: dict, kernel, X, y, X_test, y_test) -> dict:
     n = X.shape[0]
     itemsize = X.element_size()
     if name == "sk_krr":
-        points = peers.sklearn_kernel_ridge(X.numpy(), y.numpy(), X_test.numpy(), y_test, sigma=sigma,
-                                            penalty=penalty)
+        points = peers.sklearn_kernel_ridge(X.numpy(), y.numpy(), X_test.numpy(), y_test, sigma=sigma, penalty=penalty)
     elif name == "sk_nystroem":
-        points = peers.sklearn_nystroem_ridge(X.numpy(), y.numpy(), X_test.numpy(), y_test, sigma=sigma,
-                                              penalty=penalty, M=cfg["M"])
-    elif name == "rlaopt":          # K stored exactly when NyströmPCG would store it
+        points = peers.sklearn_nystroem_ridge(
+            X.numpy(), y.numpy(), X_test.numpy(), y_test, sigma=sigma, penalty=penalty, M=cfg["M"]
+        )
+    elif name == "rlaopt":  # K stored exactly when NyströmPCG would store it
         from krrcore.full_system import resolve_kernel_storage
 
         storage = resolve_kernel_storage("auto", n, itemsize, cfg.get("memory_budget"), X.device)
-        points = peers.rlaopt_pcg(X, y, X_test, y_test, kernel=kernel, penalty=penalty, rank=100,
-                                  max_iters=cfg["maxiter"], time_limit=cfg["time_limit"],
-                                  stored=storage == "stored", memory_budget=cfg.get("memory_budget"))
+        points = peers.rlaopt_pcg(
+            X,
+            y,
+            X_test,
+            y_test,
+            kernel=kernel,
+            penalty=penalty,
+            rank=100,
+            max_iters=cfg["maxiter"],
+            time_limit=cfg["time_limit"],
+            stored=storage == "stored",
+            memory_budget=cfg.get("memory_budget"),
+        )
         last = points[-1]
-        return {"points": points, "setup_s": points[0]["seconds"], "iterations": last["iteration"],
-                "s_per_iter": (last["seconds"] - points[0]["seconds"]) / max(last["iteration"], 1), "K": storage}
+        return {
+            "points": points,
+            "setup_s": points[0]["seconds"],
+            "iterations": last["iteration"],
+            "s_per_iter": (last["seconds"] - points[0]["seconds"]) / max(last["iteration"], 1),
+            "K": storage,
+        }
     elif name == "gpytorch":
-        points = peers.gpytorch_cg(X, y, X_test, y_test, sigma=sigma, penalty=penalty,
-                                   tolerances=cfg.get("tolerances", (1e-1, 1e-2, 1e-3)))
+        points = peers.gpytorch_cg(
+            X, y, X_test, y_test, sigma=sigma, penalty=penalty, tolerances=cfg.get("tolerances", (1e-1, 1e-2, 1e-3))
+        )
     else:
         raise ValueError(f"unknown peer {name!r}")
-    return {"points": points, "setup_s": math.nan, "iterations": points[-1].get("iteration", math.nan),
-            "s_per_iter": math.nan}
+    return {
+        "points": points,
+        "setup_s": math.nan,
+        "iterations": points[-1].get("iteration", math.nan),
+        "s_per_iter": math.nan,
+    }
 
 
 def _refusal(cfg: dict, n: int, itemsize: int) -> str | None:
     """Why a solver that holds an n×n matrix cannot run at this n here (None if it can)."""
     need = {"sk_krr": 2 * n * n * 8, "gpytorch": 2 * n * n * itemsize}.get(cfg["solver"])
     if need is not None and need > 0.6 * available_bytes("cpu"):
-        what = ("scikit-learn's KernelRidge holds K and its factor in float64" if cfg["solver"] == "sk_krr" else
-                "GPyTorch (without KeOps) evaluates the whole K")
+        what = (
+            "scikit-learn's KernelRidge holds K and its factor in float64"
+            if cfg["solver"] == "sk_krr"
+            else "GPyTorch (without KeOps) evaluates the whole K"
+        )
         return f"{what}: ~{need / 2**30:.1f} GiB, more than this machine has free"
     if cfg["solver"] in DIRECT and cfg.get("direct_max_n") and n > cfg["direct_max_n"]:
         return f"n > {cfg['direct_max_n']:,}: a direct O(n³) solve, beyond this case's time limit"
@@ -138,8 +178,13 @@ def fit_one(cfg: dict) -> dict:
         torch.set_num_threads(cfg["threads"])
     else:
         set_threads()
-    out = {"solver": cfg["solver"], "label": LABELS.get(cfg["solver"], cfg["solver"]), "n": cfg["n"],
-           "M": cfg.get("M"), "dtype": cfg["dtype"]}
+    out = {
+        "solver": cfg["solver"],
+        "label": LABELS.get(cfg["solver"], cfg["solver"]),
+        "n": cfg["n"],
+        "M": cfg.get("M"),
+        "dtype": cfg["dtype"],
+    }
     X, y, X_test, y_test = load_split(cfg["n"], cfg["n_test"], cfg["dtype"])
     kernel = GaussianKernel(cfg["sigma"])
     if cfg["solver"] == "floor":
@@ -156,6 +201,6 @@ def fit_one(cfg: dict) -> dict:
             result = fit(cfg, kernel, X, y, X_test, y_test)
     except peers.PeerMissing as exc:
         return {**out, "skipped": str(exc)}
-    except MemoryError as exc:          # krrcore's MemoryLimitError included: the message says why
+    except MemoryError as exc:  # krrcore's MemoryLimitError included: the message says why
         return {**out, "skipped": f"{type(exc).__name__}: {exc}"}
     return {**out, **result, "peak_MiB": mem.extra_bytes / 2**20}

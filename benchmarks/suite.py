@@ -20,6 +20,7 @@ results folder as it is; with ``--case``, ``--quick`` or ``--sizes`` it does so 
 ``--quick`` is a smoke run (small sizes, seconds per solver, every fit in this process rather
 than a fresh one each): it checks that every case and peer runs; its figures are not measurements.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,8 @@ from benchmarks.common import markdown_table, print_table
 from benchmarks.docs import write_docs
 
 DEFAULT_OUT = Path("benchmark-results")
+
+
 def machine() -> dict:
     """Where and when: CPU, cores, memory, GPU, versions — printed and stored with every case."""
     import torch
@@ -60,12 +63,17 @@ def machine() -> dict:
             from importlib.metadata import version
 
             versions[package] = version({"sklearn": "scikit-learn"}.get(package, package))
-        except Exception:        # not installed: the case prints its own reason
+        except Exception:  # not installed: the case prints its own reason
             versions[package] = "not installed"
     gpu = {"gpu": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else {}
-    return {"cpu": cpu,
-            "cores": os.cpu_count(), "memory_GiB": round(mem, 1), **gpu, "torch_threads": torch.get_num_threads(),
-            **versions}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_GiB": round(mem, 1),
+        **gpu,
+        "torch_threads": torch.get_num_threads(),
+        **versions,
+    }
 
 
 def _cell(value):
@@ -106,13 +114,16 @@ def write_figures(figures: dict[str, object], out: Path, prefix: str) -> list[Pa
     pngs = [out / f"{prefix}-{name}.png" for name in figures]
     try:
         figs = list(figures.values())
-        pio.write_images(figs, pngs, width=[f.layout.width or 900 for f in figs],
-                         height=[f.layout.height or 520 for f in figs])
+        pio.write_images(
+            figs, pngs, width=[f.layout.width or 900 for f in figs], height=[f.layout.height or 520 for f in figs]
+        )
         paths += pngs
-    except Exception as exc:           # kaleido missing or no Chrome: say so, keep the HTML
+    except Exception as exc:  # kaleido missing or no Chrome: say so, keep the HTML
         first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-        png_skipped = (f"{type(exc).__name__}: {first_line} ({common.find_chromium()[1]}); the figures are in the "
-                       f"HTML files. For PNGs: pip install kaleido, apt-get install chromium (or set BROWSER_PATH)")
+        png_skipped = (
+            f"{type(exc).__name__}: {first_line} ({common.find_chromium()[1]}); the figures are in the "
+            f"HTML files. For PNGs: pip install kaleido, apt-get install chromium (or set BROWSER_PATH)"
+        )
         print(f"# PNG export skipped — {png_skipped}", flush=True)
     return paths
 
@@ -141,24 +152,43 @@ def merge(old: list[dict], new: list[dict]) -> list[dict]:
 
 
 def parse(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="cases:\n" + "\n".join(f"  {c.name:20s} {c.title}" for c in CASES.values()))
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="cases:\n" + "\n".join(f"  {c.name:20s} {c.title}" for c in CASES.values()),
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: small sizes, checks that everything runs")
-    parser.add_argument("--case", nargs="+", choices=list(CASES), metavar="CASE",
-                        help="cases to run (default: all); see --list")
+    parser.add_argument(
+        "--case", nargs="+", choices=list(CASES), metavar="CASE", help="cases to run (default: all); see --list"
+    )
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT}/)")
-    parser.add_argument("--sizes", default=None,
-                        help="comma-separated n for the cases that take sizes (full_system, leverage, scaling; "
-                             "falkon_vs_nystroem and qm9 take the first)")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep the folder's earlier results at other sizes and draw from all of them")
-    parser.add_argument("--summarise-only", action="store_true",
-                        help="measure nothing: redraw tables, figures and targets from the folder's results")
-    parser.add_argument("--docs", type=Path, nargs="?", const=Path("docs"), default=None, metavar="DIR",
-                        help="keep the results folder's cases in DIR/data/ and write DIR/benchmarks.md from them "
-                             "(DIR: docs)")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="comma-separated n for the cases that take sizes (full_system, leverage, scaling; "
+        "falkon_vs_nystroem and qm9 take the first)",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the folder's earlier results at other sizes and draw from all of them",
+    )
+    parser.add_argument(
+        "--summarise-only",
+        action="store_true",
+        help="measure nothing: redraw tables, figures and targets from the folder's results",
+    )
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        nargs="?",
+        const=Path("docs"),
+        default=None,
+        metavar="DIR",
+        help="keep the results folder's cases in DIR/data/ and write DIR/benchmarks.md from them (DIR: docs)",
+    )
     return parser.parse_args(argv)
 
 
@@ -170,7 +200,7 @@ def main(argv=None) -> int:
         return 0
     out = args.out
     if args.docs and not (args.case or args.quick or args.sizes or args.summarise_only):
-        write_docs(out, args.docs)          # --docs alone measures nothing: the results folder as it is
+        write_docs(out, args.docs)  # --docs alone measures nothing: the results folder as it is
         return 0
     out.mkdir(parents=True, exist_ok=True)
     common.ISOLATE = not args.quick

@@ -4,6 +4,7 @@ It runs ``streamlit run app.py`` in the app's own directory, so the app's ``.str
 applies exactly as it does from a checkout; any further arguments go to Streamlit
 (``krr-explorer --server.port 8502 --server.headless true``).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,7 +29,7 @@ def app_dir() -> Path:
 def main(argv: list[str] | None = None) -> None:
     root = app_dir()
     if not (root / "app.py").is_file():
-        sys.exit(f"krr-explorer: app.py not found in {root}; reinstall with pip install \".[app]\"")
+        sys.exit(f'krr-explorer: app.py not found in {root}; reinstall with pip install ".[app]"')
     args = sys.argv[1:] if argv is None else argv
     os.chdir(root)
     os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(root / "app.py"), *args])

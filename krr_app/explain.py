@@ -4,48 +4,48 @@ Written for a student: what the knob does to the model and to the solver, in two
 with the equation it comes from. ``HELP`` holds the one-line tooltips; ``TEXT`` the longer notes.
 Lessons are files in ``lessons/`` (:mod:`krr_app.teaching.lessons`).
 """
+
 from __future__ import annotations
 
 HELP = {
     "dataset": "The data the model learns from. Synthetic sets have knobs (n, noise, seed); "
-               "features are standardised on the training split.",
+    "features are standardised on the training split.",
     "n": "Number of points (train + test). KRR's cost grows with n: exact KRR as n³, FALKON as n·M.",
     "noise": "Noise added by the generator (label flips or Gaussian noise). More noise needs a larger λ.",
     "seed": "Random seed of the data (sampling and the train/test split).",
     "csv": "A table with a header row: CSV (comma, semicolon, tab or bar separated; UTF-8, UTF-16 or Latin-1) "
-           "or Parquet. Text, categories, dates and gaps are fine: the Dataset page says what each column becomes.",
+    "or Parquet. Text, categories, dates and gaps are fine: the Dataset page says what each column becomes.",
     "task": "auto: a target with 2 values is binary, a few whole numbers or labels multiclass, numbers regression. "
-            "Pick another task to override it.",
+    "Pick another task to override it.",
     "csv_n": "Rows of the table used (train + test), a seeded random subsample when fewer than all.",
     "kernel": "The similarity k(x, x') between two points. Gaussian: exp(−‖x − x'‖² / 2σ²).",
-    "sigma": "Kernel bandwidth σ: how far a point's influence reaches. Small σ → wiggly fits, "
-             "large σ → smooth fits.",
+    "sigma": "Kernel bandwidth σ: how far a point's influence reaches. Small σ → wiggly fits, large σ → smooth fits.",
     "median": "Set σ to the median distance between training points: a robust first guess.",
     "lambda": "Regularisation λ of (K + λnI)c = y, on a log scale. Large λ → smoother model, faster "
-              "solvers; tiny λ → fits the noise and the system becomes ill-conditioned.",
+    "solvers; tiny λ → fits the noise and the system becomes ill-conditioned.",
     "M": "Nyström centres: the model is a sum of M kernel bumps at sampled points. M ≈ √n is "
-         "often enough (FALKON, Thm. 3).",
+    "often enough (FALKON, Thm. 3).",
     "solver": "The algorithm that solves the linear system. All solve the same problem; they differ in "
-              "speed, memory and how they converge.",
+    "speed, memory and how they converge.",
     "maxiter": "Iterations of an iterative solver. FALKON needs about log(1/ε) of them.",
     "dtype": "float64 is safe; float32 is faster and halves memory but can stall at tiny λ.",
     "solver_seed": "Seed for sampling the centres (and any randomness in the solver).",
     "budget": "Memory the kernel products may use at once (MB); kernel matrices are built in blocks "
-              "of this size, never whole.",
+    "of this size, never whole.",
     "x_axis": "Plot against iterations (how fast per step) or solver seconds (how fast in time).",
     "eval_train": "Also compute the training error after every iteration (one more pass over the data; "
-                  "not counted in solver time). The gap between the two curves is overfitting.",
+    "not counted in solver time). The gap between the two curves is overfitting.",
     "auto_run": "Start a run by itself whenever a setting changes (for small problems).",
     "step": "One iteration at a time: the first press starts a run that pauses after its first iteration; "
-            "each press then computes one more (ASkotch: one block step) and redraws the convergence chart and "
-            "the fit. Run lets a paused run go on to its end.",
+    "each press then computes one more (ASkotch: one block step) and redraws the convergence chart and "
+    "the fit. Run lets a paused run go on to its end.",
     "tune_objective": "What the tuner minimises. GCV needs no held-out rows; the hold-out error keeps a fifth of "
-                      "the training rows aside; the complexity-regularised objective adds the model's effective "
-                      "dimension and the centres' error to its data fit.",
+    "the training rows aside; the complexity-regularised objective adds the model's effective "
+    "dimension and the centres' error to its data fit.",
     "tune_ard": "One σ per feature (automatic relevance determination): a feature the target does not depend on "
-                "gets a huge σ, so the kernel ignores it — and its bar in the relevance chart drops to zero.",
+    "gets a huge σ, so the kernel ignores it — and its bar in the relevance chart drops to zero.",
     "tune_steps": "The most evaluations of the objective (each solves the Nyström problem once at a new σ, with the "
-                  "best λ for that σ); the search usually stops earlier, when the objective stops improving.",
+    "best λ for that σ); the search usually stops earlier, when the objective stops improving.",
 }
 
 TEXT = {

@@ -3,6 +3,7 @@
 Each setting is read once, when the server imports this module. A bad value stops the server
 with a message naming the variable, the value and what it expects, instead of being replaced.
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ address a link (Streamlit finds them in the text after the escapes were read). T
 own formatting around the escaped text, never inside it. Code spans are not used for such strings: a backslash
 does not escape inside them, so a backtick in the string would end the span.
 """
+
 from __future__ import annotations
 
 import html

@@ -5,6 +5,7 @@ Streamlit's ``st.metric`` draws its label and value on one line and truncates wh
 a row of six tiles on a 1,000-pixel window leaves each about 110 pixels, too little for a number
 with its unit ("22,670 salary"). The rule below is the one Streamlit itself applies when printing.
 """
+
 from __future__ import annotations
 
 import streamlit as st

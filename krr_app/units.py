@@ -7,12 +7,20 @@ Every chart, hover text and download shows it as the RMSE in the target's units 
 ``y_scale``. Scale-free metrics (classification error, AUC, relative error, SMAPE) are left as
 they are. The solver's residual is relative, so it has no unit.
 """
+
 from __future__ import annotations
 
 import math
 
-METRIC_NAMES = {"mse": "MSE", "rmse": "RMSE", "mae": "MAE", "relative_error": "relative error", "smape": "SMAPE",
-                "classification_error": "classification error", "auc": "AUC"}
+METRIC_NAMES = {
+    "mse": "MSE",
+    "rmse": "RMSE",
+    "mae": "MAE",
+    "relative_error": "relative error",
+    "smape": "SMAPE",
+    "classification_error": "classification error",
+    "auc": "AUC",
+}
 
 
 def metric_title(name: str) -> str:
@@ -20,8 +28,11 @@ def metric_title(name: str) -> str:
 
 
 #: Metrics that become the target's units: name shown, value from the standardised one and y_scale.
-_IN_UNITS = {"mse": ("rmse", lambda v, s: math.sqrt(v) * s if v >= 0 else math.nan),
-             "rmse": ("rmse", lambda v, s: v * s), "mae": ("mae", lambda v, s: v * s)}
+_IN_UNITS = {
+    "mse": ("rmse", lambda v, s: math.sqrt(v) * s if v >= 0 else math.nan),
+    "rmse": ("rmse", lambda v, s: v * s),
+    "mae": ("mae", lambda v, s: v * s),
+}
 
 
 def unit_of(data) -> str:

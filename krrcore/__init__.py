@@ -7,19 +7,64 @@ importable from here and from :mod:`krrcore.solvers`; :data:`SOLVERS` describes 
 for front ends. :func:`tune` (and :class:`FalkonCV`, its scikit-learn face) finds σ — one, or one
 per feature — and λ by gradient (:mod:`krrcore.tuning`).
 """
+
 from __future__ import annotations
 
-from .kernels import (GaussianKernel, KERNELS, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel,
-                      make_kernel, median_heuristic)
+from .kernels import (
+    GaussianKernel,
+    KERNELS,
+    LaplacianKernel,
+    LinearKernel,
+    MaternKernel,
+    PolynomialKernel,
+    make_kernel,
+    median_heuristic,
+)
 from .registry import SOLVERS, get_solver
-from .solvers import (CG, CLASSIFIERS, ASkotch, ASkotchClassifier, CGClassifier, ExactKRR, ExactKRRClassifier,
-                      Falkon, FalkonClassifier, KRRClassifierMixin, LogisticFalkon, NystromCG, NystromCGClassifier, NystromGD,
-                      NystromGDClassifier, NystromKRR, NystromKRRClassifier, NystromPCG, NystromPCGClassifier,
-                      SketchySAGA, SketchySAGAClassifier, Skotch, SkotchClassifier)
+from .solvers import (
+    CG,
+    CLASSIFIERS,
+    ASkotch,
+    ASkotchClassifier,
+    CGClassifier,
+    ExactKRR,
+    ExactKRRClassifier,
+    Falkon,
+    FalkonClassifier,
+    KRRClassifierMixin,
+    LogisticFalkon,
+    NystromCG,
+    NystromCGClassifier,
+    NystromGD,
+    NystromGDClassifier,
+    NystromKRR,
+    NystromKRRClassifier,
+    NystromPCG,
+    NystromPCGClassifier,
+    SketchySAGA,
+    SketchySAGAClassifier,
+    Skotch,
+    SkotchClassifier,
+)
 from .solvers import __all__ as _solvers
 from .stream import IterationRecord, SolverDivergedError
 from .tuning import FalkonCV, TuneResult, tune
 
-__all__ = [*_solvers, "GaussianKernel", "LaplacianKernel", "MaternKernel", "LinearKernel",
-           "PolynomialKernel", "KERNELS", "make_kernel", "median_heuristic", "SOLVERS", "get_solver",
-           "IterationRecord", "SolverDivergedError", "tune", "TuneResult", "FalkonCV"]
+__all__ = [
+    *_solvers,
+    "GaussianKernel",
+    "LaplacianKernel",
+    "MaternKernel",
+    "LinearKernel",
+    "PolynomialKernel",
+    "KERNELS",
+    "make_kernel",
+    "median_heuristic",
+    "SOLVERS",
+    "get_solver",
+    "IterationRecord",
+    "SolverDivergedError",
+    "tune",
+    "TuneResult",
+    "FalkonCV",
+]

@@ -3,6 +3,7 @@
 Each check raises ``ValueError`` whose message names the offending parameter, so a user (or the
 app, which shows the message verbatim) knows what to fix.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,32 +62,36 @@ def as_tensor(
         if data.layout != torch.strided:
             raise TypeError(f"{name} is a sparse tensor: Sparse data is not supported, pass X.to_dense()")
         if data.device.type == "meta":
-            raise ValueError(f"{name} is on the 'meta' device, which holds a shape but no values: pass the "
-                             f"tensor on 'cpu' or 'cuda'")
-        t = data.detach()           # its values: krrcore fits and predicts, it never differentiates through them
+            raise ValueError(
+                f"{name} is on the 'meta' device, which holds a shape but no values: pass the tensor on 'cpu' or 'cuda'"
+            )
+        t = data.detach()  # its values: krrcore fits and predicts, it never differentiates through them
         if device is None:
             device = t.device
     else:
-        if hasattr(data, "toarray") or hasattr(data, "tocsr"):    # scipy.sparse matrices and arrays
-            raise TypeError(f"{name} is a sparse matrix: Sparse data was passed, but dense data is required; "
-                            f"use {name}.toarray() if it fits in memory")
+        if hasattr(data, "toarray") or hasattr(data, "tocsr"):  # scipy.sparse matrices and arrays
+            raise TypeError(
+                f"{name} is a sparse matrix: Sparse data was passed, but dense data is required; "
+                f"use {name}.toarray() if it fits in memory"
+            )
         if hasattr(data, "to_numpy") and hasattr(data, "isna"):  # pandas
             _check_pandas_cells(data, name)
             data = data.to_numpy()
         arr = np.asarray(data)
         if arr.dtype.kind == "c":
-            raise ValueError(f"{name} must be real-valued: Complex data not supported (got dtype {arr.dtype}); "
-                             f"pass {name}.real if the imaginary parts are meant to be dropped")
+            raise ValueError(
+                f"{name} must be real-valued: Complex data not supported (got dtype {arr.dtype}); "
+                f"pass {name}.real if the imaginary parts are meant to be dropped"
+            )
         if arr.dtype.kind not in "biuf":
             try:
                 arr = arr.astype(np.float64)
-            except (TypeError, ValueError) as exc:      # same type: a dict entry is a TypeError in numpy too
+            except (TypeError, ValueError) as exc:  # same type: a dict entry is a TypeError in numpy too
                 raise type(exc)(
-                    f"{name} must contain only numbers; found non-numeric entries "
-                    f"(dtype {arr.dtype}: {exc})"
+                    f"{name} must contain only numbers; found non-numeric entries (dtype {arr.dtype}: {exc})"
                 ) from None
         arr = np.ascontiguousarray(arr)
-        t = torch.from_numpy(arr if arr.flags.writeable else arr.copy())   # torch wants writable memory
+        t = torch.from_numpy(arr if arr.flags.writeable else arr.copy())  # torch wants writable memory
         if device is None:
             device = default_device()
     if t.is_complex():
@@ -99,21 +104,29 @@ def as_tensor(
     if t.ndim not in ndim:
         hint = ""
         if t.ndim == 1 and 2 in ndim:
-            hint = (f". Reshape your data: {name}.reshape(-1, 1) if it has a single feature, "
-                    f"{name}.reshape(1, -1) if it is a single sample")
-        raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, got shape "
-                         f"{tuple(t.shape)}{hint}")
+            hint = (
+                f". Reshape your data: {name}.reshape(-1, 1) if it has a single feature, "
+                f"{name}.reshape(1, -1) if it is a single sample"
+            )
+        raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimensions, got shape {tuple(t.shape)}{hint}")
     if t.shape[0] == 0:
         raise ValueError(f"{name} is empty: 0 sample(s) (shape={tuple(t.shape)}) while a minimum of 1 is required.")
     if t.numel() == 0:
         raise ValueError(f"{name} is empty: 0 feature(s) (shape={tuple(t.shape)}) while a minimum of 1 is required.")
     if not bool(torch.isfinite(t).all()):
-        counts = [f"{int(k)} {what}" for k, what in ((torch.isnan(t).sum(), "NaN (missing) value(s)"),
-                                                     (torch.isinf(t).sum(), "infinite value(s)")) if k]
+        counts = [
+            f"{int(k)} {what}"
+            for k, what in (
+                (torch.isnan(t).sum(), "NaN (missing) value(s)"),
+                (torch.isinf(t).sum(), "infinite value(s)"),
+            )
+            if k
+        ]
         columns = torch.nonzero(~torch.isfinite(t).reshape(t.shape[0], -1).all(0)).flatten().tolist()
         where = f" in column(s) {columns[:10]}{' ...' if len(columns) > 10 else ''}" if t.ndim == 2 else ""
-        raise ValueError(f"{name} contains {' and '.join(counts)}{where}: drop or impute them; "
-                         f"nothing is filled in for you")
+        raise ValueError(
+            f"{name} contains {' and '.join(counts)}{where}: drop or impute them; nothing is filled in for you"
+        )
     return t
 
 
@@ -128,9 +141,11 @@ def _check_pandas_cells(data, name: str) -> None:
     missing = missing[missing > 0]
     if len(missing):
         where = ", ".join(f"{col!r} ({int(k)} of {len(frame)} rows)" for col, k in missing.items())
-        raise ValueError(f"{name} has missing values (NaN, None or pd.NA) in column(s) {where}: drop those rows "
-                         f"({name}.dropna()) or impute them (e.g. sklearn.impute.SimpleImputer); nothing is "
-                         f"filled in for you")
+        raise ValueError(
+            f"{name} has missing values (NaN, None or pd.NA) in column(s) {where}: drop those rows "
+            f"({name}.dropna()) or impute them (e.g. sklearn.impute.SimpleImputer); nothing is "
+            f"filled in for you"
+        )
     text = {}
     for col in frame.columns:
         column = frame[col]
@@ -140,8 +155,10 @@ def _check_pandas_cells(data, name: str) -> None:
                 text[col] = cells.head(3).tolist()
     if text:
         shown = "; ".join(f"{col!r} (e.g. {', '.join(map(repr, cells))})" for col, cells in text.items())
-        raise ValueError(f"{name} must contain only numbers; found non-numeric entries in column(s) {shown}: "
-                         f"encode them as numbers or drop those columns")
+        raise ValueError(
+            f"{name} must contain only numbers; found non-numeric entries in column(s) {shown}: "
+            f"encode them as numbers or drop those columns"
+        )
 
 
 def _check_fits_dtype(t: torch.Tensor, name: str, dtype: torch.dtype) -> None:
@@ -150,8 +167,10 @@ def _check_fits_dtype(t: torch.Tensor, name: str, dtype: torch.dtype) -> None:
     limit = torch.finfo(dtype).max
     if largest > limit:
         kind = str(dtype).removeprefix("torch.")
-        raise ValueError(f"{name} has values up to {largest:.3g}, beyond {kind}'s range ({limit:.3g}): "
-                         f"rescale it or use dtype='float64'")
+        raise ValueError(
+            f"{name} has values up to {largest:.3g}, beyond {kind}'s range ({limit:.3g}): "
+            f"rescale it or use dtype='float64'"
+        )
 
 
 def check_X_y(X, y, *, dtype=None, device=None, X_name="X", y_name="y"):
@@ -165,8 +184,7 @@ def check_X_y(X, y, *, dtype=None, device=None, X_name="X", y_name="y"):
     y = as_tensor(y, y_name, dtype=X.dtype, device=X.device, ndim=(1, 2))
     if y.shape[0] != X.shape[0]:
         raise ValueError(
-            f"{X_name} and {y_name} have mismatched shapes: {X_name} has {X.shape[0]} rows, "
-            f"{y_name} has {y.shape[0]}"
+            f"{X_name} and {y_name} have mismatched shapes: {X_name} has {X.shape[0]} rows, {y_name} has {y.shape[0]}"
         )
     was_1d = y.ndim == 1
     return X, (y[:, None] if was_1d else y), was_1d
@@ -175,8 +193,9 @@ def check_X_y(X, y, *, dtype=None, device=None, X_name="X", y_name="y"):
 def check_features(X, n_features: int, name: str = "X", estimator: str = "the model") -> None:
     """``X`` has the ``n_features`` columns the estimator was fitted with (scikit-learn's wording)."""
     if X.shape[1] != n_features:
-        raise ValueError(f"{name} has {X.shape[1]} features, but {estimator} is expecting {n_features} "
-                         f"features as input")
+        raise ValueError(
+            f"{name} has {X.shape[1]} features, but {estimator} is expecting {n_features} features as input"
+        )
 
 
 def check_sample_weight(sample_weight, n: int, *, device=None) -> torch.Tensor | None:
@@ -193,8 +212,10 @@ def check_sample_weight(sample_weight, n: int, *, device=None) -> torch.Tensor |
     if w.shape[0] != n:
         raise ValueError(f"sample_weight has {w.shape[0]} entries, but X has {n} rows: give one weight per sample")
     if bool((w < 0).any()):
-        raise ValueError(f"sample_weight has {int((w < 0).sum())} negative weight(s) (smallest "
-                         f"{float(w.min()):.3g}): weights must be >= 0")
+        raise ValueError(
+            f"sample_weight has {int((w < 0).sum())} negative weight(s) (smallest "
+            f"{float(w.min()):.3g}): weights must be >= 0"
+        )
     total = float(w.sum())
     if total == 0:
         raise ValueError("sample_weight is zero for every sample: at least one weight must be positive")
@@ -214,8 +235,10 @@ def feature_names(X):
         return names
     if any(strings):
         kinds = sorted({type(name).__name__ for name in names})
-        raise TypeError(f"X has column names of mixed types {kinds}: feature names must be all strings "
-                        f"(X.columns = X.columns.astype(str)) or none")
+        raise TypeError(
+            f"X has column names of mixed types {kinds}: feature names must be all strings "
+            f"(X.columns = X.columns.astype(str)) or none"
+        )
     return None
 
 
@@ -229,12 +252,16 @@ def check_feature_names(X, fitted, estimator: str) -> None:
     if names is None and fitted is None:
         return
     if fitted is None:
-        warnings.warn(f"X has feature names, but {estimator} was fitted without feature names", UserWarning,
-                      stacklevel=4)
+        warnings.warn(
+            f"X has feature names, but {estimator} was fitted without feature names", UserWarning, stacklevel=4
+        )
         return
     if names is None:
-        warnings.warn(f"X does not have valid feature names, but {estimator} was fitted with feature names",
-                      UserWarning, stacklevel=4)
+        warnings.warn(
+            f"X does not have valid feature names, but {estimator} was fitted with feature names",
+            UserWarning,
+            stacklevel=4,
+        )
         return
     if len(names) == len(fitted) and (names == fitted).all():
         return

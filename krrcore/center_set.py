@@ -6,6 +6,7 @@ A selector returns a :class:`CenterSet`: the centres, their row indices in X (wh
 and the diagonal of FALKON's D matrix (Appendix A, Def. 2): all ones for uniform sampling,
 D_jj = 1/√(n p_j · count_j) for centres drawn with probabilities p (Alg. 2, selectNystromCenters).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ from ._validation import as_tensor
 
 @dataclass
 class CenterSet:
-    centers: torch.Tensor                 # (M, d)
-    indices: torch.Tensor | None          # (M,) rows of X, or None for user-given centres
-    weights: torch.Tensor | None = None   # diag(D), (M,); None means D = I
-    info: dict | None = None              # selector-specific extras (e.g. the BLESS λ path)
+    centers: torch.Tensor  # (M, d)
+    indices: torch.Tensor | None  # (M,) rows of X, or None for user-given centres
+    weights: torch.Tensor | None = None  # diag(D), (M,); None means D = I
+    info: dict | None = None  # selector-specific extras (e.g. the BLESS λ path)
 
     @property
     def M(self) -> int:
@@ -73,7 +74,9 @@ class FixedCenters(CenterSelector):
         return CenterSet(C, None, w)
 
 
-def weighted_sample(probabilities: torch.Tensor, M: int, generator: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def weighted_sample(
+    probabilities: torch.Tensor, M: int, generator: torch.Generator, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """FALKON Alg. 2 selectNystromCenters: M draws with replacement from ``probabilities``,
     duplicates merged; returns (unique indices, diag(D)).
 

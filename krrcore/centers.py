@@ -6,6 +6,7 @@ into a :class:`CenterSet` (centres, their rows in X, the diagonal of FALKON's D)
 live in :mod:`krrcore.center_set`, the leverage-score selectors in :mod:`krrcore.leverage`; this
 module sits above both, so the table is static and nothing imports in a circle.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -16,13 +17,27 @@ from ._validation import check_int
 from .center_set import CenterSelector, CenterSet, FixedCenters, UniformCenters, weighted_sample
 from .leverage.centers import BlessCenters, BlessRCenters
 
-__all__ = ["CENTER_SELECTORS", "CenterSelector", "CenterSet", "FixedCenters", "UniformCenters", "BlessCenters",
-           "BlessRCenters", "weighted_sample", "resolve_selector", "select_centers", "center_count"]
+__all__ = [
+    "CENTER_SELECTORS",
+    "CenterSelector",
+    "CenterSet",
+    "FixedCenters",
+    "UniformCenters",
+    "BlessCenters",
+    "BlessRCenters",
+    "weighted_sample",
+    "resolve_selector",
+    "select_centers",
+    "center_count",
+]
 
 
 #: Every selector by name: a static table (nothing registers into it at import time).
-CENTER_SELECTORS: dict[str, type[CenterSelector]] = {"uniform": UniformCenters, "bless": BlessCenters,
-                                                     "bless_r": BlessRCenters}
+CENTER_SELECTORS: dict[str, type[CenterSelector]] = {
+    "uniform": UniformCenters,
+    "bless": BlessCenters,
+    "bless_r": BlessRCenters,
+}
 
 
 def resolve_selector(spec) -> CenterSelector:
@@ -58,8 +73,12 @@ def select_centers(spec, X: torch.Tensor, M: int | None, seed: int, kernel=None)
         M = check_int(M, "M")
         n = X.shape[0]
         if M > n:
-            warnings.warn(f"M={M} centres requested but the training set has only n={n} points: using M={n} "
-                          f"(every training point; the Nyström problem is then exact KRR)", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"M={M} centres requested but the training set has only n={n} points: using M={n} "
+                f"(every training point; the Nyström problem is then exact KRR)",
+                UserWarning,
+                stacklevel=3,
+            )
             M = n
     generator = torch.Generator().manual_seed(int(seed))
     return selector.select(X, M, generator, kernel=kernel)

@@ -7,6 +7,7 @@ Replacing r alone, as the FALKON library does, breaks the recurrences that keep 
 conjugate (float32 FALKON's error rose after each such refresh and blew up refreshing every
 iteration); a restart is CG again, from a better starting point.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,15 +18,16 @@ import torch
 @dataclass
 class CGState:
     iteration: int
-    x: torch.Tensor          # current iterate (m×k), updated in place from one state to the next
-    r: torch.Tensor          # current (recursive) residual b − A x (m×k)
-    rel_residual: float      # ‖r‖_F / ‖b‖_F, whether or not a preconditioner is used
+    x: torch.Tensor  # current iterate (m×k), updated in place from one state to the next
+    r: torch.Tensor  # current (recursive) residual b − A x (m×k)
+    rel_residual: float  # ‖r‖_F / ‖b‖_F, whether or not a preconditioner is used
     converged: bool = False  # every column's residual is exactly zero: the generator ends here
-    step: torch.Tensor | None = None   # this iteration's step sizes (k,): x moved by step·p along p
+    step: torch.Tensor | None = None  # this iteration's step sizes (k,): x moved by step·p along p
 
 
-def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = None, refresh_every: int = 0,
-                       preconditioner=None):
+def conjugate_gradient(
+    matvec, b: torch.Tensor, *, x0: torch.Tensor | None = None, refresh_every: int = 0, preconditioner=None
+):
     """Yield a :class:`CGState` after every CG iteration on A x = b (A symmetric positive definite).
 
     Textbook CG (Hestenes–Stiefel; FALKON Alg. 1 ``conjgrad``), column-wise step sizes. With
@@ -35,6 +37,7 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, x0: torch.Tensor | None = Non
     column's residual is exactly zero (the last state then has ``converged=True``); the caller
     decides when to stop otherwise.
     """
+
     def precondition(r: torch.Tensor) -> torch.Tensor:
         return r if preconditioner is None else preconditioner(r)
 

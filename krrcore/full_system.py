@@ -8,6 +8,7 @@ ASkotch/Skotch (:mod:`krrcore.solvers.askotch`); :data:`RESIDUAL_MODES` are thei
 Penalty convention: krrcore's ``penalty`` λ is per sample, so the ASkotch paper's λ (its Eq. 3,
 (K + λI) w = y) is ``penalty * n`` here.
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,17 +22,20 @@ from .ops import KernelOperator, dense_kernel, operator_bytes
 KERNEL_STORAGE = ("auto", "stored", "on_the_fly")
 
 
-def resolve_kernel_storage(kernel_storage: str, n: int, itemsize: int, memory_budget: int | None,
-                           device) -> str:
-    """"stored" or "on_the_fly": "auto" stores K when its n² entries fit the storage budget
+def resolve_kernel_storage(kernel_storage: str, n: int, itemsize: int, memory_budget: int | None, device) -> str:
+    """ "stored" or "on_the_fly": "auto" stores K when its n² entries fit the storage budget
     (:func:`krrcore.memory.storage_budget`: ``memory_budget`` if given, else krrcore's default)."""
     if kernel_storage not in KERNEL_STORAGE:
         raise ValueError(f"kernel_storage must be one of {KERNEL_STORAGE}, got {kernel_storage!r}")
     need = n * n * itemsize
     if kernel_storage == "stored":
-        check_fits(need, "kernel_storage='stored'",
-                   f"the {n}×{n} kernel matrix does not fit; use kernel_storage='on_the_fly' or 'auto'",
-                   memory_budget, device)
+        check_fits(
+            need,
+            "kernel_storage='stored'",
+            f"the {n}×{n} kernel matrix does not fit; use kernel_storage='on_the_fly' or 'auto'",
+            memory_budget,
+            device,
+        )
     if kernel_storage == "auto":
         return "stored" if fits(need, memory_budget, device) else "on_the_fly"
     return kernel_storage
@@ -43,10 +47,14 @@ def storage_advice(n: int, itemsize: int, memory_budget: int | None = None, devi
     storage = resolve_kernel_storage("auto", n, itemsize, memory_budget, device)
     size = gib(n * n * itemsize)
     if storage == "stored":
-        return (f"K ({n:,}×{n:,}, {size}) fits in memory: NyströmPCG stores it and is usually far "
-                f"faster than ASkotch here; ASkotch pays off when K cannot be stored.")
-    return (f"K ({n:,}×{n:,}, {size}) does not fit the memory allowed: NyströmPCG recomputes it every "
-            f"iteration (one full kernel pass each), so ASkotch, which touches one block row per step, is the fair choice.")
+        return (
+            f"K ({n:,}×{n:,}, {size}) fits in memory: NyströmPCG stores it and is usually far "
+            f"faster than ASkotch here; ASkotch pays off when K cannot be stored."
+        )
+    return (
+        f"K ({n:,}×{n:,}, {size}) does not fit the memory allowed: NyströmPCG recomputes it every "
+        f"iteration (one full kernel pass each), so ASkotch, which touches one block row per step, is the fair choice."
+    )
 
 
 def evaluation_blocks(model: CostModel, n: int, M: int, k: int, budget: int) -> None:
@@ -54,12 +62,16 @@ def evaluation_blocks(model: CostModel, n: int, M: int, k: int, budget: int) -> 
     already) and its kernel blocks."""
     if model.itemsize != 8:
         model.hold("float64 copy of X (evaluation)", n * model.d * 8)
-    model.hold("float64 evaluation blocks", operator_bytes(n, M, itemsize=8, budget_bytes=budget, d=model.d, n_rhs=k,
-                                                          scratch_blocks=model.scratch_blocks), "scratch")
+    model.hold(
+        "float64 evaluation blocks",
+        operator_bytes(n, M, itemsize=8, budget_bytes=budget, d=model.d, n_rhs=k, scratch_blocks=model.scratch_blocks),
+        "scratch",
+    )
 
 
-def make_full_system(kernel: Kernel, X: torch.Tensor, lam_n: float, *, kernel_storage: str = "auto",
-                     memory_budget: int | None = None) -> "FullKernelSystem":
+def make_full_system(
+    kernel: Kernel, X: torch.Tensor, lam_n: float, *, kernel_storage: str = "auto", memory_budget: int | None = None
+) -> "FullKernelSystem":
     """The system K + λnI on X, a :class:`FullKernelSystem` with ``kernel_storage`` resolved here;
     ``storage`` says what was chosen (rows kept on a Dask cluster get theirs through
     :mod:`krrcore.rows`)."""
@@ -95,8 +107,15 @@ class FullKernelSystem:
         """Make this the weighted system W^½ K W^½ + λnI (``weights`` n×1, mean 1)."""
         self.row_scale = weights.sqrt().to(device=self.X.device)
 
-    def __init__(self, kernel: Kernel, X: torch.Tensor, lam_n: float, *, storage: str = "on_the_fly",
-                 memory_budget: int | None = None):
+    def __init__(
+        self,
+        kernel: Kernel,
+        X: torch.Tensor,
+        lam_n: float,
+        *,
+        storage: str = "on_the_fly",
+        memory_budget: int | None = None,
+    ):
         self.kernel = kernel
         self.X = X
         self.n = X.shape[0]
@@ -119,8 +138,11 @@ class FullKernelSystem:
             product = model.stream_seconds(n * n * s) + model.flop_seconds(2 * n * n * k)
             model.setup += model.entry_seconds(n * n)
         else:
-            model.hold("kernel block buffer", operator_bytes(n, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k,
-                                                             scratch_blocks=scratch), "scratch")
+            model.hold(
+                "kernel block buffer",
+                operator_bytes(n, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k, scratch_blocks=scratch),
+                "scratch",
+            )
             product = model.entry_seconds(n * n)
         evaluation = 0.0
         if float64_eval:
@@ -147,8 +169,9 @@ class FullKernelSystem:
         if self.K is not None:
             out = self.K @ W
         else:
-            out = KernelOperator(self.kernel, self.X, self.X, memory_budget=self.scratch_bytes,
-                                 n_rhs=W.shape[1]).matvec(W)
+            out = KernelOperator(
+                self.kernel, self.X, self.X, memory_budget=self.scratch_bytes, n_rhs=W.shape[1]
+            ).matvec(W)
         return out if scale is None else out.mul_(scale)
 
     def matvec(self, W: torch.Tensor) -> torch.Tensor:
@@ -193,8 +216,9 @@ class FullKernelSystem:
         else:
             if self._X64 is None:
                 self._X64 = self.X.to(torch.float64)
-            AW = KernelOperator(self.kernel, self._X64, self._X64, memory_budget=self.scratch_bytes,
-                                n_rhs=W.shape[1]).matvec(V64)
+            AW = KernelOperator(
+                self.kernel, self._X64, self._X64, memory_budget=self.scratch_bytes, n_rhs=W.shape[1]
+            ).matvec(V64)
         if scale is not None:
             AW.mul_(scale)
         return residual_and_objective(AW.add_(W64, alpha=self.lam_n), W64, Y64)

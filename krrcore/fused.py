@@ -33,6 +33,7 @@ path runs. With ``TRITON_INTERPRET=1`` set before triton is first imported, the 
 on CPU tensors through Triton's interpreter (slowly): that is how the tests check them without a
 card (tests/test_fused_kernels.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -76,9 +77,26 @@ def kernel_code(kernel: Kernel) -> int | None:
 
 
 if triton is not None:
+
     @triton.jit
-    def _tile(A, a_idx, n_a, stride_a, B, b_idx, n_b, stride_b, shift, inv, d, floor,
-              KIND: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _tile(
+        A,
+        a_idx,
+        n_a,
+        stride_a,
+        B,
+        b_idx,
+        n_b,
+        stride_b,
+        shift,
+        inv,
+        d,
+        floor,
+        KIND: tl.constexpr,
+        BLOCK_A: tl.constexpr,
+        BLOCK_B: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         """K(A[a_idx], B[b_idx]) as a BLOCK_A × BLOCK_B tile, zero outside the rows; the features
         are (x − shift)·inv, i.e. centred and divided by σ as :meth:`Kernel.prepare` scales them."""
         a_ok = a_idx < n_a
@@ -90,10 +108,18 @@ if triton is not None:
                 d_ok = offs < d
                 s = tl.load(inv + offs, mask=d_ok, other=0.0)
                 m = tl.load(shift + offs, mask=d_ok, other=0.0)
-                a = (tl.load(A + a_idx[:, None] * stride_a + offs[None, :], mask=a_ok[:, None] & d_ok[None, :],
-                             other=0.0) - m[None, :]) * s[None, :]
-                b = (tl.load(B + b_idx[:, None] * stride_b + offs[None, :], mask=b_ok[:, None] & d_ok[None, :],
-                             other=0.0) - m[None, :]) * s[None, :]
+                a = (
+                    tl.load(
+                        A + a_idx[:, None] * stride_a + offs[None, :], mask=a_ok[:, None] & d_ok[None, :], other=0.0
+                    )
+                    - m[None, :]
+                ) * s[None, :]
+                b = (
+                    tl.load(
+                        B + b_idx[:, None] * stride_b + offs[None, :], mask=b_ok[:, None] & d_ok[None, :], other=0.0
+                    )
+                    - m[None, :]
+                ) * s[None, :]
                 acc += tl.sum(tl.abs(a[:, None, :] - b[None, :, :]), axis=2)
             K = tl.exp(-acc)
         else:
@@ -105,10 +131,18 @@ if triton is not None:
                 d_ok = offs < d
                 s = tl.load(inv + offs, mask=d_ok, other=0.0)
                 m = tl.load(shift + offs, mask=d_ok, other=0.0)
-                a = (tl.load(A + a_idx[:, None] * stride_a + offs[None, :], mask=a_ok[:, None] & d_ok[None, :],
-                             other=0.0) - m[None, :]) * s[None, :]
-                b = (tl.load(B + b_idx[:, None] * stride_b + offs[None, :], mask=b_ok[:, None] & d_ok[None, :],
-                             other=0.0) - m[None, :]) * s[None, :]
+                a = (
+                    tl.load(
+                        A + a_idx[:, None] * stride_a + offs[None, :], mask=a_ok[:, None] & d_ok[None, :], other=0.0
+                    )
+                    - m[None, :]
+                ) * s[None, :]
+                b = (
+                    tl.load(
+                        B + b_idx[:, None] * stride_b + offs[None, :], mask=b_ok[:, None] & d_ok[None, :], other=0.0
+                    )
+                    - m[None, :]
+                ) * s[None, :]
                 dot += tl.dot(a, tl.trans(b), input_precision="ieee")
                 an += tl.sum(a * a, axis=1)
                 bn += tl.sum(b * b, axis=1)
@@ -129,10 +163,31 @@ if triton is not None:
         return tl.where(a_ok[:, None] & b_ok[None, :], K, 0.0)
 
     @triton.jit
-    def _rows_kernel(X, C, V, W, OUT, shift, inv, n, M, d, k, floor,
-                     stride_x, stride_c, stride_v, stride_w, stride_o,
-                     KIND: tl.constexpr, HAS_W: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _rows_kernel(
+        X,
+        C,
+        V,
+        W,
+        OUT,
+        shift,
+        inv,
+        n,
+        M,
+        d,
+        k,
+        floor,
+        stride_x,
+        stride_c,
+        stride_v,
+        stride_w,
+        stride_o,
+        KIND: tl.constexpr,
+        HAS_W: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
         """OUT[rows] = K(X[rows], C) V (+ W[rows]) for one tile of rows."""
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         ks = tl.arange(0, BLOCK_K)
@@ -140,10 +195,8 @@ if triton is not None:
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=X.dtype.element_ty)
         for m0 in range(0, M, BLOCK_M):
             cols = m0 + tl.arange(0, BLOCK_M)
-            K = _tile(X, rows, n, stride_x, C, cols, M, stride_c, shift, inv, d, floor,
-                      KIND, BLOCK_N, BLOCK_M, BLOCK_D)
-            v = tl.load(V + cols[:, None] * stride_v + ks[None, :], mask=(cols < M)[:, None] & k_ok[None, :],
-                        other=0.0)
+            K = _tile(X, rows, n, stride_x, C, cols, M, stride_c, shift, inv, d, floor, KIND, BLOCK_N, BLOCK_M, BLOCK_D)
+            v = tl.load(V + cols[:, None] * stride_v + ks[None, :], mask=(cols < M)[:, None] & k_ok[None, :], other=0.0)
             acc += tl.dot(K, v, input_precision="ieee")
         mask = (rows < n)[:, None] & k_ok[None, :]
         if HAS_W:
@@ -151,10 +204,28 @@ if triton is not None:
         tl.store(OUT + rows[:, None] * stride_o + ks[None, :], acc, mask=mask)
 
     @triton.jit
-    def _cols_kernel(X, C, U, PART, shift, inv, n, M, d, k, floor, rows_per_split,
-                     stride_x, stride_c, stride_u,
-                     KIND: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _cols_kernel(
+        X,
+        C,
+        U,
+        PART,
+        shift,
+        inv,
+        n,
+        M,
+        d,
+        k,
+        floor,
+        rows_per_split,
+        stride_x,
+        stride_c,
+        stride_u,
+        KIND: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
         """PART[s, cols] = Σ over split s's rows of K(X[rows], C[cols])ᵀ U[rows]."""
         cols = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         split = tl.program_id(1)
@@ -165,20 +236,21 @@ if triton is not None:
         stop = tl.minimum(start + rows_per_split, n)
         for r0 in range(start, stop, BLOCK_N):
             rows = r0 + tl.arange(0, BLOCK_N)
-            Kt = _tile(C, cols, M, stride_c, X, rows, stop, stride_x, shift, inv, d, floor,
-                       KIND, BLOCK_M, BLOCK_N, BLOCK_D)
-            u = tl.load(U + rows[:, None] * stride_u + ks[None, :], mask=(rows < stop)[:, None] & k_ok[None, :],
-                        other=0.0)
+            Kt = _tile(
+                C, cols, M, stride_c, X, rows, stop, stride_x, shift, inv, d, floor, KIND, BLOCK_M, BLOCK_N, BLOCK_D
+            )
+            u = tl.load(
+                U + rows[:, None] * stride_u + ks[None, :], mask=(rows < stop)[:, None] & k_ok[None, :], other=0.0
+            )
             acc += tl.dot(Kt, u, input_precision="ieee").to(PART.dtype.element_ty)
-        tl.store(PART + split * M * k + cols[:, None] * k + ks[None, :], acc,
-                 mask=(cols < M)[:, None] & k_ok[None, :])
+        tl.store(PART + split * M * k + cols[:, None] * k + ks[None, :], acc, mask=(cols < M)[:, None] & k_ok[None, :])
 
 
 def _blocks(dtype: torch.dtype, code: int) -> tuple[int, int, int]:
     """(BLOCK_N, BLOCK_M, BLOCK_D): 64 × 64 tiles of float32 (32 × 32 of float64, whose registers
     are twice as wide); the L1 kernel's 3-D difference tile takes 4 features at a time. Not yet
     tuned on a card (``python -m benchmarks --case gpu`` times them)."""
-    if interpreted():          # the interpreter's cost is per program and operation: fewer, larger tiles
+    if interpreted():  # the interpreter's cost is per program and operation: fewer, larger tiles
         return 64, 64, (4 if code == LAPLACE_L1 else 16)
     wide = dtype == torch.float64
     n_m = 32 if wide or code == LAPLACE_L1 else 64
@@ -216,7 +288,7 @@ class FusedKernel:
     def _max_sq_norm(self, X: torch.Tensor, chunk: int = 1 << 16) -> float:
         best = 0.0
         for start in range(0, X.shape[0], chunk):
-            Z = (X[start:start + chunk] - self.shift) * self.inv
+            Z = (X[start : start + chunk] - self.shift) * self.inv
             best = max(best, float((Z * Z).sum(1).max()))
         return best
 
@@ -237,7 +309,7 @@ class FusedKernel:
 
     @staticmethod
     def _width(k: int) -> int:
-        return max(16, triton.next_power_of_2(k))   # tl.dot needs every dimension ≥ 16
+        return max(16, triton.next_power_of_2(k))  # tl.dot needs every dimension ≥ 16
 
     def matvec(self, X: torch.Tensor, v: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
         """K(X, C) v (+ w) for v of shape (M,) or (M, k) (and w of shape (n,) or (n, k))."""
@@ -250,11 +322,31 @@ class FusedKernel:
         out = torch.empty(n, k, dtype=self.dtype, device=self.device)
         if n and k:
             grid = (triton.cdiv(n, self.block_n),)
-            _rows_kernel[grid](X, self.C, v, v if w is None else w, out, self.shift, self.inv, n, M, d, k,
-                               self._floor(), X.stride(0), self.C.stride(0), v.stride(0),
-                               0 if w is None else w.stride(0), out.stride(0),
-                               KIND=self.code, HAS_W=w is not None, BLOCK_N=self.block_n, BLOCK_M=self.block_m,
-                               BLOCK_D=self.block_d, BLOCK_K=self._width(k))
+            _rows_kernel[grid](
+                X,
+                self.C,
+                v,
+                v if w is None else w,
+                out,
+                self.shift,
+                self.inv,
+                n,
+                M,
+                d,
+                k,
+                self._floor(),
+                X.stride(0),
+                self.C.stride(0),
+                v.stride(0),
+                0 if w is None else w.stride(0),
+                out.stride(0),
+                KIND=self.code,
+                HAS_W=w is not None,
+                BLOCK_N=self.block_n,
+                BLOCK_M=self.block_m,
+                BLOCK_D=self.block_d,
+                BLOCK_K=self._width(k),
+            )
         return out[:, 0] if squeeze else out
 
     def _splits(self, n: int, M: int) -> int:
@@ -279,15 +371,39 @@ class FusedKernel:
         part = torch.zeros(splits, M, k, dtype=acc, device=self.device)
         if n and M and k:
             grid = (triton.cdiv(M, self.block_m), splits)
-            _cols_kernel[grid](X, self.C, u, part, self.shift, self.inv, n, M, d, k, self._floor(), rows_per_split,
-                               X.stride(0), self.C.stride(0), u.stride(0),
-                               KIND=self.code, BLOCK_N=self.block_n, BLOCK_M=self.block_m,
-                               BLOCK_D=self.block_d, BLOCK_K=self._width(k))
+            _cols_kernel[grid](
+                X,
+                self.C,
+                u,
+                part,
+                self.shift,
+                self.inv,
+                n,
+                M,
+                d,
+                k,
+                self._floor(),
+                rows_per_split,
+                X.stride(0),
+                self.C.stride(0),
+                u.stride(0),
+                KIND=self.code,
+                BLOCK_N=self.block_n,
+                BLOCK_M=self.block_m,
+                BLOCK_D=self.block_d,
+                BLOCK_K=self._width(k),
+            )
         out = part.sum(0)
         return out[:, 0] if squeeze else out
 
-    def pair(self, X: torch.Tensor, v: torch.Tensor | None, w: torch.Tensor | None = None,
-             accumulate_dtype: torch.dtype | None = None, weights: torch.Tensor | None = None) -> torch.Tensor:
+    def pair(
+        self,
+        X: torch.Tensor,
+        v: torch.Tensor | None,
+        w: torch.Tensor | None = None,
+        accumulate_dtype: torch.dtype | None = None,
+        weights: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """K(X, C)ᵀ (K(X, C) v + w) (FALKON Alg. 1's product); ``v`` or ``w`` may be None (zero).
         With ``weights`` (n,) the rows of K v + w are weighted first: K(X, C)ᵀ W (K(X, C) v + w)."""
         if v is None and w is None:

@@ -5,6 +5,7 @@ norms), so a blocked product prepares the centres once and each data block once,
 block then costs one GEMM plus in-place element-wise work: squared distances use the expanded
 form ‖a‖² + ‖b‖² − 2aᵀb, clamped at zero against cancellation.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,8 +33,7 @@ class Prepared:
         return self.features.shape[0]
 
     def rows(self, start: int, stop: int) -> "Prepared":
-        return Prepared(self.features[start:stop],
-                        None if self.sq_norms is None else self.sq_norms[start:stop])
+        return Prepared(self.features[start:stop], None if self.sq_norms is None else self.sq_norms[start:stop])
 
 
 class Kernel:
@@ -82,8 +82,9 @@ class Kernel:
         """A kernel is rebuilt from its parameters (its constructor checks them), in place."""
         unknown = sorted(set(params) - set(self.params()))
         if unknown:
-            raise ValueError(f"{type(self).__name__} has no parameter(s) {unknown}; its parameters are "
-                             f"{sorted(self.params())}")
+            raise ValueError(
+                f"{type(self).__name__} has no parameter(s) {unknown}; its parameters are {sorted(self.params())}"
+            )
         rebuilt = type(self)(**{**self.params(), **params})
         origin = getattr(self, "origin", None)
         vars(self).clear()
@@ -110,11 +111,15 @@ def _sigma_param(sigma):
     try:
         t = torch.as_tensor(sigma, dtype=torch.float64) if not isinstance(sigma, torch.Tensor) else sigma.double()
     except (TypeError, ValueError):
-        raise ValueError(f"sigma must be a positive number or a 1-D array of per-feature lengths, got {sigma!r}") from None
+        raise ValueError(
+            f"sigma must be a positive number or a 1-D array of per-feature lengths, got {sigma!r}"
+        ) from None
     if t.ndim == 0:
         return check_positive(float(t), "sigma")
     if t.ndim != 1 or t.numel() == 0:
-        raise ValueError(f"sigma must be a positive number or a 1-D array of per-feature lengths, got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"sigma must be a positive number or a 1-D array of per-feature lengths, got shape {tuple(t.shape)}"
+        )
     if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
         raise ValueError("sigma must be > 0 and finite in every feature")
     return t.cpu()
@@ -165,8 +170,9 @@ class _ScaledDistanceKernel(Kernel):
     def _scale(self, X: torch.Tensor) -> torch.Tensor:
         if self.origin is not None:
             if self.origin.numel() != X.shape[1]:
-                raise ValueError(f"the kernel's origin has {self.origin.numel()} coordinates but X has "
-                                 f"{X.shape[1]} features")
+                raise ValueError(
+                    f"the kernel's origin has {self.origin.numel()} coordinates but X has {X.shape[1]} features"
+                )
             X = X - self.origin.to(dtype=X.dtype, device=X.device)
         if isinstance(self.sigma, float):
             return X / self.sigma
@@ -332,6 +338,8 @@ def median_heuristic(X, *, max_points: int = 2000, p: int = 2, seed: int = 0) ->
         raise ValueError("X has no two distinct rows: the median heuristic is undefined")
     median = float(torch.quantile(d, 0.5))
     if not math.isfinite(median):
-        raise ValueError(f"the median distance of X is {median}: X's values ({peak:.3g} at most) put the "
-                         f"distances beyond float64's range; rescale X")
+        raise ValueError(
+            f"the median distance of X is {median}: X's values ({peak:.3g} at most) put the "
+            f"distances beyond float64's range; rescale X"
+        )
     return median  # the usual median (mean of the middle two)

@@ -1,4 +1,5 @@
 """Small dense linear-algebra helpers shared by solvers and diagnostics."""
+
 from __future__ import annotations
 
 import torch
@@ -6,8 +7,9 @@ import torch
 from ._validation import check_int
 
 
-def jitter_cholesky(A: torch.Tensor, eps: float, *, max_tries: int = 8, factor: float = 100.0,
-                    name: str = "matrix") -> tuple[torch.Tensor, float]:
+def jitter_cholesky(
+    A: torch.Tensor, eps: float, *, max_tries: int = 8, factor: float = 100.0, name: str = "matrix"
+) -> tuple[torch.Tensor, float]:
     """Lower Cholesky factor of A + eps·I, raising eps by ``factor`` until it succeeds.
 
     The jitter is added to A's diagonal in place and removed before returning, so the only new
@@ -20,14 +22,14 @@ def jitter_cholesky(A: torch.Tensor, eps: float, *, max_tries: int = 8, factor: 
     diagonal = A.diagonal()
     try:
         for _ in range(max_tries):
-            diagonal.add_(current - added)          # in place: no second n×n matrix
+            diagonal.add_(current - added)  # in place: no second n×n matrix
             added = current
             L, info = torch.linalg.cholesky_ex(A)
             if int(info) == 0 and bool(torch.isfinite(L).all()):
                 return L, current
             current = current * factor if current > 0 else 1e-12
     finally:
-        diagonal.sub_(added)                        # A is left as it was given
+        diagonal.sub_(added)  # A is left as it was given
     raise ValueError(
         f"{name} is not positive definite even with jitter {current / factor:.3g} on its diagonal "
         f"(check for NaN inputs or an extremely small kernel bandwidth)"
@@ -45,8 +47,9 @@ def solve_lower(L: torch.Tensor, B: torch.Tensor, *, transpose: bool = False) ->
     return X[:, 0] if squeeze else X
 
 
-def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float64, device=None,
-                        seed: int = 0) -> torch.Tensor:
+def lanczos_ritz_values(
+    matvec, dim: int, *, steps: int = 40, dtype=torch.float64, device=None, seed: int = 0
+) -> torch.Tensor:
     """Ritz values of a symmetric operator after ``steps`` Lanczos steps with full reorthogonalisation.
 
     The extreme Ritz values converge first: λ_max from below quickly; λ_min from above more
@@ -62,7 +65,7 @@ def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float6
         Q[:, j] = q
         w = matvec(q[:, None])[:, 0]
         alpha = float(q @ w)
-        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)      # full reorthogonalisation (twice is enough)
+        w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)  # full reorthogonalisation (twice is enough)
         w = w - Q[:, : j + 1] @ (Q[:, : j + 1].T @ w)
         alphas.append(alpha)
         beta = float(torch.linalg.norm(w))
@@ -78,8 +81,9 @@ def lanczos_ritz_values(matvec, dim: int, *, steps: int = 40, dtype=torch.float6
     return torch.linalg.eigvalsh(Tk)
 
 
-def residual_and_objective(Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor,
-                           constant: float = 0.0) -> tuple[float, float]:
+def residual_and_objective(
+    Ax: torch.Tensor, x: torch.Tensor, b: torch.Tensor, constant: float = 0.0
+) -> tuple[float, float]:
     """(‖Ax − b‖_F/‖b‖_F, ½⟨x, Ax⟩ − ⟨b, x⟩ + constant) for the quadratic whose minimiser solves A x = b.
 
     The report of every solver that evaluates its system exactly: the full KRR dual d(w) of the
@@ -122,12 +126,12 @@ def cholesky_lower_(A: torch.Tensor, block: int = FACTOR_BLOCK) -> int:
         # Panel: A[k1:, k0:k1] ← A[k1:, k0:k1] L⁻ᵀ.
         panel = torch.linalg.solve_triangular(L, A[k1:, k0:k1].T, upper=False).T.contiguous()
         A[k1:, k0:k1].copy_(panel)
-        for j0 in range(k1, M, block):      # trailing lower triangle, one block column at a time
+        for j0 in range(k1, M, block):  # trailing lower triangle, one block column at a time
             j1 = min(j0 + block, M)
-            update = panel[j0 - k1:] @ panel[j0 - k1:j1 - k1].T            # (M − j0) × (j1 − j0)
+            update = panel[j0 - k1 :] @ panel[j0 - k1 : j1 - k1].T  # (M − j0) × (j1 − j0)
             top = A[j0:j1, j0:j1]
-            top.sub_(torch.tril(update[: j1 - j0]))                        # lower part of the diagonal block
-            A[j1:, j0:j1].sub_(update[j1 - j0:])
+            top.sub_(torch.tril(update[: j1 - j0]))  # lower part of the diagonal block
+            A[j1:, j0:j1].sub_(update[j1 - j0 :])
     return 0
 
 
@@ -138,10 +142,10 @@ def lower_gram_(A: torch.Tensor, block: int = FACTOR_BLOCK) -> None:
     M = A.shape[0]
     for i0 in range(0, M, block):
         i1 = min(i0 + block, M)
-        panel = A[i0:, i0:i1].clone()                       # L[I:, I], its top block lower-triangular
+        panel = A[i0:, i0:i1].clone()  # L[I:, I], its top block lower-triangular
         panel[: i1 - i0].tril_()
-        left = panel.T @ A[i0:, :i0] if i0 else None        # (LᵀL)[I, :I]: columns left of I are all below the diagonal
-        diag = panel.T @ panel                              # (LᵀL)[I, I]
+        left = panel.T @ A[i0:, :i0] if i0 else None  # (LᵀL)[I, :I]: columns left of I are all below the diagonal
+        diag = panel.T @ panel  # (LᵀL)[I, I]
         if left is not None:
             A[i0:i1, :i0].copy_(left)
         keep_upper = torch.triu(A[i0:i1, i0:i1], 1)

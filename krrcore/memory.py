@@ -25,6 +25,7 @@ against the storage budget (what it stores) and the free memory (its whole peak)
 the set-up and per-iteration seconds. ``fit`` checks it first: :class:`MemoryLimitError`
 (with the numbers and what to change), :class:`TimeLimitError` past the solver's ``timeout``.
 """
+
 from __future__ import annotations
 
 import math
@@ -91,8 +92,12 @@ def check_memory_budget(memory_budget) -> int | None:
     """``memory_budget`` as given by a user: None, or a positive whole number of bytes."""
     if memory_budget is None:
         return None
-    if isinstance(memory_budget, bool) or not isinstance(memory_budget, numbers.Real) or memory_budget <= 0 \
-            or int(memory_budget) != memory_budget:
+    if (
+        isinstance(memory_budget, bool)
+        or not isinstance(memory_budget, numbers.Real)
+        or memory_budget <= 0
+        or int(memory_budget) != memory_budget
+    ):
         raise ValueError(f"memory_budget must be a positive whole number of bytes or None, got {memory_budget!r}")
     return int(memory_budget)
 
@@ -137,8 +142,9 @@ def check_fits(need_bytes: int, what: str, advice: str, memory_budget: int | Non
     limit = storage_budget(memory_budget, device)
     if need_bytes > limit:
         source = "memory_budget" if memory_budget is not None else f"{STORAGE_FRACTION:.0%} of free memory"
-        raise MemoryBudgetError(f"{what} needs {gib(need_bytes)} but only {gib(limit)} may be used "
-                                f"({source}): {advice}")
+        raise MemoryBudgetError(
+            f"{what} needs {gib(need_bytes)} but only {gib(limit)} may be used ({source}): {advice}"
+        )
 
 
 def check_device_room(need_bytes: int, what: str, advice, device) -> None:
@@ -148,8 +154,9 @@ def check_device_room(need_bytes: int, what: str, advice, device) -> None:
     free = available_bytes(device)
     if need_bytes > free:
         advice = advice(free) if callable(advice) else advice
-        raise MemoryBudgetError(f"{what} needs {gib(need_bytes)} but {torch.device(device)} has {gib(free)} free: "
-                                f"{advice}")
+        raise MemoryBudgetError(
+            f"{what} needs {gib(need_bytes)} but {torch.device(device)} has {gib(free)} free: {advice}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,14 +277,18 @@ class MemoryEstimate:
     def describe(self) -> str:
         """One paragraph: the peak, its dominant parts, what is stored against which budget, the time."""
         parts = ", ".join(f"{p.name} {_size(p.bytes)}" for p in self.dominant_parts())
-        text = (f"{self.solver} on n={self.n:,} points (d={self.d}, {self.dtype}) needs about "
-                f"{_size(self.peak_bytes)} at its peak ({parts}), of which it stores {_size(self.stored_bytes)} "
-                f"against a storage budget of {_size(self.limit_bytes)}")
+        text = (
+            f"{self.solver} on n={self.n:,} points (d={self.d}, {self.dtype}) needs about "
+            f"{_size(self.peak_bytes)} at its peak ({parts}), of which it stores {_size(self.stored_bytes)} "
+            f"against a storage budget of {_size(self.limit_bytes)}"
+        )
         if self.peak_bytes > self.available_bytes:
             text += f"; only {_size(self.available_bytes)} is free"
         if self.setup_seconds is not None and self.seconds_per_iteration:
-            text += (f"; estimated set-up {_duration(self.setup_seconds)} and "
-                     f"{_duration(self.seconds_per_iteration)} per iteration on this CPU")
+            text += (
+                f"; estimated set-up {_duration(self.setup_seconds)} and "
+                f"{_duration(self.seconds_per_iteration)} per iteration on this CPU"
+            )
         elif self.setup_seconds is not None:
             text += f"; estimated {_duration(self.setup_seconds)} on this CPU"
         return text + "."
@@ -291,7 +302,9 @@ class MemoryEstimate:
         if timeout is not None and first is not None and first > timeout:
             raise TimeLimitError(
                 f"{self.describe()} Refused before starting: set-up and one iteration would take about "
-                f"{_duration(first)}, beyond timeout={timeout:g} s; {self.suggestion}.", self)
+                f"{_duration(first)}, beyond timeout={timeout:g} s; {self.suggestion}.",
+                self,
+            )
         return self
 
 
@@ -302,8 +315,16 @@ class CostModel:
     of the products), dense flops and streamed bytes, converted with the CPU rates above.
     """
 
-    def __init__(self, *, d: int, dtype: torch.dtype, device, memory_budget: int | None = None,
-                 scratch_blocks: int = 0, available: int | None = None):
+    def __init__(
+        self,
+        *,
+        d: int,
+        dtype: torch.dtype,
+        device,
+        memory_budget: int | None = None,
+        scratch_blocks: int = 0,
+        available: int | None = None,
+    ):
         self.d, self.dtype, self.itemsize = d, dtype, torch.finfo(dtype).bits // 8
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         # ``available``: the memory this model may count on instead of the device's free memory
@@ -350,13 +371,19 @@ class CostModel:
     def build(self, solver: str, n: int, n_outputs: int, suggestion: str) -> MemoryEstimate:
         parts = tuple(sorted(self.parts.values(), key=lambda p: -p.bytes))
         timed = self.device.type == "cpu"
-        return MemoryEstimate(solver=solver, n=int(n), d=int(self.d), n_outputs=int(n_outputs),
-                              dtype=str(self.dtype).removeprefix("torch."), parts=parts,
-                              limit_bytes=self.limit_bytes,
-                              available_bytes=available_bytes(self.device) if self.available is None else self.available,
-                              setup_seconds=self.setup if timed else None,
-                              seconds_per_iteration=self.iteration if timed else None,
-                              suggestion=suggestion)
+        return MemoryEstimate(
+            solver=solver,
+            n=int(n),
+            d=int(self.d),
+            n_outputs=int(n_outputs),
+            dtype=str(self.dtype).removeprefix("torch."),
+            parts=parts,
+            limit_bytes=self.limit_bytes,
+            available_bytes=available_bytes(self.device) if self.available is None else self.available,
+            setup_seconds=self.setup if timed else None,
+            seconds_per_iteration=self.iteration if timed else None,
+            suggestion=suggestion,
+        )
 
 
 # ------------------------------------------------------------------------------------------------

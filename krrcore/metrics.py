@@ -3,6 +3,7 @@
 Classification metrics take real-valued least-squares outputs: for ±1 targets the sign decides,
 for one-hot targets the arg-max does.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -94,8 +95,13 @@ def auc(y_true, y_score) -> float:
 
 #: Metric functions by name; lower is better except for AUC.
 METRICS = {
-    "mse": mse, "rmse": rmse, "mae": mae, "relative_error": relative_error, "smape": smape,
-    "classification_error": classification_error, "auc": auc,
+    "mse": mse,
+    "rmse": rmse,
+    "mae": mae,
+    "relative_error": relative_error,
+    "smape": smape,
+    "classification_error": classification_error,
+    "auc": auc,
 }
 
 #: The metric recorded per iteration for each task.

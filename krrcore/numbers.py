@@ -7,6 +7,7 @@ range does it switch to a short exponent (``1.2e-7``, ``3.4e12``). A unit, when 
 after a space (``22,670 Salary``). :data:`D3_FORMAT` is the nearest plotly (d3) format, for the
 hover text and ticks plotly formats itself.
 """
+
 from __future__ import annotations
 
 import math

@@ -14,6 +14,7 @@ K_bb) and SketchySAGA (of a subsampled Hessian (n/b_H)K_HMᵀK_HM):
   rate depends on).
 * :func:`resolve_damping` — ρ from the paper's damping rules (Sec. 3.2 defaults).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,8 @@ class NystromApproximation:
     diagnostics. ``rank`` is the sketch size r asked for; ``eigvals`` keeps all r values.
     """
 
-    U: torch.Tensor          # (p, r), approximately orthonormal columns
-    eigvals: torch.Tensor    # (r,), descending, >= 0
+    U: torch.Tensor  # (p, r), approximately orthonormal columns
+    eigvals: torch.Tensor  # (r,), descending, >= 0
     shift: float
 
     @property
@@ -60,8 +61,9 @@ def gaussian_test_matrix(p: int, r: int, *, generator: torch.Generator, dtype, d
     return torch.linalg.qr(omega.to(device), mode="reduced")[0]
 
 
-def randomized_nystrom(apply: MatMul, p: int, rank: int, trace: float, *, generator: torch.Generator,
-                       dtype: torch.dtype, device) -> NystromApproximation:
+def randomized_nystrom(
+    apply: MatMul, p: int, rank: int, trace: float, *, generator: torch.Generator, dtype: torch.dtype, device
+) -> NystromApproximation:
     """Randomized Nyström approximation of a p×p PSD matrix M (ASkotch paper Alg. 2, after [50, Alg. 3]).
 
     ``apply(Ω)`` returns MΩ; ``trace`` is Tr(M), which sets the stabilising shift
@@ -90,7 +92,7 @@ def randomized_nystrom(apply: MatMul, p: int, rank: int, trace: float, *, genera
         C, extra = jitter_cholesky(core, 10 * base, name="ΩᵀMΩ of the Nyström sketch")
         Y.add_(omega, alpha=extra)
         shift += extra
-    B = solve_lower(C, Y.T).T          # B = Y C⁻ᵀ
+    B = solve_lower(C, Y.T).T  # B = Y C⁻ᵀ
     U, sigma, _ = torch.linalg.svd(B, full_matrices=False)
     eigvals = (sigma * sigma - shift).clamp_min(0.0)
     return NystromApproximation(U=U, eigvals=eigvals, shift=shift)
@@ -166,8 +168,16 @@ class NystromPreconditioner:
         return self.U @ (scale * UtV) + (V - self.U @ UtV) / math.sqrt(self.rho)
 
 
-def get_L(apply_H: MatMul, p: int, preconditioner: NystromPreconditioner | None, *,
-          generator: torch.Generator, dtype: torch.dtype, device, iterations: int = GET_L_ITERATIONS) -> float:
+def get_L(
+    apply_H: MatMul,
+    p: int,
+    preconditioner: NystromPreconditioner | None,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype,
+    device,
+    iterations: int = GET_L_ITERATIONS,
+) -> float:
     """Preconditioned smoothness constant L_P = λ₁((P+ρI)^{-1/2} H (P+ρI)^{-1/2}) (Alg. 3, Eq. 11).
 
     Randomized powering from a random unit vector; ``preconditioner=None`` gives λ₁(H) (the
@@ -196,8 +206,18 @@ def get_L(apply_H: MatMul, p: int, preconditioner: NystromPreconditioner | None,
     return estimate
 
 
-def get_mu(apply_H: MatMul, n: int, blocks, preconditioners, weights, *, dtype: torch.dtype, device,
-           seed: int = 0, steps: int = GET_MU_STEPS) -> float:
+def get_mu(
+    apply_H: MatMul,
+    n: int,
+    blocks,
+    preconditioners,
+    weights,
+    *,
+    dtype: torch.dtype,
+    device,
+    seed: int = 0,
+    steps: int = GET_MU_STEPS,
+) -> float:
     """Strong-convexity constant μ_Pβ = λ_min(P_β^{-1/2} H P_β^{-1/2}) for H = K + λI (n×n).
 
     P_β = blkdiag(w_b (P_b + ρ_b I)) over the index sets ``blocks`` is the norm of ASkotch's App. D.1,
@@ -218,6 +238,7 @@ def get_mu(apply_H: MatMul, n: int, blocks, preconditioners, weights, *, dtype: 
             out[idx] = (pc.inv_sqrt(block) if pc is not None else block) * scale
         return out
 
-    ritz = lanczos_ritz_values(lambda V: inv_sqrt(apply_H(inv_sqrt(V))), n, steps=steps, dtype=dtype,
-                               device=device, seed=seed)
+    ritz = lanczos_ritz_values(
+        lambda V: inv_sqrt(apply_H(inv_sqrt(V))), n, steps=steps, dtype=dtype, device=device, seed=seed
+    )
     return float(ritz[0])

@@ -20,6 +20,7 @@ each block as it passes, never as a copy of the product.
 build their operator through :mod:`krrcore.rows`, which gives rows kept on a Dask cluster an
 operator with the same products.
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,9 +53,18 @@ def preferred_block_rows(M: int, itemsize: int, device=None) -> int:
     return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, CPU_BLOCK_BYTES // (max(M, 1) * itemsize)))
 
 
-def block_rows_for_budget(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0,
-                          n_rhs: int = 1, scratch_blocks: int = 0, min_rows: int = 1,
-                          max_rows: int = MAX_BLOCK_ROWS) -> int:
+def block_rows_for_budget(
+    n: int,
+    M: int,
+    *,
+    itemsize: int,
+    budget_bytes: int,
+    d: int = 0,
+    n_rhs: int = 1,
+    scratch_blocks: int = 0,
+    min_rows: int = 1,
+    max_rows: int = MAX_BLOCK_ROWS,
+) -> int:
     """Largest row-block size whose working set fits ``budget_bytes``, at most ``max_rows`` (the
     kernel products pass :func:`preferred_block_rows`).
 
@@ -85,9 +95,11 @@ def prepare_checked(kernel: Kernel, X: torch.Tensor, what: str = "X") -> Prepare
 
 def _refuse_overflow(kernel: Kernel, X: torch.Tensor, what: str):
     largest = float(X.abs().max())
-    raise ValueError(f"{what} has values up to {largest:.3g}: their squared distances overflow "
-                     f"{str(X.dtype).removeprefix('torch.')} in the {type(kernel).__name__}; standardise the "
-                     f"features (or use a larger sigma)")
+    raise ValueError(
+        f"{what} has values up to {largest:.3g}: their squared distances overflow "
+        f"{str(X.dtype).removeprefix('torch.')} in the {type(kernel).__name__}; standardise the "
+        f"features (or use a larger sigma)"
+    )
 
 
 def check_rows(kernel: Kernel, X: torch.Tensor, what: str = "X", chunk: int = 1 << 16) -> None:
@@ -96,7 +108,7 @@ def check_rows(kernel: Kernel, X: torch.Tensor, what: str = "X", chunk: int = 1 
     block would stall the queue once per block)."""
     bad = torch.zeros((), dtype=torch.bool, device=X.device)
     for start in range(0, X.shape[0], chunk):
-        norms = kernel.prepare(X[start:start + chunk]).sq_norms
+        norms = kernel.prepare(X[start : start + chunk]).sq_norms
         if norms is None:
             return
         bad |= ~torch.isfinite(norms).all()
@@ -104,13 +116,30 @@ def check_rows(kernel: Kernel, X: torch.Tensor, what: str = "X", chunk: int = 1 
         _refuse_overflow(kernel, X, what)
 
 
-def operator_bytes(n: int, M: int, *, itemsize: int, budget_bytes: int, d: int = 0, n_rhs: int = 1,
-                   scratch_blocks: int = 0, device=None) -> int:
+def operator_bytes(
+    n: int,
+    M: int,
+    *,
+    itemsize: int,
+    budget_bytes: int,
+    d: int = 0,
+    n_rhs: int = 1,
+    scratch_blocks: int = 0,
+    device=None,
+) -> int:
     """Peak extra bytes of one blocked product over n rows against M columns (its block buffer
     and per-block intermediates), as :class:`KernelOperator` will size it: for estimates made
     before anything is allocated."""
-    rows = block_rows_for_budget(n, M, itemsize=itemsize, budget_bytes=budget_bytes, d=d, n_rhs=n_rhs,
-                                 scratch_blocks=scratch_blocks, max_rows=preferred_block_rows(M, itemsize, device))
+    rows = block_rows_for_budget(
+        n,
+        M,
+        itemsize=itemsize,
+        budget_bytes=budget_bytes,
+        d=d,
+        n_rhs=n_rhs,
+        scratch_blocks=scratch_blocks,
+        max_rows=preferred_block_rows(M, itemsize, device),
+    )
     return rows * itemsize * ((1 + scratch_blocks) * M + 2 * d + 1 + 2 * n_rhs)
 
 
@@ -128,9 +157,19 @@ class KernelOperator:
     memory traffic, not distances and exponentials). ``cached_rows`` says how many rows are held.
     """
 
-    def __init__(self, kernel: Kernel, X: torch.Tensor, C: torch.Tensor, *,
-                 memory_budget: int | None = None, block_rows: int | None = None, n_rhs: int = 1,
-                 accumulate_dtype: torch.dtype | None = None, cache_bytes: int = 0, fused: bool = True):
+    def __init__(
+        self,
+        kernel: Kernel,
+        X: torch.Tensor,
+        C: torch.Tensor,
+        *,
+        memory_budget: int | None = None,
+        block_rows: int | None = None,
+        n_rhs: int = 1,
+        accumulate_dtype: torch.dtype | None = None,
+        cache_bytes: int = 0,
+        fused: bool = True,
+    ):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel = kernel
@@ -144,9 +183,15 @@ class KernelOperator:
         self.memory_budget = scratch_budget(memory_budget, X.device)
         if block_rows is None:
             block_rows = block_rows_for_budget(
-                self.n, self.M, itemsize=itemsize, budget_bytes=self.memory_budget,
-                d=X.shape[1], n_rhs=n_rhs, scratch_blocks=kernel.scratch_blocks,
-                max_rows=preferred_block_rows(self.M, itemsize, X.device))
+                self.n,
+                self.M,
+                itemsize=itemsize,
+                budget_bytes=self.memory_budget,
+                d=X.shape[1],
+                n_rhs=n_rhs,
+                scratch_blocks=kernel.scratch_blocks,
+                max_rows=preferred_block_rows(self.M, itemsize, X.device),
+            )
         self.block_rows = min(check_int(block_rows, "block_rows"), self.n)
         # X is prepared block by block (O(block·d) extra), the centres once; X's rows are checked once.
         check_rows(kernel, X)
@@ -157,10 +202,10 @@ class KernelOperator:
         # Allocated on first use and only as tall as the rows walked need: a product over a few
         # rows (an ASkotch block, a SAGA batch) holds |rows| × M, not block_rows × M.
         self._buffer = None
-        self._promoted = None                  # blocks promoted to a product dtype (fused(dtype=))
+        self._promoted = None  # blocks promoted to a product dtype (fused(dtype=))
         self._cache: list[torch.Tensor] = []
         self._cache_room = max(int(cache_bytes), 0)
-        self.cached_rows = 0                   # rows of K_nM held in the cache
+        self.cached_rows = 0  # rows of K_nM held in the cache
         # On CUDA with triton the whole-matrix products run fused (krrcore.fused: K tiles stay on
         # chip, a pass is bound by arithmetic, not memory), and no rows of K_nM are kept;
         # ``fused=False`` keeps the blocked walk (the reference, and the benchmarks' blocked pass).
@@ -182,11 +227,11 @@ class KernelOperator:
         """
         count = self.n if rows is None else rows.numel()
         start = 0
-        if rows is None:                       # the cached prefix of K_nM first
+        if rows is None:  # the cached prefix of K_nM first
             for K in self._cache:
                 yield start, start + K.shape[0], K
                 start += K.shape[0]
-        if start == count:                     # every row cached: no buffer needed
+        if start == count:  # every row cached: no buffer needed
             return
         buffer = self._block_buffer(count - start)
         row_bytes = self.M * buffer.element_size()
@@ -194,7 +239,7 @@ class KernelOperator:
             stop = min(start + buffer.shape[0], count)
             X = self._X[start:stop] if rows is None else self._X[rows[start:stop]]
             keep = min(stop - start, self._cache_room // row_bytes) if rows is None and start == self.cached_rows else 0
-            if keep == stop - start:           # a block to keep is evaluated into its own storage
+            if keep == stop - start:  # a block to keep is evaluated into its own storage
                 out = torch.empty(keep, self.M, dtype=self.dtype, device=self.device)
             else:
                 out = buffer[: stop - start]
@@ -206,7 +251,7 @@ class KernelOperator:
             yield start, stop, K
             start = stop
         if rows is None and self.cached_rows == self.n:
-            self._buffer = None                # the cache holds K whole: later walks read it alone
+            self._buffer = None  # the cache holds K whole: later walks read it alone
 
     def _as_rhs(self, v: torch.Tensor, rows: int, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         v = v.to(dtype=dtype or self.dtype, device=self.device)
@@ -259,8 +304,14 @@ class KernelOperator:
             self._promoted = torch.empty(self.block_rows, self.M, dtype=dtype, device=self.device)
         return self._promoted[: K.shape[0]].copy_(K)
 
-    def fused(self, v: torch.Tensor | None, w: torch.Tensor | None = None, *,
-              dtype: torch.dtype | None = None, weights: torch.Tensor | None = None) -> torch.Tensor:
+    def fused(
+        self,
+        v: torch.Tensor | None,
+        w: torch.Tensor | None = None,
+        *,
+        dtype: torch.dtype | None = None,
+        weights: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """K_nMᵀ (K_nM v + w), each kernel block computed once (FALKON Alg. 1, KnM_times_vector);
         with ``weights`` K_nMᵀ W (K_nM v + w), W = diag(weights) applied to each block's K v + w.
 
@@ -326,9 +377,14 @@ def dense_kernel(kernel: Kernel, A: torch.Tensor, B: torch.Tensor, *, memory_bud
     """K(A, B) as one dense matrix, filled in row blocks so kernel scratch stays within the budget."""
     out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
     budget = scratch_budget(memory_budget, A.device)
-    rows = block_rows_for_budget(A.shape[0], B.shape[0], itemsize=A.element_size(), budget_bytes=budget,
-                                 scratch_blocks=kernel.scratch_blocks,
-                                 max_rows=preferred_block_rows(B.shape[0], A.element_size(), A.device))
+    rows = block_rows_for_budget(
+        A.shape[0],
+        B.shape[0],
+        itemsize=A.element_size(),
+        budget_bytes=budget,
+        scratch_blocks=kernel.scratch_blocks,
+        max_rows=preferred_block_rows(B.shape[0], A.element_size(), A.device),
+    )
     PA, PB = prepare_checked(kernel, A), prepare_checked(kernel, B)
     for start in range(0, A.shape[0], rows):
         stop = min(start + rows, A.shape[0])

@@ -16,6 +16,7 @@ We factor T Tᵀ + λM·I = L Lᵀ and keep A = Lᵀ/√M implicitly (the √M i
 Before that, for float32 data, the same buffer serves to count the directions of K_MM that the
 solution at λ uses and float32 kernel values cannot hold (Falkon then warns: PrecisionWarning).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,6 +72,8 @@ def default_jitter(data_dtype: torch.dtype, M: int, penalty: float, kappa2: floa
         return JITTER_EPS_FLOAT64 * M
     ridge = FLOAT32_RIDGE_REFINED if refined else FLOAT32_RIDGE
     return ridge * torch.finfo(torch.float32).eps * kappa2 * kappa2 / penalty
+
+
 _JITTER_STEP, _JITTER_TRIES = 100.0, 8
 
 
@@ -99,7 +102,7 @@ def _scale_upper_columns(buf: torch.Tensor, scale: torch.Tensor, chunk: int = 25
     M = buf.shape[0]
     for r0 in range(0, M, chunk):
         r1 = min(r0 + chunk, M)
-        if buf.device.type == "cpu":        # numpy in place, as _mirror_upper_to_lower
+        if buf.device.type == "cpu":  # numpy in place, as _mirror_upper_to_lower
             upper = ~np.tri(r1 - r0, M - r0, -1, dtype=bool)
             block = buf.numpy()[r0:r1, r0:]
             np.multiply(block, scale[r0:].numpy()[None, :], out=block, where=upper)
@@ -125,11 +128,20 @@ def buffer_dtype(M: int, data_dtype: torch.dtype, device) -> torch.dtype:
         itemsize = torch.empty((), dtype=dtype).element_size()
         need = M * M * itemsize + 3 * M * min(M, FACTOR_BLOCK) * itemsize
         try:
-            check_device_room(need, f"FALKON's preconditioner for M={M:,} centres (one {M:,}×{M:,} matrix in "
-                              f"{str(dtype).removeprefix('torch.')})",
-                              lambda free, s=itemsize: f"lower M to at most {_largest_M(free, s):,}"
-                              + (" (on a GPU with float32 data the matrix is float32, half the size)"
-                                 if device.type == "cpu" else ""), device)
+            check_device_room(
+                need,
+                f"FALKON's preconditioner for M={M:,} centres (one {M:,}×{M:,} matrix in "
+                f"{str(dtype).removeprefix('torch.')})",
+                lambda free, s=itemsize: (
+                    f"lower M to at most {_largest_M(free, s):,}"
+                    + (
+                        " (on a GPU with float32 data the matrix is float32, half the size)"
+                        if device.type == "cpu"
+                        else ""
+                    )
+                ),
+                device,
+            )
             return dtype
         except MemoryBudgetError:
             if dtype is options[-1]:
@@ -157,26 +169,38 @@ class FalkonPreconditioner:
     ``(λM, resolution_floor_)``, see :meth:`_count_unresolved`); 0 otherwise.
     """
 
-    def __init__(self, kernel, centers: torch.Tensor, penalty: float, *, weights: torch.Tensor | None = None,
-                 data_dtype: torch.dtype = torch.float64, jitter: float | None = None, refined: bool = False,
-                 row_weights: torch.Tensor | None = None):
+    def __init__(
+        self,
+        kernel,
+        centers: torch.Tensor,
+        penalty: float,
+        *,
+        weights: torch.Tensor | None = None,
+        data_dtype: torch.dtype = torch.float64,
+        jitter: float | None = None,
+        refined: bool = False,
+        row_weights: torch.Tensor | None = None,
+    ):
         C = centers.double()
         self.M = M = C.shape[0]
         self.penalty = penalty
         self.weights = None if weights is None else weights.to(dtype=torch.float64, device=C.device)
-        self._row_scale = None if row_weights is None else \
-            row_weights.reshape(-1).to(dtype=torch.float64, device=C.device).clamp_min(0).sqrt()
+        self._row_scale = (
+            None
+            if row_weights is None
+            else row_weights.reshape(-1).to(dtype=torch.float64, device=C.device).clamp_min(0).sqrt()
+        )
         self._sqrt_M = math.sqrt(M)
         if jitter is None:
             kappa2 = float(kernel.diag(C).max())
             jitter = default_jitter(data_dtype, M, penalty, kappa2, refined)
         eps = float(jitter)
-        packed_dtype = buffer_dtype(M, data_dtype, C.device)      # refused here, before allocating
-        self._packed = torch.empty(M, M, dtype=packed_dtype, device=C.device)   # the one M×M buffer
+        packed_dtype = buffer_dtype(M, data_dtype, C.device)  # refused here, before allocating
+        self._packed = torch.empty(M, M, dtype=packed_dtype, device=C.device)  # the one M×M buffer
         prepared = kernel.prepare(C if packed_dtype == torch.float64 else C.to(packed_dtype))
 
         def load_DKD(jitter_value: float) -> torch.Tensor:
-            if self.__dict__.pop("_holds_DKD", False):     # left untouched by the count below
+            if self.__dict__.pop("_holds_DKD", False):  # left untouched by the count below
                 self._packed.diagonal().add_(jitter_value)
                 return self._packed
             kernel.block(prepared, prepared, out=self._packed)
@@ -206,10 +230,10 @@ class FalkonPreconditioner:
         when the interval is empty, or when one Cholesky shows every eigenvalue above it (the
         usual case on rough kernels: HIGGS-like data, d = 28)."""
         DKD = load_DKD(0.0)
-        norm = max(float(DKD[r0:r0 + 256].abs().sum(1).max()) for r0 in range(0, self.M, 256))
+        norm = max(float(DKD[r0 : r0 + 256].abs().sum(1).max()) for r0 in range(0, self.M, 256))
         floor, low = torch.finfo(data_dtype).eps * norm, penalty * self.M
         if floor <= low:
-            self._holds_DKD = True          # the factorisation starts from this D K_MM D
+            self._holds_DKD = True  # the factorisation starts from this D K_MM D
             return 0, floor
         if self._positive_definite(load_DKD(-floor)):
             return 0, floor
@@ -228,7 +252,7 @@ class FalkonPreconditioner:
         """Number of eigenvalues of D K_MM D below ``shift``: the negative ones of D K_MM D − shift·I,
         read from the block-diagonal factor of its Bunch–Kaufman LDLᵀ (LAPACK sytrf, in place)."""
         A = load_DKD(-shift)
-        if A.device.type != "cpu":          # torch has no in-place LDLᵀ: a transient copy, as below
+        if A.device.type != "cpu":  # torch has no in-place LDLᵀ: a transient copy, as below
             return int((torch.linalg.eigvalsh(A) < 0).sum())
         with _lapack() as lapack:
             # The workspace query matters: scipy's default lwork runs the unblocked sytrf, 10× slower.
@@ -238,10 +262,10 @@ class FalkonPreconditioner:
             raise ValueError(f"LAPACK dsytrf rejected argument {-info}")
         negative, k = 0, 0
         while k < self.M:
-            if ipiv[k] > 0:                 # a 1×1 block of D
+            if ipiv[k] > 0:  # a 1×1 block of D
                 negative += int(ldu[k, k] < 0)
                 k += 1
-            else:                           # a 2×2 block: one negative eigenvalue if det < 0
+            else:  # a 2×2 block: one negative eigenvalue if det < 0
                 a, b, c = ldu[k, k], ldu[k + 1, k], ldu[k + 1, k + 1]
                 det = a * c - b * b
                 negative += 1 if det < 0 else (2 if det > 0 and a < 0 else 0)
@@ -266,17 +290,17 @@ class FalkonPreconditioner:
         float32 kernel products that are float32-accurate anyway, and its lauum and Cholesky take
         half the float64 time (the preconditioner's set-up at M = 2,000: 0.11 s instead of 0.175 s)."""
         buf = self._packed
-        scratch = buf.to(torch.float32)             # both triangles hold L_T after the mirror
-        S = scratch.numpy().T                       # Fortran view: its lower triangle is L_T
+        scratch = buf.to(torch.float32)  # both triangles hold L_T after the mirror
+        S = scratch.numpy().T  # Fortran view: its lower triangle is L_T
         _, info = lapack.slauum(S, lower=1, overwrite_c=1)
         if info:
             return False
         scratch.diagonal().add_(penalty * self.M)
-        status = torch.empty((), dtype=torch.int32, device=scratch.device)      # not torch's default device
-        torch.linalg.cholesky_ex(scratch.T, out=(scratch.T, status))    # L_A in S's lower triangle
+        status = torch.empty((), dtype=torch.int32, device=scratch.device)  # not torch's default device
+        torch.linalg.cholesky_ex(scratch.T, out=(scratch.T, status))  # L_A in S's lower triangle
         if int(status):
             return False
-        for r0 in range(0, self.M, 256):            # buf upper ← L_Aᵀ (S lower = scratch upper)
+        for r0 in range(0, self.M, 256):  # buf upper ← L_Aᵀ (S lower = scratch upper)
             r1 = min(r0 + 256, self.M)
             upper = ~np.tri(r1 - r0, self.M - r0, -1, dtype=bool)
             np.copyto(buf.numpy()[r0:r1, r0:], scratch.numpy()[r0:r1, r0:], where=upper)
@@ -291,28 +315,30 @@ class FalkonPreconditioner:
             # its own). It zeroes A's upper triangle, which the mirror below refills; the second
             # one must keep that triangle (L_T), hence scipy's potrf, which leaves it alone.
             A_t = load_DKD(current).T
-            if status is None:          # on A's device, whatever torch's default device is
+            if status is None:  # on A's device, whatever torch's default device is
                 status = torch.empty((), dtype=torch.int32, device=A_t.device)
             torch.linalg.cholesky_ex(A_t, out=(A_t, status))
             if int(status) == 0:
                 break
             current = current * _JITTER_STEP if current > 0 else 1e-12
         else:
-            raise ValueError("D K_MM D is not positive definite even with large jitter "
-                             "(check for NaN inputs or an extremely small kernel bandwidth)")
-        buf = self._packed                      # buf = Aᵀ: A's lower triangle is buf's upper one
+            raise ValueError(
+                "D K_MM D is not positive definite even with large jitter "
+                "(check for NaN inputs or an extremely small kernel bandwidth)"
+            )
+        buf = self._packed  # buf = Aᵀ: A's lower triangle is buf's upper one
         A = buf.numpy().T
         self.diag_T = buf.diagonal().clone()
-        _mirror_upper_to_lower(buf)             # buf lower = L_T; lauum overwrites the upper copy
-        if self._row_scale is not None:         # A's L_T rows × √w: lauum then gives T W_M Tᵀ
+        _mirror_upper_to_lower(buf)  # buf lower = L_T; lauum overwrites the upper copy
+        if self._row_scale is not None:  # A's L_T rows × √w: lauum then gives T W_M Tᵀ
             _scale_upper_columns(buf, self._row_scale)
         if not (float32_A and self._factor_A_float32(lapack, penalty)):
-            _, info = lapack.dlauum(A, lower=1, overwrite_c=1)     # A lower (= buf upper) ← T Tᵀ
+            _, info = lapack.dlauum(A, lower=1, overwrite_c=1)  # A lower (= buf upper) ← T Tᵀ
             buf.diagonal().add_(penalty * self.M)
             _, info2 = lapack.dpotrf(A, lower=1, overwrite_a=1, clean=0)
             if info or info2:
                 raise ValueError("T Tᵀ/M + λI is not positive definite: check that penalty > 0 and finite")
-        self.diag_A = buf.diagonal().clone()    # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
+        self.diag_A = buf.diagonal().clone()  # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
         return current
 
     def _factor_blocked(self, load_DKD, eps: float, penalty: float, data_dtype: torch.dtype) -> float:
@@ -326,18 +352,20 @@ class FalkonPreconditioner:
                 break
             current = current * _JITTER_STEP if current > 0 else 1e-12
         else:
-            raise ValueError("D K_MM D is not positive definite even with large jitter "
-                             "(check for NaN inputs or an extremely small kernel bandwidth)")
+            raise ValueError(
+                "D K_MM D is not positive definite even with large jitter "
+                "(check for NaN inputs or an extremely small kernel bandwidth)"
+            )
         buf = self._packed
         self.diag_T = buf.diagonal().clone()
-        _mirror_upper_to_lower(buf.T)               # buf upper = L_Tᵀ: buf.T's lower triangle holds L_T
-        if self._row_scale is not None:             # L_T's rows × √w: the gram below is then T W_M Tᵀ
+        _mirror_upper_to_lower(buf.T)  # buf upper = L_Tᵀ: buf.T's lower triangle holds L_T
+        if self._row_scale is not None:  # L_T's rows × √w: the gram below is then T W_M Tᵀ
             _scale_upper_columns(buf, self._row_scale)
-        lower_gram_(buf.T)                          # buf.T lower (= buf upper) ← L_Tᵀ L_T = T Tᵀ
+        lower_gram_(buf.T)  # buf.T lower (= buf upper) ← L_Tᵀ L_T = T Tᵀ
         buf.diagonal().add_(penalty * self.M)
         if cholesky_lower_(buf.T):
             raise ValueError("T Tᵀ/M + λI is not positive definite: check that penalty > 0 and finite")
-        self.diag_A = buf.diagonal().clone()        # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
+        self.diag_A = buf.diagonal().clone()  # buf upper = L_Aᵀ with L_A L_Aᵀ = T Tᵀ + λM I
         return current
 
     # -- application ---------------------------------------------------------------------------
@@ -345,13 +373,19 @@ class FalkonPreconditioner:
         """T⁻¹, T⁻ᵀ (T upper = (buffer's lower)ᵀ) or A⁻¹, A⁻ᵀ (A = buffer's upper / √M)."""
         buf = self._packed
         buf.diagonal().copy_(self.diag_T if which == "T" else self.diag_A)
-        rhs = rhs.to(buf.dtype)                 # a float32 buffer (a GPU at large M) solves in float32
+        rhs = rhs.to(buf.dtype)  # a float32 buffer (a GPU at large M) solves in float32
         if which == "T":
-            out = torch.linalg.solve_triangular(buf, rhs, upper=False) if transpose else \
-                torch.linalg.solve_triangular(buf.T, rhs, upper=True)
+            out = (
+                torch.linalg.solve_triangular(buf, rhs, upper=False)
+                if transpose
+                else torch.linalg.solve_triangular(buf.T, rhs, upper=True)
+            )
             return out.double()
-        out = torch.linalg.solve_triangular(buf.T, rhs, upper=False) if transpose else \
-            torch.linalg.solve_triangular(buf, rhs, upper=True)
+        out = (
+            torch.linalg.solve_triangular(buf.T, rhs, upper=False)
+            if transpose
+            else torch.linalg.solve_triangular(buf, rhs, upper=True)
+        )
         return out.mul_(self._sqrt_M).double()
 
     def apply(self, u: torch.Tensor) -> torch.Tensor:
@@ -389,7 +423,7 @@ class FalkonPreconditioner:
         out = torch.zeros_like(u)
         for r0 in range(0, self.M, chunk):
             r1 = min(r0 + chunk, self.M)
-            rows = torch.tril(buf[r0:r1, :r1], diagonal=r0).double()          # L_T[r0:r1, :r1]
+            rows = torch.tril(buf[r0:r1, :r1], diagonal=r0).double()  # L_T[r0:r1, :r1]
             out[:r1].addmm_(rows.T, u[r0:r1])
         return out
 

@@ -5,6 +5,7 @@ loops over ``iter_fit`` itself can wrap it the same way. ``tqdm.auto`` picks a t
 notebook widget. The bar shows iterations out of ``maxiter``, the residual and, when validation data
 was given, the validation metric; it adds no work to the solver (it only reads the records).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,9 @@ from collections.abc import Iterable, Iterator
 from .stream import IterationRecord
 
 
-def progress_bar(records: Iterable[IterationRecord], *, total: int | None = None,
-                 desc: str | None = None) -> Iterator[IterationRecord]:
+def progress_bar(
+    records: Iterable[IterationRecord], *, total: int | None = None, desc: str | None = None
+) -> Iterator[IterationRecord]:
     """Yield ``records`` unchanged while a tqdm bar follows their ``iteration``, ``residual`` and
     ``val_metric``. ``total`` is the expected last iteration (``maxiter``); None for a direct solve."""
     from tqdm.auto import tqdm

@@ -13,6 +13,7 @@ callers never import it — the way scikit-learn's ``get_namespace`` picks an ar
 other half of the seam is in the solvers' layer (:func:`krrcore.solvers.base.distributed_backend`):
 it hands a fit's inputs to :mod:`krrcore.distributed` when they are not local.
 """
+
 from __future__ import annotations
 
 import functools

@@ -6,6 +6,7 @@ records. ``seconds`` counts
 solver time only: metric evaluation is timed separately (as ASkotch's plots do), so adding a
 validation set never makes a solver look slower.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,13 +20,13 @@ class IterationRecord:
     """One iteration of a solver: plain values only (JSON/CSV friendly)."""
 
     iteration: int
-    seconds: float                       # cumulative solver time, excluding evaluation
-    residual: float                      # the solver's own convergence measure (see `residual_kind`)
-    objective: float = math.nan          # training objective, if the solver tracks it
+    seconds: float  # cumulative solver time, excluding evaluation
+    residual: float  # the solver's own convergence measure (see `residual_kind`)
+    objective: float = math.nan  # training objective, if the solver tracks it
     train_metric: float = math.nan
     val_metric: float = math.nan
-    metric: str = ""                     # name of train/val metric (e.g. "mse")
-    eval_seconds: float = 0.0            # time spent on evaluation for this record
+    metric: str = ""  # name of train/val metric (e.g. "mse")
+    eval_seconds: float = 0.0  # time spent on evaluation for this record
     extras: dict = field(default_factory=dict)
 
     def as_row(self) -> dict:
@@ -63,9 +64,9 @@ class Stopper:
         self.callback = callback
         self.timeout = timeout
         self.reason = ""
-        self.best = math.inf            # smallest residual so far, and its iteration
+        self.best = math.inf  # smallest residual so far, and its iteration
         self.best_iteration = 0
-        self.start = math.inf           # the first record's residual (the starting point's)
+        self.start = math.inf  # the first record's residual (the starting point's)
 
     def divergence(self, record: IterationRecord, floor: float = 0.0, finite: bool = True) -> str:
         """Why the run diverged at ``record`` ("" if it did not): its residual is NaN or infinite
@@ -79,8 +80,10 @@ class Stopper:
             self.start = residual
         best = max(self.best, floor)
         if residual > DIVERGENCE_FACTOR * best and residual > self.start:
-            return (f"diverged at iteration {record.iteration}: the residual grew to {residual:.3g}, "
-                    f"{residual / best:.2g} times its best ({self.best:.3g} at iteration {self.best_iteration})")
+            return (
+                f"diverged at iteration {record.iteration}: the residual grew to {residual:.3g}, "
+                f"{residual / best:.2g} times its best ({self.best:.3g} at iteration {self.best_iteration})"
+            )
         if residual < self.best:
             self.best, self.best_iteration = residual, record.iteration
         return ""
@@ -102,7 +105,7 @@ def _asks_to_stop(callback, record) -> bool:
     if answer is None or isinstance(answer, (bool, int)) or type(answer).__name__ == "bool_":
         return bool(answer)
     if getattr(answer, "shape", None) == () and str(getattr(answer, "dtype", "")) in ("bool", "torch.bool"):
-        return bool(answer)                     # a 0-d boolean array or tensor
+        return bool(answer)  # a 0-d boolean array or tensor
     raise TypeError(f"callback must return True (stop), False or None, got {type(answer).__name__} {answer!r:.60}")
 
 

@@ -1,6 +1,7 @@
 """Shared fixtures for the app tests: an AppTest of app.py with clean caches, a run waiter, and the
 executor runs go to (the app's Dask executor, started once for the whole test session and closed
 at its end; ``in_process`` swaps in the in-process one where the point of a test is the page)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,7 +59,7 @@ def app():
         return at.run()
 
     yield make
-    for at in made:   # no solver thread outlives its test
+    for at in made:  # no solver thread outlives its test
         registry = at.session_state["_krr_runs"] if "_krr_runs" in at.session_state else None
         if registry is not None:
             registry.close()

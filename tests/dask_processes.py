@@ -1,6 +1,7 @@
 """Dask's own command-line processes for tests: `dask scheduler` and `dask worker`, started as
 docs/serving.md says (separate processes on localhost, krrcore importable through PYTHONPATH, torch threads
 from KRR_TORCH_THREADS) and always ended, even when the test fails."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def scheduler_and_workers(log_dir: Path, n_workers: int = 1, *, memory_limit: str | None = None,
-                          port: int | None = None, processes: list | None = None):
+def scheduler_and_workers(
+    log_dir: Path,
+    n_workers: int = 1,
+    *,
+    memory_limit: str | None = None,
+    port: int | None = None,
+    processes: list | None = None,
+):
     """Start `dask scheduler` (on ``port``, default a free one) and ``n_workers`` `dask worker`
     processes (one thread each); yields the scheduler's address. ``processes``, if given, receives
     the ``Popen`` objects, the scheduler first. Every process is terminated (then waited for) on exit."""
@@ -29,13 +36,38 @@ def scheduler_and_workers(log_dir: Path, n_workers: int = 1, *, memory_limit: st
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
     log = open(log_dir / "cluster.log", "a")
     processes = [] if processes is None else processes
-    processes.append(subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-         "--no-dashboard", "--preload", "krr_app.jobs.preload"], env=env, stdout=log, stderr=log))
+    processes.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+                "--preload",
+                "krr_app.jobs.preload",
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    )
     address = f"tcp://127.0.0.1:{port}"
     try:
-        worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard",
-                  "--preload", "krr_app.jobs.preload"]
+        worker = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nthreads",
+            "1",
+            "--no-dashboard",
+            "--preload",
+            "krr_app.jobs.preload",
+        ]
         if memory_limit is not None:
             worker += ["--memory-limit", memory_limit]
         for _ in range(n_workers):

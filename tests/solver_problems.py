@@ -1,4 +1,5 @@
 """Shared by the solver test files: a smooth regression problem and one-thread torch products."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """The README and docs/ as a user reads them: the README stays short, its commands are the ones CI
 runs, its library example runs as printed, and every relative link (and its #anchor) resolves."""
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,7 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)          # no headings in code blocks
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # no headings in code blocks
     return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
 
 
@@ -38,8 +39,10 @@ def test_the_readme_is_short():
 
 def test_the_readme_commands_are_the_ones_ci_runs_and_install_the_projects_extras():
     blocks = re.findall(r"```bash\n(.*?)```", README.read_text().split("## Set up", 1)[1].split("\n## ", 1)[0], re.S)
-    assert [b.strip() for b in blocks] == ["pip install -r requirements.txt && streamlit run app.py",
-                                           "pip install -r requirements-test.txt && python -m pytest"]
+    assert [b.strip() for b in blocks] == [
+        "pip install -r requirements.txt && streamlit run app.py",
+        "pip install -r requirements-test.txt && python -m pytest",
+    ]
     assert blocks[1].strip() in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
@@ -59,8 +62,10 @@ def test_every_relative_link_of_the_readme_and_docs_resolves():
 def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
     (tmp_path / "guide.md").write_text("# Guide\n\n## The app's settings\n\n```\n# not a heading\n```\n")
     page = tmp_path / "index.md"
-    page.write_text("[ok](guide.md#the-apps-settings) [gone](nope.md) [bad](guide.md#not-a-heading) "
-                    "[web](https://example.org/x.md) `[code](nope.md)`\n")
+    page.write_text(
+        "[ok](guide.md#the-apps-settings) [gone](nope.md) [bad](guide.md#not-a-heading) "
+        "[web](https://example.org/x.md) `[code](nope.md)`\n"
+    )
     assert links(page) == ["guide.md#the-apps-settings", "nope.md", "guide.md#not-a-heading"]
     assert anchors(tmp_path / "guide.md") == {"guide", "the-apps-settings"}
 
@@ -86,7 +91,7 @@ def test_the_readme_library_example_runs_as_printed(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     r2 = float(lines[0].split()[0])
-    assert r2 > 0.95 and "IterationRecord(iteration=20" in lines[0]          # the fit, its last record
-    assert float(lines[1]) > 0.9                                              # the classifier's accuracy
-    stated = re.search(r"\(here about ([\d.]+ GiB)\)", README.read_text()).group(1)   # the README's own figure
+    assert r2 > 0.95 and "IterationRecord(iteration=20" in lines[0]  # the fit, its last record
+    assert float(lines[1]) > 0.9  # the classifier's accuracy
+    stated = re.search(r"\(here about ([\d.]+ GiB)\)", README.read_text()).group(1)  # the README's own figure
     assert lines[2].startswith(f"Falkon on n=60,000 points (d=10, float64) needs about {stated} at its peak"), lines[2]

@@ -6,6 +6,7 @@ The graph is read from the sources by tools/import_graph.py with ``ast``: import
 count too, so a lazy import cannot hide a cycle or an upward arrow. :data:`LAYERS` declares the
 order; a module imports only from its own layer or the layers below.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,11 +25,23 @@ import import_graph  # noqa: E402
 #: The layers, bottom to top: (name, members). A member is a module, or ``pkg.*``: the package and
 #: everything under it. Every module of the graph is listed once.
 LAYERS = [
-    ("krrcore: basics", ("krrcore._validation", "krrcore.device", "krrcore.stream", "krrcore.progress",
-                         "krrcore.metrics", "krrcore.cg", "krrcore.numbers")),
+    (
+        "krrcore: basics",
+        (
+            "krrcore._validation",
+            "krrcore.device",
+            "krrcore.stream",
+            "krrcore.progress",
+            "krrcore.metrics",
+            "krrcore.cg",
+            "krrcore.numbers",
+        ),
+    ),
     ("krrcore: kernels, linear algebra, memory", ("krrcore.kernels", "krrcore.linalg", "krrcore.memory")),
-    ("krrcore: kernel products", ("krrcore.fused", "krrcore.ops", "krrcore.full_system", "krrcore.nystrom",
-                                  "krrcore.preconditioner")),
+    (
+        "krrcore: kernel products",
+        ("krrcore.fused", "krrcore.ops", "krrcore.full_system", "krrcore.nystrom", "krrcore.preconditioner"),
+    ),
     ("krrcore: where rows live", ("krrcore.rows",)),
     ("krrcore: centre sets", ("krrcore.center_set",)),
     ("krrcore: leverage scores", ("krrcore.leverage.*",)),
@@ -38,15 +51,42 @@ LAYERS = [
     ("krrcore: solvers", ("krrcore.solvers.*",)),
     ("krrcore: registry, diagnostics and tuning", ("krrcore.registry", "krrcore.diagnostics.*", "krrcore.tuning.*")),
     ("krrcore: the package", ("krrcore",)),
-    ("krr_app: settings and text", ("krr_app", "krr_app.cli", "krr_app.settings", "krr_app.text", "krr_app.explain",
-                                    "krr_app.units", "krr_app.tiles")),
+    (
+        "krr_app: settings and text",
+        (
+            "krr_app",
+            "krr_app.cli",
+            "krr_app.settings",
+            "krr_app.text",
+            "krr_app.explain",
+            "krr_app.units",
+            "krr_app.tiles",
+        ),
+    ),
     ("krr_app: figures", ("krr_app.charts.*",)),
-    ("krr_app: jobs on workers", ("krr_app.jobs", "krr_app.jobs.spec", "krr_app.jobs.worker", "krr_app.jobs.surface",
-                                  "krr_app.jobs.preload", "krr_app.jobs.lifecycle", "krr_app.jobs.server")),
+    (
+        "krr_app: jobs on workers",
+        (
+            "krr_app.jobs",
+            "krr_app.jobs.spec",
+            "krr_app.jobs.worker",
+            "krr_app.jobs.surface",
+            "krr_app.jobs.preload",
+            "krr_app.jobs.lifecycle",
+            "krr_app.jobs.server",
+        ),
+    ),
     ("krr_app: configurations", ("krr_app.jobs.config",)),
-    ("krr_app: runs and the live channel", ("krr_app.jobs.engine", "krr_app.jobs.executor", "krr_app.jobs.run_status",
-                                            "krr_app.jobs.live_api",
-                                            "krr_app.jobs.runs")),
+    (
+        "krr_app: runs and the live channel",
+        (
+            "krr_app.jobs.engine",
+            "krr_app.jobs.executor",
+            "krr_app.jobs.run_status",
+            "krr_app.jobs.live_api",
+            "krr_app.jobs.runs",
+        ),
+    ),
     ("krr_app: teaching", ("krr_app.teaching.*",)),
     ("krr_app: page parts", ("krr_app.parts.*",)),
     ("the pages", ("app_pages.*", "app")),
@@ -92,11 +132,20 @@ def test_the_checks_see_function_level_and_relative_imports(tmp_path):
 def test_distributed_is_reached_from_the_solvers_only():
     """Below the solvers nothing imports krrcore.distributed; the fit's choice is one function
     (solvers.base.distributed_backend), every other operation goes through krrcore.rows."""
-    importers = sorted(m for m, targets in GRAPH.items()
-                       if any(t == "krrcore.distributed" or t.startswith("krrcore.distributed.") for t in targets)
-                       and not m.startswith("krrcore.distributed"))
-    assert importers == ["krr_app.jobs.executor", "krr_app.jobs.preload", "krr_app.jobs.worker", "krrcore.cluster",
-                         "krrcore.sharded", "krrcore.solvers.base"]
+    importers = sorted(
+        m
+        for m, targets in GRAPH.items()
+        if any(t == "krrcore.distributed" or t.startswith("krrcore.distributed.") for t in targets)
+        and not m.startswith("krrcore.distributed")
+    )
+    assert importers == [
+        "krr_app.jobs.executor",
+        "krr_app.jobs.preload",
+        "krr_app.jobs.worker",
+        "krrcore.cluster",
+        "krrcore.sharded",
+        "krrcore.solvers.base",
+    ]
     text = "".join(p.read_text() for p in CORE.rglob("*.py") if "distributed" not in p.parts)
     assert re.findall(r"isinstance\([^)]*Sharded", text) == []
 
@@ -110,12 +159,15 @@ def test_sharded_rows_offer_every_operation_of_local_rows():
     assert ShardedRows.local is False and LocalRows.local is True
 
 
-@pytest.mark.parametrize("low, high", [
-    ("krrcore.full_system", ("krrcore.solvers",)),
-    ("krrcore.linalg", ("krrcore.solvers", "krrcore.full_system")),
-    ("krrcore.center_set", ("krrcore.leverage", "krrcore.centers", "krrcore.solvers")),
-    ("krrcore.memory", ("krrcore.ops", "krrcore.solvers", "krrcore.leverage")),
-])
+@pytest.mark.parametrize(
+    "low, high",
+    [
+        ("krrcore.full_system", ("krrcore.solvers",)),
+        ("krrcore.linalg", ("krrcore.solvers", "krrcore.full_system")),
+        ("krrcore.center_set", ("krrcore.leverage", "krrcore.centers", "krrcore.solvers")),
+        ("krrcore.memory", ("krrcore.ops", "krrcore.solvers", "krrcore.leverage")),
+    ],
+)
 def test_low_layers_do_not_import_upward(low, high):
     assert _imports_any(low, high) == []
 
@@ -143,7 +195,7 @@ def test_center_selectors_are_a_static_table():
 
     assert sorted(centers.CENTER_SELECTORS) == ["bless", "bless_r", "uniform"]
     text = (CORE / "centers.py").read_text() + "".join(p.read_text() for p in (CORE / "leverage").glob("*.py"))
-    assert "CENTER_SELECTORS[" not in text.replace("return CENTER_SELECTORS[spec]()", "")   # no registration
+    assert "CENTER_SELECTORS[" not in text.replace("return CENTER_SELECTORS[spec]()", "")  # no registration
 
 
 def test_the_app_holds_no_linear_algebra():
@@ -207,8 +259,9 @@ def test_each_app_room_imports_only_what_its_docstring_allows(room):
     (``krr_app`` there means the root's modules: settings, text, explain, cli); nothing it forbids."""
     allowed, never = _room_rules(room)
     assert allowed, f"krr_app/{room}/__init__.py says what it may import"
-    rooms_allowed = {"root" if name == "krr_app" else name.split(".")[1] for name in allowed
-                     if name.split(".")[0] == "krr_app"}
+    rooms_allowed = {
+        "root" if name == "krr_app" else name.split(".")[1] for name in allowed if name.split(".")[0] == "krr_app"
+    }
     externals = import_graph.all_imports(ROOT)
     offenders = []
     for module in (m for m in GRAPH if _room_of(m) == room):
@@ -221,7 +274,9 @@ def test_each_app_room_imports_only_what_its_docstring_allows(room):
 
 
 def test_the_root_of_the_app_imports_no_room():
-    offenders = [f"{m} -> {t}" for m in GRAPH if _room_of(m) == "root" for t in GRAPH[m] if _room_of(t) not in (None, "root")]
+    offenders = [
+        f"{m} -> {t}" for m in GRAPH if _room_of(m) == "root" for t in GRAPH[m] if _room_of(t) not in (None, "root")
+    ]
     assert offenders == []
 
 
@@ -237,15 +292,28 @@ def test_krrcore_holds_no_job_machinery():
                 offenders += [f"{path.name}: {a.name}" for a in node.names if a.name in signalling]
             if isinstance(node, ast.Attribute) and node.attr in ("log_event", "subscribe_topic", "get_events"):
                 offenders.append(f"{path.name}: .{node.attr}")
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "distributed"
-                    and node.attr in signalling):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "distributed"
+                and node.attr in signalling
+            ):
                 offenders.append(f"{path.name}: distributed.{node.attr}")
     assert offenders == []
     import subprocess
 
-    loaded = subprocess.run([sys.executable, "-c", "import krrcore, sys; print(sorted(m for m in sys.modules "
-                             "if m.startswith(('krrcore', 'krr_app', 'distributed', 'streamlit'))))"],
-                            capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import krrcore, sys; print(sorted(m for m in sys.modules "
+            "if m.startswith(('krrcore', 'krr_app', 'distributed', 'streamlit'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     modules = ast.literal_eval(loaded)
     assert [m for m in modules if not m.startswith("krrcore")] == []
     assert [m for m in modules if re.search(r"remote|surface|worker_setup|topic|jobs", m)] == []

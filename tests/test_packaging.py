@@ -7,6 +7,7 @@ environment whose dependencies are those of the interpreter running the tests â€
 directories, added by a ``.pth`` file â€” whether that interpreter is the system Python or itself a
 virtual environment (a fully clean environment would download ~1 GB of dependencies).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,11 @@ SOURCES = ("pyproject.toml", "README.md", "app.py", "app_pages", ".streamlit", "
 
 def test_every_package_of_the_tree_is_listed():
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for top in ("krrcore", "krr_app")
-               for p in (ROOT / top).rglob("__init__.py")}
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("krrcore", "krr_app")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
     assert listed - {"krr_explorer"} == on_disk
 
 
@@ -60,8 +64,12 @@ def wheel(tmp_path_factory) -> Path:
         else:
             shutil.copy2(path, src / name)
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(src)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (built,) = out.glob("krr_explorer-*.whl")
     return built
 
@@ -73,7 +81,7 @@ def test_wheel_holds_library_app_and_entry_point(wheel):
             assert path.relative_to(ROOT).as_posix() in names, f"{path} missing from the wheel"
     for path in ("app.py", "app_pages/explore.py", "app_pages/conditioning.py", ".streamlit/config.toml"):
         assert f"krr_explorer/{path}" in names
-    for path in (ROOT / "lessons").glob("*.md"):                      # lessons are data files, not code
+    for path in (ROOT / "lessons").glob("*.md"):  # lessons are data files, not code
         assert f"krr_explorer/lessons/{path.name}" in names
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()
@@ -95,13 +103,19 @@ def environment_with_our_dependencies(env_dir: Path) -> Path:
     is created plain, and a ``.pth`` file adds this interpreter's site directories after its own
     (``site.addsitedir``, so that their own ``.pth`` files apply too): what is installed into the
     new environment comes first."""
-    venv.create(env_dir, system_site_packages=False, with_pip=False)       # this pip installs into it
+    venv.create(env_dir, system_site_packages=False, with_pip=False)  # this pip installs into it
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     ours = [d for d in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(d)]
     (Path(purelib) / "_krr_test_dependencies.pth").write_text(
-        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours))
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours)
+    )
     return python
 
 
@@ -114,23 +128,49 @@ def _without_pythonpath() -> dict:
 def test_installed_wheel_imports_outside_the_repo_and_its_command_serves_the_app(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     python = environment_with_our_dependencies(env_dir)
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], check=True, capture_output=True, timeout=300)
-    where = subprocess.run([python, "-c", "import krrcore, krr_app.cli, krr_app.settings as s; print(krrcore.__file__); "
-                            "print(krr_app.cli.app_dir()); print(s.LESSONS_DIR); print(len(list(s.LESSONS_DIR.glob('*.md'))))"],
-                           cwd=tmp_path, env=_without_pythonpath(), check=True, capture_output=True, text=True,
-                           timeout=120).stdout.split()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    where = subprocess.run(
+        [
+            python,
+            "-c",
+            "import krrcore, krr_app.cli, krr_app.settings as s; print(krrcore.__file__); "
+            "print(krr_app.cli.app_dir()); print(s.LESSONS_DIR); print(len(list(s.LESSONS_DIR.glob('*.md'))))",
+        ],
+        cwd=tmp_path,
+        env=_without_pythonpath(),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.split()
     site = str(env_dir)
-    assert all(path.startswith(site) for path in where[:3])          # the wheel's copies, not the checkout's
-    assert int(where[3]) == len(list((ROOT / "lessons").glob("*.md")))   # the installed app has its lessons
+    assert all(path.startswith(site) for path in where[:3])  # the wheel's copies, not the checkout's
+    assert int(where[3]) == len(list((ROOT / "lessons").glob("*.md")))  # the installed app has its lessons
 
     port = _free_port()
     log = tmp_path / "server.log"
     with open(log, "w") as out:
-        server = subprocess.Popen([env_dir / "bin" / "krr-explorer", "--server.port", str(port),
-                                   "--server.headless", "true", "--server.address", "127.0.0.1"],
-                                  cwd=tmp_path, env=_without_pythonpath(), stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        server = subprocess.Popen(
+            [
+                env_dir / "bin" / "krr-explorer",
+                "--server.port",
+                str(port),
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+            ],
+            cwd=tmp_path,
+            env=_without_pythonpath(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline, health = time.monotonic() + 90, None
         while time.monotonic() < deadline and health is None:
@@ -142,7 +182,7 @@ def test_installed_wheel_imports_outside_the_repo_and_its_command_serves_the_app
                 time.sleep(0.5)
         assert health == "ok", log.read_text()
         cmdline = Path(f"/proc/{server.pid}/cmdline").read_bytes().decode().split("\0")
-        script = cmdline[cmdline.index("run") + 1]                     # python -m streamlit run <app.py>
+        script = cmdline[cmdline.index("run") + 1]  # python -m streamlit run <app.py>
         assert script.startswith(site) and script.endswith("krr_explorer/app.py")
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -11,6 +11,7 @@ only the modules a statement names.
 when that map is out of date. tests/test_layers.py checks the same graph for cycles and upward
 imports against its declared layers, and the map against the code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,12 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
     """Every module of the graph by dotted name (a package by its ``__init__``)."""
-    files = {module_name(p, root): p for package in PACKAGES if (root / package).is_dir()
-             for p in sorted((root / package).rglob("*.py"))}
+    files = {
+        module_name(p, root): p
+        for package in PACKAGES
+        if (root / package).is_dir()
+        for p in sorted((root / package).rglob("*.py"))
+    }
     files.update({module_name(root / s, root): root / s for s in SCRIPTS if (root / s).is_file()})
     return files
 
@@ -71,7 +76,7 @@ def imports_of(path: Path, name: str, modules) -> dict[str, int]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module
-            for alias in node.names:         # ``from pkg import mod`` loads pkg.mod; ``from mod import f``, mod
+            for alias in node.names:  # ``from pkg import mod`` loads pkg.mod; ``from mod import f``, mod
                 full = f"{target}.{alias.name}"
                 add(full if full in modules else target, node.lineno)
     return found
@@ -154,8 +159,9 @@ def layer_of(module: str, layers) -> int | None:
     package ``pkg`` and everything under it); None when no layer lists it."""
     for position, (_, members) in enumerate(layers):
         for member in members:
-            if member == module or (member.endswith(".*") and (module == member[:-2]
-                                                                or module.startswith(member[:-1]))):
+            if member == module or (
+                member.endswith(".*") and (module == member[:-2] or module.startswith(member[:-1]))
+            ):
                 return position
     return None
 
@@ -168,8 +174,9 @@ def upward_imports(graph, layers) -> list[str]:
         for target, line in sorted(targets.items()):
             there = layer_of(target, layers)
             if here is not None and there is not None and there > here:
-                out.append(f"{module} -> {target} (line {line}: layer '{layers[here][0]}' imports "
-                           f"'{layers[there][0]}')")
+                out.append(
+                    f"{module} -> {target} (line {line}: layer '{layers[here][0]}' imports '{layers[there][0]}')"
+                )
     return out
 
 
@@ -219,9 +226,14 @@ def module_map(graph, layers, root: Path = ROOT) -> str:
     """The module map of docs/architecture.md: the layers and which import which (Mermaid), then
     every layer from the top down with its modules and the first paragraph of their docstrings."""
     files = module_files(root)
-    out = ["Generated from the code by `python tools/import_graph.py --write`; tests/test_layers.py checks that "
-           "it is current, that nothing imports in a circle, and that a module imports only from its own layer "
-           "or the layers below.", "", "```mermaid", "flowchart TD"]
+    out = [
+        "Generated from the code by `python tools/import_graph.py --write`; tests/test_layers.py checks that "
+        "it is current, that nothing imports in a circle, and that a module imports only from its own layer "
+        "or the layers below.",
+        "",
+        "```mermaid",
+        "flowchart TD",
+    ]
     used = sorted({layer_of(m, layers) for m in graph} - {None}, reverse=True)
     out += [f'  L{p}["{layers[p][0]}"]' for p in used]
     out += [f"  L{a} --> L{b}" for a, b in sorted(layer_edges(graph, layers), key=lambda e: (-e[0], -e[1]))]
@@ -236,7 +248,7 @@ def module_map(graph, layers, root: Path = ROOT) -> str:
 
 def _declared_layers():
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_layers import LAYERS          # the layer order is declared once, where it is checked
+    from test_layers import LAYERS  # the layer order is declared once, where it is checked
 
     return LAYERS
 

@@ -11,6 +11,7 @@
   (Lanczos, Nyström) are
   drawn with open markers and say so in the legend.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,9 +77,10 @@ def readable_hover(fig: go.Figure) -> go.Figure:
             values = np.asarray(getattr(trace, match.group(1)), dtype=np.float64).ravel()
             columns.append([readable(v, int(match.group(2))) for v in values])
             return f"%{{customdata[{len(columns) - 1}]}}"
+
         template = _HOVER_NUMBER.sub(column, template)
         if any(len(c) != n for c in columns):
-            continue        # values of other shapes (a heat map's grid): left as they are
+            continue  # values of other shapes (a heat map's grid): left as they are
         trace.customdata = np.array(columns, dtype=object).T if columns else None
         trace.hovertemplate = template
     return fig
@@ -98,13 +100,13 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
     """
     if x not in X_AXES:
         raise ValueError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
-    labels = sorted({units.metric_label(getattr(run, "data", None), r.metric)
-                     for run in runs for r in run.records if r.metric})
+    labels = sorted(
+        {units.metric_label(getattr(run, "data", None), r.metric) for run in runs for r in run.records if r.metric}
+    )
     metric = labels[0] if len(labels) == 1 else "metric"
     tracked_train = any(math.isfinite(r.train_metric) for run in runs for r in run.records)
     title = f"Test {metric}" + (" (train: dotted)" if tracked_train else "")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=(RESIDUAL_TITLE, title),
-                        horizontal_spacing=0.1)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(RESIDUAL_TITLE, title), horizontal_spacing=0.1)
     for i, run in enumerate(runs):
         records = run.records
         color = PALETTE[i % len(PALETTE)]
@@ -112,31 +114,48 @@ def convergence_figure(runs, x: str = "iteration", *, height: int = 380) -> go.F
         mode = "lines+markers" if len(records) <= 60 else "lines"
         data = getattr(run, "data", None)
         for col, field, dash in ((1, "residual", None), (2, "val_metric", None), (2, "train_metric", "dot")):
-            ys = [getattr(r, field) if col == 1 else units.shown_value(data, r.metric, getattr(r, field))
-                  for r in records]
+            ys = [
+                getattr(r, field) if col == 1 else units.shown_value(data, r.metric, getattr(r, field)) for r in records
+            ]
             px, py = _finite_positive(xs, ys)
             if field == "train_metric" and not px:
-                continue      # only drawn when the run tracked it
+                continue  # only drawn when the run tracked it
             name = run.label + (" (train)" if field == "train_metric" else "")
-            fig.add_trace(go.Scatter(x=px, y=py, mode=mode if len(px) > 1 else "markers", name=name,
-                                     legendgroup=run.id, showlegend=col == 2, line={"color": color, "dash": dash},
-                                     marker={"color": color, "size": 6 if len(px) > 1 else 11},
-                                     hovertemplate=f"{name}<br>{X_AXES[x]} %{{x:{D3_FORMAT}}}<br>"
-                                                   f"{RESIDUAL_HOVER if col == 1 else metric} "
-                                                   f"%{{y:{'.3g' if col == 1 else '.4g'}}}<extra></extra>"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=px,
+                    y=py,
+                    mode=mode if len(px) > 1 else "markers",
+                    name=name,
+                    legendgroup=run.id,
+                    showlegend=col == 2,
+                    line={"color": color, "dash": dash},
+                    marker={"color": color, "size": 6 if len(px) > 1 else 11},
+                    hovertemplate=f"{name}<br>{X_AXES[x]} %{{x:{D3_FORMAT}}}<br>"
+                    f"{RESIDUAL_HOVER if col == 1 else metric} "
+                    f"%{{y:{'.3g' if col == 1 else '.4g'}}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=1)
     # A test error usually spans a decade or two: plain numbers at 1, 2, 5 × 10^k read best.
     fig.update_yaxes(type="log", tickformat=",.2~r", dtick="D2", row=1, col=2)
     fig.update_xaxes(title_text=X_AXES[x])
-    if not fig.data:      # before any run: the panels and their axes' titles, no invented scale
+    if not fig.data:  # before any run: the panels and their axes' titles, no invented scale
         fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
         fig.update_yaxes(showticklabels=False, showgrid=False)
-        for col in (1, 2):    # plotly.js draws a panel only when a trace is in it: an empty one
+        for col in (1, 2):  # plotly.js draws a panel only when a trace is in it: an empty one
             fig.add_trace(go.Scatter(x=[], y=[], showlegend=False, hoverinfo="skip"), row=1, col=col)
-            fig.add_annotation(text=EMPTY_TEXT, xref="x domain" if col == 1 else "x2 domain",
-                               yref="y domain" if col == 1 else "y2 domain", x=0.5, y=0.5, showarrow=False,
-                               font={"color": "#888"})
+            fig.add_annotation(
+                text=EMPTY_TEXT,
+                xref="x domain" if col == 1 else "x2 domain",
+                yref="y domain" if col == 1 else "y2 domain",
+                x=0.5,
+                y=0.5,
+                showarrow=False,
+                font={"color": "#888"},
+            )
     return layout(fig, height)
 
 
@@ -149,13 +168,14 @@ def traces_frame(runs) -> pd.DataFrame:
             continue
         frame = pd.DataFrame(rows)
         data = getattr(run, "data", None)
-        if units.unit_of(data):       # a regression's test metric as the charts show it: the target's units
+        if units.unit_of(data):  # a regression's test metric as the charts show it: the target's units
             for column in ("val_metric", "train_metric"):
                 frame[column] = [units.shown_value(data, r.metric, getattr(r, column)) for r in run.records]
             frame["metric"] = [units.shown_metric(data, r.metric) for r in run.records]
             frame.insert(frame.columns.get_loc("metric") + 1, "metric_unit", units.unit_of(data))
-        for k, v in reversed(list({"run_id": run.id, "run": run.label, "status": run.status,
-                                   **run.config.as_dict()}.items())):
+        for k, v in reversed(
+            list({"run_id": run.id, "run": run.label, "status": run.status, **run.config.as_dict()}.items())
+        ):
             frame.insert(0, k, [v] * len(frame))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -193,8 +213,15 @@ def estimate_suffix(method: str) -> str:
     return "" if method == "exact" else f" — estimate, {method}"
 
 
-def _guide(fig: go.Figure, *, x: float | None = None, y: float | None = None, label: str,
-           span: tuple[float, float], dash: str = "dot") -> None:
+def _guide(
+    fig: go.Figure,
+    *,
+    x: float | None = None,
+    y: float | None = None,
+    label: str,
+    span: tuple[float, float],
+    dash: str = "dot",
+) -> None:
     """A labelled vertical (``x``) or horizontal (``y``) line drawn as a trace over ``span``.
 
     A trace rather than a layout shape: shapes on log axes take log₁₀ coordinates, a trap for
@@ -202,13 +229,24 @@ def _guide(fig: go.Figure, *, x: float | None = None, y: float | None = None, la
     """
     # the label sits at the first point: the top of a vertical line, the left end of a horizontal one
     xs, ys = ([x, x], [span[1], span[0]]) if x is not None else (list(span), [y, y])
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+text", text=[label, ""], textposition="top right",
-                             line={"dash": dash, "color": "#555", "width": 1.5}, name=label, showlegend=False,
-                             hoverinfo="skip", cliponaxis=False))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines+text",
+            text=[label, ""],
+            textposition="top right",
+            line={"dash": dash, "color": "#555", "width": 1.5},
+            name=label,
+            showlegend=False,
+            hoverinfo="skip",
+            cliponaxis=False,
+        )
+    )
 
 
 def _bar_axis(values) -> str:
-    """"log" when bar heights span more than a decade, else "linear": bars on a log axis start at
+    """ "log" when bar heights span more than a decade, else "linear": bars on a log axis start at
     the axis' bottom, which exaggerates small differences."""
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v) & (v > 0)]
@@ -227,8 +265,17 @@ def spectra_frame(spectra: dict[str, dict]) -> pd.DataFrame:
     for name, s in spectra.items():
         ev = np.sort(np.asarray(s["eigenvalues"], dtype=np.float64))[::-1]
         top = ev[0] if ev.size and ev[0] > 0 else math.nan
-        frames.append(pd.DataFrame({"system": name, "method": s["method"], "rank": np.arange(1, ev.size + 1),
-                                    "eigenvalue": ev, "relative": ev / top}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "system": name,
+                    "method": s["method"],
+                    "rank": np.arange(1, ev.size + 1),
+                    "eigenvalue": ev,
+                    "relative": ev / top,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -254,18 +301,30 @@ def spectra_figure(frame: pd.DataFrame, *, height: int = 380) -> go.Figure:
         method = part["method"].iloc[0]
         keep = part["relative"] > 0
         x = part["rank"][keep] / len(part)
-        fig.add_trace(go.Scatter(
-            x=x, y=part["relative"][keep], name=name + estimate_suffix(method),
-            mode="lines+markers" if method != "exact" else "lines",
-            marker={"symbol": "circle-open", "size": 7}, line={"color": system_color(name, i), "width": 2.5},
-            hovertemplate=f"{name}<br>rank/size=%{{x:.3f}}<br>λᵢ/λ_max=%{{y:.3g}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=part["relative"][keep],
+                name=name + estimate_suffix(method),
+                mode="lines+markers" if method != "exact" else "lines",
+                marker={"symbol": "circle-open", "size": 7},
+                line={"color": system_color(name, i), "width": 2.5},
+                hovertemplate=f"{name}<br>rank/size=%{{x:.3f}}<br>λᵢ/λ_max=%{{y:.3g}}<extra></extra>",
+            )
+        )
     fig.update_yaxes(type="log", exponentformat="power", title_text="λᵢ / λ_max")
     fig.update_xaxes(title_text="rank i / system size (largest eigenvalue first)", range=[0, 1.02])
     return layout(fig, height)
 
 
-def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
-                 reference: tuple[str, float] | None = None, height: int = 380) -> go.Figure:
+def kappa_figure(
+    frame: pd.DataFrame,
+    x: str,
+    *,
+    current: float | None = None,
+    reference: tuple[str, float] | None = None,
+    height: int = 380,
+) -> go.Figure:
     """Condition number κ against ``x`` ("penalty" or "M"), one line per system, log-log.
 
     ``current`` draws a dotted vertical line at the sidebar's value; ``reference`` (label, κ) a
@@ -276,10 +335,17 @@ def kappa_figure(frame: pd.DataFrame, x: str, *, current: float | None = None,
         estimated = part["method"] != "exact"
         y = part["condition_number"].where(np.isfinite(part["condition_number"]))
         color = system_color(name, i)
-        fig.add_trace(go.Scatter(x=part[x], y=y, name=name, mode="lines+markers", line={"color": color},
-                                 marker={"color": color, "size": 8,
-                                         "symbol": np.where(estimated, "circle-open", "circle").tolist()},
-                                 hovertemplate=f"{name}<br>{x}=%{{x:.3g}}<br>κ=%{{y:.3g}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=part[x],
+                y=y,
+                name=name,
+                mode="lines+markers",
+                line={"color": color},
+                marker={"color": color, "size": 8, "symbol": np.where(estimated, "circle-open", "circle").tolist()},
+                hovertemplate=f"{name}<br>{x}=%{{x:.3g}}<br>κ=%{{y:.3g}}<extra></extra>",
+            )
+        )
     ys = list(frame["condition_number"]) + ([reference[1]] if reference is not None else [])
     if reference is not None:
         _guide(fig, y=reference[1], label=reference[0], span=_positive_span(frame[x]), dash="dash")
@@ -295,14 +361,24 @@ def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
     fig = go.Figure()
     blocks = [f"block {b}" for b in frame["block"]]
     fig.add_trace(go.Bar(x=blocks, y=frame["kappa_block"], name="κ(K_bb + λnI)", marker_color=PALETTE[0]))
-    fig.add_trace(go.Bar(x=blocks, y=frame["kappa_preconditioned"], name="κ((P_b+ρI)^-½ (K_bb+λnI) (P_b+ρI)^-½)",
-                         marker_color=PALETTE[2]))
-    fig.update_yaxes(type=_bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
-                     exponentformat="power", title_text="κ")
+    fig.add_trace(
+        go.Bar(
+            x=blocks,
+            y=frame["kappa_preconditioned"],
+            name="κ((P_b+ρI)^-½ (K_bb+λnI) (P_b+ρI)^-½)",
+            marker_color=PALETTE[2],
+        )
+    )
+    fig.update_yaxes(
+        type=_bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
+        exponentformat="power",
+        title_text="κ",
+    )
     return layout(fig, height, barmode="group")
 
 
 # -- leverage scores ----------------------------------------------------------------------------
+
 
 def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
     """Distribution of exact and approximate scores over log₁₀ bins (scores span many decades)."""
@@ -311,9 +387,11 @@ def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
     lo = float(np.log10(positive[["exact", "approximate"]].to_numpy().min()))
     hi = float(np.log10(positive[["exact", "approximate"]].to_numpy().max()))
     bins = {"start": lo, "end": hi + 1e-9, "size": max((hi - lo) / 40, 1e-3)}
-    for col, color, label in (("exact", PALETTE[0], "exact ℓ(i, λ)"), ("approximate", PALETTE[1], "approximate ℓ̃(i, λ)")):
-        fig.add_trace(go.Histogram(x=np.log10(positive[col]), xbins=bins, name=label, marker_color=color,
-                                   opacity=0.6))
+    for col, color, label in (
+        ("exact", PALETTE[0], "exact ℓ(i, λ)"),
+        ("approximate", PALETTE[1], "approximate ℓ̃(i, λ)"),
+    ):
+        fig.add_trace(go.Histogram(x=np.log10(positive[col]), xbins=bins, name=label, marker_color=color, opacity=0.6))
     fig.update_xaxes(title_text="log₁₀ leverage score")
     fig.update_yaxes(title_text="points")
     return layout(fig, height, barmode="overlay")
@@ -333,15 +411,29 @@ def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go
     the 5th and 95th percentiles of ℓ̃/ℓ (the accuracy BLESS Fig. 1 reports)."""
     shown, xs = score_scatter_points(points)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=np.concatenate([xs, xs[::-1]]),
-                             y=np.concatenate([xs * r_acc["q95"], (xs * r_acc["q05"])[::-1]]),
-                             fill="toself", fillcolor="rgba(31,119,180,0.15)", line={"width": 0},
-                             name=f"R-ACC 5–95% band [{r_acc['q05']:.2f}, {r_acc['q95']:.2f}]", hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=np.concatenate([xs, xs[::-1]]),
+            y=np.concatenate([xs * r_acc["q95"], (xs * r_acc["q05"])[::-1]]),
+            fill="toself",
+            fillcolor="rgba(31,119,180,0.15)",
+            line={"width": 0},
+            name=f"R-ACC 5–95% band [{r_acc['q05']:.2f}, {r_acc['q95']:.2f}]",
+            hoverinfo="skip",
+        )
+    )
     fig.add_trace(go.Scatter(x=xs, y=xs, mode="lines", name="ℓ̃ = ℓ", line={"color": "#444", "dash": "dash"}))
-    fig.add_trace(go.Scatter(x=shown["exact"], y=shown["approximate"], mode="markers", name="points",
-                             marker={"size": 5, "color": PALETTE[1], "opacity": 0.6},
-                             customdata=shown["index"],
-                             hovertemplate="point %{customdata}<br>ℓ=%{x:.3g}<br>ℓ̃=%{y:.3g}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=shown["exact"],
+            y=shown["approximate"],
+            mode="markers",
+            name="points",
+            marker={"size": 5, "color": PALETTE[1], "opacity": 0.6},
+            customdata=shown["index"],
+            hovertemplate="point %{customdata}<br>ℓ=%{x:.3g}<br>ℓ̃=%{y:.3g}<extra></extra>",
+        )
+    )
     fig.update_xaxes(type="log", exponentformat="power", title_text="exact ℓ(i, λ)")
     fig.update_yaxes(type="log", exponentformat="power", title_text="approximate ℓ̃(i, λ)")
     return layout(fig, height)
@@ -350,42 +442,73 @@ def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go
 def path_figure(path: pd.DataFrame, *, height: int = 380) -> go.Figure:
     """d_eff(λ_h) (the sampler's estimate and exact), d_∞(λ_h) and |J_h| along the λ path."""
     fig = go.Figure()
-    series = (("d_eff", "d_eff estimate (sampler)", PALETTE[1], "solid"),
-              ("d_eff exact", "d_eff(λ) exact", PALETTE[0], "solid"),
-              ("d_inf exact", "d_∞(λ) = n·max ℓ exact", PALETTE[3], "dash"),
-              ("size", "dictionary size |J_h|", PALETTE[2], "dot"))
+    series = (
+        ("d_eff", "d_eff estimate (sampler)", PALETTE[1], "solid"),
+        ("d_eff exact", "d_eff(λ) exact", PALETTE[0], "solid"),
+        ("d_inf exact", "d_∞(λ) = n·max ℓ exact", PALETTE[3], "dash"),
+        ("size", "dictionary size |J_h|", PALETTE[2], "dot"),
+    )
     for col, label, color, dash in series:
         if col in path:
-            fig.add_trace(go.Scatter(x=path["penalty"], y=path[col], name=label, mode="lines+markers",
-                                     line={"color": color, "dash": dash}, marker={"size": 6},
-                                     hovertemplate=f"{label}<br>λ=%{{x:.3g}}<br>%{{y:.4g}}<extra></extra>"))
-    fig.update_xaxes(type="log", exponentformat="power", title_text="λ_h (the path runs right to left)",
-                     autorange="reversed")
+            fig.add_trace(
+                go.Scatter(
+                    x=path["penalty"],
+                    y=path[col],
+                    name=label,
+                    mode="lines+markers",
+                    line={"color": color, "dash": dash},
+                    marker={"size": 6},
+                    hovertemplate=f"{label}<br>λ=%{{x:.3g}}<br>%{{y:.4g}}<extra></extra>",
+                )
+            )
+    fig.update_xaxes(
+        type="log", exponentformat="power", title_text="λ_h (the path runs right to left)", autorange="reversed"
+    )
     fig.update_yaxes(type="log", exponentformat="power", title_text="dimension / points")
     return layout(fig, height)
 
 
-def centers_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarray, *, colour=None,
-                   colour_title: str = "", weights=None, title: str = "", height: int = 380) -> go.Figure:
+def centers_figure(
+    coords: np.ndarray,
+    axes: tuple[str, str],
+    indices: np.ndarray,
+    *,
+    colour=None,
+    colour_title: str = "",
+    weights=None,
+    title: str = "",
+    height: int = 380,
+) -> go.Figure:
     """All points (grey, or coloured by ``colour``) and the selected centres on top (red crosses,
     sized by their FALKON weight D_jj when given)."""
     fig = go.Figure()
     idx = np.linspace(0, len(coords) - 1, min(len(coords), MAX_POINTS)).astype(int)
     marker = {"size": 5, "color": "#bbbbbb"}
     if colour is not None:
-        marker = {"size": 5, "color": np.log10(np.clip(np.asarray(colour)[idx], 1e-300, None)),
-                  "colorscale": "Viridis", "colorbar": {"title": colour_title, "len": 0.8}}
-    fig.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers", name="data", marker=marker,
-                             hoverinfo="skip"))
+        marker = {
+            "size": 5,
+            "color": np.log10(np.clip(np.asarray(colour)[idx], 1e-300, None)),
+            "colorscale": "Viridis",
+            "colorbar": {"title": colour_title, "len": 0.8},
+        }
+    fig.add_trace(
+        go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers", name="data", marker=marker, hoverinfo="skip")
+    )
     size = 10
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
         size = (7 + 9 * (w - w.min()) / (np.ptp(w) or 1.0)).tolist()
-    fig.add_trace(go.Scatter(x=coords[indices, 0], y=coords[indices, 1], mode="markers",
-                             name=f"{len(indices)} centres", customdata=indices,
-                             marker={"symbol": "x", "size": size, "color": "#d62728",
-                                     "line": {"width": 1, "color": "white"}},
-                             hovertemplate="centre: point %{customdata}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=coords[indices, 0],
+            y=coords[indices, 1],
+            mode="markers",
+            name=f"{len(indices)} centres",
+            customdata=indices,
+            marker={"symbol": "x", "size": size, "color": "#d62728", "line": {"width": 1, "color": "white"}},
+            hovertemplate="centre: point %{customdata}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title_text=axes[0])
     fig.update_yaxes(title_text=axes[1])
     return layout(fig, height, title={"text": title, "x": 0, "font": {"size": 14}})
@@ -393,13 +516,15 @@ def centers_figure(coords: np.ndarray, axes: tuple[str, str], indices: np.ndarra
 
 # -- dataset diagnostics -----------------------------------------------------------------------
 
+
 def target_figure(dataset, *, height: int = 320) -> go.Figure:
     """Histogram of the regression target (original units), or class counts per split."""
     fig = go.Figure()
     if dataset.task == "regression":
         for split, y, color in (("train", dataset.y_train, PALETTE[0]), ("test", dataset.y_test, PALETTE[1])):
-            fig.add_trace(go.Histogram(x=dataset.to_original_units(np.asarray(y)), name=split, opacity=0.65,
-                                       marker_color=color))
+            fig.add_trace(
+                go.Histogram(x=dataset.to_original_units(np.asarray(y)), name=split, opacity=0.65, marker_color=color)
+            )
         unit = f" ({dataset.target_unit})" if dataset.target_unit else ""
         fig.update_xaxes(title_text=chart_text(f"{dataset.target_name}{unit}"))
         fig.update_yaxes(title_text="rows")
@@ -418,12 +543,22 @@ def _class_counts(fig: go.Figure, frame: pd.DataFrame) -> go.Figure:
 def target_frame(dataset) -> pd.DataFrame:
     """The target's values (regression) or class counts per split (classification), as a table."""
     if dataset.task == "regression":
-        return pd.concat([pd.DataFrame({"split": split, dataset.target_name: dataset.to_original_units(np.asarray(y))})
-                          for split, y in (("train", dataset.y_train), ("test", dataset.y_test))], ignore_index=True)
+        return pd.concat(
+            [
+                pd.DataFrame({"split": split, dataset.target_name: dataset.to_original_units(np.asarray(y))})
+                for split, y in (("train", dataset.y_train), ("test", dataset.y_test))
+            ],
+            ignore_index=True,
+        )
     rows = []
     for c in dataset.classes.tolist():
-        rows.append({"class": str(c), "train": int(np.sum(dataset.labels_train == c)),
-                     "test": int(np.sum(dataset.labels_test == c))})
+        rows.append(
+            {
+                "class": str(c),
+                "train": int(np.sum(dataset.labels_train == c)),
+                "test": int(np.sum(dataset.labels_test == c)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -436,28 +571,35 @@ def feature_scales_figure(features: pd.DataFrame, *, height: int = 320) -> go.Fi
     return layout(fig, height)
 
 
-def deff_figure(curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | None = None,
-                n: int | None = None, height: int = 360) -> go.Figure:
+def deff_figure(
+    curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | None = None, n: int | None = None, height: int = 360
+) -> go.Figure:
     """d_eff(λ) = Tr K(K + λnI)⁻¹ for each kernel in ``curves``; ``marks`` are labelled vertical lines."""
     fig = go.Figure()
     for i, (label, frame) in enumerate(curves.items()):
         method = frame["method"].iloc[0]
-        fig.add_trace(go.Scatter(x=frame["penalty"], y=frame["d_eff"], name=label + estimate_suffix(method),
-                                 mode="lines+markers", line={"color": PALETTE[i % len(PALETTE)]},
-                                 hovertemplate="λ=%{x:.3g}<br>d_eff=%{y:.4g}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=frame["penalty"],
+                y=frame["d_eff"],
+                name=label + estimate_suffix(method),
+                mode="lines+markers",
+                line={"color": PALETTE[i % len(PALETTE)]},
+                hovertemplate="λ=%{x:.3g}<br>d_eff=%{y:.4g}<extra></extra>",
+            )
+        )
     penalties = np.concatenate([c["penalty"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])
     values = np.concatenate([c["d_eff"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])
     if n is not None:
         _guide(fig, y=n, label=f"n = {n:,}", span=_positive_span(penalties), dash="dash")
     by_value: dict[float, list[str]] = {}
-    for label, value in (marks or {}).items():     # marks at the same λ share one line and one label
+    for label, value in (marks or {}).items():  # marks at the same λ share one line and one label
         by_value.setdefault(value, []).append(label)
     for value, labels in by_value.items():
         _guide(fig, x=value, label=" = ".join(labels), span=_positive_span(np.append(values, n or 1)))
     fig.update_xaxes(type="log", exponentformat="power", title_text="λ")
     fig.update_yaxes(type="log", exponentformat="power", title_text="d_eff(λ)")
     return layout(fig, height)
-
 
 
 #: A feature whose relevance 1/σ_j is below this share of the largest is drawn as switched off.
@@ -471,9 +613,17 @@ def relevance_figure(features, relevance, *, height: int = 320) -> go.Figure:
     relevance = np.asarray(relevance, dtype=float)
     off = relevance < OFF_SHARE * relevance.max()
     colours = [PALETTE[7] if o else PALETTE[0] for o in off]
-    fig = go.Figure(go.Bar(x=[str(f) for f in features], y=np.where(off, 0.0, relevance), marker_color=colours,
-                           name="relevance 1/σ_j", text=["off" if o else "" for o in off], textposition="outside",
-                           hovertemplate="%{x}: 1/σ = %{y:.3g}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=[str(f) for f in features],
+            y=np.where(off, 0.0, relevance),
+            marker_color=colours,
+            name="relevance 1/σ_j",
+            text=["off" if o else "" for o in off],
+            textposition="outside",
+            hovertemplate="%{x}: 1/σ = %{y:.3g}<extra></extra>",
+        )
+    )
     fig.update_xaxes(title_text="feature", type="category")
     fig.update_yaxes(title_text="relevance 1/σ_j")
     return layout(fig, height)

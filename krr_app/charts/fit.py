@@ -4,6 +4,7 @@ live chart's fit panel restyles in place while the solver iterates (:mod:`krr_ap
 the pictures' values from :func:`fit_display` through :mod:`krr_app.jobs.live_api`). Plain data in,
 figures out; no Streamlit here.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,12 @@ def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
 
 #: The fit figure's traces that a new picture of the model changes (the live chart's fit panel
 #: restyles them in place): 1-D data, the curve; 2-D data, the surface and the decision boundary.
-FIT_CURVE, FIT_SURFACE, FIT_BOUNDARY, FIT_CLASSES = ("fitted f(x)", "f(x)", "decision boundary f(x) = 0",
-                                                     "predicted class")
+FIT_CURVE, FIT_SURFACE, FIT_BOUNDARY, FIT_CLASSES = (
+    "fitted f(x)",
+    "f(x)",
+    "decision boundary f(x) = 0",
+    "predicted class",
+)
 
 
 def fit_display(data, values: np.ndarray) -> np.ndarray:
@@ -57,8 +62,15 @@ def _fit_1d(data, surface, height):
     grid = surface.axes[0]
     points, x_title, y_title = point_traces(data)
     fig = go.Figure(points)
-    fig.add_trace(go.Scatter(x=browser_values(grid), y=browser_values(fit_display(data, surface.values)), mode="lines",
-                             name=FIT_CURVE, line={"color": "#1f77b4", "width": 3}))
+    fig.add_trace(
+        go.Scatter(
+            x=browser_values(grid),
+            y=browser_values(fit_display(data, surface.values)),
+            mode="lines",
+            name=FIT_CURVE,
+            line={"color": "#1f77b4", "width": 3},
+        )
+    )
     return layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)
 
 
@@ -79,21 +91,52 @@ def _fit_2d(data, surface, height):
     z = fit_display(data, surface.values).reshape(shape)
     fig = go.Figure()
     if data.task == "regression":
-        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="Viridis", opacity=0.75, name=FIT_SURFACE,
-                                 colorbar={"title": data.target_name}))
+        fig.add_trace(
+            go.Contour(
+                x=gx,
+                y=gy,
+                z=browser_values(z),
+                colorscale="Viridis",
+                opacity=0.75,
+                name=FIT_SURFACE,
+                colorbar={"title": data.target_name},
+            )
+        )
     elif data.task == "binary":
         bound = float(np.nanmax(np.abs(z))) or 1.0
-        fig.add_trace(go.Contour(x=gx, y=gy, z=browser_values(z), colorscale="RdBu", zmin=-bound, zmax=bound,
-                                 opacity=0.7, name=FIT_SURFACE, colorbar={"title": "f(x)"},
-                                 contours={"coloring": "heatmap"}))
+        fig.add_trace(
+            go.Contour(
+                x=gx,
+                y=gy,
+                z=browser_values(z),
+                colorscale="RdBu",
+                zmin=-bound,
+                zmax=bound,
+                opacity=0.7,
+                name=FIT_SURFACE,
+                colorbar={"title": "f(x)"},
+                contours={"coloring": "heatmap"},
+            )
+        )
         # Its hover would show the rescaled grid, not f: the surface below shows f(x) there.
-        fig.add_trace(go.Contour(x=gx, y=gy, z=_zero_crossings(z), showscale=False, hoverinfo="skip",
-                                 name=FIT_BOUNDARY,
-                                 contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
-                                 line={"width": 3, "color": "black"}))
+        fig.add_trace(
+            go.Contour(
+                x=gx,
+                y=gy,
+                z=_zero_crossings(z),
+                showscale=False,
+                hoverinfo="skip",
+                name=FIT_BOUNDARY,
+                contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
+                line={"width": 3, "color": "black"},
+            )
+        )
     else:
-        fig.add_trace(go.Heatmap(x=gx, y=gy, z=z.astype(np.int16), colorscale="Turbo", opacity=0.45,
-                                 showscale=False, name=FIT_CLASSES))
-    points, x_title, y_title = point_traces(data, colorbar=False)     # the surface has the colour bar
+        fig.add_trace(
+            go.Heatmap(
+                x=gx, y=gy, z=z.astype(np.int16), colorscale="Turbo", opacity=0.45, showscale=False, name=FIT_CLASSES
+            )
+        )
+    points, x_title, y_title = point_traces(data, colorbar=False)  # the surface has the colour bar
     fig.add_traces(points)
     return layout(fig, height, top=30, xaxis_title=x_title, yaxis_title=y_title)

@@ -7,6 +7,7 @@ the same way, and a one-line summary. Plain data in, an SVG image (:func:`data_s
 moment the page arrives; :func:`data_image_markdown` makes it a Markdown image) or plotly traces
 (:func:`point_traces`, for the fit figures) out; no Streamlit here.
 """
+
 from __future__ import annotations
 
 import base64
@@ -57,7 +58,7 @@ class PointSet:
     scale: str | None = None
     values_title: str = ""
     opacity: float = 0.8
-    legend: tuple[tuple[float, str], ...] = ()      # (value, label) pairs the SVG legend shows
+    legend: tuple[tuple[float, str], ...] = ()  # (value, label) pairs the SVG legend shows
 
 
 def point_sets(data) -> tuple[list[PointSet], str, str]:
@@ -84,8 +85,11 @@ def point_sets(data) -> tuple[list[PointSet], str, str]:
     else:
         lo, hi = float(values.min()), float(values.max())
         legend = tuple((v, _label(v, 3)) for v in (hi, (lo + hi) / 2, lo))
-    return [PointSet("training points", coords[:, 0], coords[:, 1], values=values, scale=scale,
-                     values_title=title, legend=legend)], *titles
+    return [
+        PointSet(
+            "training points", coords[:, 0], coords[:, 1], values=values, scale=scale, values_title=title, legend=legend
+        )
+    ], *titles
 
 
 def browser_values(values) -> np.ndarray:
@@ -102,12 +106,19 @@ def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
         if points.colour is not None:
             marker = {"size": 5, "color": points.colour, "opacity": points.opacity}
         else:
-            marker = {"color": browser_values(points.values), "colorscale": points.scale, "size": 6,
-                      "line": {"width": 0.6, "color": "white"}}
+            marker = {
+                "color": browser_values(points.values),
+                "colorscale": points.scale,
+                "size": 6,
+                "line": {"width": 0.6, "color": "white"},
+            }
             if colorbar:
                 marker["colorbar"] = {"title": points.values_title}
-        traces.append(go.Scatter(x=browser_values(points.x), y=browser_values(points.y), mode="markers",
-                                 name=points.name, marker=marker))
+        traces.append(
+            go.Scatter(
+                x=browser_values(points.x), y=browser_values(points.y), mode="markers", name=points.name, marker=marker
+            )
+        )
     return traces, x_title, y_title
 
 
@@ -142,23 +153,33 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
     def sy(v):
         return height - bottom - (v - y0) / (y1 - y0) * (height - top - bottom)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="14" fill="#555">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="14" fill="#555">'
+    ]
     for t in ticks(x0, x1):
-        out.append(f'<line x1="{sx(t):.1f}" x2="{sx(t):.1f}" y1="{top}" y2="{height - bottom}" stroke="#e6e6e6"/>'
-                   f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_label(t)}</text>')
+        out.append(
+            f'<line x1="{sx(t):.1f}" x2="{sx(t):.1f}" y1="{top}" y2="{height - bottom}" stroke="#e6e6e6"/>'
+            f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_label(t)}</text>'
+        )
     for t in ticks(y0, y1):
-        out.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#e6e6e6"/>'
-                   f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_label(t)}</text>')
-    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 10}" text-anchor="middle">{escape(x_title)}</text>'
-               f'<text transform="translate(16 {(top + height - bottom) / 2}) rotate(-90)" '
-               f'text-anchor="middle">{escape(y_title)}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" stroke="#e6e6e6"/>'
+            f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_label(t)}</text>'
+        )
+    out.append(
+        f'<text x="{(left + width - right) / 2}" y="{height - 10}" text-anchor="middle">{escape(x_title)}</text>'
+        f'<text transform="translate(16 {(top + height - bottom) / 2}) rotate(-90)" '
+        f'text-anchor="middle">{escape(y_title)}</text>'
+    )
     legend_y = top + 14
     for points in sets:
         if points.colour is not None:
             colours = [points.colour] * len(points.x)
-            out.append(f'<circle cx="{width - right + 16}" cy="{legend_y - 4}" r="4" fill="{points.colour}"/>'
-                       f'<text x="{width - right + 26}" y="{legend_y}">{escape(points.name)}</text>')
+            out.append(
+                f'<circle cx="{width - right + 16}" cy="{legend_y - 4}" r="4" fill="{points.colour}"/>'
+                f'<text x="{width - right + 26}" y="{legend_y}">{escape(points.name)}</text>'
+            )
             legend_y += 18
         else:
             lo, hi = float(points.values.min()), float(points.values.max())
@@ -171,9 +192,11 @@ def data_svg(data, *, width: int = 600, height: int = 440) -> str:
             out.append(f'<text x="{width - right + 10}" y="{legend_y}">{escape(points.values_title)}</text>')
             for k, (value, text) in enumerate(points.legend):
                 y = legend_y + 18 + 18 * k
-                out.append(f'<circle cx="{width - right + 16}" cy="{y - 4}" r="4" '
-                           f'fill="{palette[level(value)]}"/>'
-                           f'<text x="{width - right + 26}" y="{y}">{escape(text)}</text>')
+                out.append(
+                    f'<circle cx="{width - right + 16}" cy="{y - 4}" r="4" '
+                    f'fill="{palette[level(value)]}"/>'
+                    f'<text x="{width - right + 26}" y="{y}">{escape(text)}</text>'
+                )
         out.append(dots(sx(np.asarray(points.x)), sy(np.asarray(points.y)), colours, points.opacity))
     out.append("</svg>")
     return "".join(out)
@@ -187,8 +210,11 @@ def dots(x: np.ndarray, y: np.ndarray, colours: list[str], opacity: float) -> st
     groups: dict[str, list[str]] = {}
     for a, b, c in zip(np.rint(x).astype(int), np.rint(y).astype(int), colours):
         groups.setdefault(c, []).append(f"M{a} {b}h0")
-    return "".join(f'<path class="dots" d="{"".join(d)}" stroke="{c}" stroke-opacity="{opacity}" '
-                   f'stroke-width="{2 * DOT_RADIUS}" stroke-linecap="round" fill="none"/>' for c, d in groups.items())
+    return "".join(
+        f'<path class="dots" d="{"".join(d)}" stroke="{c}" stroke-opacity="{opacity}" '
+        f'stroke-width="{2 * DOT_RADIUS}" stroke-linecap="round" fill="none"/>'
+        for c, d in groups.items()
+    )
 
 
 def data_image_markdown(data) -> str:
@@ -210,8 +236,11 @@ def svg_markdown(svg: str, alt: str) -> str:
 
 def summary(data) -> str:
     """One line: sizes, task and the target's spread or classes."""
-    parts = [f"n = {data.n_train:,} training + {data.n_test:,} test points", f"d = {data.d:,} feature"
-             + ("s" if data.d != 1 else ""), f"task: {data.task}"]
+    parts = [
+        f"n = {data.n_train:,} training + {data.n_test:,} test points",
+        f"d = {data.d:,} feature" + ("s" if data.d != 1 else ""),
+        f"task: {data.task}",
+    ]
     if data.task == "regression":
         y = data.to_original_units(data.y_train)
         parts.append(f"{data.target_name}: mean {readable(np.mean(y))}, std {readable(np.std(y))}")

@@ -4,6 +4,7 @@ Everything here is a hashable value (str, int, float, tuples), never an array or
 :class:`RunConfig` is the single key for the run registry and ``st.cache_*`` functions, and the
 "reproduce in Python" snippet is generated from the same object that keyed the run.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -26,8 +27,12 @@ from krr_app.settings import EXACT_KRR_MAX_N
 #: adds that is not listed here keeps the solver's default.
 INT_KNOBS: dict[str, tuple[str, int, int, str]] = {
     "maxiter": ("Max iterations t", 1, 20, "Iterations of the solver. FALKON needs about log(1/ε) of them."),
-    "blocks": ("Blocks B (empty: automatic)", 1, 10,
-               "ASkotch splits the n points into B blocks and updates one block per step."),
+    "blocks": (
+        "Blocks B (empty: automatic)",
+        1,
+        10,
+        "ASkotch splits the n points into B blocks and updates one block per step.",
+    ),
     "rank": ("Preconditioner rank r", 1, 50, "Rank of the randomized Nyström preconditioner (ASkotch, NyströmPCG)."),
 }
 
@@ -45,9 +50,9 @@ class RunConfig:
     maxiter: int | None = None
     dtype: str = "float64"
     solver_seed: int = 0
-    memory_budget: int | None = None       # bytes
+    memory_budget: int | None = None  # bytes
     solver_params: tuple[tuple[str, object], ...] = field(default=())
-    eval_train: bool = False               # also record the training error every iteration
+    eval_train: bool = False  # also record the training error every iteration
 
     @property
     def info(self) -> SolverInfo:
@@ -55,16 +60,25 @@ class RunConfig:
 
     def fit_spec(self, run_id: str) -> FitSpec:
         """This configuration as the plain spec a worker runs (:func:`krr_app.jobs.worker.run_fit`)."""
-        return FitSpec(run_id=run_id, data=self.data, solver=self.solver, kernel=self.kernel,
-                       kernel_params=self.kernel_params, params=tuple(sorted(self.estimator_kwargs().items())))
+        return FitSpec(
+            run_id=run_id,
+            data=self.data,
+            solver=self.solver,
+            kernel=self.kernel,
+            kernel_params=self.kernel_params,
+            params=tuple(sorted(self.estimator_kwargs().items())),
+        )
 
     def memory_estimate(self, dataset):
         """What this run will hold and take on ``dataset`` (:meth:`krrcore.solvers.base.KRRBase.memory_estimate`),
         from the parameters alone; None when the parameters themselves are invalid (the run says why)."""
         k = 1 if dataset.y_train.ndim == 1 else dataset.y_train.shape[1]
         try:
-            return self.fit_spec("estimate").build_estimator().memory_estimate(dataset.n_train, dataset.d, k,
-                                                                                 n_val=dataset.n_test)
+            return (
+                self.fit_spec("estimate")
+                .build_estimator()
+                .memory_estimate(dataset.n_train, dataset.d, k, n_val=dataset.n_test)
+            )
         except (ValueError, ImportError):
             return None
 
@@ -73,26 +87,43 @@ class RunConfig:
 
     def estimator_kwargs(self) -> dict:
         """Constructor parameters besides ``kernel``: only those the solver accepts, no Nones."""
-        candidates = {"penalty": self.penalty, "M": self.M, "maxiter": self.maxiter, "dtype": self.dtype,
-                      "seed": self.solver_seed, "memory_budget": self.memory_budget,
-                      "eval_train": True if self.eval_train else None, **dict(self.solver_params)}
+        candidates = {
+            "penalty": self.penalty,
+            "M": self.M,
+            "maxiter": self.maxiter,
+            "dtype": self.dtype,
+            "seed": self.solver_seed,
+            "memory_budget": self.memory_budget,
+            "eval_train": True if self.eval_train else None,
+            **dict(self.solver_params),
+        }
         accepted = accepted_params(self.solver)
         return {k: v for k, v in candidates.items() if v is not None and (k == "penalty" or k in accepted)}
 
     def label(self, vary: tuple[str, ...] = ()) -> str:
         """Short human label: the solver plus the knobs named in ``vary`` (all main knobs if empty),
         and "float32" when it is not float64 (two runs differing only in dtype must not look alike)."""
-        knobs = {"M": self.M, "λ": self.penalty, "σ": self.kernel_kwargs().get("sigma"), "t": self.maxiter,
-                 **dict(self.solver_params)}
+        knobs = {
+            "M": self.M,
+            "λ": self.penalty,
+            "σ": self.kernel_kwargs().get("sigma"),
+            "t": self.maxiter,
+            **dict(self.solver_params),
+        }
         shown = [f"{k}={format_number(v)}" for k, v in knobs.items() if v is not None and (not vary or k in vary)]
         return " · ".join([self.info.label, *shown, *([self.dtype] if self.dtype != "float64" else [])])
 
     def as_dict(self) -> dict:
         """Flat plain dict (for tables and CSV downloads)."""
-        out = {"dataset": self.data.csv_filename if self.data.is_csv else self.data.name, "n": self.data.n,
-               "data_seed": self.data.seed, **{f"data_{k}": v for k, v in self.data.knobs},
-               "kernel": self.kernel,
-               **{f"kernel_{k}": v for k, v in self.kernel_params}, "solver": self.solver}
+        out = {
+            "dataset": self.data.csv_filename if self.data.is_csv else self.data.name,
+            "n": self.data.n,
+            "data_seed": self.data.seed,
+            **{f"data_{k}": v for k, v in self.data.knobs},
+            "kernel": self.kernel,
+            **{f"kernel_{k}": v for k, v in self.kernel_params},
+            "solver": self.solver,
+        }
         out.update(self.estimator_kwargs())
         return out
 
@@ -141,10 +172,21 @@ def kernel_param_names(kernel: str) -> tuple[str, ...]:
     return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
 
-def make_config(data: DataSpec, *, kernel: str, kernel_params: dict, penalty: float, solver: str,
-                M: int | None = None, maxiter: int | None = None, dtype: str = "float64", solver_seed: int = 0,
-                memory_budget: int | None = None, solver_params: dict | None = None,
-                eval_train: bool = False) -> RunConfig:
+def make_config(
+    data: DataSpec,
+    *,
+    kernel: str,
+    kernel_params: dict,
+    penalty: float,
+    solver: str,
+    M: int | None = None,
+    maxiter: int | None = None,
+    dtype: str = "float64",
+    solver_seed: int = 0,
+    memory_budget: int | None = None,
+    solver_params: dict | None = None,
+    eval_train: bool = False,
+) -> RunConfig:
     """A normalised RunConfig: knobs the solver ignores are set to None, so that e.g. moving the M
     slider does not make exact KRR look like a new, not-yet-run configuration."""
     info = get_solver(solver)
@@ -153,7 +195,11 @@ def make_config(data: DataSpec, *, kernel: str, kernel_params: dict, penalty: fl
     kparams = tuple(sorted((k, v) for k, v in kernel_params.items() if k in names))
     extra = tuple(sorted((k, v) for k, v in (solver_params or {}).items() if k in accepted and k in info.knobs))
     return RunConfig(
-        data=data, kernel=kernel, kernel_params=kparams, penalty=float(penalty), solver=solver,
+        data=data,
+        kernel=kernel,
+        kernel_params=kparams,
+        penalty=float(penalty),
+        solver=solver,
         M=int(M) if (M is not None and "M" in accepted) else None,
         maxiter=int(maxiter) if (maxiter is not None and info.iterative and "maxiter" in accepted) else None,
         dtype=dtype if "dtype" in accepted else "float64",
@@ -174,10 +220,20 @@ def with_value(config: RunConfig, name: str, value) -> RunConfig:
 
 
 #: What Compare's sweep can vary, with the values it offers first.
-SWEEP_DEFAULTS = {"M": "20, 50, 100, 200", "penalty": "1e-8, 1e-6, 1e-4, 1e-2", "maxiter": "5, 10, 20, 40",
-                  "blocks": "2, 5, 10", "rank": "10, 50, 100"}
-SWEEP_LABELS = {"M": "M (centres)", "penalty": "λ", "maxiter": "max iterations t", "blocks": "B (blocks)",
-                "rank": "r (preconditioner rank)"}
+SWEEP_DEFAULTS = {
+    "M": "20, 50, 100, 200",
+    "penalty": "1e-8, 1e-6, 1e-4, 1e-2",
+    "maxiter": "5, 10, 20, 40",
+    "blocks": "2, 5, 10",
+    "rank": "10, 50, 100",
+}
+SWEEP_LABELS = {
+    "M": "M (centres)",
+    "penalty": "λ",
+    "maxiter": "max iterations t",
+    "blocks": "B (blocks)",
+    "rank": "r (preconditioner rank)",
+}
 
 
 def parse_sweep_values(text: str, name: str) -> tuple[list, str | None]:
@@ -229,16 +285,20 @@ def problems(config: RunConfig, n_train: int | None) -> list[str]:
         if config.M is not None and config.M > n_train:
             out.append(f"M = {config.M} centres, but there are only n = {n_train} training points: choose M ≤ n.")
         if config.solver == "exact" and n_train > EXACT_KRR_MAX_N:
-            out.append(f"Exact KRR is offered up to n = {EXACT_KRR_MAX_N:,} training points here (n = {n_train:,}): "
-                       "lower n, or use a Nyström solver.")
+            out.append(
+                f"Exact KRR is offered up to n = {EXACT_KRR_MAX_N:,} training points here (n = {n_train:,}): "
+                "lower n, or use a Nyström solver."
+            )
         size_problem = _solver_size_problem(config, n_train)
         if size_problem:
             out.append(size_problem)
     if config.M is not None and config.M < 1:
         out.append(f"M must be at least 1 (got {config.M}).")
     if config.M is not None and config.M > APP_MAX_M:
-        out.append(f"M = {config.M:,} is above this server's limit of {APP_MAX_M:,} centres (an M×M float64 "
-                   f"matrix alone would take {8 * config.M ** 2 / 2**30:.1f} GiB).")
+        out.append(
+            f"M = {config.M:,} is above this server's limit of {APP_MAX_M:,} centres (an M×M float64 "
+            f"matrix alone would take {8 * config.M**2 / 2**30:.1f} GiB)."
+        )
     return out
 
 

@@ -5,6 +5,7 @@ The app's engine, :class:`~krr_app.jobs.executor.DaskExecutor`, and the server's
 (:func:`~krr_app.jobs.executor.get_executor`) are in :mod:`krr_app.jobs.executor`, whose docstring
 says how a run calls back into its :class:`~krr_app.jobs.runs.Run`.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -17,6 +18,7 @@ from collections import OrderedDict
 
 from krr_app.jobs.worker import StepGate, run_fit
 
+
 def format_bytes(n_bytes: float) -> str:
     """'1.50 GiB' from a GiB on, '120 MiB' below."""
     return f"{n_bytes / 2**30:.2f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.0f} MiB"
@@ -26,9 +28,9 @@ class Executor(ABC):
     """Runs :class:`~krr_app.jobs.runs.Run` objects somewhere and reports back through their callbacks."""
 
     def __init__(self):
-        self._wall_seconds: list[float] = []                         # recent runs, for queue estimates
-        self._pending: OrderedDict[str, object] = OrderedDict()     # submitted, not started, in order
-        self._computing: set[str] = set()                            # started, not finished
+        self._wall_seconds: list[float] = []  # recent runs, for queue estimates
+        self._pending: OrderedDict[str, object] = OrderedDict()  # submitted, not started, in order
+        self._computing: set[str] = set()  # started, not finished
         self._lock = threading.Lock()
 
     @property
@@ -83,9 +85,11 @@ class Executor(ABC):
             return None
         parts = ", ".join(f"{p.name} {format_bytes(p.bytes)}" for p in estimate.dominant_parts())
         advice = estimate.suggestion or "lower n or M, use float32, or choose a solver that stores less"
-        return (f"Refused before starting: this run needs about {format_bytes(estimate.peak_bytes)} at its peak "
-                f"({parts}), and a worker of this server may use {format_bytes(limit)}. {advice[0].upper()}"
-                f"{advice[1:]}.")
+        return (
+            f"Refused before starting: this run needs about {format_bytes(estimate.peak_bytes)} at its peak "
+            f"({parts}), and a worker of this server may use {format_bytes(limit)}. {advice[0].upper()}"
+            f"{advice[1:]}."
+        )
 
     def healthy(self) -> bool:
         """Whether runs can be sent (the cluster's scheduler answers)."""
@@ -161,8 +165,9 @@ class InProcessExecutor(Executor):
         self._left_queue(run)
         run._started("in-process", os.getpid())
         steps = StepGate(lambda: run.step_limit) if run.stepped else None
-        outcome = run_fit(run.spec(), emit=run._append, on_frame=run._frame, steps=steps, stop_event=run.stop_event,
-                          dataset=run.data)
+        outcome = run_fit(
+            run.spec(), emit=run._append, on_frame=run._frame, steps=steps, stop_event=run.stop_event, dataset=run.data
+        )
         run._complete(outcome)
         self._finished(run)
 

@@ -19,6 +19,7 @@ the pages read the workers' description the executor last saw (never a call that
 scheduler), and :func:`get_executor` replaces a stopped embedded cluster with a fresh one for the
 next run, or, for an external scheduler, says that it is unreachable and where.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -127,8 +128,15 @@ class DaskExecutor(Executor):
         try:
             if run.stepped:
                 self.steps(run)
-            future = self.client.submit(dask_fit_task, run.spec(), self._table_name(run), run.stepped,
-                                        key=f"krr-run-{run.id}", pure=False, retries=0)
+            future = self.client.submit(
+                dask_fit_task,
+                run.spec(),
+                self._table_name(run),
+                run.stepped,
+                key=f"krr-run-{run.id}",
+                pure=False,
+                retries=0,
+            )
         except Exception as exc:
             self._forget(run)
             run._fail(f"Could not reach the cluster ({self.describe()}): {exc}")
@@ -159,7 +167,7 @@ class DaskExecutor(Executor):
         from distributed import Variable
 
         if not self.healthy():
-            return                  # the scheduler is gone: the run ends with its own message
+            return  # the scheduler is gone: the run ends with its own message
         Variable(steps_name(run.id), client=self.client).set(run.step_limit)
 
     def cancel(self, run) -> None:
@@ -170,9 +178,9 @@ class DaskExecutor(Executor):
         if future is None:
             return
         if not self.healthy():
-            return                  # the scheduler is gone: the run ends with its own message
+            return  # the scheduler is gone: the run ends with its own message
         if queued:
-            future.cancel()         # not started: the scheduler forgets it
+            future.cancel()  # not started: the scheduler forgets it
         else:
             from distributed import Event
 
@@ -219,18 +227,24 @@ class DaskExecutor(Executor):
         if isinstance(exc, KilledWorker):
             limit = self.worker_memory_limit
             memory = f" (a worker may use {limit / 2**30:.1f} GiB)" if limit else ""
-            return ("The worker running this run stopped — killed, or out of memory" + memory + ". The cluster "
-                    "started a replacement and other runs were not affected: press Run to try again, or lower "
-                    "n or M, or use float32.")
+            return (
+                "The worker running this run stopped — killed, or out of memory" + memory + ". The cluster "
+                "started a replacement and other runs were not affected: press Run to try again, or lower "
+                "n or M, or use float32."
+            )
         log.warning("run failed on the cluster: %r", exc)
         return f"The cluster could not complete this run: {type(exc).__name__}: {exc}"
 
     def _explain_lost_scheduler(self) -> str:
         if self.connection.embedded:
-            return (f"The embedded Dask cluster's scheduler ({self.connection.address}) stopped during this run, and "
-                    f"the run with it. A fresh cluster starts for the next run: press Run to try again.")
-        return (f"The Dask scheduler at {self.connection.address} went away during this run, and the run with it. "
-                f"Start the scheduler again (or point KRR_DASK_SCHEDULER at a running one) and press Run.")
+            return (
+                f"The embedded Dask cluster's scheduler ({self.connection.address}) stopped during this run, and "
+                f"the run with it. A fresh cluster starts for the next run: press Run to try again."
+            )
+        return (
+            f"The Dask scheduler at {self.connection.address} went away during this run, and the run with it. "
+            f"Start the scheduler again (or point KRR_DASK_SCHEDULER at a running one) and press Run."
+        )
 
     def _release_stop_event(self, run_id: str) -> None:
         from distributed import Event, Variable
@@ -240,7 +254,7 @@ class DaskExecutor(Executor):
         try:
             Event(stop_event_name(run_id), client=self.client).clear()
             Variable(steps_name(run_id), client=self.client).delete()
-        except Exception:   # the scheduler is gone (server shutting down): nothing to release
+        except Exception:  # the scheduler is gone (server shutting down): nothing to release
             pass
 
     def _forget(self, run) -> None:
@@ -262,8 +276,7 @@ class DaskExecutor(Executor):
     def _requeued(self, run) -> bool:
         """Hand ``run`` back to its session if the scheduler went away before any worker started it
         (nothing was computed, so it waits for the fresh cluster rather than failing); once only."""
-        if (run.status != "queued" or run.stop_event.is_set() or self.healthy() or run._requeue is None
-                or run.requeued):
+        if run.status != "queued" or run.stop_event.is_set() or self.healthy() or run._requeue is None or run.requeued:
             return False
         run.requeued = True
         log.info("run %s was lost with its scheduler before it started: queued again", run.id)
@@ -307,7 +320,7 @@ def get_executor() -> Executor:
     with _executor_lock:
         stale = _executor if isinstance(_executor, DaskExecutor) and not _executor.healthy() else None
         if stale is not None and not stale.connection.embedded and stale.client.status != "closed":
-            raise stale.connection.unavailable()            # still reconnecting: not yet given up
+            raise stale.connection.unavailable()  # still reconnecting: not yet given up
         if stale is not None:
             log.warning("%s: starting again", stale.connection.unavailable())
             _executor = None
@@ -320,9 +333,11 @@ def get_executor() -> Executor:
             except (OSError, TimeoutError) as exc:
                 if not settings.DASK_SCHEDULER:
                     raise
-                raise ClusterUnavailable(f"the Dask scheduler at {settings.DASK_SCHEDULER} is unreachable "
-                                         f"({type(exc).__name__}: {exc}): start it, or unset KRR_DASK_SCHEDULER to "
-                                         f"use an embedded cluster") from exc
+                raise ClusterUnavailable(
+                    f"the Dask scheduler at {settings.DASK_SCHEDULER} is unreachable "
+                    f"({type(exc).__name__}: {exc}): start it, or unset KRR_DASK_SCHEDULER to "
+                    f"use an embedded cluster"
+                ) from exc
             log.info("%s ready in %.1f s", _executor.describe(), time.perf_counter() - started)
         return _executor
 
@@ -340,8 +355,9 @@ def warm_up() -> None:
     start a fresh embedded cluster the same way when the one before stopped. The router calls it
     on every script run; with a healthy executor that costs a look at the scheduler's process."""
     executor = _executor
-    needed = executor is None or (isinstance(executor, DaskExecutor) and executor.connection.embedded
-                                  and not executor.healthy())
+    needed = executor is None or (
+        isinstance(executor, DaskExecutor) and executor.connection.embedded and not executor.healthy()
+    )
     if needed and not _warming.is_set():
         _warming.set()
         threading.Thread(target=_warm, daemon=True, name="krr-executor-start").start()
@@ -350,7 +366,7 @@ def warm_up() -> None:
 def _warm() -> None:
     try:
         get_executor()
-    except Exception as exc:       # each run that needs it says so, with the reason
+    except Exception as exc:  # each run that needs it says so, with the reason
         if not _closing.is_set():
             log.warning("the Dask cluster could not start: %s: %s", type(exc).__name__, exc)
     finally:
@@ -367,7 +383,7 @@ def close_executor() -> None:
     starting is not waited for: its processes are ended."""
     global _executor
     _closing.set()
-    if not _executor_lock.acquire(timeout=1.0):           # the cluster is starting: end its processes
+    if not _executor_lock.acquire(timeout=1.0):  # the cluster is starting: end its processes
         from krrcore.distributed.processes import end_embedded_clusters
 
         end_embedded_clusters()

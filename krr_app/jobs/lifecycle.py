@@ -20,6 +20,7 @@ to the closed terminal cannot fail the shutdown. The cluster's processes never s
 (they run in sessions of their own, :mod:`krrcore.distributed.cluster`), and end by themselves
 when the server is killed outright.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,7 +47,7 @@ async def lifespan(_app):
     try:
         yield
     finally:
-        executor = sys.modules.get(f"{__package__}.executor")     # not imported: no page ever ran, no cluster
+        executor = sys.modules.get(f"{__package__}.executor")  # not imported: no page ever ran, no cluster
         if executor is not None:
             await asyncio.to_thread(executor.close_executor)
         end_children()
@@ -57,7 +58,7 @@ class _Shutdown:
     deadline, ends everything at once."""
 
     def __init__(self, server, previous: dict):
-        self.server = server            # uvicorn's Server, found through its handler
+        self.server = server  # uvicorn's Server, found through its handler
         self.previous = previous
         self.first: int | None = None
 
@@ -71,12 +72,12 @@ class _Shutdown:
             _say("Stopping the server and its Dask workers (press Ctrl-C again to stop at once)…")
         threading.Thread(target=self._deadline, args=(signum,), name="krr-shutdown-deadline", daemon=True).start()
         if self.server is not None:
-            self.server.should_exit = True          # uvicorn's handler would also re-raise the signal at exit
+            self.server.should_exit = True  # uvicorn's handler would also re-raise the signal at exit
             return
         previous = self.previous.get(signum)
         if callable(previous):
             previous(signum, frame)
-        else:                                       # no server we know: the signal's own default, now
+        else:  # no server we know: the signal's own default, now
             end_now(signum)
 
     def _deadline(self, signum: int) -> None:
@@ -127,7 +128,7 @@ def end_now(signum: int) -> None:
 def _say(text: str) -> None:
     try:
         print(f"  {text}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):       # no terminal to write to
+    except (OSError, ValueError):  # no terminal to write to
         pass
 
 

@@ -19,6 +19,7 @@ for every look, which redrew the whole page in the browser (docs/measurements.md
 the library", has the seconds). Only runs this server started are known (:func:`publish`), by their random id;
 the answer holds no data, only the per-iteration numbers and the picture the page shows anyway.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,13 +43,16 @@ def publish(run) -> None:
 
 
 def _number(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None      # JSON has no NaN
+    return float(value) if math.isfinite(value) else None  # JSON has no NaN
 
 
 def _extras(extras: dict) -> dict[str, float]:
     """A record's numeric extras (text ones, e.g. the kind of residual, stay out)."""
-    return {k: float(v) for k, v in extras.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    return {
+        k: float(v)
+        for k, v in extras.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def record_state(record, data=None) -> dict:
@@ -56,8 +60,11 @@ def record_state(record, data=None) -> dict:
     charts show (:mod:`krr_app.units`: a regression's RMSE in the target's units)."""
     from . import units
 
-    state = {**{f: _number(getattr(record, f)) for f in RECORD_FIELDS},
-             "metric": units.shown_metric(data, record.metric), "extras": _extras(record.extras)}
+    state = {
+        **{f: _number(getattr(record, f)) for f in RECORD_FIELDS},
+        "metric": units.shown_metric(data, record.metric),
+        "extras": _extras(record.extras),
+    }
     for field in ("val_metric", "train_metric"):
         state[field] = _number(units.shown_value(data, record.metric, getattr(record, field)))
     return state
@@ -68,24 +75,34 @@ def frame_state(run, since: int = -1) -> dict | None:
     frame, data = run.frame, run.data
     if frame is None or frame.iteration <= since or data is None or data.d not in (1, 2):
         return None
-    from krr_app.charts.fit import fit_display     # plotly: not imported with the server's routes
+    from krr_app.charts.fit import fit_display  # plotly: not imported with the server's routes
 
     values = fit_display(data, frame.values).astype("<f4")
-    return {"iteration": frame.iteration, "kind": "fit", "size": int(values.size),
-            "values": base64.b64encode(values.tobytes()).decode("ascii")}
+    return {
+        "iteration": frame.iteration,
+        "kind": "fit",
+        "size": int(values.size),
+        "values": base64.b64encode(values.tobytes()).decode("ascii"),
+    }
 
 
 def run_state(run, since: int = 0, frame_since: int | None = None) -> dict:
     """The run's status, progress line and records ``since`` on, its latest picture when newer
     than ``frame_since`` (not asked: None), and when to ask again (ms)."""
-    from krr_app.jobs import run_status    # here, not at import: the server starts before torch and plotly load
+    from krr_app.jobs import run_status  # here, not at import: the server starts before torch and plotly load
 
-    records = run.records[max(0, since):]
+    records = run.records[max(0, since) :]
     waiting, computing = run_status.look_intervals([run])
-    state = {"id": run.id, "status": run.status, "active": run.active, "paused": run.paused,
-             "text": run_status.progress_text(run),
-             "records": [record_state(r, run.data) for r in records], "count": max(0, since) + len(records),
-             "next_ms": round(1000 * (waiting if run.status == "queued" else computing))}
+    state = {
+        "id": run.id,
+        "status": run.status,
+        "active": run.active,
+        "paused": run.paused,
+        "text": run_status.progress_text(run),
+        "records": [record_state(r, run.data) for r in records],
+        "count": max(0, since) + len(records),
+        "next_ms": round(1000 * (waiting if run.status == "queued" else computing)),
+    }
     if frame_since is not None:
         state["frame"] = frame_state(run, frame_since)
     return state

@@ -7,6 +7,7 @@ worker runs it, and neither should make a visitor's first run wait for the impor
 preload file from a copy, so nothing of krrcore or krr_app is imported before the package root is
 on ``sys.path``.
 """
+
 from __future__ import annotations
 
 import sys

@@ -4,12 +4,12 @@ channel (:mod:`krr_app.jobs.live_api`) and the pages (:mod:`krr_app.parts.views`
 A run is a :class:`krr_app.jobs.runs.Run`; these functions only read it and ask the started executor
 (:func:`krr_app.jobs.executor.started_executor`) how busy the workers are.
 """
+
 from __future__ import annotations
 
 import math
 
 from krr_app import units
-from krr_app.charts import figures as charts
 from krr_app.jobs.executor import started_executor
 from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 from krrcore.numbers import readable
@@ -24,7 +24,7 @@ def progress_text(run) -> str:
     if not records:
         return f"{run.label}: setting up (centres, preconditioner)…"
     last = records[-1]
-    if "stage" in last.extras and "penalty" in last.extras:        # a tuning run (krrcore.tuning): its step
+    if "stage" in last.extras and "penalty" in last.extras:  # a tuning run (krrcore.tuning): its step
         return tuning_text(run, last)
     parts = [f"iteration {last.iteration}"]
     if run.config.maxiter:
@@ -52,9 +52,12 @@ def tuning_text(run, last) -> str:
     from krrcore.tuning import STAGES
 
     steps = dict(run.config.solver_params).get("max_steps")
-    parts = [f"step {last.iteration}" + (f" of at most {steps}" if steps else ""),
-             STAGES.get(int(last.extras["stage"]), ""),
-             f"σ {readable(last.extras['sigma'], 3)}", f"λ {readable(last.extras['penalty'], 2)}"]
+    parts = [
+        f"step {last.iteration}" + (f" of at most {steps}" if steps else ""),
+        STAGES.get(int(last.extras["stage"]), ""),
+        f"σ {readable(last.extras['sigma'], 3)}",
+        f"λ {readable(last.extras['penalty'], 2)}",
+    ]
     if math.isfinite(last.objective):
         parts.append(f"objective {readable(last.objective)}")
     parts += _test_part(run, last)
@@ -70,11 +73,12 @@ def queue_text(run) -> str:
     if executor is None:
         return "waiting for the workers to start (the first run after the server started)…"
     position, seconds = executor.queue_position(run)
-    if position <= executor.workers - executor.computing():     # a free worker takes it now
+    if position <= executor.workers - executor.computing():  # a free worker takes it now
         return "starting on a worker…"
     eta = "" if seconds is None else f", about {seconds:.0f} s"
-    return (f"queued — number {position} in line for {executor.workers} worker"
-            f"{'s' if executor.workers != 1 else ''}{eta}…")
+    return (
+        f"queued — number {position} in line for {executor.workers} worker{'s' if executor.workers != 1 else ''}{eta}…"
+    )
 
 
 def look_intervals(runs) -> tuple[float, float]:

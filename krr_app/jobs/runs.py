@@ -15,6 +15,7 @@ How a run flows
    Run on Explore, and closing the tab (``st.cache_resource(scope="session", on_release=...)``)
    cancel it: a queued run is dropped, a running one stops after its current iteration.
 """
+
 from __future__ import annotations
 
 import threading
@@ -46,22 +47,22 @@ class Run:
 
     def __init__(self, config: RunConfig, data=None, *, stepped: bool = False):
         self.config = config
-        self.data = data                # the page's Dataset (task, units, points for the charts)
+        self.data = data  # the page's Dataset (task, units, points for the charts)
         self.id = uuid.uuid4().hex[:12]
         self.created = time.time()
         self.started = self.ended = None
         self.worker = ""
         self.worker_pid: int | None = None
-        self.waiting_in_session = False     # behind this session's earlier run (see RunRegistry)
+        self.waiting_in_session = False  # behind this session's earlier run (see RunRegistry)
         self.stop_event = threading.Event()
         self.finished_event = threading.Event()
         self._lock = threading.Lock()
         self._records: list[IterationRecord] = []
         self._on_finish: list = []
-        self._stopper = None            # the registry's cancel (set when the run is registered)
-        self._requeue = None            # the registry's requeue: a cluster lost it before it started
-        self.requeued = False           # it was (once only)
-        self._executor = None           # where it was submitted (Step and Run reach it there)
+        self._stopper = None  # the registry's cancel (set when the run is registered)
+        self._requeue = None  # the registry's requeue: a cluster lost it before it started
+        self.requeued = False  # it was (once only)
+        self._executor = None  # where it was submitted (Step and Run reach it there)
         self.status = "queued"
         self.message = ""
         self.estimator = None
@@ -74,7 +75,7 @@ class Run:
         self.metrics: dict[str, float] = {}
         self.timings: dict[str, float] = {}
         self.peak_memory_bytes: float | None = None
-        self.cache: dict = {}           # page-side derived data (e.g. the fit figure)
+        self.cache: dict = {}  # page-side derived data (e.g. the fit figure)
         # What the run will hold and take (krrcore's estimate, from the parameters alone).
         self.estimate = config.memory_estimate(data) if data is not None else None
 
@@ -193,7 +194,7 @@ class RunRegistry:
         self._waiting: deque[Run] = deque()
         self._dispatched: set[str] = set()
         self._lock = threading.Lock()
-        self.dropped: list[str] = []        # labels of finished runs dropped to stay within max_runs
+        self.dropped: list[str] = []  # labels of finished runs dropped to stay within max_runs
         self.closed = False
 
     def get(self, config: RunConfig) -> Run | None:
@@ -215,7 +216,7 @@ class RunRegistry:
             if current is not None and current.active:
                 return current
             run = Run(config, data, stepped=stepped)
-            live_api.publish(run)        # the live chart asks for its records by id
+            live_api.publish(run)  # the live chart asks for its records by id
             run._on_finish.append(self._on_finish)
             run._stopper = self._cancel
             run._requeue = self._requeue
@@ -260,12 +261,12 @@ class RunRegistry:
             if waiting:
                 self._waiting.remove(run)
         run.stop_event.set()
-        executor = started_executor()       # never get_executor(): a tab closing must not wait for a cluster
+        executor = started_executor()  # never get_executor(): a tab closing must not wait for a cluster
         if waiting:
             run._fail("stopped before it started", status="stopped")
         elif run.active and executor is not None:
             executor.cancel(run)
-        elif run.active:                    # handed to a dispatcher still waiting for the cluster
+        elif run.active:  # handed to a dispatcher still waiting for the cluster
             run._fail("stopped before it started", status="stopped")
 
     def _requeue(self, run: Run) -> None:
@@ -316,12 +317,14 @@ class RunRegistry:
             except ClusterUnavailable as exc:
                 run._fail(f"Runs cannot start: {exc}.")
                 continue
-            except Exception as exc:     # the cluster could not be started or reached
-                run._fail(f"Runs cannot start: no Dask cluster ({type(exc).__name__}: {exc}). "
-                          "Check KRR_DASK_SCHEDULER, or unset it to use the embedded cluster.")
+            except Exception as exc:  # the cluster could not be started or reached
+                run._fail(
+                    f"Runs cannot start: no Dask cluster ({type(exc).__name__}: {exc}). "
+                    "Check KRR_DASK_SCHEDULER, or unset it to use the embedded cluster."
+                )
                 continue
             refusal = executor.admission_problem(run)
-            if run.stop_event.is_set():        # stopped (its tab closed) while the cluster started
+            if run.stop_event.is_set():  # stopped (its tab closed) while the cluster started
                 run._fail("stopped before it started", status="stopped")
             elif refusal:
                 run._fail(refusal)

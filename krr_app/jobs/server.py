@@ -1,6 +1,7 @@
 """``streamlit run app.py`` as a child process on 127.0.0.1, for the browser tests, the load test,
 the lifecycle tests and the app benchmark: started on a free port, ready once its health endpoint
 answers, stopped (with its Dask workers) on exit."""
+
 from __future__ import annotations
 
 import socket
@@ -25,8 +26,15 @@ class ServerFailed(RuntimeError):
 
 
 @contextmanager
-def running_app(log_path: Path, *, port: int | None = None, timeout: float = 90.0, env: dict | None = None,
-                args: tuple[str, ...] = (), new_session: bool = False):
+def running_app(
+    log_path: Path,
+    *,
+    port: int | None = None,
+    timeout: float = 90.0,
+    env: dict | None = None,
+    args: tuple[str, ...] = (),
+    new_session: bool = False,
+):
     """Yield ``(url, process)`` of a headless ``streamlit run app.py``; its output goes to ``log_path``.
 
     ``args``: more Streamlit options. ``new_session``: the server leads a process group of its
@@ -35,9 +43,28 @@ def running_app(log_path: Path, *, port: int | None = None, timeout: float = 90.
     port = port or free_port()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-             *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=new_session)
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                "--server.fileWatcherType",
+                "none",
+                *args,
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=new_session,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -64,7 +91,7 @@ def running_app(log_path: Path, *, port: int | None = None, timeout: float = 90.
         for child in started:
             try:
                 child.kill()
-            except Exception:       # gone already
+            except Exception:  # gone already
                 pass
 
 
@@ -73,5 +100,5 @@ def _descendants(pid: int) -> list:
         import psutil
 
         return psutil.Process(pid).children(recursive=True)
-    except Exception:           # the server is gone (a test ended it)
+    except Exception:  # the server is gone (a test ended it)
         return []

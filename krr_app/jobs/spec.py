@@ -6,6 +6,7 @@ constructor parameters. A worker rebuilds a built-in problem from them itself
 (:func:`krr_app.jobs.worker.load_data`); the pages key their caches and label their runs on the same
 :class:`DataSpec` (:class:`krr_app.jobs.config.RunConfig` holds one).
 """
+
 from __future__ import annotations
 
 import inspect

@@ -12,6 +12,7 @@ a bounded rate for a large one, whose grid predictions cost more), or on request
 run); a fit keeps at most :data:`MAX_KEPT_FRAMES` of them, evenly spaced in iterations, for
 replaying it afterwards.
 """
+
 from __future__ import annotations
 
 import time
@@ -100,17 +101,23 @@ class LiveSurface:
     :class:`FitSurface` with the pictures kept. ``seconds`` is their total time, ``count`` their number.
     """
 
-    def __init__(self, X: np.ndarray, *, share: float = FRAME_SHARE, allowance: float = FRAME_ALLOWANCE_SECONDS,
-                 keep: int = MAX_KEPT_FRAMES):
+    def __init__(
+        self,
+        X: np.ndarray,
+        *,
+        share: float = FRAME_SHARE,
+        allowance: float = FRAME_ALLOWANCE_SECONDS,
+        keep: int = MAX_KEPT_FRAMES,
+    ):
         self.axes, self._points = plotting_grid(X)
         self.share, self.allowance, self.keep = share, allowance, max(2, int(keep))
         self.started = time.perf_counter()
         self.seconds = 0.0
-        self.count = 0                      # pictures taken
+        self.count = 0  # pictures taken
         self.latest: SurfaceFrame | None = None
         self.frames: dict[int, np.ndarray] = {}
         self.stride = 1
-        self._predictions: IteratePredictions | None = None     # the estimator's outputs on the grid
+        self._predictions: IteratePredictions | None = None  # the estimator's outputs on the grid
 
     def due(self, estimator) -> bool:
         """Whether a picture of ``estimator`` now keeps the pictures' time within budget: the

@@ -18,6 +18,7 @@ and a ``distributed.Event`` named by :func:`stop_event_name` carries Stop back t
 within :data:`STOP_POLL_SECONDS`; a stepped run reads how far it may go from a
 ``distributed.Variable`` named by :func:`steps_name`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -73,8 +74,9 @@ class StepGate:
     and the picture it holds first). A pause ends on ``stop_event``, or after
     :data:`STEP_WAIT_MAX_SECONDS`, which sets ``stop_event`` and ``gave_up``."""
 
-    def __init__(self, limit, *, before_wait=None, poll: float = STEP_POLL_SECONDS,
-                 max_wait: float = STEP_WAIT_MAX_SECONDS):
+    def __init__(
+        self, limit, *, before_wait=None, poll: float = STEP_POLL_SECONDS, max_wait: float = STEP_WAIT_MAX_SECONDS
+    ):
         self.limit, self.before_wait, self.poll, self.max_wait = limit, before_wait, poll, max_wait
         self.gave_up = False
 
@@ -99,14 +101,14 @@ class StepGate:
 class FitOutcome:
     """What comes back from a run (small: O(M·d) or O(n·d) for full-KRR solvers, never O(n²))."""
 
-    status: str                                   # "done", "stopped" or "error"
+    status: str  # "done", "stopped" or "error"
     message: str
     trace: list[IterationRecord] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    peak_memory_bytes: float = math.nan           # growth of the running process's resident memory
-    model: object | None = None                   # the compact fitted estimator (predict works)
-    surface: FitSurface | None = None             # predictions on a plotting grid (d ≤ 2)
+    peak_memory_bytes: float = math.nan  # growth of the running process's resident memory
+    model: object | None = None  # the compact fitted estimator (predict works)
+    surface: FitSurface | None = None  # predictions on a plotting grid (d ≤ 2)
     worker: str = ""
 
 
@@ -148,8 +150,15 @@ def final_metrics(estimator, data) -> dict[str, float]:
     return out
 
 
-def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None = None,
-            stop_event: threading.Event | None = None, dataset=None) -> FitOutcome:
+def run_fit(
+    spec: FitSpec,
+    *,
+    emit=None,
+    on_frame=None,
+    steps: StepGate | None = None,
+    stop_event: threading.Event | None = None,
+    dataset=None,
+) -> FitOutcome:
     """Build the data and the estimator of ``spec``, fit it streaming records to ``emit``, and
     return the outcome. Never raises for a failed run: the outcome says what happened.
 
@@ -163,7 +172,7 @@ def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None =
     estimator = live = None
     try:
         data = load_data(spec.data, dataset)
-        if stop_event.is_set():      # stopped while the data was being built
+        if stop_event.is_set():  # stopped while the data was being built
             outcome.status, outcome.message = "stopped", "stopped before it started"
             return outcome
         estimator = spec.build_estimator()
@@ -171,8 +180,9 @@ def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None =
         live = LiveSurface(grid_data) if grid_data is not None and on_frame is not None else None
         with PeakMemory() as memory:
             try:
-                for record in estimator.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test,
-                                                 stop_event=stop_event):
+                for record in estimator.iter_fit(
+                    data.X_train, data.y_train, data.X_test, data.y_test, stop_event=stop_event
+                ):
                     outcome.trace.append(record)
                     k = len(outcome.trace) - 1
                     if live is not None and ((steps is not None and steps.paused_at(k)) or live.due(estimator)):
@@ -194,10 +204,11 @@ def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None =
         outcome.status = "stopped" if stopped else "done"
         outcome.message = getattr(estimator, "stop_reason_", "") or "finished"
         if steps is not None and steps.gave_up:
-            outcome.message = (f"no Step or Run for {steps.max_wait / 60:g} minutes while paused (a paused run "
-                               "holds a worker)")
+            outcome.message = (
+                f"no Step or Run for {steps.max_wait / 60:g} minutes while paused (a paused run holds a worker)"
+            )
     except SolverDivergedError as exc:
-        outcome.message = f"The solver diverged: {exc}"          # the message names the settings to change
+        outcome.message = f"The solver diverged: {exc}"  # the message names the settings to change
     except (ValueError, ImportError) as exc:
         outcome.message = str(exc)
     except MemoryError as exc:
@@ -206,19 +217,22 @@ def run_fit(spec: FitSpec, *, emit=None, on_frame=None, steps: StepGate | None =
         log.exception("run %s (%s) failed", spec.run_id, spec.solver)
         outcome.message = f"{type(exc).__name__}: {exc}"
     trace = outcome.trace
-    outcome.timings = {"wall_seconds": time.perf_counter() - wall,
-                       "solver_seconds": trace[-1].seconds if trace else math.nan,
-                       "eval_seconds": sum(r.eval_seconds for r in trace),
-                       "frame_seconds": live.seconds if live is not None else 0.0,
-                       "frames": float(live.count) if live is not None else 0.0}
+    outcome.timings = {
+        "wall_seconds": time.perf_counter() - wall,
+        "solver_seconds": trace[-1].seconds if trace else math.nan,
+        "eval_seconds": sum(r.eval_seconds for r in trace),
+        "frame_seconds": live.seconds if live is not None else 0.0,
+        "frames": float(live.count) if live is not None else 0.0,
+    }
     return outcome
 
 
 def record_message(record: IterationRecord) -> dict:
     """An IterationRecord as a msgpack-safe dict (worker events carry only plain values)."""
     row = asdict(record)
-    row["extras"] = {k: (float(v) if isinstance(v, (int, float, np.number)) else str(v))
-                     for k, v in record.extras.items()}
+    row["extras"] = {
+        k: (float(v) if isinstance(v, (int, float, np.number)) else str(v)) for k, v in record.extras.items()
+    }
     return row
 
 
@@ -248,9 +262,17 @@ class RecordBatches:
             self._pending = []
         if self._frame is not None:
             values = np.ascontiguousarray(self._frame.values, dtype="<f4")
-            self._log_event(RECORDS_TOPIC, {"run": self._run_id, "kind": "frame", "iteration": self._frame.iteration,
-                                            "shape": list(values.shape), "values": values.tobytes(),
-                                            "seconds": self._frame.seconds})
+            self._log_event(
+                RECORDS_TOPIC,
+                {
+                    "run": self._run_id,
+                    "kind": "frame",
+                    "iteration": self._frame.iteration,
+                    "shape": list(values.shape),
+                    "values": values.tobytes(),
+                    "seconds": self._frame.seconds,
+                },
+            )
             self._frame = None
         self._last = time.perf_counter()
 
@@ -277,7 +299,11 @@ def dask_fit_task(spec: FitSpec, data_name: str | None = None, stepped: bool = F
     dataset = None
     if data_name is not None and spec.data not in _data_cache:
         dataset = client.get_dataset(data_name).result()
-    remote_stop, stop, finished = Event(stop_event_name(spec.run_id), client=client), threading.Event(), threading.Event()
+    remote_stop, stop, finished = (
+        Event(stop_event_name(spec.run_id), client=client),
+        threading.Event(),
+        threading.Event(),
+    )
 
     def watch():
         while not finished.is_set():
@@ -285,12 +311,13 @@ def dask_fit_task(spec: FitSpec, data_name: str | None = None, stepped: bool = F
                 if remote_stop.wait(timeout=STOP_POLL_SECONDS):
                     stop.set()
                     return
-            except Exception:       # the scheduler went away: the run ends with the worker
+            except Exception:  # the scheduler went away: the run ends with the worker
                 return
 
     threading.Thread(target=watch, daemon=True, name=f"krr-stop-{spec.run_id}").start()
-    worker.log_event(RECORDS_TOPIC, {"run": spec.run_id, "kind": "started", "worker": worker.address,
-                                     "pid": os.getpid()})
+    worker.log_event(
+        RECORDS_TOPIC, {"run": spec.run_id, "kind": "started", "worker": worker.address, "pid": os.getpid()}
+    )
     emit = RecordBatches(worker.log_event, spec.run_id)
     steps = None
     if stepped:
@@ -299,7 +326,7 @@ def dask_fit_task(spec: FitSpec, data_name: str | None = None, stepped: bool = F
         def limit():
             try:
                 return allowed.get(timeout=STOP_POLL_SECONDS)
-            except Exception:       # not set yet, or the scheduler went away: as far as the first step
+            except Exception:  # not set yet, or the scheduler went away: as far as the first step
                 return 1
 
         steps = StepGate(limit, before_wait=emit.flush)

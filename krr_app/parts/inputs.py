@@ -3,6 +3,7 @@ cache keys, CSV downloads, and "keep what was computed" (a section whose input b
 its last valid result under the error instead of going blank). The pages reach them through
 :mod:`krr_app.parts.views`, which re-exports them beside the other page building blocks.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -44,8 +45,16 @@ def kernel_key(settings) -> tuple[str, tuple]:
 
 def download_csv(frame: pd.DataFrame, *, key: str, filename: str, label: str = "Download data (CSV)") -> None:
     """A download button with the plotted table (the chart's PNG is in its own toolbar)."""
-    st.download_button(label, frame.to_csv(index=False), file_name=filename, mime="text/csv", key=key,
-                       on_click="ignore", disabled=frame.empty, icon=":material/download:")
+    st.download_button(
+        label,
+        frame.to_csv(index=False),
+        file_name=filename,
+        mime="text/csv",
+        key=key,
+        on_click="ignore",
+        disabled=frame.empty,
+        icon=":material/download:",
+    )
 
 
 def remember(key: str, value):

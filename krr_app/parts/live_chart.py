@@ -31,6 +31,7 @@ state in the browser — ``records`` (with their numeric ``extras``), ``frame``,
 ``ctx.runs`` the run states by id, ``ctx.data`` what the page passed. A new kind is one function
 added to ``PANELS`` (and a Python builder here), as the tuning panels are.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -392,32 +393,51 @@ def convergence_panel(runs, x: str, *, columns: int = 2) -> dict:
     """The residual and test-metric panels of ``runs`` against ``x`` ("iteration" or "seconds")."""
     data = next((run.data for run in runs if getattr(run, "data", None) is not None), None)
     names = {**charts.METRIC_NAMES, **{m: units.metric_label(data, m) for m in ("rmse", "mae")}}
-    return {"kind": "convergence", "runs": [run.id for run in runs], "x": x, "x_title": charts.X_AXES[x],
-            "residual_title": charts.RESIDUAL_TITLE, "metric_names": names, "columns": columns}
+    return {
+        "kind": "convergence",
+        "runs": [run.id for run in runs],
+        "x": x,
+        "x_title": charts.X_AXES[x],
+        "residual_title": charts.RESIDUAL_TITLE,
+        "metric_names": names,
+        "columns": columns,
+    }
 
 
 def fit_panel(run, target: str) -> dict:
     """The live pictures of ``run``'s model, drawn into its fit figure inside ``st.container(key=target)``."""
     data = run.data
     shape = [GRID_1D] if data.d == 1 else [GRID_2D, GRID_2D]
-    return {"kind": "fit", "run": run.id, "target": target, "traces": list(fit_charts.fit_live_traces(data)),
-            "shape": shape, "symmetric": data.task == "binary", "mark": LIVE_FIGURE_MARK}
+    return {
+        "kind": "fit",
+        "run": run.id,
+        "target": target,
+        "traces": list(fit_charts.fit_live_traces(data)),
+        "shape": shape,
+        "symmetric": data.task == "binary",
+        "mark": LIVE_FIGURE_MARK,
+    }
 
 
 def tuning_steps_panel(run, objective_title: str) -> dict:
     """A tuning run's objective and test error per step (:mod:`krr_app.charts.tuning` draws the same
     when it has finished)."""
     metric = next((r.metric for r in run.records if r.metric), "mse")
-    return {"kind": "tuning_steps", "run": run.id, "color": charts.PALETTE[0], "x_title": "step",
-            "objective_title": f"Objective: {objective_title}",
-            "metric_title": f"Test {charts.metric_title(metric)}"}
+    return {
+        "kind": "tuning_steps",
+        "run": run.id,
+        "color": charts.PALETTE[0],
+        "x_title": "step",
+        "objective_title": f"Objective: {objective_title}",
+        "metric_title": f"Test {charts.metric_title(metric)}",
+    }
 
 
 def tuning_map_panel(run, grid: dict | None, title: str) -> dict:
     """The path of a tuning run's (log σ, log λ) over ``grid`` (a :func:`krrcore.tuning.validation_map`)."""
     keep = ("log10_sigma", "log10_penalty", "values", "best_log10_penalty")
     values = None if grid is None else {k: grid[k] for k in keep}
-    if values is not None:       # JSON has no NaN
+    if values is not None:  # JSON has no NaN
         values["values"] = [[v if v == v else None for v in row] for row in values["values"]]
     return {"kind": "tuning_map", "run": run.id, "grid": values, "title": title}
 
@@ -432,9 +452,19 @@ def live_chart(runs, panels: list[dict], *, key: str) -> None:
     for i, run in enumerate(runs):
         state = run_state(run, frame_since=-1 if run.id in framed else None)
         intervals.append(state["next_ms"])
-        data["runs"].append({"id": run.id, "label": run.label, "color": charts.PALETTE[i % len(charts.PALETTE)],
-                             "maxiter": run.config.maxiter, "status": state["status"], "active": state["active"],
-                             "paused": state["paused"],
-                             "text": state["text"], "records": state["records"], "frame": state.get("frame")})
+        data["runs"].append(
+            {
+                "id": run.id,
+                "label": run.label,
+                "color": charts.PALETTE[i % len(charts.PALETTE)],
+                "maxiter": run.config.maxiter,
+                "status": state["status"],
+                "active": state["active"],
+                "paused": state["paused"],
+                "text": state["text"],
+                "records": state["records"],
+                "frame": state.get("frame"),
+            }
+        )
     data["poll_ms"] = min(intervals) if intervals else 1000
     _component(data=data, key=key, on_ended_change=lambda: None)

@@ -10,6 +10,7 @@ what needs only the data (:func:`data`) before the rest of the sidebar follows. 
 (``?lesson=<name>``, see :mod:`krr_app.teaching.lessons`) the controls the lesson does not use are hidden
 and take their defaults.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -25,8 +26,17 @@ from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
 from krr_app import explain
-from krr_app.jobs.config import (APP_MAX_M, APP_MAX_N, INT_KNOBS, DataSpec, RunConfig, format_number, make_config,
-                                 knob_default, solver_keys)
+from krr_app.jobs.config import (
+    APP_MAX_M,
+    APP_MAX_N,
+    INT_KNOBS,
+    DataSpec,
+    RunConfig,
+    format_number,
+    make_config,
+    knob_default,
+    solver_keys,
+)
 from krr_app.parts import state, upload, views
 from krr_app.teaching import lessons, links, teacher
 
@@ -37,7 +47,7 @@ DEFAULT_M = 100
 LOG_LAMBDA_RANGE = (-12.0, 1.0)
 SETTINGS_KEY = "_krr_settings"
 DATA_KEY = "_krr_data"
-FINISH_KEY = "_krr_sidebar_rest"      # this script run's rest of the sidebar, until a page asks for it
+FINISH_KEY = "_krr_sidebar_rest"  # this script run's rest of the sidebar, until a page asks for it
 #: session_state: the uploaded table (its DataSpec's key) whose suggested σ and λ were applied.
 TABLE_SUGGESTED_KEY = "_krr_csv_suggested"
 #: Choices for kernel parameters that only take a few values.
@@ -70,10 +80,20 @@ class Settings:
 
     def config(self, solver: str | None = None) -> RunConfig:
         """The RunConfig of ``solver`` (default: the sidebar's) on this problem."""
-        return make_config(self.data, kernel=self.kernel, kernel_params=self.kernel_params, penalty=self.penalty,
-                           solver=solver or self.solver, M=self.M, maxiter=self.maxiter, dtype=self.dtype,
-                           solver_seed=self.solver_seed, memory_budget=self.memory_budget,
-                           solver_params=self.solver_params, eval_train=self.eval_train)
+        return make_config(
+            self.data,
+            kernel=self.kernel,
+            kernel_params=self.kernel_params,
+            penalty=self.penalty,
+            solver=solver or self.solver,
+            M=self.M,
+            maxiter=self.maxiter,
+            dtype=self.dtype,
+            solver_seed=self.solver_seed,
+            memory_budget=self.memory_budget,
+            solver_params=self.solver_params,
+            eval_train=self.eval_train,
+        )
 
 
 class DataChoice:
@@ -195,21 +215,42 @@ def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
 def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
     st.subheader("Data")
     options = [*DATASETS, CSV_OPTION]
-    name = links.widget(st.selectbox, "Dataset", options=options, index=options.index(DEFAULT_DATASET),
-                        format_func=_dataset_label, key="dataset", help=explain.HELP["dataset"],
-                        on_change=_apply_dataset_suggestions, url_keys=True)
+    name = links.widget(
+        st.selectbox,
+        "Dataset",
+        options=options,
+        index=options.index(DEFAULT_DATASET),
+        format_func=_dataset_label,
+        key="dataset",
+        help=explain.HELP["dataset"],
+        on_change=_apply_dataset_suggestions,
+        url_keys=True,
+    )
     if name == CSV_OPTION:
         return upload.section()
     info = DATASETS[name]
     st.caption(info.description)
-    n = _number("n (points, train + test)", "n", info.default_n, min_value=4,
-                max_value=min(info.max_n, APP_MAX_N), step=100, help=explain.HELP["n"])
+    n = _number(
+        "n (points, train + test)",
+        "n",
+        info.default_n,
+        min_value=4,
+        max_value=min(info.max_n, APP_MAX_N),
+        step=100,
+        help=explain.HELP["n"],
+    )
     knobs = {}
     for knob, default in info.knob_defaults.items():
         is_int = isinstance(default, int) and not isinstance(default, bool)
-        knobs[knob] = _number(knob.replace("_", " ").capitalize(), knob, default, min_value=1 if is_int else 0.0,
-                              step=1 if is_int else 0.01, format=None if is_int else "%.3g",
-                              help=info.noise_help or explain.HELP["noise"])
+        knobs[knob] = _number(
+            knob.replace("_", " ").capitalize(),
+            knob,
+            default,
+            min_value=1 if is_int else 0.0,
+            step=1 if is_int else 0.01,
+            format=None if is_int else "%.3g",
+            help=info.noise_help or explain.HELP["noise"],
+        )
     seed = _number("Data seed", "seed", 0, min_value=0, step=1, help=explain.HELP["seed"])
     spec = DataSpec(name=name, n=int(n), seed=int(seed), knobs=tuple(sorted(knobs.items())))
     try:
@@ -242,8 +283,14 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
     st.subheader("Model")
     suggested, suggested_penalty = _suggestions(dataset)
     kernels = list(KERNELS)
-    kernel = links.widget(st.selectbox, "Kernel", options=kernels, index=kernels.index(suggested.get("name", "gaussian")),
-                          key="kernel", help=explain.HELP["kernel"])
+    kernel = links.widget(
+        st.selectbox,
+        "Kernel",
+        options=kernels,
+        index=kernels.index(suggested.get("name", "gaussian")),
+        key="kernel",
+        help=explain.HELP["kernel"],
+    )
     params = {}
     for name, default in _kernel_defaults(kernel).items():
         if kernel == suggested.get("name") and name in suggested:
@@ -251,12 +298,25 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
         if name == "sigma":
             col_sigma, col_button = st.columns([3, 2], vertical_alignment="bottom")
             with col_sigma:
-                params["sigma"] = _number("σ (bandwidth)", "sigma", float(default), min_value=1e-6, step=0.05,
-                                          format="%.4g", help=explain.HELP["sigma"])
+                params["sigma"] = _number(
+                    "σ (bandwidth)",
+                    "sigma",
+                    float(default),
+                    min_value=1e-6,
+                    step=0.05,
+                    format="%.4g",
+                    help=explain.HELP["sigma"],
+                )
             with col_button:
-                st.button("Median", key="median_sigma", help=explain.HELP["median"],
-                          disabled=dataset is None or teacher.locked("median_sigma"),
-                          on_click=_set_median_sigma, args=(dataset, _data_key(spec)), width="stretch")
+                st.button(
+                    "Median",
+                    key="median_sigma",
+                    help=explain.HELP["median"],
+                    disabled=dataset is None or teacher.locked("median_sigma"),
+                    on_click=_set_median_sigma,
+                    args=(dataset, _data_key(spec)),
+                    width="stretch",
+                )
         elif not shown(name):
             params[name] = default
         elif name in KERNEL_CHOICES:
@@ -264,15 +324,29 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
             params[name] = links.widget(st.selectbox, name, options=choices, index=choices.index(default), key=name)
         else:
             is_int = isinstance(default, int)
-            params[name] = _number(name, name, default, min_value=1 if is_int else 0.0, step=1 if is_int else 0.1,
-                                   max_value=KERNEL_MAXIMA.get(name))
-    log_lambda = links.widget(st.slider, "log₁₀ λ (regularisation)", min_value=LOG_LAMBDA_RANGE[0],
-                              max_value=LOG_LAMBDA_RANGE[1], value=_log_lambda(suggested_penalty), step=0.25,
-                              key="log_lambda", help=explain.HELP["lambda"])
-    penalty = 10.0 ** log_lambda
+            params[name] = _number(
+                name,
+                name,
+                default,
+                min_value=1 if is_int else 0.0,
+                step=1 if is_int else 0.1,
+                max_value=KERNEL_MAXIMA.get(name),
+            )
+    log_lambda = links.widget(
+        st.slider,
+        "log₁₀ λ (regularisation)",
+        min_value=LOG_LAMBDA_RANGE[0],
+        max_value=LOG_LAMBDA_RANGE[1],
+        value=_log_lambda(suggested_penalty),
+        step=0.25,
+        key="log_lambda",
+        help=explain.HELP["lambda"],
+    )
+    penalty = 10.0**log_lambda
     st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
-    M = _number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10,
-                help=explain.HELP["M"])
+    M = _number(
+        "M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10, help=explain.HELP["M"]
+    )
     return kernel, params, penalty, int(M)
 
 
@@ -284,38 +358,75 @@ def solver_label(key: str) -> str:
 def _solver_section(shown) -> dict:
     st.subheader("Solver")
     keys = solver_keys()
-    solver = links.widget(st.selectbox, "Solver", options=keys,
-                          index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
-                          format_func=solver_label, key="solver", help=explain.HELP["solver"],
-                          on_change=_apply_solver_defaults, url_keys=True)
+    solver = links.widget(
+        st.selectbox,
+        "Solver",
+        options=keys,
+        index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
+        format_func=solver_label,
+        key="solver",
+        help=explain.HELP["solver"],
+        on_change=_apply_solver_defaults,
+        url_keys=True,
+    )
     info = SOLVERS[solver]
     st.caption(f"{info.description} *({info.reference})*")
     out = {"solver": solver, "solver_params": {}}
     label, minimum, _, help_text = INT_KNOBS["maxiter"]
     maxiter_default = knob_default(solver, "maxiter") if info.iterative else INT_KNOBS["maxiter"][2]
-    out["maxiter"] = int(_number(label, "maxiter", min(int(maxiter_default), 10_000), min_value=minimum,
-                                 max_value=100_000, step=10, help=help_text, disabled=not info.iterative))
-    out["eval_train"] = links.widget(st.checkbox, "Track the training error too", value=False, key="eval_train",
-                                     help=explain.HELP["eval_train"], disabled=not info.iterative)
+    out["maxiter"] = int(
+        _number(
+            label,
+            "maxiter",
+            min(int(maxiter_default), 10_000),
+            min_value=minimum,
+            max_value=100_000,
+            step=10,
+            help=help_text,
+            disabled=not info.iterative,
+        )
+    )
+    out["eval_train"] = links.widget(
+        st.checkbox,
+        "Track the training error too",
+        value=False,
+        key="eval_train",
+        help=explain.HELP["eval_train"],
+        disabled=not info.iterative,
+    )
     for knob in info.knobs:
         if knob in INT_KNOBS and knob != "maxiter" and shown(knob):
             label, minimum, _, help_text = INT_KNOBS[knob]
-            value = _number(label, knob, knob_default(solver, knob), min_value=minimum, max_value=APP_MAX_N,
-                            step=1, help=help_text)
-            if value is not None:      # None: the solver's automatic choice
+            value = _number(
+                label, knob, knob_default(solver, knob), min_value=minimum, max_value=APP_MAX_N, step=1, help=help_text
+            )
+            if value is not None:  # None: the solver's automatic choice
                 out["solver_params"][knob] = int(value)
     advanced = [key for key in ("dtype", "solver_seed", "budget_mb") if shown(key)]
     if advanced:
         with st.expander("Advanced", expanded=len(advanced) < 3):
             if "dtype" in advanced:
-                out["dtype"] = links.widget(st.radio, "dtype", options=["float64", "float32"], key="dtype",
-                                            horizontal=True, help=explain.HELP["dtype"])
+                out["dtype"] = links.widget(
+                    st.radio,
+                    "dtype",
+                    options=["float64", "float32"],
+                    key="dtype",
+                    horizontal=True,
+                    help=explain.HELP["dtype"],
+                )
             if "solver_seed" in advanced:
-                out["solver_seed"] = int(_number("Solver seed", "solver_seed", 0, min_value=0, step=1,
-                                                 help=explain.HELP["solver_seed"]))
+                out["solver_seed"] = int(
+                    _number("Solver seed", "solver_seed", 0, min_value=0, step=1, help=explain.HELP["solver_seed"])
+                )
             if "budget_mb" in advanced:
-                budget = _number("Memory budget (MB, 0 = automatic)", "budget_mb", 0, min_value=0, step=64,
-                                 help=explain.HELP["budget"])
+                budget = _number(
+                    "Memory budget (MB, 0 = automatic)",
+                    "budget_mb",
+                    0,
+                    min_value=0,
+                    step=64,
+                    help=explain.HELP["budget"],
+                )
                 out["memory_budget"] = int(budget) * 2**20 if budget else None
     return out
 
@@ -334,8 +445,11 @@ def _as_router():
 
 
 def _data_key(spec: DataSpec | None) -> tuple:
-    return () if spec is None else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target,
-                                    spec.csv_options)
+    return (
+        ()
+        if spec is None
+        else (spec.name, spec.n, spec.seed, spec.knobs, spec.csv_digest, spec.csv_target, spec.csv_options)
+    )
 
 
 def render(*, page: str, solver_section: bool = True) -> None:
@@ -366,15 +480,18 @@ def render(*, page: str, solver_section: bool = True) -> None:
         return lesson is None or key in lesson.keys
 
     def draw_rest() -> None:
-        dataset, data_error = choice.dataset, choice.error      # an uploaded table is built here at the latest
+        dataset, data_error = choice.dataset, choice.error  # an uploaded table is built here at the latest
         with _as_router(), rest:
             if choice.table is not None and choice.table.error:
-                st.warning(choice.table.error)      # found while building the table
+                st.warning(choice.table.error)  # found while building the table
             if choice.table is not None and dataset is not None:
                 _apply_table_suggestions(dataset, (spec.csv_digest, spec.csv_target, spec.csv_options))
             kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
-            solver = (_solver_section(shown) if solver_section else
-                      {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]})
+            solver = (
+                _solver_section(shown)
+                if solver_section
+                else {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]}
+            )
             if lesson is None:
                 lessons.index()
             views.explanation("krr", "sigma", "lambda", "M", title="What do these knobs mean?")
@@ -383,7 +500,15 @@ def render(*, page: str, solver_section: bool = True) -> None:
             links.show_notes()
             lessons.panel(lesson)
         st.session_state[SETTINGS_KEY] = Settings(
-            lesson=lesson, data=spec, dataset=dataset, data_error=data_error, kernel=kernel,
-            kernel_params=kernel_params, penalty=penalty, M=M, **solver)
+            lesson=lesson,
+            data=spec,
+            dataset=dataset,
+            data_error=data_error,
+            kernel=kernel,
+            kernel_params=kernel_params,
+            penalty=penalty,
+            M=M,
+            **solver,
+        )
 
     st.session_state[FINISH_KEY] = draw_rest

@@ -10,6 +10,7 @@ server's process), a page's sections all at once, each drawn when it arrives; th
 per-session :class:`RunRegistry` holds runs and fitted models, keyed on the full
 :class:`~krr_app.jobs.config.RunConfig`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,23 +54,30 @@ def read_table(_raw: bytes, digest: str):
 
 
 @st.cache_resource(max_entries=MAX_CSV_DATASETS, show_spinner="Preparing the table (fitting its preprocessing)…")
-def load_table(_raw: bytes, digest: str, target: str, options: tuple, seed: int, n: int | None = None,
-               filename: str = "uploaded table"):
+def load_table(
+    _raw: bytes,
+    digest: str,
+    target: str,
+    options: tuple,
+    seed: int,
+    n: int | None = None,
+    filename: str = "uploaded table",
+):
     """An uploaded table as a dataset, cached on the sha256 of its bytes (``digest``), the target
     and the preprocessing choices (``options``: DataSpec.csv_options)."""
     import warnings
 
     frame, fmt = read_table(_raw, digest)
     kwargs = {k: dict(v) if k == "roles" else v for k, v in options}
-    with warnings.catch_warnings():     # the page states every decision itself
+    with warnings.catch_warnings():  # the page states every decision itself
         warnings.simplefilter("ignore", _datasets().PreprocessingWarning)
-        return _datasets().from_frame(frame, target, seed=seed, n=n, title=filename, source=filename, fmt=fmt,
-                                      **kwargs)
+        return _datasets().from_frame(frame, target, seed=seed, n=n, title=filename, source=filename, fmt=fmt, **kwargs)
 
 
 @st.cache_data(max_entries=4 * MAX_CSV_DATASETS, show_spinner="Looking at the columns…")
-def inspect_table(_raw: bytes, digest: str, target: str | None, roles: tuple = (), missing: str = "impute",
-                  task: str = "auto"):
+def inspect_table(
+    _raw: bytes, digest: str, target: str | None, roles: tuple = (), missing: str = "impute", task: str = "auto"
+):
     """What the uploaded table holds and what will be done with each column (no fitting)."""
     frame, fmt = read_table(_raw, digest)
     return _datasets().inspect_frame(frame, target, roles=dict(roles), missing=missing, task=task, fmt=fmt)
@@ -82,8 +90,15 @@ def file_digest(raw: bytes) -> str:
 def load_spec(spec: DataSpec, raw: bytes | None = None):
     """The dataset for a DataSpec (a CSV spec needs its ``raw`` bytes unless already cached)."""
     if spec.is_csv:
-        return load_table(raw, spec.csv_digest, spec.csv_target, spec.csv_options, spec.seed, spec.n,
-                          spec.csv_filename or "uploaded table")
+        return load_table(
+            raw,
+            spec.csv_digest,
+            spec.csv_target,
+            spec.csv_options,
+            spec.seed,
+            spec.n,
+            spec.csv_filename or "uploaded table",
+        )
     return load_dataset(spec.name, spec.n, spec.seed, spec.knobs)
 
 
@@ -125,6 +140,7 @@ def session_runs() -> RunRegistry:
 # ``data_key`` names the rows (the page's DataSpec, row count and seed); the kernel is its registry
 # name and a sorted parameter tuple; the matrix passes as ``_X``. Results are small (spectra of at
 # most DIAGNOSTICS_MAX_ROWS values, tables of a few dozen rows): what st.cache_data is for.
+
 
 def _kernel(kernel: str, kernel_params: tuple):
     from krrcore.kernels import make_kernel
@@ -217,7 +233,7 @@ class BackgroundResults:
         self.size = size
         self._done: OrderedDict = OrderedDict()
         self._running: dict = {}
-        self._retried: set = set()          # keys started again after the cluster lost them
+        self._retried: set = set()  # keys started again after the cluster lost them
         self._lock = threading.Lock()
 
     def get(self, key: tuple, what: str, fn, /, *args, then=None, **kwargs):
@@ -232,7 +248,7 @@ class BackgroundResults:
                 return Pending(what, key)
             if future is None:
                 try:
-                    executor = get_executor()       # an unreachable scheduler: a message, as a failed submit
+                    executor = get_executor()  # an unreachable scheduler: a message, as a failed submit
                     submit = executor.submit_first if _FIRST_PICTURE.get() else executor.submit_call
                     future = self._running[key] = submit(fn, *args, **kwargs)
                 except Exception as exc:
@@ -243,10 +259,10 @@ class BackgroundResults:
         try:
             value = future.result()
             value = then(value) if then is not None else value
-        except Exception as exc:          # a ValueError the page explains, or the cluster's failure
-            if cluster_failure(exc) is not None:        # not kept: the next look computes it again
+        except Exception as exc:  # a ValueError the page explains, or the cluster's failure
+            if cluster_failure(exc) is not None:  # not kept: the next look computes it again
                 with self._lock:
-                    replaced = self._running.get(key) is not future     # another look started it again
+                    replaced = self._running.get(key) is not future  # another look started it again
                     if not replaced:
                         self._running.pop(key, None)
                     again = replaced or key not in self._retried
@@ -295,7 +311,7 @@ class BackgroundResults:
         for future in futures:
             try:
                 future.result(max(0.0, deadline - time.monotonic()))
-            except Exception:         # not yet (the page draws it when it is in), or failed (raised to the page)
+            except Exception:  # not yet (the page draws it when it is in), or failed (raised to the page)
                 pass
 
     def wait(self, timeout: float | None = None) -> None:
@@ -305,7 +321,7 @@ class BackgroundResults:
         for future in futures:
             try:
                 future.result(timeout)
-            except Exception:         # its error is raised to the page that reads it
+            except Exception:  # its error is raised to the page that reads it
                 pass
 
     def clear(self) -> None:
@@ -322,9 +338,16 @@ results = BackgroundResults(settings.DIAGNOSTICS_CACHE_ENTRIES)
 def kernel_spectrum(_X, data_key, kernel: str, kernel_params: tuple) -> dict | Pending:
     """Eigenvalues of K (ascending), κ and method: exact up to DENSE_SPECTRUM_MAX_N rows, else Lanczos."""
     d = _diagnostics()
-    return results.get(("kernel_spectrum", data_key, kernel, kernel_params), "Eigenvalues of K",
-                       d.kernel_eigenvalues, _kernel(kernel, kernel_params), _X, then=d.spectrum_summary,
-                       exact_max_n=settings.DENSE_SPECTRUM_MAX_N, lanczos_steps=settings.LANCZOS_STEPS)
+    return results.get(
+        ("kernel_spectrum", data_key, kernel, kernel_params),
+        "Eigenvalues of K",
+        d.kernel_eigenvalues,
+        _kernel(kernel, kernel_params),
+        _X,
+        then=d.spectrum_summary,
+        exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+        lanczos_steps=settings.LANCZOS_STEPS,
+    )
 
 
 def full_system(kernel_summary: dict, n: int, penalty: float) -> dict:
@@ -334,76 +357,146 @@ def full_system(kernel_summary: dict, n: int, penalty: float) -> dict:
     return d.spectrum_summary(d.shifted_spectrum(spectrum, n, penalty))
 
 
-def nystrom_systems(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
-                    seed: int) -> dict | Pending:
+def nystrom_systems(
+    _X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int, seed: int
+) -> dict | Pending:
     """{"nystrom": ..., "falkon": ...}: eigenvalues, κ and method of H̃ and W at M uniform centres."""
     from krrcore.centers import select_centers
 
     d = _diagnostics()
     key = ("nystrom_systems", data_key, kernel, kernel_params, penalty, M, seed)
     centers = select_centers("uniform", _X, M, seed)
-    return results.get(key, "Spectra of the Nyström systems", d.nystrom_spectra, _kernel(kernel, kernel_params), _X,
-                       centers, penalty, seed=seed, **_SIZES,
-                       then=lambda spectra: {k: d.spectrum_summary(s) for k, s in spectra.items()})
+    return results.get(
+        key,
+        "Spectra of the Nyström systems",
+        d.nystrom_spectra,
+        _kernel(kernel, kernel_params),
+        _X,
+        centers,
+        penalty,
+        seed=seed,
+        **_SIZES,
+        then=lambda spectra: {k: d.spectrum_summary(s) for k, s in spectra.items()},
+    )
 
 
-def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int,
-                   seed: int):
+def askotch_blocks(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, blocks: int, rank: int, seed: int):
     """(table, whole) of :func:`krrcore.diagnostics.askotch_blocks` (ASkotch's own set-up), or Pending."""
-    return results.get(("askotch_blocks", data_key, kernel, kernel_params, penalty, blocks, rank, seed),
-                       "ASkotch's block preconditioners", _diagnostics().askotch_blocks,
-                       _kernel(kernel, kernel_params), _X, penalty, blocks, rank, seed=seed,
-                       exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
-                       lanczos_steps=settings.LANCZOS_STEPS)
+    return results.get(
+        ("askotch_blocks", data_key, kernel, kernel_params, penalty, blocks, rank, seed),
+        "ASkotch's block preconditioners",
+        _diagnostics().askotch_blocks,
+        _kernel(kernel, kernel_params),
+        _X,
+        penalty,
+        blocks,
+        rank,
+        seed=seed,
+        exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK,
+        exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+        lanczos_steps=settings.LANCZOS_STEPS,
+    )
 
 
-def condition_vs_penalty(_X, data_key, kernel: str, kernel_params: tuple, M: int, seed: int, penalties: tuple,
-                         blocks: int | None = None, rank: int | None = None):
+def condition_vs_penalty(
+    _X,
+    data_key,
+    kernel: str,
+    kernel_params: tuple,
+    M: int,
+    seed: int,
+    penalties: tuple,
+    blocks: int | None = None,
+    rank: int | None = None,
+):
     """κ of every system for each λ (:func:`krrcore.diagnostics.condition_vs_penalty`), or Pending."""
     return results.get(
         ("condition_vs_penalty", data_key, kernel, kernel_params, M, seed, penalties, blocks, rank),
-        "Condition numbers along λ", _diagnostics().condition_vs_penalty, _kernel(kernel, kernel_params), _X,
-        penalties, M=M, seed=seed, blocks=blocks, rank=rank, exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
-        exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK, **_SIZES)
+        "Condition numbers along λ",
+        _diagnostics().condition_vs_penalty,
+        _kernel(kernel, kernel_params),
+        _X,
+        penalties,
+        M=M,
+        seed=seed,
+        blocks=blocks,
+        rank=rank,
+        exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+        exact_max_block=settings.DENSE_SPECTRUM_MAX_BLOCK,
+        **_SIZES,
+    )
 
 
 def condition_vs_M(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, seed: int, Ms: tuple):
     """κ(H̃) and κ(W) for each number of uniform centres M (:func:`krrcore.diagnostics.condition_vs_M`), or Pending."""
-    return results.get(("condition_vs_M", data_key, kernel, kernel_params, penalty, seed, Ms),
-                       "Condition numbers along M", _diagnostics().condition_vs_M, _kernel(kernel, kernel_params),
-                       _X, penalty, Ms, seed=seed, **_SIZES)
+    return results.get(
+        ("condition_vs_M", data_key, kernel, kernel_params, penalty, seed, Ms),
+        "Condition numbers along M",
+        _diagnostics().condition_vs_M,
+        _kernel(kernel, kernel_params),
+        _X,
+        penalty,
+        Ms,
+        seed=seed,
+        **_SIZES,
+    )
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Effective dimension…")
 def effective_dimension_curve(_X, data_key, kernel: str, kernel_params: tuple, penalties: tuple, seed: int = 0):
     """d_eff(λ) for each λ (:func:`krrcore.diagnostics.effective_dimension_curve`)."""
-    return _compute(_diagnostics().effective_dimension_curve, _kernel(kernel, kernel_params), _X, penalties,
-                    seed=seed, exact_max_n=settings.DENSE_SPECTRUM_MAX_N, nystrom_M=settings.DEFF_NYSTROM_M)
+    return _compute(
+        _diagnostics().effective_dimension_curve,
+        _kernel(kernel, kernel_params),
+        _X,
+        penalties,
+        seed=seed,
+        exact_max_n=settings.DENSE_SPECTRUM_MAX_N,
+        nystrom_M=settings.DEFF_NYSTROM_M,
+    )
 
 
 def _without_sampler_state(comparison):
-    comparison.result = None        # the sampler's tensors: not needed by the page, not worth keeping
+    comparison.result = None  # the sampler's tensors: not needed by the page, not worth keeping
     return comparison
 
 
-def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, method: str, q2: float,
-                    seed: int):
+def leverage_report(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, method: str, q2: float, seed: int):
     """A sampler's scores against the exact ones (:func:`krrcore.leverage.compare_with_exact`), or Pending."""
     from krrcore.leverage import compare_with_exact
 
     kwargs = {} if method == "uniform" else {"q2": q2}
-    return results.get(("leverage_report", data_key, kernel, kernel_params, penalty, method, q2, seed),
-                       "Leverage scores", compare_with_exact, _X, _kernel(kernel, kernel_params), penalty, method,
-                       seed=seed, then=_without_sampler_state, **kwargs)
+    return results.get(
+        ("leverage_report", data_key, kernel, kernel_params, penalty, method, q2, seed),
+        "Leverage scores",
+        compare_with_exact,
+        _X,
+        _kernel(kernel, kernel_params),
+        penalty,
+        method,
+        seed=seed,
+        then=_without_sampler_state,
+        **kwargs,
+    )
 
 
-def centers_comparison(_X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int,
-                       leverage_penalty: float, seed: int):
+def centers_comparison(
+    _X, data_key, kernel: str, kernel_params: tuple, penalty: float, M: int, leverage_penalty: float, seed: int
+):
     """Uniform vs BLESS centres and FALKON's κ(W) with each (:func:`krrcore.diagnostics.compare_centers`), or
     Pending."""
-    return results.get(("centers_comparison", data_key, kernel, kernel_params, penalty, M, leverage_penalty, seed),
-                       "Centres: uniform vs BLESS", _diagnostics().compare_centers, _kernel(kernel, kernel_params),
-                       _X, penalty, M, leverage_penalty, seed=seed, **_SIZES)
+    return results.get(
+        ("centers_comparison", data_key, kernel, kernel_params, penalty, M, leverage_penalty, seed),
+        "Centres: uniform vs BLESS",
+        _diagnostics().compare_centers,
+        _kernel(kernel, kernel_params),
+        _X,
+        penalty,
+        M,
+        leverage_penalty,
+        seed=seed,
+        **_SIZES,
+    )
 
 
 @st.cache_data(**_DIAGNOSTICS, show_spinner="Summarising the data…")
@@ -413,12 +506,14 @@ def dataset_summary(_dataset, data_key) -> dict:
 
     summary = _datasets().describe(_dataset)
     constant = set(summary["constant_features"])
-    summary["feature_table"] = pd.DataFrame({
-        "feature": [f["name"] for f in summary["features"]],
-        "mean (original units)": [f["mean"] for f in summary["features"]],
-        "std (original units)": [f["std"] for f in summary["features"]],
-        "constant": [f["name"] in constant for f in summary["features"]],
-    })
+    summary["feature_table"] = pd.DataFrame(
+        {
+            "feature": [f["name"] for f in summary["features"]],
+            "mean (original units)": [f["mean"] for f in summary["features"]],
+            "std (original units)": [f["std"] for f in summary["features"]],
+            "constant": [f["name"] in constant for f in summary["features"]],
+        }
+    )
     return summary
 
 
@@ -429,5 +524,13 @@ def tuning_map(_X, _y, data_key, M: int, objective: str, seed: int, sigma_center
     seed uses on them."""
     from krrcore.tuning import validation_map
 
-    return _compute(validation_map, _X, _y, M=M, objective=objective, seed=seed, sigma_center=sigma_center,
-                    tune_rows=settings.TUNE_MAP_MAX_ROWS)
+    return _compute(
+        validation_map,
+        _X,
+        _y,
+        M=M,
+        objective=objective,
+        seed=seed,
+        sigma_center=sigma_center,
+        tune_rows=settings.TUNE_MAP_MAX_ROWS,
+    )

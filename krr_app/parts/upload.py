@@ -10,6 +10,7 @@ The table is diagnosed at once from the file (:func:`krrcore.datasets.inspect_fr
 a sample of a big table); the preprocessed dataset is built when a page first asks for it
 (:class:`Table`), so the Dataset page shows the columns before that work starts.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -48,10 +49,12 @@ def upload_limit_mb() -> int:
 
 def limit_text() -> str:
     """The upload limit, as the page states it."""
-    return (f"Files up to {upload_limit_mb():,} MB are accepted (CSV with any common delimiter and encoding, or "
-            f"Parquet); a larger one is refused by the browser before it reaches this page (the red message on the "
-            f"file chip). A big table is diagnosed from a random sample of {SAMPLE_ROWS:,} rows; a run can use up to "
-            f"{TABLE_MAX_N:,} of its rows.")
+    return (
+        f"Files up to {upload_limit_mb():,} MB are accepted (CSV with any common delimiter and encoding, or "
+        f"Parquet); a larger one is refused by the browser before it reaches this page (the red message on the "
+        f"file chip). A big table is diagnosed from a random sample of {SAMPLE_ROWS:,} rows; a run can use up to "
+        f"{TABLE_MAX_N:,} of its rows."
+    )
 
 
 # -- choices that live in the URL ------------------------------------------------------------------
@@ -79,8 +82,11 @@ def roles(columns=None) -> dict:
     if columns is not None:
         unknown = [c for c in chosen if c not in columns]
         for column in unknown:
-            links.add_note(links.Note(ROLE_PARAM, f"{column}:{chosen.pop(column)}",
-                                      "names a column that is not in this file — ignored"))
+            links.add_note(
+                links.Note(
+                    ROLE_PARAM, f"{column}:{chosen.pop(column)}", "names a column that is not in this file — ignored"
+                )
+            )
         if unknown:
             write_roles(chosen)
     return dict(chosen)
@@ -211,15 +217,18 @@ def target_rule(digest: str, target: str) -> str | None:
     did not pick without being told (None: chosen in the sidebar, or given by the link)."""
     if st.session_state.get(TARGET_CHOSEN_KEY) == digest or "csv_target" in st.query_params:
         return None
-    return (f"Target: {quoted(target)}, the table's last column (the rule when none is chosen). Every "
-            "number on the pages is about predicting it: choose the column to predict under Target column.")
+    return (
+        f"Target: {quoted(target)}, the table's last column (the rule when none is chosen). Every "
+        "number on the pages is about predicting it: choose the column to predict under Target column."
+    )
 
 
 def section() -> tuple[DataSpec | None, Table | None, str | None]:
     """Draw the upload controls; return the spec, the :class:`Table` (None when there is nothing
     to build) and a message for the sidebar (None when all is well)."""
-    uploaded = st.file_uploader("Table file (CSV or Parquet)", type=FILE_TYPES, key="csv_file",
-                                help=explain.HELP["csv"])
+    uploaded = st.file_uploader(
+        "Table file (CSV or Parquet)", type=FILE_TYPES, key="csv_file", help=explain.HELP["csv"]
+    )
     if uploaded is None:
         return None, None, f"Upload a table to use your own data. {limit_text()}"
     raw = uploaded.getvalue()
@@ -232,9 +241,16 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
         return spec, None, f"This file cannot be read: {plain(str(exc).removeprefix('source: '), limit=None)}"
     columns = [str(c) for c in frame.columns]
     _new_file(digest, columns)
-    target = links.widget(st.selectbox, "Target column", options=columns, index=len(columns) - 1, key="csv_target",
-                          help="The column to predict; the Dataset page sets what the other columns become.",
-                          on_change=_target_chosen, args=(digest,))
+    target = links.widget(
+        st.selectbox,
+        "Target column",
+        options=columns,
+        index=len(columns) - 1,
+        key="csv_target",
+        help="The column to predict; the Dataset page sets what the other columns become.",
+        on_change=_target_chosen,
+        args=(digest,),
+    )
     rule = target_rule(digest, target)
     if rule:
         st.info(rule, icon=":material/ads_click:")
@@ -246,16 +262,41 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
     n = usable
     if usable >= 4:
         _follow_default_rows(min(usable, APP_MAX_N))
-        n = int(links.widget(st.number_input, "Rows used (train + test)", value=min(usable, APP_MAX_N), min_value=4,
-                             max_value=min(usable, TABLE_MAX_N), step=1000, key="csv_n", help=explain.HELP["csv_n"]))
-    spec = DataSpec(name=CSV_OPTION, n=None if n >= usable else n, seed=0, csv_digest=digest, csv_target=target,
-                    csv_filename=uploaded.name, csv_options=options(chosen_roles, missing, task))
-    if report.problems:     # the Dataset page still shows the column report
-        return spec, Table(spec, raw, report), (f"This table ({plain(fmt.describe())}) cannot be used yet: "
-                                                f"{'; '.join(plain(p, limit=None) for p in report.problems)}.")
+        n = int(
+            links.widget(
+                st.number_input,
+                "Rows used (train + test)",
+                value=min(usable, APP_MAX_N),
+                min_value=4,
+                max_value=min(usable, TABLE_MAX_N),
+                step=1000,
+                key="csv_n",
+                help=explain.HELP["csv_n"],
+            )
+        )
+    spec = DataSpec(
+        name=CSV_OPTION,
+        n=None if n >= usable else n,
+        seed=0,
+        csv_digest=digest,
+        csv_target=target,
+        csv_filename=uploaded.name,
+        csv_options=options(chosen_roles, missing, task),
+    )
+    if report.problems:  # the Dataset page still shows the column report
+        return (
+            spec,
+            Table(spec, raw, report),
+            (
+                f"This table ({plain(fmt.describe())}) cannot be used yet: "
+                f"{'; '.join(plain(p, limit=None) for p in report.problems)}."
+            ),
+        )
     used = sum(d.used for d in report.decisions)
-    st.caption(f"{report.n_rows:,} rows × {report.n_columns:,} columns ({plain(fmt.describe())}); "
-               f"{used} of {len(report.decisions)} columns used as features, task: "
-               f"{report.target_task if task == 'auto' else task}"
-               f". The Dataset page shows and sets what each column becomes.")
+    st.caption(
+        f"{report.n_rows:,} rows × {report.n_columns:,} columns ({plain(fmt.describe())}); "
+        f"{used} of {len(report.decisions)} columns used as features, task: "
+        f"{report.target_task if task == 'auto' else task}"
+        f". The Dataset page shows and sets what each column becomes."
+    )
     return spec, Table(spec, raw, report), None

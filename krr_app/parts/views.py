@@ -4,6 +4,7 @@ pages' bounded inputs; the URL-bound inputs, CSV downloads and "last valid resul
 
 All functions here run on the script thread and only read runs (see :mod:`krr_app.jobs.runs`).
 """
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,12 @@ def dropped_runs_note(registry) -> None:
     if registry.dropped:
         last = registry.dropped[-3:]
         more = len(registry.dropped) - len(last)
-        st.caption(f"This tab keeps its {registry.max_runs} most recent runs; dropped the oldest: "
-                   + "; ".join(plain(label, None) for label in last) + (f" and {more} earlier" if more else "") + ".")
+        st.caption(
+            f"This tab keeps its {registry.max_runs} most recent runs; dropped the oldest: "
+            + "; ".join(plain(label, None) for label in last)
+            + (f" and {more} earlier" if more else "")
+            + "."
+        )
 
 
 def show_problems(messages: list[str]) -> None:
@@ -95,7 +100,7 @@ def status_message(run: Run) -> None:
     if run.status == "done":
         st.success(f"**{label}** finished — {message}: {summary}.")
         advice = getattr(run.estimator, "residual_advice_", "")
-        if advice:              # FALKON ended far from the Nyström solution (krrcore's text, no user strings)
+        if advice:  # FALKON ended far from the Nyström solution (krrcore's text, no user strings)
             st.warning(advice, icon=":material/warning:")
     elif run.status == "stopped":
         st.warning(f"**{label}** stopped — {message}: {summary}. The model is the last iterate.")
@@ -107,25 +112,36 @@ def metric_cards(run: Run) -> None:
     """Final test/train metrics, time and memory as st.metric cards."""
     task = run.data.task
     m = run.metrics
-    unit = units.unit_of(run.data)      # "RMSE 22,670 salary": the target's name where it has no unit
+    unit = units.unit_of(run.data)  # "RMSE 22,670 salary": the target's name where it has no unit
     if task == "regression":
-        cards = [("Test RMSE", m.get("test_rmse"), lambda v: readable(v, unit=unit)),
-                 ("Test MAE", m.get("test_mae"), lambda v: readable(v, unit=unit)),
-                 ("Train RMSE", m.get("train_rmse"), lambda v: readable(v, unit=unit))]
+        cards = [
+            ("Test RMSE", m.get("test_rmse"), lambda v: readable(v, unit=unit)),
+            ("Test MAE", m.get("test_mae"), lambda v: readable(v, unit=unit)),
+            ("Train RMSE", m.get("train_rmse"), lambda v: readable(v, unit=unit)),
+        ]
     else:
-        cards = [("Test error", m.get("test_classification_error"), "{:.2%}".format),
-                 ("Train error", m.get("train_classification_error"), "{:.2%}".format)]
+        cards = [
+            ("Test error", m.get("test_classification_error"), "{:.2%}".format),
+            ("Train error", m.get("train_classification_error"), "{:.2%}".format),
+        ]
         if task == "binary":
             cards.append(("Test AUC", m.get("test_auc"), "{:.4f}".format))
     peak = run.peak_memory_bytes
-    cards += [("Solver time", run.timings.get("solver_seconds"), lambda v: readable(v, 3, "s")),
-              ("Wall time", run.timings.get("wall_seconds"), lambda v: readable(v, 3, "s")),
-              ("Peak memory", None if peak is None else peak / 2**20, lambda v: readable(round(v), unit="MB"))]
+    cards += [
+        ("Solver time", run.timings.get("solver_seconds"), lambda v: readable(v, 3, "s")),
+        ("Wall time", run.timings.get("wall_seconds"), lambda v: readable(v, 3, "s")),
+        ("Peak memory", None if peak is None else peak / 2**20, lambda v: readable(round(v), unit="MB")),
+    ]
     cols = st.columns(len(cards))
     for col, (label, value, fmt) in zip(cols, cards):
         shown = "—" if value is None or not math.isfinite(value) else fmt(value)
-        col.metric(label, shown, help="Growth of the worker's resident memory during the run (a worker "
-                   "runs one run at a time)." if label == "Peak memory" else None)
+        col.metric(
+            label,
+            shown,
+            help="Growth of the worker's resident memory during the run (a worker runs one run at a time)."
+            if label == "Peak memory"
+            else None,
+        )
 
 
 def convergence_chart(runs: list[Run], x: str, key: str) -> None:
@@ -170,7 +186,7 @@ def after_first_picture(key: str) -> bool:
 
     @st.fragment(run_every=EMPTY_CHART_DELAY_SECONDS, key=f"{key}_later")
     def _later():
-        if st.session_state.get(armed):     # the timer, not the page run that registered it
+        if st.session_state.get(armed):  # the timer, not the page run that registered it
             st.session_state[_DUE_PARTS] = due | {key}
             st.rerun()
 
@@ -202,12 +218,15 @@ def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
         # The live chart moves only a figure marked as this run's running one: the finished
         # figure, drawn in the same place by the rerun a run's end asks for, is left as drawn.
         figure.update_layout(meta={LIVE_FIGURE_MARK: run.id})
-    else:       # the figure is built once per run from the worker's grid
+    else:  # the figure is built once per run from the worker's grid
         if "fit_figure" not in run.cache:
             run.cache["fit_figure"] = fit_charts.fit_figure(run.data, surface)
         figure = run.cache["fit_figure"]
-    heading = "Fitted function" if run.data.d == 1 else (
-        "Prediction surface" if run.data.task == "regression" else "Decision surface")
+    heading = (
+        "Fitted function"
+        if run.data.d == 1
+        else ("Prediction surface" if run.data.task == "regression" else "Decision surface")
+    )
     with st.container(key=fit_target(key)):
         if title:
             st.markdown(f"**{heading}** over the data")
@@ -221,10 +240,12 @@ def pictures_caption(run: Run) -> None:
     count, seconds = run.timings.get("frames", 0), run.timings.get("frame_seconds", 0.0)
     wall = run.timings.get("wall_seconds", math.nan)
     if count and math.isfinite(wall) and wall > 0:
-        st.caption(f"Drawn while the solver ran: {count:.0f} pictures of the model on this grid, "
-                   f"{readable(seconds, 3)} s on the worker ({seconds / wall:.1%} of the run's {readable(wall, 3)} s "
-                   "wall time; "
-                   "not counted in the solver time).")
+        st.caption(
+            f"Drawn while the solver ran: {count:.0f} pictures of the model on this grid, "
+            f"{readable(seconds, 3)} s on the worker ({seconds / wall:.1%} of the run's {readable(wall, 3)} s "
+            "wall time; "
+            "not counted in the solver time)."
+        )
 
 
 #: Runs whose fits Compare draws side by side (two to a row).
@@ -236,8 +257,13 @@ def side_by_side_runs(runs: list[Run], settings, selected: list[str]) -> list[Ru
     1-D or 2-D data, started and not failed; at most SIDE_BY_SIDE_RUNS, oldest first."""
     if settings.dataset is None or settings.dataset.d not in (1, 2):
         return []
-    usable = [r for r in runs if r.config.data == settings.data and r.status != "error"
-              and (r.surface is not None or (r.active and r.status == "running"))]
+    usable = [
+        r
+        for r in runs
+        if r.config.data == settings.data
+        and r.status != "error"
+        and (r.surface is not None or (r.active and r.status == "running"))
+    ]
     chosen = [r for r in usable if r.id in selected] or usable
     return chosen[-SIDE_BY_SIDE_RUNS:]
 
@@ -261,27 +287,44 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
     finished = not any(r.active for r in runs)
     if finished:
         last = max(r.records[-1].iteration for r in runs if r.records)
-        if st.session_state.get(ITERATION_KEY, 0) > max(last, 1):      # runs of another batch
+        if st.session_state.get(ITERATION_KEY, 0) > max(last, 1):  # runs of another batch
             st.session_state[ITERATION_KEY] = max(last, 1)
-        iteration = links.widget(st.slider, "Iteration", min_value=0, max_value=max(last, 1), value=last,
-                                 key=ITERATION_KEY, persist=False,
-                                 help="Every fit as it was after this iteration (the pictures a run keeps: "
-                                      "every iteration of a short run, evenly spaced ones of a long run).")
+        iteration = links.widget(
+            st.slider,
+            "Iteration",
+            min_value=0,
+            max_value=max(last, 1),
+            value=last,
+            key=ITERATION_KEY,
+            persist=False,
+            help="Every fit as it was after this iteration (the pictures a run keeps: "
+            "every iteration of a short run, evenly spaced ones of a long run).",
+        )
     else:
-        st.caption("Each fit is redrawn as its solver iterates; once all have finished, a slider shows them "
-                   "all after the same iteration.")
+        st.caption(
+            "Each fit is redrawn as its solver iterates; once all have finished, a slider shows them "
+            "all after the same iteration."
+        )
     for row in range(0, len(runs), 2):
-        for col, run in zip(st.columns(2), runs[row:row + 2]):
+        for col, run in zip(st.columns(2), runs[row : row + 2]):
             with col:
                 if finished:
                     shown, values = run.surface.at(iteration)
                     surface = FitSurface(axes=run.surface.axes, values=values)
                     with st.container(key=fit_target(f"{key}_{run.id}")):
-                        st.markdown(f"**{run.label}** " + ("— the fitted model (no pictures were kept while it ran)"
-                                                           if shown is None else f"after iteration {shown:,}"
-                                                           + (" (its last)" if shown < iteration else "")))
-                        plot(fit_charts.fit_figure(run.data, surface), key=f"{key}_{run.id}",
-                             filename=f"krr-fit-{run.id}-t{shown}")
+                        st.markdown(
+                            f"**{run.label}** "
+                            + (
+                                "— the fitted model (no pictures were kept while it ran)"
+                                if shown is None
+                                else f"after iteration {shown:,}" + (" (its last)" if shown < iteration else "")
+                            )
+                        )
+                        plot(
+                            fit_charts.fit_figure(run.data, surface),
+                            key=f"{key}_{run.id}",
+                            filename=f"krr-fit-{run.id}-t{shown}",
+                        )
                 else:
                     st.markdown(f"**{run.label}**")
                     fit_chart(run, key=f"{key}_{run.id}", title=False)
@@ -309,9 +352,15 @@ def reproduce(run_config, *, key: str) -> None:
     with box:
         st.caption("The same run with krrcore alone, generated from the configuration that keys this run:")
         st.code(reproduce_snippet(run_config), language="python")
-        st.download_button("Download as a Jupyter notebook", notebook_json(run_config), key=key,
-                           file_name=f"krr-{run_config.solver}-{run_config.data.name}.ipynb",
-                           mime="application/x-ipynb+json", on_click="ignore", icon=":material/download:")
+        st.download_button(
+            "Download as a Jupyter notebook",
+            notebook_json(run_config),
+            key=key,
+            file_name=f"krr-{run_config.solver}-{run_config.data.name}.ipynb",
+            mime="application/x-ipynb+json",
+            on_click="ignore",
+            icon=":material/download:",
+        )
 
 
 def reproduce_key(key: str) -> str:
@@ -319,8 +368,9 @@ def reproduce_key(key: str) -> str:
     return f"{key}_open"
 
 
-def live(runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str, str] | None = None,
-         panels=None) -> None:
+def live(
+    runs_getter, render, *, key: str, x: str = "iteration", fits: dict[str, str] | None = None, panels=None
+) -> None:
     """Render ``render(runs)`` when no run is active; while one is, draw the live chart
     (:func:`krr_app.parts.live_chart.live_chart`): the convergence panels of the runs, and for each run
     id in ``fits`` the pictures of its model in the fit figure drawn with :func:`fit_chart` under
@@ -399,9 +449,11 @@ def server_load() -> None:
     if executor is None:
         st.caption("The workers are starting…")
         return
-    st.caption(f"Runs execute on the {executor.describe()}, one run per worker at a time. "
-               f"This server's runs computing now: {executor.computing()}, waiting for a worker: "
-               f"{executor.waiting()}.")
+    st.caption(
+        f"Runs execute on the {executor.describe()}, one run per worker at a time. "
+        f"This server's runs computing now: {executor.computing()}, waiting for a worker: "
+        f"{executor.waiting()}."
+    )
 
 
 def explanation(*keys: str, title: str = "What am I looking at?") -> None:
@@ -424,20 +476,25 @@ def explanation_key(*keys: str) -> str:
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset): bounded inputs and κ labels; the
 # URL-bound inputs, CSV downloads and "keep what was computed" are krr_app.parts.inputs'.
 
+
 def points_used(dataset, *, key: str, default: int, maximum: int, help: str) -> int:
     """How many training points the page computes on (a URL-bound number, at most ``maximum``)."""
     top = min(dataset.n_train, maximum)
-    value = bound_number("Training points used", key, min(default, top), min_value=2, max_value=max(top, 2),
-                         step=100, help=help)
+    value = bound_number(
+        "Training points used", key, min(default, top), min_value=2, max_value=max(top, 2), step=100, help=help
+    )
     return int(min(value, top))
 
 
 def training_rows(dataset, spec, rows: int, seed: int = 0) -> tuple[np.ndarray, tuple, str]:
     """The first ``rows`` training points of a seeded subsample, the cache key naming them, a caption."""
     X = subsample(dataset.X_train, rows, seed)
-    caption = (f"Computed on all n = {len(X):,} training points." if len(X) == dataset.n_train else
-               f"Computed on a seeded random subsample of n = {len(X):,} of the {dataset.n_train:,} training "
-               "points (n in λn below is this n).")
+    caption = (
+        f"Computed on all n = {len(X):,} training points."
+        if len(X) == dataset.n_train
+        else f"Computed on a seeded random subsample of n = {len(X):,} of the {dataset.n_train:,} training "
+        "points (n in λn below is this n)."
+    )
     return X, (spec, len(X), seed), caption
 
 

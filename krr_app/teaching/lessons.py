@@ -33,6 +33,7 @@ overriding earlier ones, so a link to any step (``?lesson=<name>&step=<k>``) set
 experiment as walking there with Next. A setting goes through the same check as a link's value
 (:mod:`krr_app.teaching.links`), so a lesson cannot put a widget into a state it refuses.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -45,10 +46,16 @@ import streamlit as st
 from krr_app import settings
 from krr_app.teaching import links
 from krr_app.text import plain, quoted
+
 #: A lesson step's ``page`` setting → the page's script (as ``app.py`` registers it).
-PAGES = {"explore": "app_pages/explore.py", "compare": "app_pages/compare.py",
-         "conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
-         "dataset": "app_pages/dataset.py", "tune": "app_pages/tune.py"}
+PAGES = {
+    "explore": "app_pages/explore.py",
+    "compare": "app_pages/compare.py",
+    "conditioning": "app_pages/conditioning.py",
+    "leverage": "app_pages/leverage.py",
+    "dataset": "app_pages/dataset.py",
+    "tune": "app_pages/tune.py",
+}
 DEFAULT_PAGE = "explore"
 #: session_state: the lesson followed, as (name, step) with step counted from 1.
 STATE_KEY = "_krr_lesson"
@@ -63,13 +70,13 @@ class LessonError(ValueError):
 class Step:
     title: str
     text: str
-    settings: tuple[tuple[str, object], ...]     # this step's own settings ("page" excluded)
+    settings: tuple[tuple[str, object], ...]  # this step's own settings ("page" excluded)
     page: str | None = None
 
 
 @dataclass(frozen=True)
 class Lesson:
-    name: str           # the file's stem: ?lesson=<name>
+    name: str  # the file's stem: ?lesson=<name>
     title: str
     idea: str
     intro: str
@@ -101,7 +108,7 @@ def _toml(lines: list[str], start: int, where: str) -> tuple[dict, int]:
     except ValueError:
         raise LessonError(f"{where}: the {FENCE} block opened on line {start + 1} is never closed") from None
     try:
-        return tomllib.loads("\n".join(lines[start + 1:end])), end + 1
+        return tomllib.loads("\n".join(lines[start + 1 : end])), end + 1
     except tomllib.TOMLDecodeError as exc:
         raise LessonError(f"{where}: the settings block on line {start + 1} is not valid TOML ({exc})") from None
 
@@ -155,8 +162,13 @@ def parse(text: str, name: str) -> Lesson:
         i += 1
     if not steps:
         raise LessonError(f"{where}: a lesson needs at least one step (a '## ' heading)")
-    return Lesson(name, header["title"], header["idea"], "\n".join(intro).strip(),
-                  tuple(Step(s["title"], "\n".join(s["text"]).strip(), s["settings"], s["page"]) for s in steps))
+    return Lesson(
+        name,
+        header["title"],
+        header["idea"],
+        "\n".join(intro).strip(),
+        tuple(Step(s["title"], "\n".join(s["text"]).strip(), s["settings"], s["page"]) for s in steps),
+    )
 
 
 def _stamp(directory: Path) -> tuple:
@@ -188,7 +200,7 @@ def _go(name: str, step: int, keep_url_values: bool = False) -> None:
     :func:`krr_app.teaching.links.set_pending`), and the URL names the lesson and the step."""
     lesson = catalog()[0][name]
     settings = lesson.settings_at(step)
-    if keep_url_values:     # a link's own values win over the lesson's (e.g. ?lesson=x&M=30)
+    if keep_url_values:  # a link's own values win over the lesson's (e.g. ?lesson=x&M=30)
         settings = {k: v for k, v in settings.items() if k not in st.query_params}
     st.session_state[STATE_KEY] = (name, step)
     links.set_pending(settings, f"lesson {name}, step {step}", lesson.page_at(step))
@@ -223,8 +235,9 @@ def _from_url(lessons: dict[str, Lesson]) -> None:
     if step_text is not None:
         verdict = links.decide([step_text], links.Rule("number", 1, 1, len(lesson.steps), integer=True))
         if verdict.noted:
-            links.add_note(links.Note("step", step_text, f"{verdict.reason} (lesson {name} has "
-                                                         f"{len(lesson.steps)} steps)"))
+            links.add_note(
+                links.Note("step", step_text, f"{verdict.reason} (lesson {name} has {len(lesson.steps)} steps)")
+            )
         step = verdict.value
     _go(name, step, keep_url_values=True)
 
@@ -269,10 +282,23 @@ def panel(lesson: Lesson | None) -> None:
         st.markdown(current.text)
         st.caption(f"This step set: {_settings_text(current)}" + (f" (page: {current.page})" if current.page else ""))
         back, forward, out, _ = st.columns([1, 1, 1, 3])
-        back.button("Back", key="lesson_back", icon=":material/arrow_back:", disabled=step == 1,
-                    on_click=_go, args=(lesson.name, step - 1))
-        forward.button("Next", key="lesson_next", icon=":material/arrow_forward:", type="primary",
-                       disabled=step == len(lesson.steps), on_click=_go, args=(lesson.name, step + 1))
+        back.button(
+            "Back",
+            key="lesson_back",
+            icon=":material/arrow_back:",
+            disabled=step == 1,
+            on_click=_go,
+            args=(lesson.name, step - 1),
+        )
+        forward.button(
+            "Next",
+            key="lesson_next",
+            icon=":material/arrow_forward:",
+            type="primary",
+            disabled=step == len(lesson.steps),
+            on_click=_go,
+            args=(lesson.name, step + 1),
+        )
         out.button("Leave the lesson", key="leave_lesson", on_click=leave)
 
 
@@ -290,9 +316,17 @@ def index() -> None:
     lessons, errors = catalog()
     with box:
         for name, lesson in lessons.items():
-            st.button(lesson.title, key=f"lesson_start_{name}", on_click=_go, args=(name, 1), width="stretch",
-                      help=f"{lesson.idea} — {len(lesson.steps)} steps. Share it as ?lesson={name}")
+            st.button(
+                lesson.title,
+                key=f"lesson_start_{name}",
+                on_click=_go,
+                args=(name, 1),
+                width="stretch",
+                help=f"{lesson.idea} — {len(lesson.steps)} steps. Share it as ?lesson={name}",
+            )
         for name, error in errors.items():
-            st.error(f"Lesson {quoted(name)} cannot be used: {plain(error, None)}")     # the name is the link's
-        st.caption("A lesson is a file in `lessons/` (Markdown with the settings of each step): "
-                   "add one to add a lesson. Share one as `?lesson=<name>`.")
+            st.error(f"Lesson {quoted(name)} cannot be used: {plain(error, None)}")  # the name is the link's
+        st.caption(
+            "A lesson is a file in `lessons/` (Markdown with the settings of each step): "
+            "add one to add a lesson. Share one as `?lesson=<name>`."
+        )

@@ -23,6 +23,7 @@ from it), so a copied link says what the page shows. A lesson step's settings (s
 changes a widget's value fires its ``on_change`` like a user's change would (a new dataset brings
 its suggested σ and λ, a new solver its iteration count).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,18 +63,55 @@ def known_parameters() -> frozenset[str]:
     The sidebar's keys follow the registries (each data set's knobs, each kernel's parameters);
     the page keys are listed here and ``tests/app/test_links.py`` checks that every bound widget a
     page draws is in this set."""
-    sidebar = {"dataset", "n", "seed", "kernel", "sigma", "log_lambda", "M", "solver", "maxiter", "eval_train",
-               "dtype", "solver_seed", "budget_mb", *INT_KNOBS}
+    sidebar = {
+        "dataset",
+        "n",
+        "seed",
+        "kernel",
+        "sigma",
+        "log_lambda",
+        "M",
+        "solver",
+        "maxiter",
+        "eval_train",
+        "dtype",
+        "solver_seed",
+        "budget_mb",
+        *INT_KNOBS,
+    }
     knobs = {knob for info in DATASETS.values() for knob in info.knob_defaults}
-    kernels = {name for kernel in KERNELS for name, parameter in inspect.signature(KERNELS[kernel]).parameters.items()
-               if parameter.default is not inspect.Parameter.empty}
-    pages = {"auto_run", "x_axis",                                           # Explore
-             "cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration",    # Compare
-             "cond_n", "blocks", "rank",                                     # Conditioning
-             "lev_n", "lev_method", "lev_log_lambda", "lev_q2",              # Leverage scores
-             "data_n", "missing", "role",                                    # Dataset (an uploaded table's)
-             "csv_target", "task", "csv_n",                                  # the sidebar's uploaded table
-             "tune_objective", "tune_ard", "tune_steps", "tune_find_M"}      # Tune
+    kernels = {
+        name
+        for kernel in KERNELS
+        for name, parameter in inspect.signature(KERNELS[kernel]).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    pages = {
+        "auto_run",
+        "x_axis",  # Explore
+        "cmp_mode",
+        "cmp_solvers",
+        "sweep_param",
+        "sweep_values",
+        "cmp_iteration",  # Compare
+        "cond_n",
+        "blocks",
+        "rank",  # Conditioning
+        "lev_n",
+        "lev_method",
+        "lev_log_lambda",
+        "lev_q2",  # Leverage scores
+        "data_n",
+        "missing",
+        "role",  # Dataset (an uploaded table's)
+        "csv_target",
+        "task",
+        "csv_n",  # the sidebar's uploaded table
+        "tune_objective",
+        "tune_ard",
+        "tune_steps",
+        "tune_find_M",
+    }  # Tune
     return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS) | set(TEACHER_PARAMS))
 
 
@@ -98,7 +136,7 @@ class Rule:
     clearable: bool = False
     options: tuple = ()
     labels: tuple[str, ...] = ()
-    keys_in_url: bool = False       # the URL writes an option as its key, not its label
+    keys_in_url: bool = False  # the URL writes an option as its key, not its label
 
     def _url_label(self, option) -> str:
         return str(option) if self.keys_in_url else self.labels[self.options.index(option)]
@@ -169,8 +207,14 @@ def rule_for(widget_fn, kwargs: dict, default=None) -> Rule:
         value = kwargs.get("value") if default is None else default
         step = kwargs.get("step")
         integer = _is_int(step) if step is not None else _is_int(value)
-        return Rule("number", value, kwargs.get("min_value"), kwargs.get("max_value"), integer,
-                    clearable=widget_fn is st.number_input and value is None)
+        return Rule(
+            "number",
+            value,
+            kwargs.get("min_value"),
+            kwargs.get("max_value"),
+            integer,
+            clearable=widget_fn is st.number_input and value is None,
+        )
     return Rule("text", kwargs.get("value", "") if default is None else default)
 
 
@@ -180,7 +224,7 @@ class Verdict:
     """The value a widget takes from raw URL text, and why it differs from it (``reason``)."""
 
     value: object
-    reason: str | None = None       # None: taken as given
+    reason: str | None = None  # None: taken as given
 
     @property
     def noted(self) -> bool:
@@ -233,12 +277,12 @@ def _decide_one(text: str, rule: Rule) -> Verdict:
         return _default(rule, "is not a whole number")
     value = int(number) if rule.integer else number
     if rule.integer and re.fullmatch(r"[-+]?\d+", text):
-        value = int(text)                      # exactly: float() rounds whole numbers past 2**53
+        value = int(text)  # exactly: float() rounds whole numbers past 2**53
     if rule.minimum is not None and value < rule.minimum:
         return _default(rule, f"is below the minimum {rule.shown(rule.minimum)}")
     maximum = rule.maximum
     if rule.integer and (maximum is None or maximum > MAX_WHOLE_NUMBER):
-        maximum = MAX_WHOLE_NUMBER             # the browser's number box holds no larger whole number
+        maximum = MAX_WHOLE_NUMBER  # the browser's number box holds no larger whole number
     if maximum is not None and value > maximum:
         top = int(maximum) if rule.integer else float(maximum)
         return Verdict(top, f"is above the maximum — using the largest allowed, {rule.shown(top)}")
@@ -264,10 +308,18 @@ def _decide_multi(raw: list[str], rule: Rule) -> Verdict:
     values = list(dict.fromkeys(values))
     if not unknown and not repeated and not labels:
         return Verdict(tuple(values))
-    reasons = ([f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not among the choices"] if unknown
-               else []) + (["repeats a choice"] if repeated else []) + (
-        [f"names {', '.join(labels)} by {'its label' if len(labels) == 1 else 'their labels'}: links write the keys, "
-         + ", ".join(str(by_text[t]) for t in labels)] if labels else [])
+    reasons = (
+        ([f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not among the choices"] if unknown else [])
+        + (["repeats a choice"] if repeated else [])
+        + (
+            [
+                f"names {', '.join(labels)} by {'its label' if len(labels) == 1 else 'their labels'}: "
+                "links write the keys, " + ", ".join(str(by_text[t]) for t in labels)
+            ]
+            if labels
+            else []
+        )
+    )
     if not values:
         return _default(rule, " and ".join(reasons))
     return Verdict(tuple(values), f"{' and '.join(reasons)} — using {rule.shown(tuple(values))}")
@@ -281,7 +333,7 @@ class Note:
     key: str
     given: str
     reason: str
-    source: str = "link"            # "link", or "lesson <name>, step <k>"
+    source: str = "link"  # "link", or "lesson <name>, step <k>"
 
     def text(self) -> str:
         """The note as Markdown: every part shown as text (:mod:`krr_app.text`), since the key,
@@ -311,8 +363,11 @@ def show_notes() -> None:
         return
     with st.container(border=True, key="link_notes"):
         lines = "\n".join(f"- {note.text()}" for note in current)
-        st.warning("**Some values in this link were refused or adjusted** — the page shows the values "
-                   f"used instead (and the address bar now holds them):\n{lines}", icon=":material/link_off:")
+        st.warning(
+            "**Some values in this link were refused or adjusted** — the page shows the values "
+            f"used instead (and the address bar now holds them):\n{lines}",
+            icon=":material/link_off:",
+        )
         st.button("OK, understood", key="link_notes_ok", on_click=_dismiss)
 
 
@@ -346,7 +401,7 @@ def _from_url(key: str, rule: Rule, bound: bool = True) -> None:
         st.session_state[key] = list(verdict.value) if rule.kind == "multi" else verdict.value
         _write_url(key, rule, verdict.value)
         if verdict.noted:
-            st.rerun()          # the note is shown above the page, which this run has drawn already
+            st.rerun()  # the note is shown above the page, which this run has drawn already
         return
     if rule.same(raw, verdict.value):
         return
@@ -439,12 +494,12 @@ def widget(widget_fn, label: str, *, key: str, persist: bool = True, url_keys: b
     if not url_keys:
         check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()))
         return widget_fn(label, key=key, **kwargs, **_BIND, **(_SESSION if persist else {}))
-    url_rule = check(widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()),
-                     bound=False)
+    url_rule = check(
+        widget_fn, key, kwargs, on_change=kwargs.get("on_change"), args=kwargs.get("args", ()), bound=False
+    )
     value = widget_fn(label, key=key, **kwargs, **(_SESSION if persist else {}))
     _write_url(key, url_rule, value)
     return value
-
 
 
 def locked(key: str) -> bool:

@@ -7,6 +7,7 @@ scikit-learn ``Pipeline`` of its preprocessing and the estimator), section by se
 Markdown heading and a code cell, plus a convergence plot. The notebook is plain JSON in the
 nbformat 4 layout (no nbformat dependency), and runs with krrcore alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ NBFORMAT, NBFORMAT_MINOR = 4, 5
 
 @dataclass(frozen=True)
 class Section:
-    title: str          # the notebook's Markdown heading
-    text: str           # the notebook's Markdown under the heading
+    title: str  # the notebook's Markdown heading
+    text: str  # the notebook's Markdown under the heading
     code: str
 
 
@@ -41,40 +42,63 @@ def sections(config: RunConfig) -> list[Section]:
     kernel_args = _kwargs(config.kernel_kwargs())
     kernel_call = f"make_kernel({config.kernel!r}{', ' + kernel_args if kernel_args else ''})"
     if table:
-        data = Section("Data", f"The same seeded train/test split and preprocessing as in the app: put the file "
-                       f"{plain(config.data.csv_filename or 'your_file.csv')} next to this notebook (the app never "
-                       "keeps an uploaded file). The preprocessing is one scikit-learn step fitted on the training "
-                       "rows; `data.notes` says what it does to each column.",
-                       f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}\n"
-                       "print(\"\\n\".join(data.notes))")
+        data = Section(
+            "Data",
+            f"The same seeded train/test split and preprocessing as in the app: put the file "
+            f"{plain(config.data.csv_filename or 'your_file.csv')} next to this notebook (the app never "
+            "keeps an uploaded file). The preprocessing is one scikit-learn step fitted on the training "
+            "rows; `data.notes` says what it does to each column.",
+            f'from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}\nprint("\\n".join(data.notes))',
+        )
     else:
-        data = Section("Data", "The same seeded train/test split as in the app (features z-scored on the training "
-                       "split).", f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}")
-    registry = "SOLVERS" if config.solver in SOLVERS else "TUNERS"      # a tuning run's estimator is in TUNERS
-    model_code = (f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {registry}\n"
-                  "\n"
-                  f"kernel = {kernel_call}\n"
-                  f"model = {registry}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})")
+        data = Section(
+            "Data",
+            "The same seeded train/test split as in the app (features z-scored on the training split).",
+            f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}",
+        )
+    registry = "SOLVERS" if config.solver in SOLVERS else "TUNERS"  # a tuning run's estimator is in TUNERS
+    model_code = (
+        f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {registry}\n"
+        "\n"
+        f"kernel = {kernel_call}\n"
+        f"model = {registry}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})"
+    )
     if table:
-        model_code += ("\n# the table's preprocessing (fitted on the training rows), then the model, answering in the\n"
-                       "# target's own units (the model itself is fitted on the standardised data.y_train)\n"
-                       "pipeline = data.pipeline(model)")
-    model = Section("Model", f"{config.info.label} ({config.info.reference}) with the app's settings"
-                    + (", after the table's preprocessing in one scikit-learn Pipeline." if table else "."), model_code)
+        model_code += (
+            "\n# the table's preprocessing (fitted on the training rows), then the model, answering in the\n"
+            "# target's own units (the model itself is fitted on the standardised data.y_train)\n"
+            "pipeline = data.pipeline(model)"
+        )
+    model = Section(
+        "Model",
+        f"{config.info.label} ({config.info.reference}) with the app's settings"
+        + (", after the table's preprocessing in one scikit-learn Pipeline." if table else "."),
+        model_code,
+    )
     if config.info.iterative:
-        fit = Section("Fit", "One record per iteration, as the app's convergence chart draws them.",
-                      "records = []\n"
-                      "for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):\n"
-                      "    records.append(record)\n"
-                      "    print(record.iteration, f\"{record.seconds:.3f}s\", record.residual, record.val_metric)\n"
-                      "print(model.stop_reason_)")
+        fit = Section(
+            "Fit",
+            "One record per iteration, as the app's convergence chart draws them.",
+            "records = []\n"
+            "for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):\n"
+            "    records.append(record)\n"
+            '    print(record.iteration, f"{record.seconds:.3f}s", record.residual, record.val_metric)\n'
+            "print(model.stop_reason_)",
+        )
     else:
         fit = Section("Fit", "A direct solve.", "model.fit(data.X_train, data.y_train)")
-    predict = ("prediction = pipeline.predict(data.raw_test)   # the test rows as read, answered in the target's units\n"
-               if table else "prediction = data.to_original_units(model.predict(data.X_test))   # back to the target's units\n")
-    test = Section("Test error", "Predictions on the test split, in the target's own units.",
-                   "from krrcore.metrics import evaluate\n\n" + predict +
-                   "print(evaluate(data.task, data.y_test_original, prediction))")
+    predict = (
+        "prediction = pipeline.predict(data.raw_test)   # the test rows as read, answered in the target's units\n"
+        if table
+        else "prediction = data.to_original_units(model.predict(data.X_test))   # back to the target's units\n"
+    )
+    test = Section(
+        "Test error",
+        "Predictions on the test split, in the target's own units.",
+        "from krrcore.metrics import evaluate\n\n"
+        + predict
+        + "print(evaluate(data.task, data.y_test_original, prediction))",
+    )
     return [data, model, fit, test]
 
 
@@ -104,11 +128,16 @@ def _cell(kind: str, text: str, number: int) -> dict:
 
 def notebook(config: RunConfig) -> dict:
     """An nbformat 4 notebook (a plain dict; ``json.dumps`` writes the .ipynb) reproducing ``config``."""
-    settings = "\n".join(f"| {plain(k)} | {format_number(v) if isinstance(v, float) else plain(v)} |"
-                         for k, v in config.as_dict().items() if v is not None)
-    intro = (f"# {config.label()}\n\nA run exported from KRR Explorer, reproduced with `krrcore` alone "
-             "(`pip install -r requirements.txt` in the KRR Explorer repository).\n\n"
-             f"| setting | value |\n|---|---|\n{settings}\n")
+    settings = "\n".join(
+        f"| {plain(k)} | {format_number(v) if isinstance(v, float) else plain(v)} |"
+        for k, v in config.as_dict().items()
+        if v is not None
+    )
+    intro = (
+        f"# {config.label()}\n\nA run exported from KRR Explorer, reproduced with `krrcore` alone "
+        "(`pip install -r requirements.txt` in the KRR Explorer repository).\n\n"
+        f"| setting | value |\n|---|---|\n{settings}\n"
+    )
     cells = [_cell("markdown", intro, 0)]
     parts = sections(config)
     if config.info.iterative:
@@ -116,10 +145,15 @@ def notebook(config: RunConfig) -> dict:
     for part in parts:
         cells.append(_cell("markdown", f"## {part.title}\n\n{part.text}", len(cells)))
         cells.append(_cell("code", part.code, len(cells)))
-    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                         "name": "python3"},
-                                         "language_info": {"name": "python"}},
-            "nbformat": NBFORMAT, "nbformat_minor": NBFORMAT_MINOR}
+    return {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": NBFORMAT,
+        "nbformat_minor": NBFORMAT_MINOR,
+    }
 
 
 def notebook_json(config: RunConfig) -> str:

@@ -8,6 +8,7 @@ checked (:mod:`krr_app.teaching.links`): a name that is no control is named in t
 ignored. The view is read on a session's first script run and written back to the URL on every
 page, so it survives page switches and a copied link carries it.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -50,10 +51,16 @@ def teacher_view() -> TeacherView:
     if view is None:
         present = [p.strip().lower() for p in st.query_params.get_all("present")]
         if present and present[-1] not in ("1", "true", "0", "false"):
-            links.add_note(links.Note("present", st.query_params.get_all("present")[-1],
-                                      "is neither 1 nor 0 — the presenter view is off"))
-        view = TeacherView(_names("hide", st.query_params.get_all("hide")), _names("lock", st.query_params.get_all("lock")),
-                           bool(present) and present[-1] in ("1", "true"))
+            links.add_note(
+                links.Note(
+                    "present", st.query_params.get_all("present")[-1], "is neither 1 nor 0 — the presenter view is off"
+                )
+            )
+        view = TeacherView(
+            _names("hide", st.query_params.get_all("hide")),
+            _names("lock", st.query_params.get_all("lock")),
+            bool(present) and present[-1] in ("1", "true"),
+        )
         st.session_state[links.TEACHER_KEY] = view
     wanted = view.url()
     for name in links.TEACHER_PARAMS:
@@ -96,7 +103,9 @@ def locked(key: str) -> bool:
 def teacher_css(view: TeacherView) -> str:
     """The page style of ``view``: hidden controls (their element containers, ``.st-key-<name>``: the
     names are checked control keys) and the presenter view."""
-    rules = [f".st-key-{name}" for name in sorted(view.hidden | {c for k in view.hidden for c in COMPANIONS.get(k, ())})]
+    rules = [
+        f".st-key-{name}" for name in sorted(view.hidden | {c for k in view.hidden for c in COMPANIONS.get(k, ())})
+    ]
     css = (", ".join(rules) + " { display: none !important; }\n") if rules else ""
     return css + (PRESENT_CSS if view.present else "")
 

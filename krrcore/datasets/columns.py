@@ -19,6 +19,7 @@ A per-column ``role`` override ("feature", "categorical", "ignore") replaces the
 (``SimpleImputer`` with ``add_indicator``, ``StandardScaler``, ``OneHotEncoder``): the caller
 fits it on the training rows only, and it turns raw rows of the same table into model inputs.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,10 +49,25 @@ NUMERIC_SHARE = 0.9
 #: A text column is a date column when this share of its cells parse with one format.
 DATE_SHARE = 0.95
 #: Date formats tried in order (ISO 8601 covers year-month-day, with or without a time and a zone).
-DATE_FORMATS = ("ISO8601", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d", "%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M",
-                "%d.%m.%Y %H:%M", "%m/%d/%Y %H:%M:%S", "%d/%m/%Y %H:%M:%S")
-DATE_FORMAT_NAMES = {"ISO8601": "ISO 8601", "%m/%d/%Y": "month/day/year", "%d/%m/%Y": "day/month/year",
-                     "%d.%m.%Y": "day.month.year", "%Y/%m/%d": "year/month/day"}
+DATE_FORMATS = (
+    "ISO8601",
+    "%m/%d/%Y",
+    "%d/%m/%Y",
+    "%d.%m.%Y",
+    "%Y/%m/%d",
+    "%m/%d/%Y %H:%M",
+    "%d/%m/%Y %H:%M",
+    "%d.%m.%Y %H:%M",
+    "%m/%d/%Y %H:%M:%S",
+    "%d/%m/%Y %H:%M:%S",
+)
+DATE_FORMAT_NAMES = {
+    "ISO8601": "ISO 8601",
+    "%m/%d/%Y": "month/day/year",
+    "%d/%m/%Y": "day/month/year",
+    "%d.%m.%Y": "day.month.year",
+    "%Y/%m/%d": "year/month/day",
+}
 _DATE_SHAPE = re.compile(r"^\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}")
 _ID_NAME = re.compile(r"^(id|rownames|row|row_?id|index|unnamed: ?0|.*[_ .]id|.*ID)$", re.IGNORECASE)
 
@@ -69,10 +85,10 @@ class ColumnDecision:
     missing: int
     distinct: int
     sentence: str
-    reason: str = ""                     # why it is left out or how it was read, in a few words
+    reason: str = ""  # why it is left out or how it was read, in a few words
     date_format: str | None = None
     with_time: bool = False
-    examples: tuple[str, ...] = ()       # a few of its cells that are not numbers (text columns)
+    examples: tuple[str, ...] = ()  # a few of its cells that are not numbers (text columns)
 
     @property
     def used(self) -> bool:
@@ -142,8 +158,14 @@ def _decide(name: str, column: pd.Series, sample: pd.Series, role: str | None, r
     distinct = int(present.nunique())
     base = dict(name=name, missing=missing, distinct=distinct)
     if column.notna().sum() == 0:
-        return ColumnDecision(**base, kind="empty", role="ignore", encoding=None, reason="empty",
-                              sentence=f"{name!r} has no values: left out.")
+        return ColumnDecision(
+            **base,
+            kind="empty",
+            role="ignore",
+            encoding=None,
+            reason="empty",
+            sentence=f"{name!r} has no values: left out.",
+        )
     kind, date_format, with_time, examples = "text", None, False, ()
     if pd.api.types.is_bool_dtype(column):
         kind = "boolean"
@@ -164,67 +186,120 @@ def _decide(name: str, column: pd.Series, sample: pd.Series, role: str | None, r
     unreadable = 0
     if kind in ("numeric", "date") and not is_numeric(column) and not pd.api.types.is_datetime64_any_dtype(column):
         # cells the transformer will read as missing: text in a number column, a date it cannot read
-        probe = ColumnDecision(**base, role="feature", encoding="numeric" if kind == "numeric" else "date",
-                               sentence="")
+        probe = ColumnDecision(**base, role="feature", encoding="numeric" if kind == "numeric" else "date", sentence="")
         unreadable = int(cell_missing(pd.DataFrame({name: column}), probe).sum()) - missing
         base["missing"] = missing + unreadable
     if role == "ignore":
-        return ColumnDecision(**base, role="ignore", encoding=None, reason="marked ignore",
-                              sentence=f"{name!r}: left out (marked ignore).")
+        return ColumnDecision(
+            **base,
+            role="ignore",
+            encoding=None,
+            reason="marked ignore",
+            sentence=f"{name!r}: left out (marked ignore).",
+        )
     if role == "categorical" or (role is None and kind == "boolean"):
         how = "marked categorical" if role == "categorical" else "true/false"
         return _one_hot(base, how, role or "categorical", rule)
     if distinct <= 1 and role is None:
         value = _shown(pd.unique(present), 1)
-        return ColumnDecision(**base, role="ignore", encoding=None, reason=f"constant: {value}",
-                              sentence=f"{name!r} has one value ({value}): left out.")
+        return ColumnDecision(
+            **base,
+            role="ignore",
+            encoding=None,
+            reason=f"constant: {value}",
+            sentence=f"{name!r} has one value ({value}): left out.",
+        )
     if kind == "date":
         parts = "year, day of year" + (" and hour of day" if with_time else "")
         read = f" ({DATE_FORMAT_NAMES.get(date_format, date_format)})" if date_format else ""
-        bad = f", {unreadable:,} cell{'s' if unreadable != 1 else ''} that {'are' if unreadable != 1 else 'is'} not a " \
-              f"date read as missing" if unreadable else ""
-        return ColumnDecision(**base, role=role or "feature", encoding="date", reason=f"dates{read}",
-                              sentence=f"{name!r} holds dates{' and times' if with_time else ''}{read}{bad}: "
-                                       f"converted to numbers ({parts}), then standardised"
-                                       f"{_gaps(base['missing'], rule)}.")
+        bad = (
+            f", {unreadable:,} cell{'s' if unreadable != 1 else ''} that {'are' if unreadable != 1 else 'is'} not a "
+            f"date read as missing"
+            if unreadable
+            else ""
+        )
+        return ColumnDecision(
+            **base,
+            role=role or "feature",
+            encoding="date",
+            reason=f"dates{read}",
+            sentence=f"{name!r} holds dates{' and times' if with_time else ''}{read}{bad}: "
+            f"converted to numbers ({parts}), then standardised"
+            f"{_gaps(base['missing'], rule)}.",
+        )
     if kind == "numeric":
         if role is None and _looks_like_id(name, column):
-            return ColumnDecision(**base, role="ignore", encoding=None, reason="a row ID",
-                                  sentence=f"{name!r} looks like a row ID (a different whole number in every "
-                                           "row): left out.")
+            return ColumnDecision(
+                **base,
+                role="ignore",
+                encoding=None,
+                reason="a row ID",
+                sentence=f"{name!r} looks like a row ID (a different whole number in every row): left out.",
+            )
         read = ""
         if unreadable:
             read = f" (its {unreadable:,} cells that are not numbers, e.g. {_shown(examples)}, are read as missing)"
-        return ColumnDecision(**base, role=role or "feature", encoding="numeric", reason="numbers" + read,
-                              sentence=f"{name!r} holds numbers{read}: standardised{_gaps(base['missing'], rule)}.")
+        return ColumnDecision(
+            **base,
+            role=role or "feature",
+            encoding="numeric",
+            reason="numbers" + read,
+            sentence=f"{name!r} holds numbers{read}: standardised{_gaps(base['missing'], rule)}.",
+        )
     rows = max(len(present), 1)
     if role == "feature":
         return _one_hot(base, "marked feature", "feature", rule)
     if distinct > FREE_TEXT_SHARE * rows and distinct > MIN_CATEGORIES:
         what = "an ID" if distinct == rows else "free text"
-        return ColumnDecision(**base, role="ignore", encoding=None, reason=what,
-                              sentence=f"{name!r} is {what} (a different value in {distinct / rows:.0%} of the "
-                                       f"rows looked at): left out.")
+        return ColumnDecision(
+            **base,
+            role="ignore",
+            encoding=None,
+            reason=what,
+            sentence=f"{name!r} is {what} (a different value in {distinct / rows:.0%} of the "
+            f"rows looked at): left out.",
+        )
     if distinct > MAX_CATEGORIES or (distinct > CATEGORY_SHARE * rows and distinct > MIN_CATEGORIES):
-        return ColumnDecision(**base, role="ignore", encoding=None, reason=f"text, {distinct:,} values",
-                              sentence=f"{name!r} is text with {distinct:,} values, too many to one-hot: left out "
-                                       f"(mark it categorical to one-hot its {MAX_CATEGORIES - 1} most frequent).")
+        return ColumnDecision(
+            **base,
+            role="ignore",
+            encoding=None,
+            reason=f"text, {distinct:,} values",
+            sentence=f"{name!r} is text with {distinct:,} values, too many to one-hot: left out "
+            f"(mark it categorical to one-hot its {MAX_CATEGORIES - 1} most frequent).",
+        )
     return _one_hot(base, "text", "categorical", rule)
 
 
 def _one_hot(base: dict, how: str, role: str, rule: str) -> ColumnDecision:
     name, distinct = base["name"], base["distinct"]
     what = {"text": f"is text with {distinct:,} values", "true/false": "holds true/false values"}.get(
-        how, f"({how}, {distinct:,} values)")
-    rare = f" (its {MAX_CATEGORIES - 1} most frequent values; the rest share one column)" \
-        if distinct > MAX_CATEGORIES else ""
-    return ColumnDecision(**base, role=role, encoding="one-hot", reason=how,
-                          sentence=f"{name!r} {what}: one-hot encoded{rare}{_gaps(base['missing'], rule, True)}; "
-                                   "a value not seen in training is ignored.")
+        how, f"({how}, {distinct:,} values)"
+    )
+    rare = (
+        f" (its {MAX_CATEGORIES - 1} most frequent values; the rest share one column)"
+        if distinct > MAX_CATEGORIES
+        else ""
+    )
+    return ColumnDecision(
+        **base,
+        role=role,
+        encoding="one-hot",
+        reason=how,
+        sentence=f"{name!r} {what}: one-hot encoded{rare}{_gaps(base['missing'], rule, True)}; "
+        "a value not seen in training is ignored.",
+    )
 
 
-def plan_columns(frame: pd.DataFrame, target: str | None, roles: dict | None = None, missing: str = "impute", *,
-                 sample_rows: int = SAMPLE_ROWS, seed: int = 0) -> tuple[ColumnDecision, ...]:
+def plan_columns(
+    frame: pd.DataFrame,
+    target: str | None,
+    roles: dict | None = None,
+    missing: str = "impute",
+    *,
+    sample_rows: int = SAMPLE_ROWS,
+    seed: int = 0,
+) -> tuple[ColumnDecision, ...]:
     """One :class:`ColumnDecision` per column of ``frame`` but ``target`` (in the frame's order).
 
     Kinds and distinct values come from a seeded random sample of ``sample_rows`` rows, so the
@@ -233,8 +308,9 @@ def plan_columns(frame: pd.DataFrame, target: str | None, roles: dict | None = N
     """
     roles = check_roles(roles, frame.columns, target)
     sample = _sample(frame, sample_rows, seed)
-    return tuple(_decide(name, frame[name], sample[name], roles.get(name), missing)
-                 for name in frame.columns if name != target)
+    return tuple(
+        _decide(name, frame[name], sample[name], roles.get(name), missing) for name in frame.columns if name != target
+    )
 
 
 def check_roles(roles, columns, target) -> dict:
@@ -257,8 +333,10 @@ def check_roles(roles, columns, target) -> dict:
 
 def check_missing_rule(missing) -> str:
     if missing not in MISSING_RULES:
-        raise ValueError(f"missing must be one of {MISSING_RULES} (fill gaps with the median and an indicator "
-                         f"column, or drop the rows), got {missing!r}")
+        raise ValueError(
+            f"missing must be one of {MISSING_RULES} (fill gaps with the median and an indicator "
+            f"column, or drop the rows), got {missing!r}"
+        )
     return missing
 
 
@@ -335,9 +413,14 @@ def build_transformer(decisions, missing: str = "impute"):
         numbers = FunctionTransformer(as_numbers, feature_names_out="one-to-one")
         parts.append(("numeric", make_pipeline(numbers, *fill(), StandardScaler()), [d.name for d in by["numeric"]]))
     if by["date"]:
-        dates = FunctionTransformer(date_numbers, feature_names_out=date_names,
-                                    kw_args={"formats": tuple(d.date_format for d in by["date"]),
-                                             "with_time": tuple(d.with_time for d in by["date"])})
+        dates = FunctionTransformer(
+            date_numbers,
+            feature_names_out=date_names,
+            kw_args={
+                "formats": tuple(d.date_format for d in by["date"]),
+                "with_time": tuple(d.with_time for d in by["date"]),
+            },
+        )
         parts.append(("date", make_pipeline(dates, *fill(), StandardScaler()), [d.name for d in by["date"]]))
     if by["one-hot"]:
         categories = FunctionTransformer(as_categories, feature_names_out="one-to-one")

@@ -5,6 +5,7 @@ in a seeded random order; :func:`assemble` cuts the test split off the front, z-
 with training-split statistics only, standardises regression targets on the training split and
 encodes classification targets for least squares (±1 for binary, one-hot for multiclass).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,6 +28,7 @@ def cache_dir() -> Path:
     """Directory for derived data worth keeping between runs (e.g. QM9 Coulomb matrices)."""
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "krr-explorer")
 
+
 #: A feature whose training standard deviation is below this fraction of its magnitude is
 #: treated as constant: it is centred but not divided (no division by ~0, no blown-up noise).
 CONSTANT_RTOL = 1e-12
@@ -42,8 +44,8 @@ class Dataset:
     Regression targets are centred and scaled on the training split (``y_mean``, ``y_scale``):
     :meth:`to_original_units` maps predictions back so metrics can be reported in the units of
     ``target_unit``; :attr:`y_train_original`/:attr:`y_test_original` are the targets in those
-    units, and :meth:`pipeline` predicts in them. Binary targets are ±1 (``+1`` is ``classes[1]``), multiclass targets are
-    one-hot of shape (n, k) in the order of ``classes``; the original labels are kept in
+    units, and :meth:`pipeline` predicts in them. Binary targets are ±1 (``+1`` is ``classes[1]``),
+    multiclass targets are one-hot of shape (n, k) in the order of ``classes``; the original labels are kept in
     ``labels_train``/``labels_test``.
     """
 
@@ -182,8 +184,10 @@ class Dataset:
         return make_kernel(params.pop("name"), **params)
 
     def __repr__(self) -> str:
-        return (f"Dataset({self.name!r}, task={self.task!r}, n_train={self.n_train}, n_test={self.n_test}, "
-                f"d={self.d}, synthetic={self.synthetic})")
+        return (
+            f"Dataset({self.name!r}, task={self.task!r}, n_train={self.n_train}, n_test={self.n_test}, "
+            f"d={self.d}, synthetic={self.synthetic})"
+        )
 
 
 class OriginalUnits(RegressorMixin, BaseEstimator):
@@ -237,8 +241,13 @@ class Table:
         return self.X.shape[0]
 
     def take(self, index: np.ndarray) -> "Table":
-        return Table(self.X[index], self.target[index], self.feature_names, self.classes,
-                     {k: np.asarray(v)[index] for k, v in self.row_info.items()})
+        return Table(
+            self.X[index],
+            self.target[index],
+            self.feature_names,
+            self.classes,
+            {k: np.asarray(v)[index] for k, v in self.row_info.items()},
+        )
 
 
 def _constant_mask(std: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
@@ -301,11 +310,11 @@ def merge_moments(parts) -> ColumnMoments:
     count, mean, m2 = 0, np.zeros_like(magnitude), np.zeros_like(magnitude)
     for p in parts:
         ratio = _unit(p.magnitude) / _unit(magnitude)
-        p_mean, p_m2 = p.mean * ratio, p.m2 * ratio ** 2
+        p_mean, p_m2 = p.mean * ratio, p.m2 * ratio**2
         total = count + p.count
         delta = p_mean - mean
         mean = mean + delta * (p.count / total)
-        m2 = m2 + p_m2 + delta ** 2 * (count * p.count / total)
+        m2 = m2 + p_m2 + delta**2 * (count * p.count / total)
         count = total
     return ColumnMoments(count, magnitude, mean, m2)
 
@@ -318,8 +327,10 @@ def moments_statistics(moments: ColumnMoments):
     std = np.sqrt(moments.m2 / moments.count) * magnitude
     bad = ~(np.isfinite(mean) & np.isfinite(std))
     if bad.any():
-        raise ValueError(f"feature column(s) {np.flatnonzero(bad).tolist()} cannot be standardised: their "
-                         f"values (up to {float(magnitude[bad].max()):.3g}) overflow float64; rescale them")
+        raise ValueError(
+            f"feature column(s) {np.flatnonzero(bad).tolist()} cannot be standardised: their "
+            f"values (up to {float(magnitude[bad].max()):.3g}) overflow float64; rescale them"
+        )
     scale = np.where(_constant_mask(std, mean), 1.0, std)
     return mean, scale, std
 
@@ -360,9 +371,18 @@ def encode_targets(task: str, target: np.ndarray, classes: np.ndarray | None):
     raise ValueError(f"task must be one of {TASKS}, got {task!r}")
 
 
-def assemble(*, X: np.ndarray, target: np.ndarray, index: np.ndarray, n_test: int, task: str,
-             classes: np.ndarray | None = None, row_info: dict | None = None, standardize: bool = True,
-             **meta) -> Dataset:
+def assemble(
+    *,
+    X: np.ndarray,
+    target: np.ndarray,
+    index: np.ndarray,
+    n_test: int,
+    task: str,
+    classes: np.ndarray | None = None,
+    row_info: dict | None = None,
+    standardize: bool = True,
+    **meta,
+) -> Dataset:
     """Build a :class:`Dataset` from rows in their (seeded) random order.
 
     The first ``n_test`` rows become the test split. ``index`` gives each row's position in
@@ -394,15 +414,22 @@ def assemble(*, X: np.ndarray, target: np.ndarray, index: np.ndarray, n_test: in
     row_info = row_info or {}
     return Dataset(
         task=task,
-        X_train=np.ascontiguousarray(Z[train]), y_train=np.ascontiguousarray(y[train]),
-        X_test=np.ascontiguousarray(Z[test]), y_test=np.ascontiguousarray(y[test]),
+        X_train=np.ascontiguousarray(Z[train]),
+        y_train=np.ascontiguousarray(y[train]),
+        X_test=np.ascontiguousarray(Z[test]),
+        y_test=np.ascontiguousarray(y[test]),
         labels_train=None if labels is None else labels[train].copy(),
         labels_test=None if labels is None else labels[test].copy(),
         classes=None if classes is None else np.asarray(classes),
-        feature_mean=mean, feature_scale=scale, feature_mean_raw=mean_raw, feature_scale_raw=std,
+        feature_mean=mean,
+        feature_scale=scale,
+        feature_mean_raw=mean_raw,
+        feature_scale_raw=std,
         standardized=bool(standardize),
-        y_mean=y_mean, y_scale=y_scale,
-        train_index=np.asarray(index[train]), test_index=np.asarray(index[test]),
+        y_mean=y_mean,
+        y_scale=y_scale,
+        train_index=np.asarray(index[train]),
+        test_index=np.asarray(index[test]),
         row_info_train={k: np.asarray(v)[train] for k, v in row_info.items()},
         row_info_test={k: np.asarray(v)[test] for k, v in row_info.items()},
         **meta,
@@ -418,25 +445,44 @@ def describe(dataset: Dataset, *, max_points: int = 1000) -> dict:
     from ..kernels import median_heuristic
 
     out = {
-        "name": dataset.name, "title": dataset.title, "task": dataset.task, "synthetic": dataset.synthetic,
-        "n": dataset.n, "n_train": dataset.n_train, "n_test": dataset.n_test, "d": dataset.d,
-        "suggested_kernel": dict(dataset.suggested_kernel), "suggested_penalty": dataset.suggested_penalty,
-        "constant_features": list(dataset.constant_features), "note": dataset.note,
+        "name": dataset.name,
+        "title": dataset.title,
+        "task": dataset.task,
+        "synthetic": dataset.synthetic,
+        "n": dataset.n,
+        "n_train": dataset.n_train,
+        "n_test": dataset.n_test,
+        "d": dataset.d,
+        "suggested_kernel": dict(dataset.suggested_kernel),
+        "suggested_penalty": dataset.suggested_penalty,
+        "constant_features": list(dataset.constant_features),
+        "note": dataset.note,
     }
     if dataset.task == "regression":
         y = dataset.to_original_units(dataset.y_train)
         q = np.quantile(y, [0.0, 0.25, 0.5, 0.75, 1.0])
-        out["target"] = {"name": dataset.target_name, "unit": dataset.target_unit, "mean": float(y.mean()),
-                         "std": float(y.std()), "min": float(q[0]), "q25": float(q[1]), "median": float(q[2]),
-                         "q75": float(q[3]), "max": float(q[4])}
+        out["target"] = {
+            "name": dataset.target_name,
+            "unit": dataset.target_unit,
+            "mean": float(y.mean()),
+            "std": float(y.std()),
+            "min": float(q[0]),
+            "q25": float(q[1]),
+            "median": float(q[2]),
+            "q75": float(q[3]),
+            "max": float(q[4]),
+        }
     else:
         counts = {}
         for split, labels in (("train", dataset.labels_train), ("test", dataset.labels_test)):
             values, n = np.unique(labels, return_counts=True)
             tally = dict(zip(values.tolist(), n.tolist()))
             counts[split] = {str(c): int(tally.get(c, 0)) for c in dataset.classes.tolist()}
-        out["target"] = {"name": dataset.target_name, "classes": [str(c) for c in dataset.classes.tolist()],
-                         "counts": counts}
+        out["target"] = {
+            "name": dataset.target_name,
+            "classes": [str(c) for c in dataset.classes.tolist()],
+            "counts": counts,
+        }
     out["features"] = [
         {"name": name, "mean": float(m), "std": float(s)}
         for name, m, s in zip(dataset.feature_names, dataset.feature_mean_raw, dataset.feature_scale_raw)

@@ -14,6 +14,7 @@ Coulomb matrices are cached on disk under :func:`~krrcore.datasets.core.cache_di
 set once (when a large ``n`` is asked for) or, while no full cache exists, only the molecules
 a small request needs, accumulated in a partial cache.
 """
+
 from __future__ import annotations
 
 import functools
@@ -86,20 +87,20 @@ def molecules() -> Molecules:
     """Parse the three CSV parts (a few seconds). ``XYZ_Ang`` holds nested coordinate lists and
     ``Elements`` Python-style quoted symbol lists, so both are tokenised directly instead of
     being parsed as JSON."""
-    frame = pd.concat([pd.read_csv(p, usecols=["N_atoms", "Elements", "XYZ_Ang", "HOMO_au"]) for p in data_files()],
-                      ignore_index=True)
+    frame = pd.concat(
+        [pd.read_csv(p, usecols=["N_atoms", "Elements", "XYZ_Ang", "HOMO_au"]) for p in data_files()], ignore_index=True
+    )
     n_atoms = frame["N_atoms"].to_numpy(dtype=np.int64)
     total = int(n_atoms.sum())
     if n_atoms.max() > MAX_ATOMS:
         raise ValueError(f"QM9 molecule with {n_atoms.max()} atoms exceeds the {MAX_ATOMS}-atom padding")
     text = ",".join(frame["XYZ_Ang"]).replace("[", "").replace("]", "")
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)   # numpy warns (not raises) on a bad token
+        warnings.simplefilter("error", DeprecationWarning)  # numpy warns (not raises) on a bad token
         coords = np.fromstring(text, dtype=np.float64, sep=",")
     symbols = re.findall(r"[A-Z][a-z]?", "".join(frame["Elements"]))
     if coords.size != 3 * total or len(symbols) != total:
-        raise ValueError(f"QM9 CSVs: parsed {coords.size} coordinates and {len(symbols)} symbols "
-                         f"for {total} atoms")
+        raise ValueError(f"QM9 CSVs: parsed {coords.size} coordinates and {len(symbols)} symbols for {total} atoms")
     unique, inverse = np.unique(np.array(symbols), return_inverse=True)
     z = np.array([ATOMIC_NUMBERS[s] for s in unique], dtype=np.uint8)[inverse]
     molecule = np.repeat(np.arange(n_atoms.size), n_atoms)
@@ -126,20 +127,21 @@ def coulomb_matrices(Z, R, *, chunk: int = 2048) -> np.ndarray:
     diagonal = np.arange(atoms)
     out = np.empty((m, upper[0].size))
     for start in range(0, m, chunk):
-        z, r = Z[start:start + chunk], R[start:start + chunk]
+        z, r = Z[start : start + chunk], R[start : start + chunk]
         dist = np.sqrt(((r[:, :, None, :] - r[:, None, :, :]) ** 2).sum(axis=-1))
         charge = z[:, :, None] * z[:, None, :]
         # padded pairs (charge 0) and the diagonal (distance 0) must not divide
         C = np.divide(charge, dist, out=np.zeros_like(dist), where=(charge > 0) & (dist > 0))
-        C[:, diagonal, diagonal] = 0.5 * z ** 2.4
+        C[:, diagonal, diagonal] = 0.5 * z**2.4
         order = np.argsort(-np.linalg.norm(C, axis=2), axis=1, kind="stable")
         C = np.take_along_axis(C, order[:, :, None], axis=1)
         C = np.take_along_axis(C, order[:, None, :], axis=2)
-        out[start:start + chunk] = C[:, upper[0], upper[1]]
+        out[start : start + chunk] = C[:, upper[0], upper[1]]
     return out
 
 
 # --- disk cache ---------------------------------------------------------------------------------
+
 
 def _atomic_save(path: Path, write) -> None:
     """Write through a temporary file and rename, so a reader never sees half a file."""
@@ -148,7 +150,7 @@ def _atomic_save(path: Path, write) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
-        os.chmod(tmp, 0o644)                 # mkstemp makes it private; a cache may be shared
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a cache may be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -210,8 +212,10 @@ class FeatureCache:
         return int(data["n_total"]), data["indices"], data["features"], data["homo_ev"]
 
     def save_partial(self, n_total, indices, features, homo_ev) -> None:
-        _atomic_save(self.partial_path, lambda fh: np.savez(fh, key=self.key, n_total=n_total, indices=indices,
-                                                            features=features, homo_ev=homo_ev))
+        _atomic_save(
+            self.partial_path,
+            lambda fh: np.savez(fh, key=self.key, n_total=n_total, indices=indices, features=features, homo_ev=homo_ev),
+        )
 
 
 class QM9Source:
@@ -240,7 +244,7 @@ class QM9Source:
             if partial is not None:
                 return partial
             full = self._compute_full()
-        order = np.argsort(index)                     # sorted reads are kind to the memory map
+        order = np.argsort(index)  # sorted reads are kind to the memory map
         rows = np.empty((index.size, N_FEATURES))
         rows[order] = full[0][index[order]]
         return rows, full[1][index]

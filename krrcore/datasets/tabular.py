@@ -9,6 +9,7 @@ the table (:meth:`Dataset.transform`, :meth:`Dataset.pipeline`). Every decision 
 in ``dataset.notes``, and the ones that change the data are issued as a :class:`PreprocessingWarning`.
 :func:`inspect_csv` reports the same decisions before anything is fitted.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .columns import (MISSING_RULES, SAMPLE_ROWS, ColumnDecision, build_transformer, cell_missing,
-                      check_missing_rule, plan_columns)
+from .columns import (
+    MISSING_RULES,
+    SAMPLE_ROWS,
+    ColumnDecision,
+    build_transformer,
+    cell_missing,
+    check_missing_rule,
+    plan_columns,
+)
 from .core import TASKS, Dataset, assemble, check_n, check_split_args
 from .reading import DELIMITERS, MISSING_MARKERS, read_csv_bytes  # noqa: F401  (re-exported)
 from .reading import MAX_COLUMNS, CsvFormat, detect_format, is_numeric, read_frame, source_label
@@ -53,15 +61,15 @@ class CsvReport:
     missing: dict[str, int]
     constant: tuple[str, ...]
     target: str | None = None
-    target_task: str | None = None     # what task="auto" would pick, or None if it cannot
+    target_task: str | None = None  # what task="auto" would pick, or None if it cannot
     target_distinct: int | None = None
     problems: list[str] = field(default_factory=list)
-    format: CsvFormat | None = None    # None for a DataFrame source
+    format: CsvFormat | None = None  # None for a DataFrame source
     examples: dict[str, tuple[str, ...]] = field(default_factory=dict)
     decisions: tuple[ColumnDecision, ...] = ()
     notes: tuple[str, ...] = ()
-    sample_rows: int = 0               # rows the type detection looked at
-    usable_rows: int = 0               # rows left after dropping those without a target (or with gaps)
+    sample_rows: int = 0  # rows the type detection looked at
+    usable_rows: int = 0  # rows left after dropping those without a target (or with gaps)
 
     @property
     def n_columns(self) -> int:
@@ -84,9 +92,11 @@ def detect_task(target: pd.Series) -> str:
     if not is_numeric(target):
         if distinct <= MAX_AUTO_CLASSES:
             return "multiclass"
-        raise ValueError(f"target column {target.name!r} is not numeric and has {distinct:,} distinct values: "
-                         f"neither a number to regress nor a class label with ≤ {MAX_AUTO_CLASSES} classes (pass "
-                         f"task='multiclass' for up to {MAX_CLASSES})")
+        raise ValueError(
+            f"target column {target.name!r} is not numeric and has {distinct:,} distinct values: "
+            f"neither a number to regress nor a class label with ≤ {MAX_AUTO_CLASSES} classes (pass "
+            f"task='multiclass' for up to {MAX_CLASSES})"
+        )
     values = target.dropna().to_numpy(dtype=np.float64)
     if distinct <= MAX_AUTO_CLASSES and np.all(values == np.round(values)):
         return "multiclass"
@@ -100,17 +110,21 @@ def _check_target_for_task(task: str, target: pd.Series) -> str:
         raise ValueError(f"task must be 'auto' or one of {TASKS}, got {task!r}")
     distinct = target.nunique()
     if task == "regression" and not is_numeric(target):
-        raise ValueError(f"target column {target.name!r} is not numeric (dtype {target.dtype}); regression needs "
-                         "numbers (use task='binary' or 'multiclass' for labels)")
+        raise ValueError(
+            f"target column {target.name!r} is not numeric (dtype {target.dtype}); regression needs "
+            "numbers (use task='binary' or 'multiclass' for labels)"
+        )
     if task == "binary" and distinct != 2:
         raise ValueError(f"task='binary' needs exactly 2 distinct target values; {target.name!r} has {distinct}")
     if task == "multiclass" and distinct < 2:
         raise ValueError(f"target column {target.name!r} has a single value; nothing to learn")
     if task == "multiclass" and distinct > MAX_CLASSES:
-        raise ValueError(f"target column {target.name!r} has {distinct:,} classes; at most {MAX_CLASSES} can be "
-                         f"fitted: each class is one least-squares problem (a column of the one-hot target), and "
-                         f"with {distinct:,} classes there are {len(target.dropna()) / distinct:.1f} rows per class "
-                         "on average to learn from")
+        raise ValueError(
+            f"target column {target.name!r} has {distinct:,} classes; at most {MAX_CLASSES} can be "
+            f"fitted: each class is one least-squares problem (a column of the one-hot target), and "
+            f"with {distinct:,} classes there are {len(target.dropna()) / distinct:.1f} rows per class "
+            "on average to learn from"
+        )
     return task
 
 
@@ -128,8 +142,17 @@ def _names(items, limit: int = 8) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def table_notes(decisions, *, missing: str, gap_rows: int = 0, n_rows: int = 0, target: str | None = None,
-                no_target: int = 0, fmt: CsvFormat | None = None, sampled: int | None = None) -> tuple[str, ...]:
+def table_notes(
+    decisions,
+    *,
+    missing: str,
+    gap_rows: int = 0,
+    n_rows: int = 0,
+    target: str | None = None,
+    no_target: int = 0,
+    fmt: CsvFormat | None = None,
+    sampled: int | None = None,
+) -> tuple[str, ...]:
     """The decisions on a table as sentences, one per kind of decision (what the page and the
     warning show)."""
     notes = []
@@ -143,17 +166,25 @@ def table_notes(decisions, *, missing: str, gap_rows: int = 0, n_rows: int = 0, 
     for d in decisions:
         by.setdefault(d.encoding, []).append(d)
     if by.get("numeric"):
-        notes.append(f"Numbers standardised (training mean and standard deviation): {_names(d.name for d in by['numeric'])}.")
+        notes.append(
+            f"Numbers standardised (training mean and standard deviation): {_names(d.name for d in by['numeric'])}."
+        )
     if by.get("date"):
-        notes.append(f"Dates converted to numbers (year, day of year, hour where times are given), then "
-                     f"standardised: {_names(d.name for d in by['date'])}.")
+        notes.append(
+            f"Dates converted to numbers (year, day of year, hour where times are given), then "
+            f"standardised: {_names(d.name for d in by['date'])}."
+        )
     if by.get("one-hot"):
-        notes.append(f"Categories one-hot encoded (a missing cell is a category of its own; a value not seen in "
-                     f"training is ignored): {_names(d.name for d in by['one-hot'])}.")
+        notes.append(
+            f"Categories one-hot encoded (a missing cell is a category of its own; a value not seen in "
+            f"training is ignored): {_names(d.name for d in by['one-hot'])}."
+        )
     gaps = [d for d in decisions if d.used and d.missing and d.encoding != "one-hot"]
     if gaps and missing == "impute":
-        notes.append(f"Gaps filled with the training median, plus a column marking where a value was missing: "
-                     f"{_names(f'{d.name} ({d.missing:,})' for d in gaps)}.")
+        notes.append(
+            f"Gaps filled with the training median, plus a column marking where a value was missing: "
+            f"{_names(f'{d.name} ({d.missing:,})' for d in gaps)}."
+        )
     if missing == "drop" and gap_rows:
         notes.append(f"{gap_rows:,} of {n_rows:,} rows dropped for a gap in a column used.")
     left_out = [d for d in decisions if not d.used]
@@ -195,15 +226,19 @@ def _shape_problems(frame: pd.DataFrame, fmt: CsvFormat | None) -> list[str]:
         how = f" (read as {fmt.describe()})" if fmt is not None else ""
         out.append(f"only one column was found{how}: a table needs feature columns and a target column")
     if len(frame) == 0:
-        out.append(f"the file has a header ({_names(frame.columns)}) but no data rows" if frame.shape[1] else
-                   "the file has no columns and no rows")
+        out.append(
+            f"the file has a header ({_names(frame.columns)}) but no data rows"
+            if frame.shape[1]
+            else "the file has no columns and no rows"
+        )
     elif len(frame) < MIN_ROWS:
         out.append(f"the table has {len(frame)} data row(s); at least {MIN_ROWS} are needed")
     return out
 
 
-def inspect_csv(source, target: str | None = None, *, roles=None, missing: str = "impute",
-                task: str = "auto") -> CsvReport:
+def inspect_csv(
+    source, target: str | None = None, *, roles=None, missing: str = "impute", task: str = "auto"
+) -> CsvReport:
     """What a table holds and what :func:`from_csv` would do with it, without fitting anything:
     the row count, per-column types, missing cells and decisions (``decisions``, ``notes``), the
     task, and ``problems`` that stop it from being used. ``source``: as for :func:`from_csv`."""
@@ -211,17 +246,32 @@ def inspect_csv(source, target: str | None = None, *, roles=None, missing: str =
     return inspect_frame(frame, target, roles=roles, missing=missing, task=task, fmt=fmt)
 
 
-def inspect_frame(frame: pd.DataFrame, target: str | None = None, *, roles=None, missing: str = "impute",
-                  task: str = "auto", fmt: CsvFormat | None = None) -> CsvReport:
+def inspect_frame(
+    frame: pd.DataFrame,
+    target: str | None = None,
+    *,
+    roles=None,
+    missing: str = "impute",
+    task: str = "auto",
+    fmt: CsvFormat | None = None,
+) -> CsvReport:
     """:func:`inspect_csv` of a table already read by :func:`~.reading.read_frame` (``fmt``: how
     its file was written)."""
     check_missing_rule(missing)
     columns = tuple(frame.columns)
     non_numeric = tuple(c for c in columns if c != target and not is_numeric(frame[c]))
     counts = frame.isna().sum()
-    report = CsvReport(len(frame), columns, tuple(c for c in columns if is_numeric(frame[c])), non_numeric,
-                       {c: int(counts[c]) for c in columns if counts[c] > 0}, (), target=target, format=fmt,
-                       sample_rows=min(len(frame), SAMPLE_ROWS))
+    report = CsvReport(
+        len(frame),
+        columns,
+        tuple(c for c in columns if is_numeric(frame[c])),
+        non_numeric,
+        {c: int(counts[c]) for c in columns if counts[c] > 0},
+        (),
+        target=target,
+        format=fmt,
+        sample_rows=min(len(frame), SAMPLE_ROWS),
+    )
     report.problems += _shape_problems(frame, fmt)
     if report.problems:
         return report
@@ -231,9 +281,16 @@ def inspect_frame(frame: pd.DataFrame, target: str | None = None, *, roles=None,
         else:
             kept, _, report.decisions, no_target, gap_rows = _prepare(frame, target, _roles(roles, ()), missing)
             report.target_distinct, report.usable_rows = int(kept[target].nunique()), len(kept)
-            report.notes = table_notes(report.decisions, missing=missing, gap_rows=gap_rows, n_rows=len(frame),
-                                       target=target, no_target=no_target, fmt=fmt,
-                                       sampled=SAMPLE_ROWS if len(frame) > SAMPLE_ROWS else None)
+            report.notes = table_notes(
+                report.decisions,
+                missing=missing,
+                gap_rows=gap_rows,
+                n_rows=len(frame),
+                target=target,
+                no_target=no_target,
+                fmt=fmt,
+                sampled=SAMPLE_ROWS if len(frame) > SAMPLE_ROWS else None,
+            )
             try:
                 report.target_task = detect_task(kept[target])
             except ValueError:
@@ -249,11 +306,16 @@ def inspect_frame(frame: pd.DataFrame, target: str | None = None, *, roles=None,
 
 def _check_rows(frame: pd.DataFrame, decisions) -> None:
     if len(frame) < MIN_ROWS:
-        raise ValueError(f"only {len(frame)} row(s) remain after dropping rows without a target or with gaps; "
-                         f"at least {MIN_ROWS} are needed")
+        raise ValueError(
+            f"only {len(frame)} row(s) remain after dropping rows without a target or with gaps; "
+            f"at least {MIN_ROWS} are needed"
+        )
     if not any(d.used for d in decisions):
-        raise ValueError("no column can be used as a feature: "
-                         + "; ".join(d.sentence for d in decisions) + " Mark a column as feature or categorical")
+        raise ValueError(
+            "no column can be used as a feature: "
+            + "; ".join(d.sentence for d in decisions)
+            + " Mark a column as feature or categorical"
+        )
     infinite = {}
     for d in decisions:
         if d.used and d.name in frame.columns and is_numeric(frame[d.name]):
@@ -261,16 +323,32 @@ def _check_rows(frame: pd.DataFrame, decisions) -> None:
             if cells.any():
                 infinite[d.name] = (int(cells.sum()), [int(i) + 1 for i in np.flatnonzero(cells)[:3]])
     if infinite:
-        where = "; ".join(f"{name!r} ({k} cell{'s' if k != 1 else ''}, e.g. data row {', '.join(map(str, rows))})"
-                          for name, (k, rows) in infinite.items())
-        raise ValueError(f"infinite values (inf) in column(s) {where}: replace them with numbers, leave the cells "
-                         f"empty to have them imputed, or set the column's role to ignore")
+        where = "; ".join(
+            f"{name!r} ({k} cell{'s' if k != 1 else ''}, e.g. data row {', '.join(map(str, rows))})"
+            for name, (k, rows) in infinite.items()
+        )
+        raise ValueError(
+            f"infinite values (inf) in column(s) {where}: replace them with numbers, leave the cells "
+            f"empty to have them imputed, or set the column's role to ignore"
+        )
 
 
-def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, missing: str = "impute",
-               task: str = "auto", seed: int = 0, test_fraction: float = 0.2, n: int | None = None,
-               title: str | None = None, drop_columns=(), dropna: bool = False, source=None,
-               fmt: CsvFormat | None = None) -> Dataset:
+def from_frame(
+    frame: pd.DataFrame,
+    target: str,
+    *,
+    roles: dict | None = None,
+    missing: str = "impute",
+    task: str = "auto",
+    seed: int = 0,
+    test_fraction: float = 0.2,
+    n: int | None = None,
+    title: str | None = None,
+    drop_columns=(),
+    dropna: bool = False,
+    source=None,
+    fmt: CsvFormat | None = None,
+) -> Dataset:
     """A seeded train/test :class:`Dataset` from a table (see the module docstring).
 
     ``roles`` maps column names to "feature", "categorical" or "ignore" (overriding what was
@@ -295,17 +373,26 @@ def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, m
     n_rows = len(frame)
     frame, positions, decisions, no_target, gap_rows = _prepare(frame, target, _roles(roles, drop_columns), missing)
     task = _check_target_for_task(task, frame[target])
-    where = ("in the CSV" if source is not None else "in the table") + (" after dropping rows" if no_target or gap_rows
-                                                                         else "")
+    where = ("in the CSV" if source is not None else "in the table") + (
+        " after dropping rows" if no_target or gap_rows else ""
+    )
     n = check_n(len(frame) if n is None else n, len(frame), where)
     _check_rows(frame, decisions)
-    notes = table_notes(decisions, missing=missing, gap_rows=gap_rows, n_rows=n_rows, target=target,
-                        no_target=no_target, fmt=fmt, sampled=SAMPLE_ROWS if n_rows > SAMPLE_ROWS else None)
+    notes = table_notes(
+        decisions,
+        missing=missing,
+        gap_rows=gap_rows,
+        n_rows=n_rows,
+        target=target,
+        no_target=no_target,
+        fmt=fmt,
+        sampled=SAMPLE_ROWS if n_rows > SAMPLE_ROWS else None,
+    )
     _, n_test = check_split_args(n, seed, test_fraction)
     index = np.random.default_rng(seed).permutation(len(frame))[:n]
     rows = frame.iloc[index]
     preprocess = build_transformer(decisions, missing)
-    with warnings.catch_warnings():     # scikit-learn's note on columns without a median (all missing in training)
+    with warnings.catch_warnings():  # scikit-learn's note on columns without a median (all missing in training)
         warnings.simplefilter("ignore", UserWarning)
         preprocess.fit(rows.iloc[n_test:])
     X = np.asarray(preprocess.transform(rows), dtype=np.float64)
@@ -315,17 +402,38 @@ def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, m
     classes = None if task == "regression" else np.unique(column)
     label = source_label(frame if source is None else source)
     if title is None:
-        named = None if isinstance(source, (pd.DataFrame, bytes, bytearray, memoryview)) else \
-            os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", None)
+        named = (
+            None
+            if isinstance(source, (pd.DataFrame, bytes, bytearray, memoryview))
+            else os.fspath(source)
+            if isinstance(source, (str, os.PathLike))
+            else getattr(source, "name", None)
+        )
         title = os.path.basename(named) if isinstance(named, str) and named else "user table"
     dataset = assemble(
-        X=X, target=column if classes is not None else column.astype(np.float64), index=positions[index], n_test=n_test,
-        task=task, classes=classes, name="csv", title=title,
-        feature_names=tuple(str(f) for f in preprocess.get_feature_names_out()), source=label,
-        description=f"user table, target {target!r} ({task})", suggested_kernel={"name": "gaussian", "sigma": 1.0},
-        suggested_penalty=CSV_PENALTY, synthetic=False, note=" ".join(notes), target_name=target, seed=seed,
-        knobs={"roles": _roles(roles, drop_columns), "missing": missing}, standardize=False,
-        preprocess=preprocess, columns=decisions, notes=notes, table=table,
+        X=X,
+        target=column if classes is not None else column.astype(np.float64),
+        index=positions[index],
+        n_test=n_test,
+        task=task,
+        classes=classes,
+        name="csv",
+        title=title,
+        feature_names=tuple(str(f) for f in preprocess.get_feature_names_out()),
+        source=label,
+        description=f"user table, target {target!r} ({task})",
+        suggested_kernel={"name": "gaussian", "sigma": 1.0},
+        suggested_penalty=CSV_PENALTY,
+        synthetic=False,
+        note=" ".join(notes),
+        target_name=target,
+        seed=seed,
+        knobs={"roles": _roles(roles, drop_columns), "missing": missing},
+        standardize=False,
+        preprocess=preprocess,
+        columns=decisions,
+        notes=notes,
+        table=table,
     )
     dataset.feature_mean_raw, dataset.feature_scale_raw = _input_units(preprocess, dataset)
     dataset.suggested_kernel["sigma"] = _median_sigma(dataset.X_train)
@@ -335,15 +443,39 @@ def from_frame(frame: pd.DataFrame, target: str, *, roles: dict | None = None, m
     return dataset
 
 
-def from_csv(source, target: str, *, roles: dict | None = None, missing: str = "impute", task: str = "auto",
-             seed: int = 0, test_fraction: float = 0.2, n: int | None = None, drop_columns=(), dropna: bool = False,
-             title: str | None = None) -> Dataset:
+def from_csv(
+    source,
+    target: str,
+    *,
+    roles: dict | None = None,
+    missing: str = "impute",
+    task: str = "auto",
+    seed: int = 0,
+    test_fraction: float = 0.2,
+    n: int | None = None,
+    drop_columns=(),
+    dropna: bool = False,
+    title: str | None = None,
+) -> Dataset:
     """A seeded train/test :class:`Dataset` from a user's table file: a path, raw ``bytes`` or a
     file-like object holding CSV (any common delimiter, decimal comma and encoding) or Parquet, or
     a DataFrame. See :func:`from_frame` for the arguments and the module docstring for the steps."""
     frame, fmt = read_frame(source)
-    return from_frame(frame, target, roles=roles, missing=missing, task=task, seed=seed, test_fraction=test_fraction,
-                      n=n, title=title, drop_columns=drop_columns, dropna=dropna, source=source, fmt=fmt)
+    return from_frame(
+        frame,
+        target,
+        roles=roles,
+        missing=missing,
+        task=task,
+        seed=seed,
+        test_fraction=test_fraction,
+        n=n,
+        title=title,
+        drop_columns=drop_columns,
+        dropna=dropna,
+        source=source,
+        fmt=fmt,
+    )
 
 
 def _input_units(preprocess, dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -362,9 +494,21 @@ def _median_sigma(X: np.ndarray) -> float:
 
     try:
         return median_heuristic(X, max_points=1000)
-    except ValueError:          # every training row identical: any σ will do
+    except ValueError:  # every training row identical: any σ will do
         return 1.0
 
 
-__all__ = ["CsvReport", "CsvFormat", "PreprocessingWarning", "MISSING_RULES", "detect_format", "detect_task",
-           "inspect_csv", "inspect_frame", "from_frame", "from_csv", "read_frame", "MAX_COLUMNS"]
+__all__ = [
+    "CsvReport",
+    "CsvFormat",
+    "PreprocessingWarning",
+    "MISSING_RULES",
+    "detect_format",
+    "detect_task",
+    "inspect_csv",
+    "inspect_frame",
+    "from_frame",
+    "from_csv",
+    "read_frame",
+    "MAX_COLUMNS",
+]

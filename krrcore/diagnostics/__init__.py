@@ -18,19 +18,50 @@ estimates as such. The size thresholds are parameters (``exact_max_n``, ``exact_
 the app passes its own limits (:mod:`krr_app.settings`). Leverage-score accuracy (R-ACC) is
 :func:`krrcore.leverage.compare_with_exact`.
 """
+
 from ..linalg import lanczos_ritz_values
 from .blocks import askotch_blocks, askotch_partition, partition_constants
 from .centers import compare_centers
 from .data import projection_2d, subsample
 from .dimension import effective_dimension, effective_dimension_curve, interpolate_deff, nystrom_kernel_eigenvalues
-from .spectra import (SYSTEMS, Spectrum, condition_vs_M, condition_vs_penalty, full_krr_spectrum, kernel_eigenvalues,
-                      nystrom_spectra, shifted_spectrum, spectrum_summary)
+from .spectra import (
+    SYSTEMS,
+    Spectrum,
+    condition_vs_M,
+    condition_vs_penalty,
+    full_krr_spectrum,
+    kernel_eigenvalues,
+    nystrom_spectra,
+    shifted_spectrum,
+    spectrum_summary,
+)
 from .suggest import PARAM_SYMBOLS, suggest_hyperparameters, suggested_kernel, theory_penalty
 
-__all__ = ["Spectrum", "SYSTEMS", "nystrom_spectra", "kernel_eigenvalues", "full_krr_spectrum", "shifted_spectrum",
-           "spectrum_summary", "condition_vs_penalty", "condition_vs_M", "askotch_blocks", "askotch_partition",
-           "partition_constants", "effective_dimension", "effective_dimension_curve", "interpolate_deff",
-           "nystrom_kernel_eigenvalues", "suggest_hyperparameters", "suggested_kernel", "theory_penalty", "PARAM_SYMBOLS",
-           "compare_centers", "projection_2d", "subsample", "lanczos_ritz_values"]
+__all__ = [
+    "Spectrum",
+    "SYSTEMS",
+    "nystrom_spectra",
+    "kernel_eigenvalues",
+    "full_krr_spectrum",
+    "shifted_spectrum",
+    "spectrum_summary",
+    "condition_vs_penalty",
+    "condition_vs_M",
+    "askotch_blocks",
+    "askotch_partition",
+    "partition_constants",
+    "effective_dimension",
+    "effective_dimension_curve",
+    "interpolate_deff",
+    "nystrom_kernel_eigenvalues",
+    "suggest_hyperparameters",
+    "suggested_kernel",
+    "theory_penalty",
+    "PARAM_SYMBOLS",
+    "compare_centers",
+    "projection_2d",
+    "subsample",
+    "lanczos_ritz_values",
+]
 
 compare_centres = compare_centers  # former spelling, kept so that code written against it still runs

@@ -1,5 +1,6 @@
 """What the diagnostic pages look at: a bounded, seeded subsample of the training points, and a 2-D
 view of them (the points themselves, or their first two principal components)."""
+
 from __future__ import annotations
 
 import numpy as np

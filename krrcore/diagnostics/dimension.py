@@ -1,5 +1,6 @@
 """The effective dimension d_eff(λ) = Tr K(K + λnI)⁻¹ = Σ s_i/(s_i + λn) (BLESS paper Eq. 1): how many
 centres M a problem needs, exact or estimated from a Nyström approximation of K's spectrum."""
+
 from __future__ import annotations
 
 import math
@@ -28,13 +29,14 @@ def nystrom_kernel_eigenvalues(kernel, X, M: int, *, seed: int = 0, memory_budge
     C = X[torch.randperm(X.shape[0], generator=g, device="cpu")[:M].to(X.device)]
     s, U = torch.linalg.eigh(kernel(C, C))
     keep = s > s.max() * 1e-12
-    R = U[:, keep] / torch.sqrt(s[keep])                    # K_MM^{-1/2} on its range
+    R = U[:, keep] / torch.sqrt(s[keep])  # K_MM^{-1/2} on its range
     G = KernelOperator(kernel, X, C, memory_budget=memory_budget).gram()
     return torch.linalg.eigvalsh(R.T @ G @ R).clamp_min(0)
 
 
-def effective_dimension_curve(kernel, X, penalties, *, seed: int = 0, exact_max_n: int = 1500,
-                              nystrom_M: int = 1000, kernel_spectrum=None):
+def effective_dimension_curve(
+    kernel, X, penalties, *, seed: int = 0, exact_max_n: int = 1500, nystrom_M: int = 1000, kernel_spectrum=None
+):
     """d_eff(λ) for each λ in ``penalties``: a DataFrame (penalty, d_eff, method).
 
     Exact eigenvalues of K up to ``exact_max_n`` points (``kernel_spectrum`` if the caller has an

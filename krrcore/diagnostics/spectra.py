@@ -8,6 +8,7 @@
 Small problems use dense eigenvalues ("exact"); large ones Lanczos extreme-eigenvalue estimates
 ("lanczos", k steps), and every result says which, so a page can label estimates as such.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ class Spectrum:
 
     name: str
     eigenvalues: torch.Tensor
-    method: str                   # "exact" or "lanczos (k steps)"
+    method: str  # "exact" or "lanczos (k steps)"
 
     @classmethod
     def from_values(cls, name: str, eigenvalues, method: str) -> "Spectrum":
@@ -54,13 +55,28 @@ class Spectrum:
         return hi / lo
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "method": self.method, "condition_number": self.condition_number,
-                "lambda_min": float(self.eigenvalues.min()), "lambda_max": float(self.eigenvalues.max())}
+        return {
+            "name": self.name,
+            "method": self.method,
+            "condition_number": self.condition_number,
+            "lambda_min": float(self.eigenvalues.min()),
+            "lambda_max": float(self.eigenvalues.max()),
+        }
 
 
-def nystrom_spectra(kernel, X, centers, penalty: float, *, weights=None, exact_max_M: int = 1500,
-                    lanczos_steps: int = 40, memory_budget: int | None = None, seed: int = 0,
-                    gram: torch.Tensor | None = None) -> dict[str, Spectrum]:
+def nystrom_spectra(
+    kernel,
+    X,
+    centers,
+    penalty: float,
+    *,
+    weights=None,
+    exact_max_M: int = 1500,
+    lanczos_steps: int = 40,
+    memory_budget: int | None = None,
+    seed: int = 0,
+    gram: torch.Tensor | None = None,
+) -> dict[str, Spectrum]:
     """Spectra of H̃ (unpreconditioned Nyström system) and W = PᵀH̃P (FALKON's), float64.
 
     ``centers`` is an M×d array or a :class:`CenterSet` (its weights give D). ``gram`` may pass a
@@ -81,8 +97,10 @@ def nystrom_spectra(kernel, X, centers, penalty: float, *, weights=None, exact_m
         P = pc.apply(torch.eye(M, dtype=torch.float64, device=X.device))
         W = P.T @ H @ P
         W = (W + W.T) / 2
-        return {"nystrom": Spectrum("H̃ = K_nMᵀK_nM/n + λK_MM", torch.linalg.eigvalsh((H + H.T) / 2), "exact"),
-                "falkon": Spectrum("W = Pᵀ H̃ P (FALKON)", torch.linalg.eigvalsh(W), "exact")}
+        return {
+            "nystrom": Spectrum("H̃ = K_nMᵀK_nM/n + λK_MM", torch.linalg.eigvalsh((H + H.T) / 2), "exact"),
+            "falkon": Spectrum("W = Pᵀ H̃ P (FALKON)", torch.linalg.eigvalsh(W), "exact"),
+        }
 
     def H_mv(v):
         return op.fused(v) / n + lam * (K_MM @ v)
@@ -91,14 +109,21 @@ def nystrom_spectra(kernel, X, centers, penalty: float, *, weights=None, exact_m
         return pc.apply_t(H_mv(pc.apply(v)))
 
     method = f"lanczos ({lanczos_steps} steps)"
-    return {"nystrom": Spectrum("H̃ = K_nMᵀK_nM/n + λK_MM",
-                                lanczos_ritz_values(H_mv, M, steps=lanczos_steps, device=X.device, seed=seed), method),
-            "falkon": Spectrum("W = Pᵀ H̃ P (FALKON)",
-                               lanczos_ritz_values(W_mv, M, steps=lanczos_steps, device=X.device, seed=seed), method)}
+    return {
+        "nystrom": Spectrum(
+            "H̃ = K_nMᵀK_nM/n + λK_MM",
+            lanczos_ritz_values(H_mv, M, steps=lanczos_steps, device=X.device, seed=seed),
+            method,
+        ),
+        "falkon": Spectrum(
+            "W = Pᵀ H̃ P (FALKON)", lanczos_ritz_values(W_mv, M, steps=lanczos_steps, device=X.device, seed=seed), method
+        ),
+    }
 
 
-def kernel_eigenvalues(kernel, X, *, exact_max_n: int = 4000, lanczos_steps: int = 60,
-                       memory_budget: int | None = None, seed: int = 0) -> Spectrum:
+def kernel_eigenvalues(
+    kernel, X, *, exact_max_n: int = 4000, lanczos_steps: int = 60, memory_budget: int | None = None, seed: int = 0
+) -> Spectrum:
     """Eigenvalues of K_nn (exact up to ``exact_max_n`` points, else Lanczos on blocked products).
 
     Lanczos returns only ``lanczos_steps`` Ritz values: right for λ_min/λ_max and condition
@@ -128,13 +153,31 @@ def shifted_spectrum(kernel_spectrum: Spectrum, n: int, penalty: float) -> Spect
 def spectrum_summary(spectrum: Spectrum) -> dict:
     """Plain numbers of a spectrum: eigenvalues (numpy), κ, λ_min, λ_max, size and method."""
     ev = spectrum.eigenvalues.double()
-    return {"eigenvalues": ev.cpu().numpy(), "method": spectrum.method, "condition_number": spectrum.condition_number,
-            "lambda_min": float(ev.min()), "lambda_max": float(ev.max()), "size": int(ev.numel())}
+    return {
+        "eigenvalues": ev.cpu().numpy(),
+        "method": spectrum.method,
+        "condition_number": spectrum.condition_number,
+        "lambda_min": float(ev.min()),
+        "lambda_max": float(ev.max()),
+        "size": int(ev.numel()),
+    }
 
 
-def condition_vs_penalty(kernel, X, penalties, *, M: int, seed: int = 0, blocks: int | None = None,
-                         rank: int | None = None, kernel_spectrum: Spectrum | None = None, exact_max_n: int = 1500,
-                         exact_max_M: int = 800, exact_max_block: int = 1200, lanczos_steps: int = 60):
+def condition_vs_penalty(
+    kernel,
+    X,
+    penalties,
+    *,
+    M: int,
+    seed: int = 0,
+    blocks: int | None = None,
+    rank: int | None = None,
+    kernel_spectrum: Spectrum | None = None,
+    exact_max_n: int = 1500,
+    exact_max_M: int = 800,
+    exact_max_block: int = 1200,
+    lanczos_steps: int = 60,
+):
     """κ of every system for each λ in ``penalties``: a DataFrame (penalty, system, condition_number, method).
 
     K + λnI from one spectrum of K (``kernel_spectrum`` if the caller has it); H̃ and W at M uniform
@@ -153,24 +196,50 @@ def condition_vs_penalty(kernel, X, penalties, *, M: int, seed: int = 0, blocks:
     rows = []
     for lam in penalties:
         full = shifted_spectrum(kernel_spectrum, n, lam)
-        rows.append({"penalty": lam, "system": SYSTEMS["full"], "condition_number": full.condition_number,
-                     "method": full.method})
-        spectra = nystrom_spectra(kernel, X, centers, lam, exact_max_M=exact_max_M, lanczos_steps=lanczos_steps,
-                                  seed=seed, gram=gram)
+        rows.append(
+            {
+                "penalty": lam,
+                "system": SYSTEMS["full"],
+                "condition_number": full.condition_number,
+                "method": full.method,
+            }
+        )
+        spectra = nystrom_spectra(
+            kernel, X, centers, lam, exact_max_M=exact_max_M, lanczos_steps=lanczos_steps, seed=seed, gram=gram
+        )
         for key, spectrum in spectra.items():
-            rows.append({"penalty": lam, "system": SYSTEMS[key], "condition_number": spectrum.condition_number,
-                         "method": spectrum.method})
+            rows.append(
+                {
+                    "penalty": lam,
+                    "system": SYSTEMS[key],
+                    "condition_number": spectrum.condition_number,
+                    "method": spectrum.method,
+                }
+            )
         if blocks:
-            table, _ = askotch_blocks(kernel, X, lam, blocks, rank, seed=seed, exact_max_block=exact_max_block,
-                                      lanczos_steps=lanczos_steps, whole=False)
-            rows.append({"penalty": lam, "system": SYSTEMS["askotch"],
-                         "condition_number": float(table["kappa_preconditioned"].max()),
-                         "method": str(table["method"].iloc[0])})
+            table, _ = askotch_blocks(
+                kernel,
+                X,
+                lam,
+                blocks,
+                rank,
+                seed=seed,
+                exact_max_block=exact_max_block,
+                lanczos_steps=lanczos_steps,
+                whole=False,
+            )
+            rows.append(
+                {
+                    "penalty": lam,
+                    "system": SYSTEMS["askotch"],
+                    "condition_number": float(table["kappa_preconditioned"].max()),
+                    "method": str(table["method"].iloc[0]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def condition_vs_M(kernel, X, penalty: float, Ms, *, seed: int = 0, exact_max_M: int = 800,
-                   lanczos_steps: int = 60):
+def condition_vs_M(kernel, X, penalty: float, Ms, *, seed: int = 0, exact_max_M: int = 800, lanczos_steps: int = 60):
     """κ(H̃) and κ(W) for each number of uniform centres M: a DataFrame (M, system, condition_number, method)."""
     import pandas as pd
 
@@ -178,9 +247,16 @@ def condition_vs_M(kernel, X, penalty: float, Ms, *, seed: int = 0, exact_max_M:
     rows = []
     for M in Ms:
         centers = select_centers("uniform", X, int(M), seed)
-        spectra = nystrom_spectra(kernel, X, centers, penalty, exact_max_M=exact_max_M, lanczos_steps=lanczos_steps,
-                                  seed=seed)
+        spectra = nystrom_spectra(
+            kernel, X, centers, penalty, exact_max_M=exact_max_M, lanczos_steps=lanczos_steps, seed=seed
+        )
         for key, spectrum in spectra.items():
-            rows.append({"M": int(M), "system": SYSTEMS[key], "condition_number": spectrum.condition_number,
-                         "method": spectrum.method})
+            rows.append(
+                {
+                    "M": int(M),
+                    "system": SYSTEMS[key],
+                    "condition_number": spectrum.condition_number,
+                    "method": spectrum.method,
+                }
+            )
     return pd.DataFrame(rows)

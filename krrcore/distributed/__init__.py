@@ -26,6 +26,7 @@ inputs when they are distributed (:func:`krrcore.solvers.base.distributed_backen
 other operation reaches the sharded rows through :func:`krrcore.rows.rows_of`. Its public name is
 ``krrcore.sharded`` (``from krrcore import sharded``).
 """
+
 from __future__ import annotations
 
 from .admission import as_sharded, start_fit
@@ -35,6 +36,23 @@ from .data import ShardedDataset, from_dask, generate, read_table, scatter
 from .operators import ProductTimes, ShardedFullSystem, ShardedKernelOperator
 from .rows import SHARDED
 
-__all__ = ["ShardedArray", "ShardedDataset", "ShardedKernelOperator", "ShardedFullSystem", "ProductTimes",
-           "scatter", "from_dask", "generate", "read_table", "as_sharded", "start_fit", "resolve_client", "connect",
-           "ClusterConnection", "ClusterUnavailable", "LocalClusterShape", "SCHEDULER_ENV", "SHARDED"]
+__all__ = [
+    "ShardedArray",
+    "ShardedDataset",
+    "ShardedKernelOperator",
+    "ShardedFullSystem",
+    "ProductTimes",
+    "scatter",
+    "from_dask",
+    "generate",
+    "read_table",
+    "as_sharded",
+    "start_fit",
+    "resolve_client",
+    "connect",
+    "ClusterConnection",
+    "ClusterUnavailable",
+    "LocalClusterShape",
+    "SCHEDULER_ENV",
+    "SHARDED",
+]

@@ -9,6 +9,7 @@ own memory: its Dask memory limit minus what it holds (:func:`krrcore.memory.wor
 The CPU cost model describes one machine, not a cluster, so a sharded fit's estimate carries no
 seconds (no ``TimeLimitError`` before it starts).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,10 @@ def as_sharded(X, y, *, dtype) -> tuple[ShardedArray, ShardedArray]:
     (sharded by :func:`~krrcore.distributed.data.from_dask` on the default Client)."""
     if isinstance(X, ShardedArray):
         if not isinstance(y, ShardedArray):
-            raise ValueError(f"X is a ShardedArray, so y must be one too (the targets on the same shards), got "
-                             f"{type(y).__name__}; make both with krrcore.sharded.scatter/generate/read_table")
+            raise ValueError(
+                f"X is a ShardedArray, so y must be one too (the targets on the same shards), got "
+                f"{type(y).__name__}; make both with krrcore.sharded.scatter/generate/read_table"
+            )
         if y.sizes != X.sizes or y.workers != X.workers:
             raise ValueError("X and y are sharded differently: make them together (scatter, generate, from_dask)")
     else:
@@ -50,8 +53,9 @@ def _worker_estimate(estimator, kind: str, rows: int, n: int, k: int, model: Cos
         estimator._hold_rows(model, rows, n, k)
         advice = "use more workers (smaller shards) or workers with more memory, or lower M"
     else:
-        advice = ShardedFullSystem.estimate_worker(model, rows, n, k, storage=estimator.kernel_storage,
-                                                   float64_eval=estimator.residual == "float64")
+        advice = ShardedFullSystem.estimate_worker(
+            model, rows, n, k, storage=estimator.kernel_storage, float64_eval=estimator.residual == "float64"
+        )
     return model.build(type(estimator).__name__, rows, k, advice)
 
 
@@ -62,7 +66,7 @@ def _client_estimate(estimator, kind: str, n: int, d: int, k: int, dtype) -> Mem
         M = estimator._center_count(n)
         advice = f"lower M (the {M:,}×{M:,} matrix on the client grows as M²)"
     else:
-        model.hold("targets (float64)", n * k * 8)        # CG's vectors live here: the targets are gathered
+        model.hold("targets (float64)", n * k * 8)  # CG's vectors live here: the targets are gathered
         advice = "subsample: full KRR holds n-long vectors on the client"
     estimate = model.build(type(estimator).__name__, n, k, advice)
     return dataclasses.replace(estimate, setup_seconds=None, seconds_per_iteration=None)
@@ -74,16 +78,22 @@ def start_fit(estimator, X, y):
     (``worker_memory_estimates_``) and here; returns (X, Y, the client's estimate)."""
     kind = estimator._sharded_kind
     if kind is None:
-        raise ValueError(f"{type(estimator).__name__} does not run on sharded data; Falkon, NystromCG, NystromGD, "
-                         f"NystromPCG and CG do (ASkotch, Skotch and SketchySAGA walk kernel blocks themselves, "
-                         f"the direct solvers factor an n×n or M×M system built in one place)")
+        raise ValueError(
+            f"{type(estimator).__name__} does not run on sharded data; Falkon, NystromCG, NystromGD, "
+            f"NystromPCG and CG do (ASkotch, Skotch and SketchySAGA walk kernel blocks themselves, "
+            f"the direct solvers factor an n×n or M×M system built in one place)"
+        )
     if estimator.eval_train:
-        raise ValueError("eval_train=True would gather the n training predictions and targets every iteration; on "
-                         "sharded data pass a validation set (X_val, y_val) instead")
+        raise ValueError(
+            "eval_train=True would gather the n training predictions and targets every iteration; on "
+            "sharded data pass a validation set (X_val, y_val) instead"
+        )
     dtype = estimator._dtype()
     if estimator._device().type != "cpu":
-        raise ValueError("sharded fits keep the client's matrices on the CPU: leave device unset (see "
-                         "docs/distributed.md for GPU workers)")
+        raise ValueError(
+            "sharded fits keep the client's matrices on the CPU: leave device unset (see "
+            "docs/distributed.md for GPU workers)"
+        )
     X, Y = as_sharded(X, y, dtype=dtype)
     n, d = X.shape
     k = Y.shape[1]
@@ -92,14 +102,23 @@ def start_fit(estimator, X, y):
     scratch_blocks = estimator._kernel().scratch_blocks
     estimates = []
     for rows, (address, available, limit, used) in zip(X.sizes, X.client.gather(X.map(_worker_memory))):
-        model = CostModel(d=d, dtype=dtype, device="cpu", memory_budget=estimator.memory_budget,
-                          scratch_blocks=scratch_blocks, available=available)
+        model = CostModel(
+            d=d,
+            dtype=dtype,
+            device="cpu",
+            memory_budget=estimator.memory_budget,
+            scratch_blocks=scratch_blocks,
+            available=available,
+        )
         estimate = _worker_estimate(estimator, kind, rows, n, k, model)
         try:
             estimate.check()
         except MemoryLimitError as exc:
-            where = (f"On Dask worker {address} (memory limit {gib(limit)}, {gib(used)} in use)" if limit
-                     else f"On Dask worker {address}")
+            where = (
+                f"On Dask worker {address} (memory limit {gib(limit)}, {gib(used)} in use)"
+                if limit
+                else f"On Dask worker {address}"
+            )
             raise MemoryLimitError(f"{where}, for its shard of {rows:,} of the n={n:,} rows: {exc}", estimate) from None
         estimates.append(estimate)
     estimator.worker_memory_estimates_ = list(zip(X.workers, estimates))

@@ -4,6 +4,7 @@ Made once and never re-sent (:mod:`krrcore.distributed.data` makes them); tasks 
 its worker, so only inputs and results of O(M·k) (or O(k) per row, where the algorithm needs it)
 travel.
 """
+
 from __future__ import annotations
 
 import math
@@ -101,26 +102,37 @@ class ShardedArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return (f"ShardedArray(shape={self.shape}, dtype={str(self.dtype).removeprefix('torch.')}, "
-                f"{self.n_shards} shards on {len(set(self.workers))} workers)")
+        return (
+            f"ShardedArray(shape={self.shape}, dtype={str(self.dtype).removeprefix('torch.')}, "
+            f"{self.n_shards} shards on {len(set(self.workers))} workers)"
+        )
 
     def element_size(self) -> int:
         return torch.finfo(self.dtype).bits // 8
 
     def submit(self, fn, shard: int, *args):
         """``fn(rows of shard, *args)`` on the shard's worker."""
-        return self.client.submit(fn, self.futures[shard], *args, workers=[self.workers[shard]],
-                                  allow_other_workers=False, pure=False)
+        return self.client.submit(
+            fn, self.futures[shard], *args, workers=[self.workers[shard]], allow_other_workers=False, pure=False
+        )
 
     def map(self, fn, *args, per_shard=None) -> list:
         """``fn(rows, *args[, per_shard[s]])`` on every shard's worker: a future per shard."""
-        return [self.submit(fn, s, *args, *(() if per_shard is None else (per_shard[s],)))
-                for s in range(self.n_shards)]
+        return [
+            self.submit(fn, s, *args, *(() if per_shard is None else (per_shard[s],))) for s in range(self.n_shards)
+        ]
 
     def like(self, futures, *, width: int | None = None, dtype: torch.dtype | None = None) -> "ShardedArray":
         """An array with the same shards (sizes, workers) holding ``futures``."""
-        return ShardedArray(self.client, futures, self.sizes, self.workers, self.width if width is None else width,
-                            self.dtype if dtype is None else dtype, was_1d=self.was_1d)
+        return ShardedArray(
+            self.client,
+            futures,
+            self.sizes,
+            self.workers,
+            self.width if width is None else width,
+            self.dtype if dtype is None else dtype,
+            was_1d=self.was_1d,
+        )
 
     def to(self, dtype: torch.dtype) -> "ShardedArray":
         """The same rows in ``dtype`` (cast on the workers; self when it already is)."""
@@ -132,7 +144,7 @@ class ShardedArray:
 
     def split(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """An n-row tensor of this process cut along the shards (what a shard's task receives)."""
-        return [rows[self.offsets[s]:self.offsets[s + 1]] for s in range(self.n_shards)]
+        return [rows[self.offsets[s] : self.offsets[s + 1]] for s in range(self.n_shards)]
 
     def gather(self) -> torch.Tensor:
         """All rows in this process (O(n·k): for targets or a test, not for a large X)."""

@@ -28,6 +28,7 @@ The scheduler of an embedded cluster never retries a task whose worker died
 on, and kill, the next worker too. For an external scheduler set the same with
 ``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0`` (docs/serving.md shows it).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,14 +65,17 @@ class LocalClusterShape:
     memory_limit: int
 
     @classmethod
-    def for_this_machine(cls, n_workers: int | None = None, threads: int = 1,
-                         memory_fraction: float = 0.8) -> "LocalClusterShape":
+    def for_this_machine(
+        cls, n_workers: int | None = None, threads: int = 1, memory_fraction: float = 0.8
+    ) -> "LocalClusterShape":
         cores = os.cpu_count() or 1
         threads = max(1, min(int(threads), cores))
         n_workers = max(1, int(n_workers) if n_workers else cores // threads)
         if n_workers * threads > cores:
-            raise ValueError(f"{n_workers} workers × {threads} threads = {n_workers * threads} exceeds the "
-                             f"{cores} cores of this machine; lower one of them")
+            raise ValueError(
+                f"{n_workers} workers × {threads} threads = {n_workers * threads} exceeds the "
+                f"{cores} cores of this machine; lower one of them"
+            )
         return cls(n_workers, threads, int(_total_memory_bytes() * memory_fraction / n_workers))
 
 
@@ -103,10 +107,12 @@ def _check_local_port(address: str) -> None:
         with socket.create_connection((parts.hostname, port), timeout=SCHEDULER_TIMEOUT):
             pass
     except ConnectionRefusedError:
-        raise ClusterUnavailable(f"no scheduler listens at {address} (the port is closed on this machine): start "
-                                 f"one there, or connect() without an address for the embedded cluster") from None
+        raise ClusterUnavailable(
+            f"no scheduler listens at {address} (the port is closed on this machine): start "
+            f"one there, or connect() without an address for the embedded cluster"
+        ) from None
     except OSError:
-        return                      # anything else: the client says what it finds
+        return  # anything else: the client says what it finds
 
 
 @dataclass
@@ -124,8 +130,11 @@ class ClusterConnection:
         return self.cluster is not None
 
     def describe(self) -> str:
-        return (f"the embedded Dask cluster's scheduler ({self.address})" if self.embedded
-                else f"the Dask scheduler at {self.address}")
+        return (
+            f"the embedded Dask cluster's scheduler ({self.address})"
+            if self.embedded
+            else f"the Dask scheduler at {self.address}"
+        )
 
     def alive(self) -> bool:
         """Whether the scheduler can be asked anything: its process runs (embedded) and the client
@@ -141,10 +150,13 @@ class ClusterConnection:
     def unavailable(self) -> ClusterUnavailable:
         """The error for a scheduler that cannot be reached, with what to do."""
         if self.embedded:
-            return ClusterUnavailable(f"{self.describe()} has stopped; a fresh embedded cluster starts with the "
-                                      f"next run")
-        return ClusterUnavailable(f"{self.describe()} is unreachable: start it again (dask scheduler), or point "
-                                  f"{SCHEDULER_ENV} at a running one, or unset it to use an embedded cluster")
+            return ClusterUnavailable(
+                f"{self.describe()} has stopped; a fresh embedded cluster starts with the next run"
+            )
+        return ClusterUnavailable(
+            f"{self.describe()} is unreachable: start it again (dask scheduler), or point "
+            f"{SCHEDULER_ENV} at a running one, or unset it to use an embedded cluster"
+        )
 
     def workers(self, timeout: float = SCHEDULER_TIMEOUT) -> dict[str, dict]:
         """The scheduler's view of the workers: address → {nthreads, memory_limit, ...}; raises
@@ -177,7 +189,7 @@ def _shut(client, cluster, timeout: float) -> None:
     if client is not None:
         try:
             client.close(timeout=timeout if alive else 0.5)
-        except Exception as exc:        # a client of a dead scheduler may time out closing: nothing left to do
+        except Exception as exc:  # a client of a dead scheduler may time out closing: nothing left to do
             log.debug("closing the Dask client: %r", exc)
     if cluster is not None:
         kill(processes)
@@ -196,8 +208,13 @@ class _QuietCancelledReconnect(logging.Filter):
 _QUIET = _QuietCancelledReconnect()
 
 
-def connect(address: str | None = None, *, shape: LocalClusterShape | None = None,
-            timeout: float = 60.0, preload: str | Path = PRELOAD) -> ClusterConnection:
+def connect(
+    address: str | None = None,
+    *,
+    shape: LocalClusterShape | None = None,
+    timeout: float = 60.0,
+    preload: str | Path = PRELOAD,
+) -> ClusterConnection:
     """Connect to ``address`` (default: ``$KRR_DASK_SCHEDULER``), or start the embedded cluster,
     whose processes run ``preload`` (a file; default :mod:`krrcore.distributed.preload`, which a
     preload of one's own may wrap: it takes the same ``--package-root`` and ``--parent-pid``)."""
@@ -214,18 +231,34 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
     from .processes import embedded_cluster
 
     shape = shape or LocalClusterShape.for_this_machine()
-    logging.getLogger("distributed.client").addFilter(_QUIET)     # a filter is added once only
+    logging.getLogger("distributed.client").addFilter(_QUIET)  # a filter is added once only
     root, preload = ["--package-root", str(PACKAGE_ROOT)], str(preload)
     threads = str(shape.threads)
     cluster = embedded_cluster(
-        shape.n_workers, parent_pid=os.getpid(),
+        shape.n_workers,
+        parent_pid=os.getpid(),
         # Its HTTP endpoint (health, metrics) on a free loopback port, not 8787 on every interface.
-        scheduler={"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": "127.0.0.1:0",
-                   "allowed_failures": 0, "preload": [preload], "preload_argv": root},
-        nanny={"host": "127.0.0.1", "nthreads": 1, "silence_logs": logging.WARN, "memory_limit": shape.memory_limit,
-               "preload": [preload], "preload_argv": root, "preload_nanny": [preload],
-               "preload_nanny_argv": root,
-               "env": {TORCH_THREADS_ENV: threads, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}})
+        scheduler={
+            "host": "127.0.0.1",
+            "port": 0,
+            "dashboard": False,
+            "dashboard_address": "127.0.0.1:0",
+            "allowed_failures": 0,
+            "preload": [preload],
+            "preload_argv": root,
+        },
+        nanny={
+            "host": "127.0.0.1",
+            "nthreads": 1,
+            "silence_logs": logging.WARN,
+            "memory_limit": shape.memory_limit,
+            "preload": [preload],
+            "preload_argv": root,
+            "preload_nanny": [preload],
+            "preload_nanny_argv": root,
+            "env": {TORCH_THREADS_ENV: threads, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads},
+        },
+    )
     client = None
     try:
         client = Client(cluster, timeout=timeout, set_as_default=False)
@@ -233,8 +266,13 @@ def connect(address: str | None = None, *, shape: LocalClusterShape | None = Non
     except Exception:
         _shut(client, cluster, SCHEDULER_TIMEOUT)
         raise
-    log.info("embedded Dask cluster at %s: %d workers × %d threads, %.1f GiB each", cluster.scheduler_address,
-             shape.n_workers, shape.threads, shape.memory_limit / 2**30)
+    log.info(
+        "embedded Dask cluster at %s: %d workers × %d threads, %.1f GiB each",
+        cluster.scheduler_address,
+        shape.n_workers,
+        shape.threads,
+        shape.memory_limit / 2**30,
+    )
     return ClusterConnection(client=client, cluster=cluster, address=cluster.scheduler_address, shape=shape)
 
 
@@ -257,12 +295,16 @@ def resolve_client(cluster=None):
         except ValueError:
             cluster = os.environ.get(SCHEDULER_ENV) or None
         if cluster is None:
-            raise ValueError(f"no Dask cluster to shard the data on: pass cluster= (a distributed.Client, a "
-                             f"krrcore.distributed.ClusterConnection or a scheduler address), create a Client, or "
-                             f"set {SCHEDULER_ENV}")
+            raise ValueError(
+                f"no Dask cluster to shard the data on: pass cluster= (a distributed.Client, a "
+                f"krrcore.distributed.ClusterConnection or a scheduler address), create a Client, or "
+                f"set {SCHEDULER_ENV}"
+            )
     if not isinstance(cluster, str):
-        raise ValueError(f"cluster must be a distributed.Client, a krrcore.distributed.ClusterConnection or a "
-                         f"scheduler address, got {type(cluster).__name__}")
+        raise ValueError(
+            f"cluster must be a distributed.Client, a krrcore.distributed.ClusterConnection or a "
+            f"scheduler address, got {type(cluster).__name__}"
+        )
     if cluster not in _connections:
         _connections[cluster] = connect(cluster)
     return _connections[cluster].client

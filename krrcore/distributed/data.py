@@ -11,6 +11,7 @@ Generated and read rows are standardised as :func:`krrcore.datasets.load` standa
 (:func:`krrcore.datasets.core.standardize_columns`, z-scores, target encoding), from the moments of
 every shard merged here (O(d) per shard; the rows never come here).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,11 +65,17 @@ def _concat_pairs(*pairs):
 
 def _pairs_to_arrays(client, pairs, sizes, workers, d, k, was_1d) -> tuple[ShardedArray, ShardedArray]:
     """Split futures of (X_s, Y_s) into the X and y arrays (same shards, same workers)."""
-    xs = [client.submit(_pick, f, 0, workers=[w], allow_other_workers=False, pure=False) for f, w in zip(pairs, workers)]
-    ys = [client.submit(_pick, f, 1, workers=[w], allow_other_workers=False, pure=False) for f, w in zip(pairs, workers)]
+    xs = [
+        client.submit(_pick, f, 0, workers=[w], allow_other_workers=False, pure=False) for f, w in zip(pairs, workers)
+    ]
+    ys = [
+        client.submit(_pick, f, 1, workers=[w], allow_other_workers=False, pure=False) for f, w in zip(pairs, workers)
+    ]
     dtype = client.submit(lambda p: p[0].dtype, pairs[0], workers=[workers[0]], pure=False).result()
-    return (ShardedArray(client, xs, sizes, workers, d, dtype),
-            ShardedArray(client, ys, sizes, workers, k, dtype, was_1d=was_1d))
+    return (
+        ShardedArray(client, xs, sizes, workers, d, dtype),
+        ShardedArray(client, ys, sizes, workers, k, dtype, was_1d=was_1d),
+    )
 
 
 def scatter(X, y, *, cluster=None, n_shards: int | None = None, dtype=None) -> tuple[ShardedArray, ShardedArray]:
@@ -91,8 +98,10 @@ def scatter(X, y, *, cluster=None, n_shards: int | None = None, dtype=None) -> t
         rows = slice(int(offsets[s]), int(offsets[s + 1]))
         xs.append(client.scatter(X[rows].clone(), workers=[w], hash=False))
         ys.append(client.scatter(Y[rows].clone(), workers=[w], hash=False))
-    return (ShardedArray(client, xs, sizes, where, X.shape[1], X.dtype),
-            ShardedArray(client, ys, sizes, where, Y.shape[1], X.dtype, was_1d=was_1d))
+    return (
+        ShardedArray(client, xs, sizes, where, X.shape[1], X.dtype),
+        ShardedArray(client, ys, sizes, where, Y.shape[1], X.dtype, was_1d=was_1d),
+    )
 
 
 def _as_tensor_pair(x, y, dtype_name):
@@ -109,8 +118,9 @@ def _dask_rows(data, name: str):
     if not hasattr(data, "chunks"):
         raise ValueError(f"{name} must be a dask.array or dask.dataframe here, got {type(data).__name__}")
     if any(math.isnan(c) for c in data.chunks[0]):
-        raise ValueError(f"{name} has chunks of unknown length: call .compute_chunk_sizes() (or "
-                         f"to_dask_array(lengths=True)) first")
+        raise ValueError(
+            f"{name} has chunks of unknown length: call .compute_chunk_sizes() (or to_dask_array(lengths=True)) first"
+        )
     return data
 
 
@@ -129,8 +139,10 @@ def from_dask(X, y, *, cluster=None, dtype=None) -> tuple[ShardedArray, ShardedA
     was_1d = y.ndim == 1
     X = X.rechunk({1: -1})
     y = y.rechunk((X.chunks[0],) if was_1d else (X.chunks[0], -1))
-    parts = [dask.delayed(_as_tensor_pair)(xc, yc, _dtype_name(dtype))
-             for xc, yc in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
+    parts = [
+        dask.delayed(_as_tensor_pair)(xc, yc, _dtype_name(dtype))
+        for xc, yc in zip(X.to_delayed().ravel(), y.to_delayed().ravel())
+    ]
     return _shards_of(client, parts, X.shape[1], 1 if was_1d else y.shape[1], was_1d)
 
 
@@ -147,7 +159,7 @@ def _shards_of(client, parts, d: int, k: int, was_1d: bool) -> tuple[ShardedArra
     wait(futures)
     for future in futures:
         if future.status == "error":
-            future.result()                  # raises the chunk's error here, moves no rows
+            future.result()  # raises the chunk's error here, moves no rows
     holders = client.who_has(futures)
     owner = [sorted(holders[f.key])[0] for f in futures]
     rows = client.gather([client.submit(_pair_rows, f, workers=[w], pure=False) for f, w in zip(futures, owner)])
@@ -162,9 +174,12 @@ def _shards_of(client, parts, d: int, k: int, was_1d: bool) -> tuple[ShardedArra
             runs.append([w, [f], n])
     if not runs:
         raise ValueError("the data has no rows")
-    pairs = [group[0] if len(group) == 1 else
-             client.submit(_concat_pairs, *group, workers=[w], allow_other_workers=False, pure=False)
-             for w, group, _ in runs]
+    pairs = [
+        group[0]
+        if len(group) == 1
+        else client.submit(_concat_pairs, *group, workers=[w], allow_other_workers=False, pure=False)
+        for w, group, _ in runs
+    ]
     return _pairs_to_arrays(client, pairs, [n for *_, n in runs], [w for w, *_ in runs], d, k, was_1d)
 
 
@@ -189,8 +204,10 @@ def _moments(pair):
 def _finish_shard(pair, mean, scale, y_mean, y_scale, dtype_name):
     X, y = pair
     y = y[:, None] if y.ndim == 1 else y
-    return (torch.from_numpy(np.ascontiguousarray(z_scores(X, mean, scale), dtype=dtype_name)),
-            torch.from_numpy(np.ascontiguousarray(z_scores(y, y_mean, y_scale), dtype=dtype_name)))
+    return (
+        torch.from_numpy(np.ascontiguousarray(z_scores(X, mean, scale), dtype=dtype_name)),
+        torch.from_numpy(np.ascontiguousarray(z_scores(y, y_mean, y_scale), dtype=dtype_name)),
+    )
 
 
 def _standardise(client, raw, workers, task, standardize, dtype_name):
@@ -207,13 +224,25 @@ def _standardise(client, raw, workers, task, standardize, dtype_name):
             y_mean, y_scale, _ = moments_statistics(merge_moments(s[1] for s in stats))
         except ValueError:
             raise ValueError("the target cannot be standardised: its values overflow float64; rescale it") from None
-    pairs = [client.submit(_finish_shard, r, mean, scale, y_mean, y_scale, dtype_name, workers=[w], pure=False)
-             for r, w in zip(raw, workers)]
+    pairs = [
+        client.submit(_finish_shard, r, mean, scale, y_mean, y_scale, dtype_name, workers=[w], pure=False)
+        for r, w in zip(raw, workers)
+    ]
     return pairs, mean, scale, float(y_mean[0]), float(y_scale[0])
 
 
-def generate(name: str, n: int, seed: int = 0, *, cluster=None, n_shards: int | None = None, dtype="float64",
-             standardize: bool = True, n_test: int = 0, **knobs) -> ShardedDataset:
+def generate(
+    name: str,
+    n: int,
+    seed: int = 0,
+    *,
+    cluster=None,
+    n_shards: int | None = None,
+    dtype="float64",
+    standardize: bool = True,
+    n_test: int = 0,
+    **knobs,
+) -> ShardedDataset:
     """``n`` rows of the synthetic registry entry ``name`` (e.g. "higgs_like", "sine_projection"),
     generated on the workers: shard s draws its rows from ``SeedSequence(seed).spawn(n_shards)[s]``,
     so the data depends on (seed, n_shards) and never passes through this process. Features are
@@ -225,8 +254,10 @@ def generate(name: str, n: int, seed: int = 0, *, cluster=None, n_shards: int | 
 
     info = get_info(name)
     if not info.synthetic:
-        raise ValueError(f"{name} is not a synthetic set: read it with read_table from a path every worker "
-                         f"sees, or load it here and use scatter")
+        raise ValueError(
+            f"{name} is not a synthetic set: read it with read_table from a path every worker "
+            f"sees, or load it here and use scatter"
+        )
     params = resolve_knobs(info, None, knobs)
     n = check_int(n, "n", minimum=2)
     client = resolve_client(cluster)
@@ -235,15 +266,27 @@ def generate(name: str, n: int, seed: int = 0, *, cluster=None, n_shards: int | 
     sizes = _even_sizes(n, n_shards)
     where = [workers[s % len(workers)] for s in range(n_shards)]
     seeds = np.random.SeedSequence(check_int(seed, "seed", minimum=0)).spawn(n_shards + 1)
-    raw = [client.submit(_generate_shard, name, size, seeds[s], params, workers=[w], allow_other_workers=False,
-                         pure=False) for s, (size, w) in enumerate(zip(sizes, where))]
+    raw = [
+        client.submit(_generate_shard, name, size, seeds[s], params, workers=[w], allow_other_workers=False, pure=False)
+        for s, (size, w) in enumerate(zip(sizes, where))
+    ]
     dtype_name = _dtype_name(dtype)
     pairs, mean, scale, y_mean, y_scale = _standardise(client, raw, where, info.task, standardize, dtype_name)
     del raw
     k = client.submit(lambda p: p[1].shape[1], pairs[0], workers=[where[0]], pure=False).result()
     X, y = _pairs_to_arrays(client, pairs, sizes, where, len(mean), k, was_1d=(k == 1))
-    data = ShardedDataset(name, info.task, X, y, classes=None, feature_mean=mean, feature_scale=scale,
-                          y_mean=y_mean, y_scale=y_scale, info={"seed": seed, "n_shards": n_shards, **params})
+    data = ShardedDataset(
+        name,
+        info.task,
+        X,
+        y,
+        classes=None,
+        feature_mean=mean,
+        feature_scale=scale,
+        y_mean=y_mean,
+        y_scale=y_scale,
+        info={"seed": seed, "n_shards": n_shards, **params},
+    )
     if n_test:
         Xt, yt = _generate_shard(name, check_int(n_test, "n_test"), seeds[-1], params)
         Xt_t, yt_t = _finish_shard((Xt, yt), mean, scale, y_mean, y_scale, dtype_name)
@@ -251,8 +294,9 @@ def generate(name: str, n: int, seed: int = 0, *, cluster=None, n_shards: int | 
     return data
 
 
-def read_table(path, target: str, *, cluster=None, features=None, dtype="float64", standardize: bool = True,
-               **read_options) -> ShardedDataset:
+def read_table(
+    path, target: str, *, cluster=None, features=None, dtype="float64", standardize: bool = True, **read_options
+) -> ShardedDataset:
     """A CSV or Parquet table (``path``: a file, a glob or a folder every worker can read) read by
     the workers through ``dask.dataframe``; ``target`` names the regression target column,
     ``features`` the feature columns (default: every other numeric column). Features and target
@@ -276,20 +320,34 @@ def read_table(path, target: str, *, cluster=None, features=None, dtype="float64
     with client.as_current():
         parts = [dask.delayed(_frame_pair)(part, list(features), target) for part in frame.to_delayed()]
         Xs, ys = _shards_of(client, parts, len(features), 1, was_1d=True)
-    raw = [client.submit(_as_numpy_pair, xf, yf, workers=[w], allow_other_workers=False, pure=False)
-           for xf, yf, w in zip(Xs.futures, ys.futures, Xs.workers)]
-    pairs, mean, scale, y_mean, y_scale = _standardise(client, raw, Xs.workers, "regression", standardize,
-                                                       _dtype_name(dtype))
+    raw = [
+        client.submit(_as_numpy_pair, xf, yf, workers=[w], allow_other_workers=False, pure=False)
+        for xf, yf, w in zip(Xs.futures, ys.futures, Xs.workers)
+    ]
+    pairs, mean, scale, y_mean, y_scale = _standardise(
+        client, raw, Xs.workers, "regression", standardize, _dtype_name(dtype)
+    )
     Xn, yn = _pairs_to_arrays(client, pairs, Xs.sizes, Xs.workers, Xs.width, 1, was_1d=True)
     name = os.path.basename(text.rstrip("/")) or text
-    return ShardedDataset(name, "regression", Xn, yn, feature_mean=mean, feature_scale=scale, y_mean=y_mean,
-                          y_scale=y_scale, info={"path": text, "features": list(features)})
+    return ShardedDataset(
+        name,
+        "regression",
+        Xn,
+        yn,
+        feature_mean=mean,
+        feature_scale=scale,
+        y_mean=y_mean,
+        y_scale=y_scale,
+        info={"path": text, "features": list(features)},
+    )
 
 
 def _frame_pair(frame, features, target):
     """A pandas partition as (features, target column) float64 tensors."""
-    return (torch.as_tensor(frame[features].to_numpy(dtype="float64")),
-            torch.as_tensor(frame[target].to_numpy(dtype="float64"))[:, None])
+    return (
+        torch.as_tensor(frame[features].to_numpy(dtype="float64")),
+        torch.as_tensor(frame[target].to_numpy(dtype="float64"))[:, None],
+    )
 
 
 def _as_numpy_pair(X, Y):

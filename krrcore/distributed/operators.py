@@ -11,6 +11,7 @@
   worker) and its rows of K (stored, if its memory allows, or recomputed per product);
   :meth:`ShardedFullSystem.estimate_worker` is what a worker holds for it.
 """
+
 from __future__ import annotations
 
 import time
@@ -72,8 +73,16 @@ class _ShardOperator:
         scratch = scratch_budget(memory_budget, available=available)
         if cache_bytes is None:
             cache_bytes = storage_budget(memory_budget, available=available)
-        self.op = KernelOperator(kernel, X, C, memory_budget=scratch, block_rows=block_rows, n_rhs=n_rhs,
-                                 accumulate_dtype=accumulate_dtype, cache_bytes=cache_bytes)
+        self.op = KernelOperator(
+            kernel,
+            X,
+            C,
+            memory_budget=scratch,
+            block_rows=block_rows,
+            n_rhs=n_rhs,
+            accumulate_dtype=accumulate_dtype,
+            cache_bytes=cache_bytes,
+        )
 
 
 def _op_describe(state):
@@ -109,9 +118,18 @@ class ShardedKernelOperator:
     ``times`` (:class:`ProductTimes`) says where each product's time went.
     """
 
-    def __init__(self, kernel, X: ShardedArray, C: torch.Tensor, *, memory_budget: int | None = None,
-                 block_rows: int | None = None, n_rhs: int = 1, accumulate_dtype: torch.dtype | None = None,
-                 cache_bytes: int | None = None):
+    def __init__(
+        self,
+        kernel,
+        X: ShardedArray,
+        C: torch.Tensor,
+        *,
+        memory_budget: int | None = None,
+        block_rows: int | None = None,
+        n_rhs: int = 1,
+        accumulate_dtype: torch.dtype | None = None,
+        cache_bytes: int | None = None,
+    ):
         if X.shape[1] != C.shape[1]:
             raise ValueError(f"X and centres have mismatched shapes: {X.shape[1]} vs {C.shape[1]} features")
         self.kernel, self.X = kernel, X
@@ -121,8 +139,9 @@ class ShardedKernelOperator:
         self.client = X.client
         C = C.to(dtype=self.dtype, device="cpu")
         centers = self.client.scatter(C, broadcast=True, hash=False)
-        self._states = X.map(_ShardOperator, kernel, centers, memory_budget, block_rows, n_rhs,
-                             self.accumulate_dtype, cache_bytes)
+        self._states = X.map(
+            _ShardOperator, kernel, centers, memory_budget, block_rows, n_rhs, self.accumulate_dtype, cache_bytes
+        )
         self.shards = self._gather_each(_op_describe)
         self.block_rows = max(s["block_rows"] for s in self.shards)
         self.buffer_bytes = max(s["buffer_bytes"] for s in self.shards)
@@ -134,8 +153,9 @@ class ShardedKernelOperator:
         return sum(s["cached_rows"] for s in self._gather_each(_op_describe))
 
     def _submit(self, fn, s: int, *args):
-        return self.client.submit(fn, self._states[s], *args, workers=[self.X.workers[s]], allow_other_workers=False,
-                                  pure=False)
+        return self.client.submit(
+            fn, self._states[s], *args, workers=[self.X.workers[s]], allow_other_workers=False, pure=False
+        )
 
     def _gather_each(self, fn, *args):
         return self.client.gather([self._submit(fn, s, *args) for s in range(self.X.n_shards)])
@@ -143,8 +163,9 @@ class ShardedKernelOperator:
     def _products(self, fn, *args, per_shard=None):
         """Run ``fn(state, *args[, per_shard[s]])`` on every shard; (results, wall start)."""
         start = time.perf_counter()
-        futures = [self._submit(fn, s, *args, *(() if per_shard is None else (per_shard[s],)))
-                   for s in range(self.X.n_shards)]
+        futures = [
+            self._submit(fn, s, *args, *(() if per_shard is None else (per_shard[s],))) for s in range(self.X.n_shards)
+        ]
         return self.client.gather(futures), start
 
     def _reduce(self, results, start, dtype) -> torch.Tensor:
@@ -217,9 +238,11 @@ class ShardedKernelOperator:
         return grams, sum_in_order([r[0][1] for r in results], self.dtype)
 
     def blocks(self, rows=None):
-        raise NotImplementedError("a sharded operator computes its kernel blocks on the workers and never "
-                                  "hands them out: use fused, matvec, rmatvec or gram (SketchySAGA and ASkotch, "
-                                  "which walk blocks themselves, do not run on sharded data)")
+        raise NotImplementedError(
+            "a sharded operator computes its kernel blocks on the workers and never "
+            "hands them out: use fused, matvec, rmatvec or gram (SketchySAGA and ASkotch, "
+            "which walk blocks themselves, do not run on sharded data)"
+        )
 
 
 class _ShardRows:
@@ -236,16 +259,16 @@ class _ShardRows:
     def product(self, W):
         if self.K is not None:
             return self.K @ W
-        return KernelOperator(self.kernel, self.X, self.columns, memory_budget=self.scratch,
-                              n_rhs=W.shape[1]).matvec(W)
+        return KernelOperator(self.kernel, self.X, self.columns, memory_budget=self.scratch, n_rhs=W.shape[1]).matvec(W)
 
     def product64(self, W64):
         if self.K is not None and self.K.dtype == torch.float64:
             return self.K @ W64
         if self._X64 is None:
             self._X64, self._C64 = self.X.to(torch.float64), self.columns.to(torch.float64)
-        return KernelOperator(self.kernel, self._X64, self._C64, memory_budget=self.scratch,
-                              n_rhs=W64.shape[1]).matvec(W64)
+        return KernelOperator(self.kernel, self._X64, self._C64, memory_budget=self.scratch, n_rhs=W64.shape[1]).matvec(
+            W64
+        )
 
 
 def _rows_product(state, W):
@@ -269,8 +292,9 @@ class ShardedFullSystem:
     ``storage``: "stored" keeps each worker's rows of K, "on_the_fly" recomputes them, "auto"
     stores them when every worker's rows fit its storage budget (``storage`` after resolution)."""
 
-    def __init__(self, kernel, X: ShardedArray, lam_n: float, *, storage: str = "auto",
-                 memory_budget: int | None = None):
+    def __init__(
+        self, kernel, X: ShardedArray, lam_n: float, *, storage: str = "auto", memory_budget: int | None = None
+    ):
         if storage not in KERNEL_STORAGE:
             raise ValueError(f"kernel_storage must be one of {KERNEL_STORAGE}, got {storage!r}")
         self.kernel, self.X, self.n, self.lam_n = kernel, X, X.shape[0], float(lam_n)
@@ -280,11 +304,24 @@ class ShardedFullSystem:
             fits = self.client.gather(X.map(_storage_fits, self.n, memory_budget))
             storage = "stored" if all(fits) else "on_the_fly"
         self.storage = storage
-        columns = {w: self.client.submit(concat, *X.futures, workers=[w], allow_other_workers=False, pure=False)
-                   for w in sorted(set(X.workers))}
-        self._states = [self.client.submit(_ShardRows, f, kernel, columns[w], storage, memory_budget, workers=[w],
-                                           allow_other_workers=False, pure=False)
-                        for f, w in zip(X.futures, X.workers)]
+        columns = {
+            w: self.client.submit(concat, *X.futures, workers=[w], allow_other_workers=False, pure=False)
+            for w in sorted(set(X.workers))
+        }
+        self._states = [
+            self.client.submit(
+                _ShardRows,
+                f,
+                kernel,
+                columns[w],
+                storage,
+                memory_budget,
+                workers=[w],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for f, w in zip(X.futures, X.workers)
+        ]
         self.times = ProductTimes()
 
     @staticmethod
@@ -297,19 +334,34 @@ class ShardedFullSystem:
         if storage == "stored" or (storage == "auto" and rows * n * s <= model.limit_bytes):
             model.hold(f"rows of K ({rows:,}×{n:,})", rows * n * s)
         else:
-            model.hold("kernel block buffer", operator_bytes(rows, n, itemsize=s, budget_bytes=model.scratch_bytes,
-                                                             d=d, n_rhs=k, scratch_blocks=model.scratch_blocks),
-                       "scratch")
+            model.hold(
+                "kernel block buffer",
+                operator_bytes(
+                    rows,
+                    n,
+                    itemsize=s,
+                    budget_bytes=model.scratch_bytes,
+                    d=d,
+                    n_rhs=k,
+                    scratch_blocks=model.scratch_blocks,
+                ),
+                "scratch",
+            )
         if float64_eval and s != 8:
             model.hold("float64 copies of the shard and the columns", (rows + n) * d * 8)
-        return ("use kernel_storage='on_the_fly' or 'auto', more workers, or workers with more memory"
-                if storage == "stored" else "use more workers or workers with more memory, or subsample")
+        return (
+            "use kernel_storage='on_the_fly' or 'auto', more workers, or workers with more memory"
+            if storage == "stored"
+            else "use more workers or workers with more memory, or subsample"
+        )
 
     def _stacked(self, fn, W: torch.Tensor) -> torch.Tensor:
         start = time.perf_counter()
         W_future = self.client.scatter(W, broadcast=True, hash=False)
-        futures = [self.client.submit(fn, st, W_future, workers=[w], allow_other_workers=False, pure=False)
-                   for st, w in zip(self._states, self.X.workers)]
+        futures = [
+            self.client.submit(fn, st, W_future, workers=[w], allow_other_workers=False, pure=False)
+            for st, w in zip(self._states, self.X.workers)
+        ]
         results = self.client.gather(futures)
         out = concat(*(r[0] for r in results))
         self.times.add(time.perf_counter() - start, [r[1] for r in results], 0.0)

@@ -14,6 +14,7 @@ its children, within :data:`WATCH_SECONDS` once PID is no longer its parent — 
 started the cluster ended, however (``kill -9`` included) — as a Dask worker ends with its nanny.
 A nanny imports nothing more: it runs no task.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,11 +32,11 @@ WATCH_SECONDS = 0.5
 def end_with_parent(parent_pid: int, interval: float = WATCH_SECONDS) -> threading.Thread:
     """Start a daemon thread that ends this process once ``parent_pid`` is no longer its parent
     (the parent died: the process was re-parented, to init or a subreaper)."""
+
     def watch():
         while os.getppid() == parent_pid:
             time.sleep(interval)
-        logging.getLogger(__name__).info("the process that started this Dask process (%d) is gone: ending",
-                                            parent_pid)
+        logging.getLogger(__name__).info("the process that started this Dask process (%d) is gone: ending", parent_pid)
         _end_process_tree()
 
     thread = threading.Thread(target=watch, name="krr-end-with-parent", daemon=True)

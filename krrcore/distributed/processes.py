@@ -11,6 +11,7 @@ ending when the process that started them is gone.
   once its parent is gone, however it ended (``kill -9`` included) — as a Dask worker ends with
   its nanny, one level up.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,17 +39,20 @@ def embedded_cluster(n_workers: int, *, parent_pid: int, scheduler: dict, nanny:
     scheduler = {**scheduler, "preload_argv": [*scheduler.get("preload_argv", []), *watch]}
     nanny = {**nanny, "preload_nanny_argv": [*nanny.get("preload_nanny_argv", []), *watch]}
     worker = {"cls": NannyProcess, "options": {"worker_kwargs": nanny}}
-    return SpecCluster(workers={i: worker for i in range(n_workers)}, worker=worker, name="krrcore",
-                       scheduler={"cls": SchedulerProcess, "options": {"scheduler_kwargs": scheduler}},
-                       silence_logs=logging.WARN)
+    return SpecCluster(
+        workers={i: worker for i in range(n_workers)},
+        worker=worker,
+        name="krrcore",
+        scheduler={"cls": SchedulerProcess, "options": {"scheduler_kwargs": scheduler}},
+        silence_logs=logging.WARN,
+    )
 
 
 def _spawn(*args: str):
     """``python -m dask spec ARGS`` in a session of its own. Dask's INFO lines (every connection,
     every worker) stay out of the starting process's output; warnings show."""
     env = {**os.environ, "DASK_LOGGING__DISTRIBUTED": os.environ.get("DASK_LOGGING__DISTRIBUTED", "warning")}
-    return asyncio.create_subprocess_exec(sys.executable, "-m", "dask", "spec", *args, start_new_session=True,
-                                          env=env)
+    return asyncio.create_subprocess_exec(sys.executable, "-m", "dask", "spec", *args, start_new_session=True, env=env)
 
 
 class SchedulerProcess(ProcessInterface):
@@ -56,8 +60,10 @@ class SchedulerProcess(ProcessInterface):
     scheduler file it writes, which is then removed."""
 
     def __init__(self, scheduler_kwargs: dict, timeout: float = 60.0):
-        self.scheduler_kwargs = {"scheduler_file": os.path.join(tempfile.gettempdir(), f"krr-{uuid.uuid4()}.json"),
-                                 **scheduler_kwargs}
+        self.scheduler_kwargs = {
+            "scheduler_file": os.path.join(tempfile.gettempdir(), f"krr-{uuid.uuid4()}.json"),
+            **scheduler_kwargs,
+        }
         self.timeout = timeout
         self.process = None
         super().__init__()
@@ -72,13 +78,15 @@ class SchedulerProcess(ProcessInterface):
                 self.address = json.loads(path.read_text())["address"]
                 path.unlink(missing_ok=True)
                 break
-            except (OSError, ValueError, KeyError):        # not written yet, or half written
+            except (OSError, ValueError, KeyError):  # not written yet, or half written
                 await asyncio.sleep(0.1)
         else:
             status = self.process.returncode
             await self.close()
-            raise RuntimeError(f"the embedded Dask scheduler did not start within {self.timeout:g} s "
-                               f"(exit status {status}; its log is above)")
+            raise RuntimeError(
+                f"the embedded Dask scheduler did not start within {self.timeout:g} s "
+                f"(exit status {status}; its log is above)"
+            )
         await super().start()
 
     async def close(self) -> None:
@@ -144,7 +152,7 @@ def kill(processes) -> None:
     for process in processes:
         try:
             tree = psutil.Process(process.pid)
-            victims += [tree] + tree.children(recursive=True)     # the parent first: it cannot report its child's death
+            victims += [tree] + tree.children(recursive=True)  # the parent first: it cannot report its child's death
         except psutil.NoSuchProcess:
             continue
     for victim in victims:

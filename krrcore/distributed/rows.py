@@ -1,6 +1,7 @@
 """Sharded rows behind krrcore's seam (:mod:`krrcore.rows`): the same operations as rows held here,
 run where the rows are. Registered for :class:`~krrcore.distributed.array.ShardedArray` when
 :mod:`krrcore.distributed` is imported."""
+
 from __future__ import annotations
 
 import torch

@@ -6,6 +6,7 @@ Dask's nanny starts workers with ``OMP_NUM_THREADS=1``; the embedded cluster pas
 it again (:func:`use_worker_threads`), since a worker started without the preload has only its
 thread slots to go by.
 """
+
 from __future__ import annotations
 
 import os

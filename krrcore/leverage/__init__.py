@@ -32,6 +32,7 @@ p); that inflates A, biases scores upwards and grows the dictionary. Here A is a
 Randomness comes from one CPU ``torch.Generator`` (``seed`` may be an int or a generator), so a
 seed gives the same centres on every device; the linear algebra runs in float64 on X's device.
 """
+
 from .accuracy import LeverageComparison, compare_with_exact, r_acc_summary
 from .baselines import RRLS_BASE_SIZE, recursive_rls, uniform
 from .bless import DEFAULT_Q, DEFAULT_Q1, DEFAULT_Q2, bless, bless_r, lambda_path
@@ -41,7 +42,27 @@ from .exact import ExactLeveragePath, exact_scores, exact_scores_path
 from .results import BlessResult, LeverageLevel, LeverageResult
 from .samplers import SAMPLERS
 
-__all__ = ["exact_scores", "exact_scores_path", "ExactLeveragePath", "approximate_scores", "bless", "bless_r",
-           "lambda_path", "recursive_rls", "uniform", "SAMPLERS", "LeverageLevel", "LeverageResult", "BlessResult",
-           "BlessCenters", "BlessRCenters", "compare_with_exact", "LeverageComparison", "r_acc_summary",
-           "DEFAULT_Q", "DEFAULT_Q1", "DEFAULT_Q2", "RRLS_BASE_SIZE"]
+__all__ = [
+    "exact_scores",
+    "exact_scores_path",
+    "ExactLeveragePath",
+    "approximate_scores",
+    "bless",
+    "bless_r",
+    "lambda_path",
+    "recursive_rls",
+    "uniform",
+    "SAMPLERS",
+    "LeverageLevel",
+    "LeverageResult",
+    "BlessResult",
+    "BlessCenters",
+    "BlessRCenters",
+    "compare_with_exact",
+    "LeverageComparison",
+    "r_acc_summary",
+    "DEFAULT_Q",
+    "DEFAULT_Q1",
+    "DEFAULT_Q2",
+    "RRLS_BASE_SIZE",
+]

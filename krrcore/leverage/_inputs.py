@@ -1,4 +1,5 @@
 """Input checks shared by every leverage-score entry point (float64 data, kernel, λ, seeds, point sets)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,12 +51,14 @@ def _check_sampling_penalty(penalty, kappa2: float, n: int | None = None) -> flo
         raise ValueError(
             f"penalty={lam:g} is below what float64 resolves against the kernel scale κ² = {kappa2:g} (λn = "
             f"{lam * n:.3g} < {floor:.3g}, {ROUND_OFF_FACTOR:g}·eps·κ²): Eq. (3) divides round-off by λn there, "
-            f"and every score is 1 to working precision; choose penalty >= {floor / n:.2g}")
+            f"and every score is 1 to working precision; choose penalty >= {floor / n:.2g}"
+        )
     if lam >= kappa2:
         raise ValueError(
             f"penalty={lam:g} is not below the kernel scale κ² = max K(x,x) = {kappa2:g}: then every "
             f"leverage score is at most κ²/(λn) ≤ 1/n and d_eff(λ) ≤ κ²/λ ≤ 1, so there is nothing to "
-            f"sample; choose penalty < {kappa2:g}")
+            f"sample; choose penalty < {kappa2:g}"
+        )
     return lam
 
 
@@ -84,6 +87,7 @@ def _index_tensor(points, n: int, device) -> torch.Tensor:
         raise ValueError(f"points must be integer indices into X, got dtype {idx.dtype}")
     idx = idx.reshape(-1).to(device=device, dtype=torch.int64)
     if int(idx.min()) < 0 or int(idx.max()) >= n:
-        raise ValueError(f"points must lie in [0, {n}) (X has n={n} rows), got range "
-                         f"[{int(idx.min())}, {int(idx.max())}]")
+        raise ValueError(
+            f"points must lie in [0, {n}) (X has n={n} rows), got range [{int(idx.min())}, {int(idx.max())}]"
+        )
     return idx

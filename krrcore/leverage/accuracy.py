@@ -1,5 +1,6 @@
 """How accurate a sampler's scores are: R-ACC ℓ̃/ℓ against exact scores along its λ path (BLESS
 paper, Sect. 4 and Fig. 1), with the exact d_eff(λ_h) and d_∞(λ_h) of every level."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,9 @@ class LeverageComparison:
     result: object = None
 
 
-def compare_with_exact(X, kernel, penalty: float, method: str = "bless", *, seed=0, memory_budget=None,
-                       **sampler_kwargs) -> LeverageComparison:
+def compare_with_exact(
+    X, kernel, penalty: float, method: str = "bless", *, seed=0, memory_budget=None, **sampler_kwargs
+) -> LeverageComparison:
     """Run the sampler ``method`` (a key of :data:`krrcore.leverage.SAMPLERS`) with Eq. (3) scores for
     every point, and the exact scores for every λ of its path and ``penalty`` from one ``eigh``
     of K (:func:`~krrcore.leverage.exact_scores_path`; memory-checked: three n×n float64 matrices).
@@ -55,22 +57,42 @@ def compare_with_exact(X, kernel, penalty: float, method: str = "bless", *, seed
     if method not in SAMPLERS:
         raise ValueError(f"method must be one of {sorted(SAMPLERS)}, got {method!r}")
     shape = getattr(X, "shape", None) or np.shape(X)
-    check_eigh_fits(int(shape[0]) if len(shape) else 0, memory_budget,
-                    getattr(X, "device", None) if isinstance(X, torch.Tensor) else None)   # before the sampler runs
-    result = SAMPLERS[method](X, kernel, penalty, seed=seed, points="all", memory_budget=memory_budget,
-                              **sampler_kwargs)
+    check_eigh_fits(
+        int(shape[0]) if len(shape) else 0,
+        memory_budget,
+        getattr(X, "device", None) if isinstance(X, torch.Tensor) else None,
+    )  # before the sampler runs
+    result = SAMPLERS[method](
+        X, kernel, penalty, seed=seed, points="all", memory_budget=memory_budget, **sampler_kwargs
+    )
     path = result.path()
-    exact = exact_scores_path(X, kernel, sorted(set(path["penalty"]) | {penalty}, reverse=True),
-                              memory_budget=memory_budget)
+    exact = exact_scores_path(
+        X, kernel, sorted(set(path["penalty"]) | {penalty}, reverse=True), memory_budget=memory_budget
+    )
     row = {p: j for j, p in enumerate(exact.penalties.tolist())}
     path["d_eff exact"] = [float(exact.d_eff[row[p]]) for p in path["penalty"]]
     path["d_inf exact"] = [float(exact.d_inf[row[p]]) for p in path["penalty"]]
     exact_final = exact.scores[row[result.penalty]].cpu().numpy()
     approx = result.scores.cpu().numpy()
-    points = pd.DataFrame({"index": result.points.cpu().numpy(), "exact": exact_final, "approximate": approx,
-                           "r_acc": approx / exact_final})
-    return LeverageComparison(method=method, penalty=float(penalty), final_penalty=result.penalty, points=points,
-                              path=path, r_acc=r_acc_summary(approx, exact_final),
-                              d_eff=float(exact.d_eff[row[penalty]]), d_inf=float(exact.d_inf[row[penalty]]),
-                              dictionary=result.indices.cpu().numpy(), seconds=result.seconds, note=result.note,
-                              result=result)
+    points = pd.DataFrame(
+        {
+            "index": result.points.cpu().numpy(),
+            "exact": exact_final,
+            "approximate": approx,
+            "r_acc": approx / exact_final,
+        }
+    )
+    return LeverageComparison(
+        method=method,
+        penalty=float(penalty),
+        final_penalty=result.penalty,
+        points=points,
+        path=path,
+        r_acc=r_acc_summary(approx, exact_final),
+        d_eff=float(exact.d_eff[row[penalty]]),
+        d_inf=float(exact.d_inf[row[penalty]]),
+        dictionary=result.indices.cpu().numpy(),
+        seconds=result.seconds,
+        note=result.note,
+        result=result,
+    )

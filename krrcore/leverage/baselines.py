@@ -1,4 +1,5 @@
 """Comparison points for BLESS: Recursive-RLS (Musco & Musco 2017) and uniform sampling."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,17 @@ from .results import LeverageLevel, LeverageResult
 RRLS_BASE_SIZE = math.ceil(192 * math.log(20))
 
 
-def recursive_rls(X, kernel, penalty, *, q2: float | None = None, base_size: int = RRLS_BASE_SIZE, seed=0,
-                  points=None, memory_budget: int | None = None) -> LeverageResult:
+def recursive_rls(
+    X,
+    kernel,
+    penalty,
+    *,
+    q2: float | None = None,
+    base_size: int = RRLS_BASE_SIZE,
+    seed=0,
+    points=None,
+    memory_budget: int | None = None,
+) -> LeverageResult:
     """Recursive-RLS (Musco & Musco, NIPS 2017, Alg. 2) at a fixed λ, unrolled bottom-up.
 
     A random permutation gives nested uniform subsets of sizes n, ⌈n/2⌉, …, down to
@@ -47,8 +57,20 @@ def recursive_rls(X, kernel, penalty, *, q2: float | None = None, base_size: int
     ones = torch.ones(base.numel(), dtype=torch.float64, device=X.device)
     t = time.perf_counter()
     base_scores = _Dictionary(kernel, X, base, ones, ridge, memory_budget).scores(base)
-    levels = [LeverageLevel(lam, base, ones, ones.clone(), torch.ones_like(base), float(base_scores.sum()),
-                            sizes[0], sizes[0], expected_size=float(sizes[0]), seconds=time.perf_counter() - t)]
+    levels = [
+        LeverageLevel(
+            lam,
+            base,
+            ones,
+            ones.clone(),
+            torch.ones_like(base),
+            float(base_scores.sum()),
+            sizes[0],
+            sizes[0],
+            expected_size=float(sizes[0]),
+            seconds=time.perf_counter() - t,
+        )
+    ]
     for m in sizes[1:]:
         t = time.perf_counter()
         previous = levels[-1]
@@ -58,18 +80,46 @@ def recursive_rls(X, kernel, penalty, *, q2: float | None = None, base_size: int
         accept = ctx.rand(m) < p
         order = torch.argsort(U[accept])
         indices, probabilities = U[accept][order], p[accept][order]
-        levels.append(LeverageLevel(lam, indices, probabilities, probabilities.clone(), torch.ones_like(indices),
-                                    float(scores.sum()), m, m, expected_size=float(p.sum()),
-                                    seconds=time.perf_counter() - t))
+        levels.append(
+            LeverageLevel(
+                lam,
+                indices,
+                probabilities,
+                probabilities.clone(),
+                torch.ones_like(indices),
+                float(scores.sum()),
+                m,
+                m,
+                expected_size=float(p.sum()),
+                seconds=time.perf_counter() - t,
+            )
+        )
     if levels[-1].size == 0:
         raise ValueError("recursive_rls selected no points at the final level: raise q2")
-    result = LeverageResult("recursive_rls", n, kappa2, levels, {"q2": q2, "base_size": base_size, "penalty": lam},
-                            seconds=time.perf_counter() - t0)
+    result = LeverageResult(
+        "recursive_rls",
+        n,
+        kappa2,
+        levels,
+        {"q2": q2, "base_size": base_size, "penalty": lam},
+        seconds=time.perf_counter() - t0,
+    )
     return _with_scores(result, X, kernel, point_idx, memory_budget)
 
 
-def uniform(X, kernel, penalty, *, M: int | None = None, q: float = DEFAULT_Q, q1: float | None = None,
-            lambda0: float | None = None, seed=0, points=None, memory_budget: int | None = None) -> LeverageResult:
+def uniform(
+    X,
+    kernel,
+    penalty,
+    *,
+    M: int | None = None,
+    q: float = DEFAULT_Q,
+    q1: float | None = None,
+    lambda0: float | None = None,
+    seed=0,
+    points=None,
+    memory_budget: int | None = None,
+) -> LeverageResult:
     """Uniform sampling as a leverage-score method: M distinct points, A = (M/n)·I.
 
     A = (M/n)I is the marginal inclusion probability, so Eq. (3) with this dictionary is the
@@ -93,8 +143,26 @@ def uniform(X, kernel, penalty, *, M: int | None = None, q: float = DEFAULT_Q, q
         t = time.perf_counter()
         R, U = ctx.uniform_candidates(lam_h)
         d_h = n / R * float(_Dictionary(kernel, X, indices, probabilities, lam_h * n, memory_budget).scores(U).sum())
-        levels.append(LeverageLevel(lam_h, indices, probabilities, probabilities, torch.ones_like(indices), d_h, R, n,
-                                    expected_size=float(M), seconds=time.perf_counter() - t))
-    result = LeverageResult("uniform", n, kappa2, levels, {"M": M, "q": q, "q1": q1, "lambda0": lambda0,
-                                                           "penalty": lam}, seconds=time.perf_counter() - t0)
+        levels.append(
+            LeverageLevel(
+                lam_h,
+                indices,
+                probabilities,
+                probabilities,
+                torch.ones_like(indices),
+                d_h,
+                R,
+                n,
+                expected_size=float(M),
+                seconds=time.perf_counter() - t,
+            )
+        )
+    result = LeverageResult(
+        "uniform",
+        n,
+        kappa2,
+        levels,
+        {"M": M, "q": q, "q1": q1, "lambda0": lambda0, "penalty": lam},
+        seconds=time.perf_counter() - t0,
+    )
     return _with_scores(result, X, kernel, point_idx, memory_budget)

@@ -1,4 +1,5 @@
 """BLESS (Alg. 1) and BLESS-R (Alg. 2): leverage-score sampling along a decreasing λ path."""
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,10 @@ def _path_inputs(q, q1, lambda0, lam: float, kappa2: float) -> tuple[float, floa
     q1 = check_positive(DEFAULT_Q1 if q1 is None else q1, "q1")
     lambda0 = kappa2 if lambda0 is None else check_positive(lambda0, "lambda0")
     if lambda0 <= lam:
-        raise ValueError(f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
-                         f"got lambda0={lambda0:g} <= penalty={lam:g}")
+        raise ValueError(
+            f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
+            f"got lambda0={lambda0:g} <= penalty={lam:g}"
+        )
     return q, q1, lambda0
 
 
@@ -70,12 +73,16 @@ def lambda_path(lambda0: float, penalty: float, q: float) -> list[float]:
     if q <= 1:
         raise ValueError(f"q must be > 1 (λ shrinks by q per level), got {q:g}")
     if lambda0 <= penalty:
-        raise ValueError(f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
-                         f"got lambda0={lambda0:g} <= penalty={penalty:g}")
+        raise ValueError(
+            f"lambda0 must be larger than penalty (the path runs from lambda0 down to penalty), "
+            f"got lambda0={lambda0:g} <= penalty={penalty:g}"
+        )
     levels = math.log(lambda0 / penalty) / math.log(q)
     if levels > MAX_LEVELS:
-        raise ValueError(f"the λ path from lambda0={lambda0:g} to penalty={penalty:g} in steps of q={q:g} has "
-                         f"{levels:.3g} levels (at most {MAX_LEVELS:,}): raise q or penalty")
+        raise ValueError(
+            f"the λ path from lambda0={lambda0:g} to penalty={penalty:g} in steps of q={q:g} has "
+            f"{levels:.3g} levels (at most {MAX_LEVELS:,}): raise q or penalty"
+        )
     H = max(1, math.ceil(math.log(lambda0 / penalty) / math.log(q) - 1e-9))
     return [lambda0 * (penalty / lambda0) ** (h / H) for h in range(1, H + 1)]
 
@@ -105,8 +112,16 @@ class _Context:
         if level is None:
             empty = torch.empty(0, dtype=torch.int64, device=self.X.device)
             return _Dictionary(self.kernel, self.X, empty, empty.double(), penalty * self.n, self.memory_budget)
-        return _Dictionary(self.kernel, self.X, level.indices, level.weights, penalty * self.n, self.memory_budget,
-                           self.precision, pivots=pivots)
+        return _Dictionary(
+            self.kernel,
+            self.X,
+            level.indices,
+            level.weights,
+            penalty * self.n,
+            self.memory_budget,
+            self.precision,
+            pivots=pivots,
+        )
 
     def uniform_candidates(self, lam: float) -> tuple[int, torch.Tensor]:
         """Alg. 1 line 5: R_h = q1·min(κ²/λ_h, n) i.i.d. uniform indices — or all n points, once,
@@ -141,15 +156,25 @@ def _bless_level(ctx: _Context, previous: LeverageLevel | None, lam: float, _sta
         candidates = _ScoredCandidates(ctx, dictionary, distinct, multiplicity)
     if not candidates.total > 0:
         raise ValueError(f"all approximate leverage scores are zero at penalty={lam:g}: check the kernel")
-    d_h = n / R * candidates.total                                         # line 8
+    d_h = n / R * candidates.total  # line 8
     _check_draws(ctx, lam, d_h)
-    draws = _line9_draws(ctx, candidates.draw, math.ceil(ctx.q2 * d_h))    # positions in distinct
+    draws = _line9_draws(ctx, candidates.draw, math.ceil(ctx.q2 * d_h))  # positions in distinct
     M_h = draws.numel()
-    chosen, counts = torch.unique(draws, return_counts=True)               # duplicates merged
+    chosen, counts = torch.unique(draws, return_counts=True)  # duplicates merged
     probabilities = R * (candidates.scores[chosen] / candidates.total) / n  # per-draw probability over [n]
-    weights = M_h * probabilities / counts                    # A_h = (R_h M_h/n) diag(p) (line 10), merged
-    return LeverageLevel(lam, distinct[chosen], weights, probabilities, counts, d_h, R, n,
-                         expected_size=float(M_h), scored=candidates.scored)
+    weights = M_h * probabilities / counts  # A_h = (R_h M_h/n) diag(p) (line 10), merged
+    return LeverageLevel(
+        lam,
+        distinct[chosen],
+        weights,
+        probabilities,
+        counts,
+        d_h,
+        R,
+        n,
+        expected_size=float(M_h),
+        scored=candidates.scored,
+    )
 
 
 #: How far above n an estimate of d_eff may go before the level is refused (ℓ̃ over-estimates ℓ
@@ -165,11 +190,18 @@ def _check_draws(ctx: _Context, lam: float, d_h: float) -> None:
     are allocated; so are draws that would not fit the memory policy (:func:`check_fits`)."""
     n = ctx.n
     if not math.isfinite(d_h) or d_h > D_EFF_EXCESS * n:
-        raise ValueError(f"BLESS's estimate of d_eff at λ={lam:.3g} is {d_h:.3g}, above the n={n:,} points any "
-                         f"d_eff is at most: the dictionary no longer resolves the scores at this penalty; raise "
-                         f"penalty, or for n this small compute exact_scores")
-    check_fits(int(math.ceil(ctx.q2 * d_h)) * 8 * 4, f"BLESS's {math.ceil(ctx.q2 * d_h):,} draws at λ={lam:.3g}",
-               "lower q2 or raise penalty", ctx.memory_budget, ctx.X.device)
+        raise ValueError(
+            f"BLESS's estimate of d_eff at λ={lam:.3g} is {d_h:.3g}, above the n={n:,} points any "
+            f"d_eff is at most: the dictionary no longer resolves the scores at this penalty; raise "
+            f"penalty, or for n this small compute exact_scores"
+        )
+    check_fits(
+        int(math.ceil(ctx.q2 * d_h)) * 8 * 4,
+        f"BLESS's {math.ceil(ctx.q2 * d_h):,} draws at λ={lam:.3g}",
+        "lower q2 or raise penalty",
+        ctx.memory_budget,
+        ctx.X.device,
+    )
 
 
 def _line9_draws(ctx: _Context, draw, M_h: int) -> torch.Tensor:
@@ -224,8 +256,8 @@ def _leading_size(previous: LeverageLevel | None, candidates: int) -> int:
         return 0
     leading = math.ceil(size * (size / candidates) ** (1 / 3))
     proposed = min(candidates, REJECTION_PILOT + 3 * size)
-    bounded = candidates * leading ** 2 + proposed * size ** 2
-    return leading if bounded <= REJECTION_SAVING * candidates * size ** 2 else 0
+    bounded = candidates * leading**2 + proposed * size**2
+    return leading if bounded <= REJECTION_SAVING * candidates * size**2 else 0
 
 
 class _BoundedCandidates:
@@ -242,8 +274,15 @@ class _BoundedCandidates:
     ``scores`` holds ℓ̃ where it was computed (NaN elsewhere).
     """
 
-    def __init__(self, ctx: _Context, previous: LeverageLevel, lam: float, distinct: torch.Tensor,
-                 multiplicity: torch.Tensor, leading: int):
+    def __init__(
+        self,
+        ctx: _Context,
+        previous: LeverageLevel,
+        lam: float,
+        distinct: torch.Tensor,
+        multiplicity: torch.Tensor,
+        leading: int,
+    ):
         self.ctx, self.distinct = ctx, distinct
         self.dictionary = ctx.dictionary(previous, lam, pivots=leading)
         self.bound = self.dictionary.leading(leading).scores(distinct)
@@ -255,9 +294,14 @@ class _BoundedCandidates:
         _, ratio = self._propose(REJECTION_PILOT)
         self.acceptance = float(ratio.mean())
         worth_it = self.acceptance >= REJECTION_MIN_ACCEPTANCE
-        self.total = bound_total * self.acceptance if worth_it else None      # ≈ Σ_U ℓ̃
-        log.debug("bless level λ=%.3g: %d leading points bound %d candidates, acceptance %.3f",
-                  lam, leading, distinct.numel(), self.acceptance)
+        self.total = bound_total * self.acceptance if worth_it else None  # ≈ Σ_U ℓ̃
+        log.debug(
+            "bless level λ=%.3g: %d leading points bound %d candidates, acceptance %.3f",
+            lam,
+            leading,
+            distinct.numel(),
+            self.acceptance,
+        )
 
     @property
     def scored(self) -> int:
@@ -295,8 +339,9 @@ class _NestedCandidates:
         return self.order[: int(torch.searchsorted(self.sorted_u, beta))]
 
 
-def _bless_r_level(ctx: _Context, previous: LeverageLevel | None, lam: float,
-                   state: tuple[_NestedCandidates, str]) -> LeverageLevel:
+def _bless_r_level(
+    ctx: _Context, previous: LeverageLevel | None, lam: float, state: tuple[_NestedCandidates, str]
+) -> LeverageLevel:
     """One iteration of Alg. 2 (lines 3–13): Bernoulli candidates, then Bernoulli acceptance.
 
     β_h = min(q1κ²/(λ_h n), 1); p_j = min(q2 ℓ̃_{J_{h−1}}(j, λ_h), 1); j ∈ U_h enters J_h with
@@ -308,28 +353,57 @@ def _bless_r_level(ctx: _Context, previous: LeverageLevel | None, lam: float,
     n = ctx.n
     beta = min(ctx.q1 * ctx.kappa2 / (lam * n), 1.0)
     U = candidates.below(beta)
-    scores = (ctx.dictionary(previous, lam).scores(U) if U.numel()
-              else torch.zeros(0, dtype=torch.float64, device=ctx.X.device))
-    marginal = (ctx.q2 * scores).clamp_(max=beta)             # min(p, β) ≤ 1
+    scores = (
+        ctx.dictionary(previous, lam).scores(U)
+        if U.numel()
+        else torch.zeros(0, dtype=torch.float64, device=ctx.X.device)
+    )
+    marginal = (ctx.q2 * scores).clamp_(max=beta)  # min(p, β) ≤ 1
     accept = ctx.rand(U.numel()) < marginal / beta
     kept = 1.0
     if ctx.target_size is not None and int(accept.sum()) > ctx.target_size:
         # U runs in increasing u: keeping the accepted candidates up to the target-th is Alg. 2 with
         # the candidates u < β' (β' that one's u), so each inclusion probability shrinks by β'/β.
         last = int(torch.nonzero(accept)[ctx.target_size - 1])
-        accept[last + 1:] = False
+        accept[last + 1 :] = False
         kept = min(float(candidates.sorted_u[last]) / beta, 1.0)
     order = torch.argsort(U[accept])
     indices = U[accept][order]
     conditional = marginal[accept][order] / beta
     probabilities = conditional * beta * kept
     weights = conditional if weight_rule == "conditional" else probabilities
-    return LeverageLevel(lam, indices, weights, probabilities, torch.ones_like(indices), float(scores.sum()) / beta,
-                         int(U.numel()), n, expected_size=float(marginal.sum()) / beta * kept)
+    return LeverageLevel(
+        lam,
+        indices,
+        weights,
+        probabilities,
+        torch.ones_like(indices),
+        float(scores.sum()) / beta,
+        int(U.numel()),
+        n,
+        expected_size=float(marginal.sum()) / beta * kept,
+    )
 
 
-def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, q2, lambda0, seed, points,
-               target_size, memory_budget, precision, extra_params=None) -> LeverageResult:
+def _bottom_up(
+    method: str,
+    level_fn,
+    make_state,
+    X,
+    kernel,
+    penalty,
+    *,
+    q,
+    q1,
+    q2,
+    lambda0,
+    seed,
+    points,
+    target_size,
+    memory_budget,
+    precision,
+    extra_params=None,
+) -> LeverageResult:
     """The loop shared by Alg. 1 and Alg. 2: λ_1 > … > λ_H, each level sampling from the last.
 
     ``target_size`` stops the descent at the first level whose dictionary reaches that many
@@ -358,22 +432,39 @@ def _bottom_up(method: str, level_fn, make_state, X, kernel, penalty, *, q, q1, 
         t = time.perf_counter()
         level = level_fn(ctx, previous, lam_h, state)
         level.seconds = time.perf_counter() - t
-        log.debug("%s level %d: λ=%.3g |U|=%d |J|=%d d_eff≈%.1f", method, len(levels) + 1, lam_h,
-                  level.n_candidates, level.size, level.d_eff)
+        log.debug(
+            "%s level %d: λ=%.3g |U|=%d |J|=%d d_eff≈%.1f",
+            method,
+            len(levels) + 1,
+            lam_h,
+            level.n_candidates,
+            level.size,
+            level.d_eff,
+        )
         levels.append(level)
         previous = level
         if target_size is not None and level.size >= target_size:
             if lam_h > lam * (1 + 1e-12):
-                note = (f"stopped at λ={lam_h:.3g} (level {len(levels)}): the dictionary reached "
-                        f"target_size={target_size}")
+                note = (
+                    f"stopped at λ={lam_h:.3g} (level {len(levels)}): the dictionary reached target_size={target_size}"
+                )
             break
     seconds = time.perf_counter() - t0
     if previous.size == 0:
-        raise ValueError(f"{method} selected no points at the final level (λ={previous.penalty:g}): raise q2 "
-                         f"(dictionary oversampling) or q1 (candidates)")
-    params = {"q": q, "q1": q1, "q2": q2, "lambda0": lambda0, "penalty": lam, "target_size": target_size,
-              "precision": precision,
-              **(extra_params or {})}
+        raise ValueError(
+            f"{method} selected no points at the final level (λ={previous.penalty:g}): raise q2 "
+            f"(dictionary oversampling) or q1 (candidates)"
+        )
+    params = {
+        "q": q,
+        "q1": q1,
+        "q2": q2,
+        "lambda0": lambda0,
+        "penalty": lam,
+        "target_size": target_size,
+        "precision": precision,
+        **(extra_params or {}),
+    }
     result = LeverageResult(method, n, kappa2, levels, params, seconds=seconds, note=note)
     return _with_scores(result, X, kernel, point_idx, memory_budget)
 
@@ -384,15 +475,28 @@ def _with_scores(result: LeverageResult, X, kernel, point_idx, memory_budget) ->
         return result
     t = time.perf_counter()
     result.points = point_idx
-    result.scores = _Dictionary(kernel, X, result.indices, result.weights, result.penalty * X.shape[0],
-                                memory_budget).scores(result.points)
+    result.scores = _Dictionary(
+        kernel, X, result.indices, result.weights, result.penalty * X.shape[0], memory_budget
+    ).scores(result.points)
     result.score_seconds = time.perf_counter() - t
     return result
 
 
-def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None,
-          lambda0: float | None = None, seed=0, points=None, target_size: int | None = None,
-          memory_budget: int | None = None, precision: str = "float32") -> LeverageResult:
+def bless(
+    X,
+    kernel,
+    penalty,
+    *,
+    q: float = DEFAULT_Q,
+    q1: float | None = None,
+    q2: float | None = None,
+    lambda0: float | None = None,
+    seed=0,
+    points=None,
+    target_size: int | None = None,
+    memory_budget: int | None = None,
+    precision: str = "float32",
+) -> LeverageResult:
     """BLESS, Alg. 1: leverage-score sampling with replacement along λ_0 > λ_1 > … > λ_H = λ.
 
     Level h draws R_h = q1·min(κ²/λ_h, n) uniform candidates U_h, scores them with Eq. (3) on
@@ -422,15 +526,41 @@ def bless(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, 
         (:class:`~krrcore.leverage.dictionary._Dictionary`). The dictionary's factor, the scores
         returned for ``points`` and everything else stay float64.
     """
-    return _bottom_up("bless", _bless_level, lambda ctx: None, X, kernel, penalty, q=q, q1=q1, q2=q2,
-                      lambda0=lambda0, seed=seed, points=points, target_size=target_size,
-                      memory_budget=memory_budget, precision=precision)
+    return _bottom_up(
+        "bless",
+        _bless_level,
+        lambda ctx: None,
+        X,
+        kernel,
+        penalty,
+        q=q,
+        q1=q1,
+        q2=q2,
+        lambda0=lambda0,
+        seed=seed,
+        points=points,
+        target_size=target_size,
+        memory_budget=memory_budget,
+        precision=precision,
+    )
 
 
-def bless_r(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None,
-            lambda0: float | None = None, seed=0, points=None, target_size: int | None = None,
-            memory_budget: int | None = None, weight_rule: str = "marginal",
-            precision: str = "float32") -> LeverageResult:
+def bless_r(
+    X,
+    kernel,
+    penalty,
+    *,
+    q: float = DEFAULT_Q,
+    q1: float | None = None,
+    q2: float | None = None,
+    lambda0: float | None = None,
+    seed=0,
+    points=None,
+    target_size: int | None = None,
+    memory_budget: int | None = None,
+    weight_rule: str = "marginal",
+    precision: str = "float32",
+) -> LeverageResult:
     """BLESS-R, Alg. 2: Bernoulli (without replacement) sampling along the same λ path.
 
     Candidates U_h are nested: U_h = {i : u_i < β_h}, β_h = min(q1κ²/(λ_h n), 1) (the paper
@@ -441,7 +571,21 @@ def bless_r(X, kernel, penalty, *, q: float = DEFAULT_Q, q1: float | None = None
     """
     if weight_rule not in ("marginal", "conditional"):
         raise ValueError(f"weight_rule must be 'marginal' or 'conditional', got {weight_rule!r}")
-    return _bottom_up("bless_r", _bless_r_level, lambda ctx: (_NestedCandidates(ctx), weight_rule), X, kernel,
-                      penalty, q=q, q1=q1, q2=q2, lambda0=lambda0, seed=seed, points=points,
-                      target_size=target_size, memory_budget=memory_budget, precision=precision,
-                      extra_params={"weight_rule": weight_rule})
+    return _bottom_up(
+        "bless_r",
+        _bless_r_level,
+        lambda ctx: (_NestedCandidates(ctx), weight_rule),
+        X,
+        kernel,
+        penalty,
+        q=q,
+        q1=q1,
+        q2=q2,
+        lambda0=lambda0,
+        seed=seed,
+        points=points,
+        target_size=target_size,
+        memory_budget=memory_budget,
+        precision=precision,
+        extra_params={"weight_rule": weight_rule},
+    )

@@ -1,4 +1,5 @@
 """FALKON-BLESS centre selection: Nyström centres drawn from BLESS / BLESS-R scores (FALKON Alg. 2)."""
+
 from __future__ import annotations
 
 import torch
@@ -41,9 +42,21 @@ class BlessCenters(CenterSelector):
 
     name = "bless"
 
-    def __init__(self, penalty=None, variant: str = "bless", M=None, *, kernel=None, mode: str = "dictionary",
-                 q: float = DEFAULT_Q, q1: float | None = None, q2: float | None = None, lambda0=None,
-                 memory_budget: int | None = None, precision: str = "float32"):
+    def __init__(
+        self,
+        penalty=None,
+        variant: str = "bless",
+        M=None,
+        *,
+        kernel=None,
+        mode: str = "dictionary",
+        q: float = DEFAULT_Q,
+        q1: float | None = None,
+        q2: float | None = None,
+        lambda0=None,
+        memory_budget: int | None = None,
+        precision: str = "float32",
+    ):
         self.penalty = penalty
         self.variant = variant
         self.M = M
@@ -63,32 +76,50 @@ class BlessCenters(CenterSelector):
             raise ValueError(f"mode must be 'sample' or 'dictionary', got {self.mode!r}")
         kernel = self.kernel if self.kernel is not None else kernel
         if kernel is None:
-            raise ValueError("BlessCenters needs the kernel: pass BlessCenters(kernel=...) or a solver that "
-                             "forwards its kernel to select()")
+            raise ValueError(
+                "BlessCenters needs the kernel: pass BlessCenters(kernel=...) or a solver that "
+                "forwards its kernel to select()"
+            )
         M = check_int(self.M if self.M is not None else M, "M")
         n = X.shape[0]
         if M > n:
             raise ValueError(f"M={M} centres requested but the training set has only n={n} points")
-        if M == n:      # every point is a centre: nothing to sample, and Nyström is exact KRR (D = I)
+        if M == n:  # every point is a centre: nothing to sample, and Nyström is exact KRR (D = I)
             idx = torch.arange(n, device=X.device)
             return CenterSet(X, idx, None, {"method": self.variant, "mode": "all points", "penalty": None})
         X64 = _as_float64(X)
         kappa2 = _kernel_scale(kernel, X64)
         penalty, target = self.penalty, None
         if penalty is None:
-            penalty, target = kappa2 / n, M       # floor κ²/n: below it d_eff ≈ n, sampling is moot
+            penalty, target = kappa2 / n, M  # floor κ²/n: below it d_eff ≈ n, sampling is moot
         sampler = bless if self.variant == "bless" else bless_r
-        result = sampler(X64, kernel, penalty, q=self.q, q1=self.q1, q2=self.q2, lambda0=self.lambda0,
-                         seed=generator, target_size=target, memory_budget=self.memory_budget,
-                         precision=self.precision)
-        info = {"method": self.variant, "mode": self.mode, "penalty": result.penalty, "bless": result,
-                "path": result.path()}
+        result = sampler(
+            X64,
+            kernel,
+            penalty,
+            q=self.q,
+            q1=self.q1,
+            q2=self.q2,
+            lambda0=self.lambda0,
+            seed=generator,
+            target_size=target,
+            memory_budget=self.memory_budget,
+            precision=self.precision,
+        )
+        info = {
+            "method": self.variant,
+            "mode": self.mode,
+            "penalty": result.penalty,
+            "bless": result,
+            "path": result.path(),
+        }
         if self.mode == "dictionary":
             idx = result.indices
             weights = torch.sqrt(idx.numel() / (n * result.weights))
         else:
-            scores = _Dictionary(kernel, X64, result.indices, result.weights, result.penalty * n,
-                                 self.memory_budget).scores(torch.arange(n, device=X64.device))
+            scores = _Dictionary(
+                kernel, X64, result.indices, result.weights, result.penalty * n, self.memory_budget
+            ).scores(torch.arange(n, device=X64.device))
             info["scores"] = scores
             idx, weights = weighted_sample(scores, M, generator, n)
             idx = idx.to(X.device)

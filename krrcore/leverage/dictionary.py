@@ -1,4 +1,5 @@
 """Eq. (3) of the BLESS paper: approximate leverage scores from a weighted dictionary (J, A)."""
+
 from __future__ import annotations
 
 import copy
@@ -49,30 +50,44 @@ class _Dictionary:
     (an ill-conditioned L) float32 loses percents and the check falls back to float64.
     """
 
-    def __init__(self, kernel: Kernel, X: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor,
-                 ridge: float, memory_budget: int | None = None, precision: str = "float64", pivots: int = 0):
+    def __init__(
+        self,
+        kernel: Kernel,
+        X: torch.Tensor,
+        indices: torch.Tensor,
+        weights: torch.Tensor,
+        ridge: float,
+        memory_budget: int | None = None,
+        precision: str = "float64",
+        pivots: int = 0,
+    ):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.kernel, self.X, self.ridge, self.precision = kernel, X, float(ridge), precision
         self.size = int(indices.numel())
-        self.indices = indices          # J, in the order of the factor's rows
+        self.indices = indices  # J, in the order of the factor's rows
         self._given_budget = memory_budget
         self.memory_budget = scratch_budget(memory_budget, X.device)
         if self.size == 0:
             return
-        check_fits(3 * self.size ** 2 * 8, f"a leverage dictionary of {self.size} points",
-                   "raise penalty (fewer points have large scores) or lower q2", memory_budget, X.device)
+        check_fits(
+            3 * self.size**2 * 8,
+            f"a leverage dictionary of {self.size} points",
+            "raise penalty (fewer points have large scores) or lower q2",
+            memory_budget,
+            X.device,
+        )
         self._PJ = kernel.prepare(X[indices])
         self._s = weights.to(dtype=torch.float64, device=X.device).rsqrt()
         B = kernel.block(self._PJ, self._PJ)
         B.mul_(self._s.unsqueeze(0)).mul_(self._s.unsqueeze(1)).diagonal().add_(self.ridge)
-        if pivots:      # J reordered so that its leading points span most of the others (see leading())
+        if pivots:  # J reordered so that its leading points span most of the others (see leading())
             order = _pivot_order(B, min(int(pivots), self.size))
             indices, self._s, B = indices[order], self._s[order], B[order][:, order]
             self._PJ, self.indices = kernel.prepare(X[indices]), indices
         self._L, _ = jitter_cholesky(B, 0.0, name="S K_JJ S + λnI")
         self._float32 = None
-        if precision == "float32":      # K(J, ·)'s dictionary side, S and L, rounded once
+        if precision == "float32":  # K(J, ·)'s dictionary side, S and L, rounded once
             self._float32 = (kernel.prepare(X[indices].float()), self._s.float(), self._L.float())
 
     def state(self) -> tuple:
@@ -80,16 +95,35 @@ class _Dictionary:
         the factor, not the data."""
         if self.size == 0:
             return (self.kernel, self.ridge, self._given_budget, 0, None, None, None, self.precision, None)
-        return (self.kernel, self.ridge, self._given_budget, self.size, self._PJ, self._s, self._L, self.precision,
-                self._float32)
+        return (
+            self.kernel,
+            self.ridge,
+            self._given_budget,
+            self.size,
+            self._PJ,
+            self._s,
+            self._L,
+            self.precision,
+            self._float32,
+        )
 
     @classmethod
     def from_state(cls, state: tuple, X: torch.Tensor) -> "_Dictionary":
         """The dictionary of :meth:`state`, scoring rows of ``X`` (no new factorisation) with a
         scratch budget from this process's memory (a worker's limit, on a worker)."""
         self = cls.__new__(cls)
-        self.kernel, self.ridge, self._given_budget, self.size, self._PJ, self._s, self._L, self.precision, self._float32 = state
-        self.indices = None         # J's rows stay on the client: here only K(J, ·) is needed
+        (
+            self.kernel,
+            self.ridge,
+            self._given_budget,
+            self.size,
+            self._PJ,
+            self._s,
+            self._L,
+            self.precision,
+            self._float32,
+        ) = state
+        self.indices = None  # J's rows stay on the client: here only K(J, ·) is needed
         self.memory_budget = scratch_budget(self._given_budget, available=worker_memory_left())
         self.X = X
         return self
@@ -106,14 +140,19 @@ class _Dictionary:
             return out
         m = out.numel()
         smallest = torch.topk(out, min(FLOAT32_CHECKED, m), largest=False).indices
-        drawn = torch.randperm(m, generator=torch.Generator().manual_seed(0), device="cpu")    # the generator's device
+        drawn = torch.randperm(m, generator=torch.Generator().manual_seed(0), device="cpu")  # the generator's device
         drawn = drawn[:FLOAT32_CHECKED].to(out.device)
         checked = torch.unique(torch.cat([smallest, drawn]))
         exact = rows.leverage_scores(self._in_float64(), idx[checked])
         error = float(((out[checked] - exact).abs() / exact.clamp_min(float(out.mean()))).max())
         if error * FLOAT32_TAIL > FLOAT32_SCORE_RTOL:
-            log.info("float32 leverage scores off by up to %.3g (relative) on %d of %d points checked in float64: "
-                     "scoring all in float64", error, checked.numel(), m)
+            log.info(
+                "float32 leverage scores off by up to %.3g (relative) on %d of %d points checked in float64: "
+                "scoring all in float64",
+                error,
+                checked.numel(),
+                m,
+            )
             return rows.leverage_scores(self._in_float64(), idx)
         out[checked] = exact
         return out
@@ -157,19 +196,27 @@ class _Dictionary:
         PJ, s, L = (self._PJ, self._s, self._L) if dtype == torch.float64 else self._float32
         itemsize = torch.finfo(dtype).bits // 8
         # Per point: one kernel column and its triangular solve (hence one extra scratch block).
-        cols = block_rows_for_budget(m, self.size, itemsize=itemsize, budget_bytes=self.memory_budget,
-                                     scratch_blocks=self.kernel.scratch_blocks + 1)
+        cols = block_rows_for_budget(
+            m,
+            self.size,
+            itemsize=itemsize,
+            budget_bytes=self.memory_budget,
+            scratch_blocks=self.kernel.scratch_blocks + 1,
+        )
         buffer = torch.empty(self.size * cols, dtype=dtype, device=self.X.device)
         for start in range(0, m, cols):
             stop = min(start + cols, m)
             Xb = self.X[idx[start:stop]]
-            Kb = self.kernel.block(PJ, self.kernel.prepare(Xb.to(dtype)),
-                                   out=buffer[: self.size * (stop - start)].view(self.size, stop - start))
+            Kb = self.kernel.block(
+                PJ,
+                self.kernel.prepare(Xb.to(dtype)),
+                out=buffer[: self.size * (stop - start)].view(self.size, stop - start),
+            )
             Kb.mul_(s.unsqueeze(1))
-            W = torch.linalg.solve_triangular(L, Kb, upper=False, out=Kb)    # in place: no |J|×cols temporaries
+            W = torch.linalg.solve_triangular(L, Kb, upper=False, out=Kb)  # in place: no |J|×cols temporaries
             # Summed in the solve's dtype (cascade summation: ~1e-7 relative in float32, below the solve's rounding).
             out[start:stop] = (_checked_rows_diag(self.kernel, Xb) - W.square_().sum(0).double()) / self.ridge
-        return out.clamp_min_(0.0)   # ≥ 0 in exact arithmetic; round-off can dip below
+        return out.clamp_min_(0.0)  # ≥ 0 in exact arithmetic; round-off can dip below
 
 
 def _pivot_order(B: torch.Tensor, count: int, block: int = 16) -> torch.Tensor:
@@ -184,10 +231,10 @@ def _pivot_order(B: torch.Tensor, count: int, block: int = 16) -> torch.Tensor:
     pivots, k = [], 0
     while k < count:
         P = torch.topk(residual.masked_fill(chosen, -math.inf), min(block, count - k)).indices
-        schur = B[:, P] - columns[:, :k] @ columns[P, :k].T         # the residual's columns P
+        schur = B[:, P] - columns[:, :k] @ columns[P, :k].T  # the residual's columns P
         factor = torch.linalg.cholesky(schur[P])
         new = torch.linalg.solve_triangular(factor, schur.T, upper=False).T
-        columns[:, k:k + P.numel()] = new
+        columns[:, k : k + P.numel()] = new
         residual.sub_(new.square().sum(1))
         chosen[P] = True
         pivots.append(P)
@@ -203,8 +250,9 @@ def _checked_rows_diag(kernel: Kernel, rows: torch.Tensor) -> torch.Tensor:
     return kernel.diag(rows)
 
 
-def approximate_scores(X, kernel, penalty, result_level, points=None, *,
-                       memory_budget: int | None = None) -> torch.Tensor:
+def approximate_scores(
+    X, kernel, penalty, result_level, points=None, *, memory_budget: int | None = None
+) -> torch.Tensor:
     """ℓ̃_J(i, λ) of Eq. (3) for ``points`` (indices into X; None or "all": every row).
 
     ``result_level`` is a :class:`LeverageLevel` or a :class:`LeverageResult` (its last level);
@@ -222,8 +270,10 @@ def approximate_scores(X, kernel, penalty, result_level, points=None, *,
         raise ValueError(f"result_level must be a LeverageResult or LeverageLevel, got {type(result_level).__name__}")
     lam = level.penalty if penalty is None else check_positive(penalty, "penalty")
     if level.size and int(level.indices.max()) >= n:
-        raise ValueError(f"result_level holds index {int(level.indices.max())} but X has only n={n} rows: "
-                         f"pass the X it was computed on")
+        raise ValueError(
+            f"result_level holds index {int(level.indices.max())} but X has only n={n} rows: "
+            f"pass the X it was computed on"
+        )
     idx = _index_tensor(points, n, X.device)
     J = level.indices.to(X.device)
     return _Dictionary(kernel, X, J, level.weights, lam * n, memory_budget).scores(idx)

@@ -1,5 +1,6 @@
 """Exact ridge leverage scores ℓ(i, λ) = (K(K + λnI)⁻¹)_ii (BLESS Eq. 1), the float64 references:
 one ``eigh`` for a whole λ grid, or a blocked Cholesky route for one λ, each guarded by the memory policy."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,19 +18,23 @@ from ._inputs import _as_float64, _check_kernel
 class ExactLeveragePath:
     """Exact ℓ(i, λ) for a grid of λ, from one eigendecomposition of K (Eq. 1)."""
 
-    penalties: np.ndarray        # (p,)
-    scores: torch.Tensor         # (p, n) float64; row j holds ℓ(·, penalties[j])
-    d_eff: np.ndarray            # (p,)  Σ_i ℓ(i, λ)
-    d_inf: np.ndarray            # (p,)  n·max_i ℓ(i, λ)
-    eigenvalues: torch.Tensor    # (n,) of K, clamped at 0, ascending
+    penalties: np.ndarray  # (p,)
+    scores: torch.Tensor  # (p, n) float64; row j holds ℓ(·, penalties[j])
+    d_eff: np.ndarray  # (p,)  Σ_i ℓ(i, λ)
+    d_inf: np.ndarray  # (p,)  n·max_i ℓ(i, λ)
+    eigenvalues: torch.Tensor  # (n,) of K, clamped at 0, ascending
 
 
 def check_eigh_fits(n: int, memory_budget: int | None = None, device=None) -> None:
     """The memory check of :func:`exact_scores_path` (three n×n float64 matrices), callable before
     any other work that would lead to it."""
-    check_fits(3 * n * n * 8, f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
-               "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
-               memory_budget, device)
+    check_fits(
+        3 * n * n * 8,
+        f"exact leverage scores by eigendecomposition (n={n}, three n×n float64 matrices)",
+        "use exact_scores(method='cholesky') for one λ, bless/bless_r, or subsample X",
+        memory_budget,
+        device,
+    )
 
 
 def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None) -> ExactLeveragePath:
@@ -46,23 +51,24 @@ def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None)
     if not given or any(isinstance(v, (list, tuple)) for v in given):
         raise ValueError("penalties must be a non-empty 1-D sequence of positive numbers")
     for j, lam in enumerate(given):
-        check_positive(lam, f"penalties[{j}]")               # a bool is refused, not read as 1
+        check_positive(lam, f"penalties[{j}]")  # a bool is refused, not read as 1
     lams = np.asarray(given, dtype=np.float64)
     check_eigh_fits(n, memory_budget, X.device)
     K = dense_kernel(kernel, X, X)
     s, U = torch.linalg.eigh(K)
     del K
     s.clamp_min_(0.0)
-    U.mul_(U)                                                # U∘U in place
+    U.mul_(U)  # U∘U in place
     ridge = torch.as_tensor(lams * n, dtype=torch.float64, device=X.device)
-    shrink = s.unsqueeze(0) / (s.unsqueeze(0) + ridge.unsqueeze(1))     # (p, n): s/(s + λn)
+    shrink = s.unsqueeze(0) / (s.unsqueeze(0) + ridge.unsqueeze(1))  # (p, n): s/(s + λn)
     scores = shrink @ U.T
     d_eff = shrink.sum(1)
     return ExactLeveragePath(lams, scores, d_eff.cpu().numpy(), (n * scores.max(1).values).cpu().numpy(), s)
 
 
-def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 1024,
-                 memory_budget: int | None = None) -> torch.Tensor:
+def exact_scores(
+    X, kernel, penalty, *, method: str = "auto", block_size: int = 1024, memory_budget: int | None = None
+) -> torch.Tensor:
     """Exact ℓ(i, λ) = (K(K + λnI)⁻¹)_ii for all i, in float64 (Eq. 1).
 
     ``method``: "cholesky" (ℓ_i = 1 − λn‖L⁻¹e_i‖² with L Lᵀ = K + λnI; columns of L⁻¹ solved
@@ -81,13 +87,18 @@ def exact_scores(X, kernel, penalty, *, method: str = "auto", block_size: int = 
     if method == "eigh":
         return exact_scores_path(X, kernel, [lam], memory_budget=memory_budget).scores[0]
     block_size = check_int(block_size, "block_size")
-    check_fits(2 * n * n * 8, f"exact leverage scores by Cholesky (n={n}, two n×n float64 matrices)",
-               "use bless/bless_r for approximate scores, or subsample X", memory_budget, X.device)
+    check_fits(
+        2 * n * n * 8,
+        f"exact leverage scores by Cholesky (n={n}, two n×n float64 matrices)",
+        "use bless/bless_r for approximate scores, or subsample X",
+        memory_budget,
+        X.device,
+    )
     K = dense_kernel(kernel, X, X)
     ridge = lam * n
     K.diagonal().add_(ridge)
     info = torch.empty((), dtype=torch.int32, device=X.device)
-    L, info = torch.linalg.cholesky_ex(K, out=(K, info))      # overwrites K
+    L, info = torch.linalg.cholesky_ex(K, out=(K, info))  # overwrites K
     if int(info) != 0:
         raise ValueError(f"K + λnI is not positive definite at penalty={lam:g} (Cholesky failed at row {int(info)})")
     inv_diag = torch.empty(n, dtype=torch.float64, device=X.device)

@@ -1,5 +1,6 @@
 """What every sampler returns: the levels of its λ path (:class:`LeverageLevel`) and the whole
 result (:class:`LeverageResult`)."""
+
 from __future__ import annotations
 
 import math
@@ -82,17 +83,19 @@ class LeverageResult:
         """The λ path as a pandas DataFrame: one row per level (for d_eff(λ) plots)."""
         import pandas as pd
 
-        return pd.DataFrame({
-            "level": np.arange(1, len(self.levels) + 1),
-            "penalty": [lv.penalty for lv in self.levels],
-            "d_eff": [lv.d_eff for lv in self.levels],
-            "size": [lv.size for lv in self.levels],
-            "expected_size": [lv.expected_size for lv in self.levels],
-            "n_candidates": [lv.n_candidates for lv in self.levels],
-            "scored": [math.nan if lv.scored is None else lv.scored for lv in self.levels],
-            "n_points": [lv.n_points for lv in self.levels],
-            "seconds": [lv.seconds for lv in self.levels],
-        })
+        return pd.DataFrame(
+            {
+                "level": np.arange(1, len(self.levels) + 1),
+                "penalty": [lv.penalty for lv in self.levels],
+                "d_eff": [lv.d_eff for lv in self.levels],
+                "size": [lv.size for lv in self.levels],
+                "expected_size": [lv.expected_size for lv in self.levels],
+                "n_candidates": [lv.n_candidates for lv in self.levels],
+                "scored": [math.nan if lv.scored is None else lv.scored for lv in self.levels],
+                "n_points": [lv.n_points for lv in self.levels],
+                "seconds": [lv.seconds for lv in self.levels],
+            }
+        )
 
 
 #: The paper's name for the same thing.

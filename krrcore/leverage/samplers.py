@@ -1,4 +1,5 @@
 """Every leverage-score sampler by name, for the app, the benchmarks and :func:`compare_with_exact`."""
+
 from __future__ import annotations
 
 from .baselines import recursive_rls, uniform

@@ -8,17 +8,44 @@ one to the other). The contract they share is :mod:`krrcore.solvers.base`;
 :data:`krrcore.registry.SOLVERS` describes the regressors for front ends. :class:`LogisticFalkon`
 fits the logistic loss by Newton steps of weighted FALKON solves (:mod:`krrcore.solvers.logistic`).
 """
+
 from .askotch import ASkotch, Skotch
-from .classifiers import (CLASSIFIERS, ASkotchClassifier, CGClassifier, ExactKRRClassifier, FalkonClassifier,
-                          KRRClassifierMixin, NystromCGClassifier, NystromGDClassifier, NystromKRRClassifier,
-                          NystromPCGClassifier, SketchySAGAClassifier, SkotchClassifier)
+from .classifiers import (
+    CLASSIFIERS,
+    ASkotchClassifier,
+    CGClassifier,
+    ExactKRRClassifier,
+    FalkonClassifier,
+    KRRClassifierMixin,
+    NystromCGClassifier,
+    NystromGDClassifier,
+    NystromKRRClassifier,
+    NystromPCGClassifier,
+    SketchySAGAClassifier,
+    SkotchClassifier,
+)
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
 from .logistic import LogisticFalkon
 from .pcg import CG, NystromPCG
 from .sketchysaga import SketchySAGA
 
-REGRESSORS = ["ExactKRR", "NystromKRR", "Falkon", "NystromCG", "NystromGD", "SketchySAGA", "ASkotch", "Skotch",
-              "NystromPCG", "CG"]
-__all__ = [*REGRESSORS, *(f"{name}Classifier" for name in REGRESSORS), "KRRClassifierMixin", "CLASSIFIERS",
-           "LogisticFalkon"]
+REGRESSORS = [
+    "ExactKRR",
+    "NystromKRR",
+    "Falkon",
+    "NystromCG",
+    "NystromGD",
+    "SketchySAGA",
+    "ASkotch",
+    "Skotch",
+    "NystromPCG",
+    "CG",
+]
+__all__ = [
+    *REGRESSORS,
+    *(f"{name}Classifier" for name in REGRESSORS),
+    "KRRClassifierMixin",
+    "CLASSIFIERS",
+    "LogisticFalkon",
+]

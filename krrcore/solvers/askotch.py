@@ -32,6 +32,7 @@ K_bb (O(|b|²r)). Defaults and their sources:
   the preconditioner gains in L_Pb. The fresh-block variant keeps the gain all the way; the
   measured iteration counts are in docs/measurements.md (``benchmarks.bench_askotch_ablation``).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,9 +68,11 @@ class _BlockCoordinateKRR(IterativeKRR):
     """Shared machinery of Alg. 1 (ASkotch) and Alg. 4 (Skotch): partition, block preconditioners,
     preconditioned smoothness constants, sampling probabilities, block gradients, evaluation."""
 
-    _SAMPLE_WEIGHT_REFUSAL = ("its block preconditioners, smoothness constants and sampling probabilities are "
-                              "built from the blocks of K + λnI, not of the weighted system W^½ K W^½ + λnI; "
-                              "use NystromPCG, CG or ExactKRR (the full system, weighted) or Falkon (Nyström)")
+    _SAMPLE_WEIGHT_REFUSAL = (
+        "its block preconditioners, smoothness constants and sampling probabilities are "
+        "built from the blocks of K + λnI, not of the weighted system W^½ K W^½ + λnI; "
+        "use NystromPCG, CG or ExactKRR (the full system, weighted) or Falkon (Nyström)"
+    )
 
     blocks: int | None = param(None, NONE | COUNT)
     rank: int = param(100, COUNT)
@@ -98,14 +101,15 @@ class _BlockCoordinateKRR(IterativeKRR):
         if precondition and rank > n // blocks:
             raise ValueError(
                 f"rank must be <= the block size: {blocks} blocks of {n} points hold at least {n // blocks} "
-                f"points each, but rank={rank}; lower rank or use fewer blocks")
+                f"points each, but rank={rank}; lower rank or use fewer blocks"
+            )
         return blocks, rank
 
     def _sampling_exponent(self) -> float:
         raise NotImplementedError
 
     def _resolve_variant(self, n: int) -> str:
-        """"alg1": a fixed partition (Skotch is Alg. 4); ASkotch chooses by its ``variant``."""
+        """ "alg1": a fixed partition (Skotch is Alg. 4); ASkotch chooses by its ``variant``."""
         return "alg1"
 
     # -- resources -----------------------------------------------------------------------------
@@ -119,21 +123,32 @@ class _BlockCoordinateKRR(IterativeKRR):
         s, d, scratch, budget = model.itemsize, model.d, model.scratch_blocks, model.scratch_bytes
         size = -(-n // blocks)
         model.hold("iterates and targets (n×k each)", 4 * n * k * s + n * k * 8)
-        model.hold("block-row kernel chunks", operator_bytes(size, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k,
-                                                             scratch_blocks=scratch), "scratch")
+        model.hold(
+            "block-row kernel chunks",
+            operator_bytes(size, n, itemsize=s, budget_bytes=budget, d=d, n_rhs=k, scratch_blocks=scratch),
+            "scratch",
+        )
         dense_block = size * size * s * (1 + scratch) <= budget
         if dense_block:
             model.hold(f"K_bb ({size:,}×{size:,})", size * size * s * (1 + scratch), "scratch")
             block_product = model.flop_seconds(2 * size * size)
         else:
-            model.hold("K_bb blocks", operator_bytes(size, size, itemsize=s, budget_bytes=budget, d=d,
-                                                     n_rhs=max(rank, 1), scratch_blocks=scratch), "scratch")
+            model.hold(
+                "K_bb blocks",
+                operator_bytes(
+                    size, size, itemsize=s, budget_bytes=budget, d=d, n_rhs=max(rank, 1), scratch_blocks=scratch
+                ),
+                "scratch",
+            )
             block_product = model.entry_seconds(size * size)
         sketch = 0.0
         if rank:
             model.hold(f"block Nyström factors (4 × |b|×r, r={rank})", 4 * size * rank * s)
-            sketch = ((model.entry_seconds(size * size) if dense_block else 0.0) + block_product
-                      + model.flop_seconds(2 * size * size * rank + 4 * size * rank * rank))
+            sketch = (
+                (model.entry_seconds(size * size) if dense_block else 0.0)
+                + block_product
+                + model.flop_seconds(2 * size * size * rank + 4 * size * rank * rank)
+            )
             if self.cache_preconditioners:
                 model.hold("cached block preconditioners (n×r)", n * rank * s)
         smoothness = GET_L_ITERATIONS * block_product
@@ -166,8 +181,9 @@ class _BlockCoordinateKRR(IterativeKRR):
         if not self._precondition:
             return None, apply_H
         X = system.X
-        approx = randomized_nystrom(apply_Kbb, idx.numel(), self.rank_, trace, generator=self._generator,
-                                    dtype=X.dtype, device=X.device)
+        approx = randomized_nystrom(
+            apply_Kbb, idx.numel(), self.rank_, trace, generator=self._generator, dtype=X.dtype, device=X.device
+        )
         return NystromPreconditioner(approx, resolve_damping(self.damping, approx, lam_n)), apply_H
 
     def _smoothness(self, precond, apply_H, size: int) -> float:
@@ -200,8 +216,11 @@ class _BlockCoordinateKRR(IterativeKRR):
             return Step.deferred(lambda: self._system.evaluate(W, self._Y64), iteration=iteration, extras=extras)
         estimate = math.sqrt(self._gradient_sq_sum / max(self._gradient_count, 1)) / self._y_norm
         self._gradient_sq_sum, self._gradient_count = 0.0, 0
-        return Step(residual=estimate, iteration=iteration,
-                    extras={**extras, "residual_kind": "block-gradient estimate at the gradient points"})
+        return Step(
+            residual=estimate,
+            iteration=iteration,
+            extras={**extras, "residual_kind": "block-gradient estimate at the gradient points"},
+        )
 
     # -- set-up: Alg. 1/4 lines 1–5 ------------------------------------------------------------
     def _setup(self, X, Y):
@@ -210,14 +229,17 @@ class _BlockCoordinateKRR(IterativeKRR):
         self._precondition = self.preconditioner == "nystrom"
         variant = self._resolve_variant(n)
         if variant == "fresh_blocks" and self.cache_preconditioners:
-            raise ValueError("cache_preconditioners applies to variant='alg1' only: "
-                             "'fresh_blocks' draws a new block (and preconditioner) every iteration")
+            raise ValueError(
+                "cache_preconditioners applies to variant='alg1' only: "
+                "'fresh_blocks' draws a new block (and preconditioner) every iteration"
+            )
         self.n_blocks_, self.rank_ = self.check_sizes(n)
         self._set_eval_every(self.n_blocks_)
         self._gradient_sq_sum, self._gradient_count = 0.0, 0
         self._generator = torch.Generator().manual_seed(self.seed_)
-        self._system = FullKernelSystem(self._kernel(), X, lam * n, storage="on_the_fly",
-                                        memory_budget=self.memory_budget)
+        self._system = FullKernelSystem(
+            self._kernel(), X, lam * n, storage="on_the_fly", memory_budget=self.memory_budget
+        )
         self._Y, self._Y64 = Y, Y.to(torch.float64)
         self._y_norm = float(torch.linalg.norm(self._Y64))
         self._variant = variant
@@ -346,7 +368,7 @@ class ASkotch(_BlockCoordinateKRR):
     variant: str = param("auto", Options(*VARIANTS))
 
     def _resolve_variant(self, n: int) -> str:
-        """"alg1" or "fresh_blocks" for n points (``variant``).
+        """ "alg1" or "fresh_blocks" for n points (``variant``).
 
         "auto": the fresh-block variant whenever its momentum is defined (λn < ν = n/|b|): it needs
         no strong-convexity estimate, hence never the n×n K, and converged fastest on every problem
@@ -370,7 +392,7 @@ class ASkotch(_BlockCoordinateKRR):
             return "value"
         if mu != "auto":
             return mu
-        if self.variant == "auto":         # the default path never stores K: μ from the free bound λn ≤ λ_min
+        if self.variant == "auto":  # the default path never stores K: μ from the free bound λn ≤ λ_min
             return "bound"
         return "estimate" if self._kernel_fits_budget(n, itemsize) else "bound"
 
@@ -431,31 +453,41 @@ class ASkotch(_BlockCoordinateKRR):
         """λ_min(K + λI) estimated by Lanczos (from above); K stored for it only if it fits the budget."""
         system = self._system
         if self._kernel_fits_budget(system.n, system.X.element_size()):
-            system = FullKernelSystem(system.kernel, system.X, system.lam_n, storage="stored",
-                                      memory_budget=system.memory_budget)
-        ritz = lanczos_ritz_values(system.matvec, system.n, steps=MU_LANCZOS_STEPS, dtype=system.X.dtype,
-                                   device=system.X.device, seed=self.seed_)
+            system = FullKernelSystem(
+                system.kernel, system.X, system.lam_n, storage="stored", memory_budget=system.memory_budget
+            )
+        ritz = lanczos_ritz_values(
+            system.matvec,
+            system.n,
+            steps=MU_LANCZOS_STEPS,
+            dtype=system.X.dtype,
+            device=system.X.device,
+            seed=self.seed_,
+        )
         return float(ritz[0])
 
     def _setup_partition(self, n: int):
-        rule = self._mu_rule(n, self._system.X.element_size())          # validates ``mu`` before the per-block set-up
+        rule = self._mu_rule(n, self._system.X.element_size())  # validates ``mu`` before the per-block set-up
         super()._setup_partition(n)
         self.mu_ = self._strong_convexity(rule)
         if not (0.0 < self.mu_ < math.inf) or not math.isfinite(self._S_alpha):
-            raise ValueError(f"{type(self).__name__}: the strong-convexity estimate μ = {self.mu_:.3g} (with "
-                             f"S_α = {self._S_alpha:.3g}) is out of range for penalty={self.penalty!r}: the "
-                             f"penalty is extreme against the kernel; use a penalty nearer 1e-6 to 1e-2, or mu=")
-        self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha ** 2 / self.mu_ + 1.0))
-        self.gamma_ = 1.0 / (self.tau_ * self._S_alpha ** 2)
+            raise ValueError(
+                f"{type(self).__name__}: the strong-convexity estimate μ = {self.mu_:.3g} (with "
+                f"S_α = {self._S_alpha:.3g}) is out of range for penalty={self.penalty!r}: the "
+                f"penalty is extreme against the kernel; use a penalty nearer 1e-6 to 1e-2, or mu="
+            )
+        self.tau_ = 2.0 / (1.0 + math.sqrt(4.0 * self._S_alpha**2 / self.mu_ + 1.0))
+        self.gamma_ = 1.0 / (self.tau_ * self._S_alpha**2)
 
     def _setup_fresh_blocks(self, n: int):
-        self._mu_rule(n, self._system.X.element_size())     # a bad ``mu`` is named even where unused
+        self._mu_rule(n, self._system.X.element_size())  # a bad ``mu`` is named even where unused
         self.block_size_ = n // self.n_blocks_
         mu, nu = self._system.lam_n, n / self.block_size_
         if mu >= nu:
             raise ValueError(
                 f"variant='fresh_blocks' needs μ = λn < ν = n/|b| (momentum 1 − √(μ/ν) must be positive); "
-                f"here λn = {mu:.3g} and n/|b| = {nu:.3g}: lower penalty or use variant='alg1'")
+                f"here λn = {mu:.3g} and n/|b| = {nu:.3g}: lower penalty or use variant='alg1'"
+            )
         self._momentum = 1.0 - math.sqrt(mu / nu)
         self._gamma = 1.0 / math.sqrt(mu * nu)
         self._mix = 1.0 / (1.0 + self._gamma * nu)
@@ -464,8 +496,8 @@ class ASkotch(_BlockCoordinateKRR):
         return self._steps_alg1() if self._variant == "alg1" else self._steps_fresh_blocks()
 
     def _steps_alg1(self):
-        x = self.coef_                           # Alg. 1's output sequence x^i
-        w, z = x.clone(), x.clone()              # coupled point w^i and mirror sequence z^i
+        x = self.coef_  # Alg. 1's output sequence x^i
+        w, z = x.clone(), x.clone()  # coupled point w^i and mirror sequence z^i
         L, p, beta = self.block_smoothness_, self.block_probabilities_, float(self.beta)
         mu, tau, gamma = self.mu_, self.tau_, self.gamma_
         shrink = 1.0 / (1.0 + gamma * mu)
@@ -478,14 +510,14 @@ class ASkotch(_BlockCoordinateKRR):
             x.copy_(w)
             x[idx] -= v / Lb
             z.mul_(shrink).add_(w, alpha=gamma * mu * shrink)
-            z[idx] -= (shrink * gamma / (float(p[b]) * Lb ** beta)) * v
+            z[idx] -= (shrink * gamma / (float(p[b]) * Lb**beta)) * v
             w.copy_(x).mul_(1.0 - tau).add_(z, alpha=tau)
             if self._report_due(iteration):
                 yield self._evaluation_step(x, iteration)
 
     def _steps_fresh_blocks(self):
-        w = self.coef_                           # the model (the later code's "w")
-        y, v = w.clone(), w.clone()              # extrapolated point and momentum sequence
+        w = self.coef_  # the model (the later code's "w")
+        y, v = w.clone(), w.clone()  # extrapolated point and momentum sequence
         n, size = self._system.n, self.block_size_
         iteration = 0
         while True:
@@ -493,7 +525,7 @@ class ASkotch(_BlockCoordinateKRR):
             idx = torch.randperm(n, generator=self._generator, device="cpu")[:size].to(w.device)
             precond, apply_H = self._block_preconditioner(idx)
             step = 1.0 / self._smoothness(precond, apply_H, size)
-            g = self._block_gradient(idx, y, n / size)     # kernel and ridge terms both at y
+            g = self._block_gradient(idx, y, n / size)  # kernel and ridge terms both at y
             d = precond.solve(g) if precond is not None else g
             w.copy_(y)
             w[idx] -= step * d

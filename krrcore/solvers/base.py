@@ -25,6 +25,7 @@
   Both build records with one :class:`~krrcore.solvers.records.Recorder`, so every solver's stream
   is evaluated alike.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,14 +47,49 @@ from ..linalg import residual_and_objective
 from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
 from ..rows import rows_of
 from ..stream import SolverDivergedError, Stopper, Timer
-from .params import (BOOLEAN, CALLBACKS, CENTERS, COUNT, DEVICES, DTYPES, KERNELS, MEMORY_BUDGETS, METRIC_NAMES,
-                     PENALTIES, TIMEOUTS, TOLERANCE, Integer, ParameterError, Seed, check_stop_event, param,
-                     parameters, resolve_seed, validate)
+from .params import (
+    BOOLEAN,
+    CALLBACKS,
+    CENTERS,
+    COUNT,
+    DEVICES,
+    DTYPES,
+    KERNELS,
+    MEMORY_BUDGETS,
+    METRIC_NAMES,
+    PENALTIES,
+    TIMEOUTS,
+    TOLERANCE,
+    Integer,
+    ParameterError,
+    Seed,
+    check_stop_event,
+    param,
+    parameters,
+    resolve_seed,
+    validate,
+)
 from .records import Recorder, Step, target_scale
 from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
 
-__all__ = ["ConcurrentFitError", "ModelWarning", "OffsetWarning", "check_model_not_zero", "PenaltyWarning", "choose_origin", "check_penalty_scale", "fit_guard", "KRRBase", "Seeded", "NystromCenters", "IterativeKRR", "DirectKRR", "Step", "distributed_backend"]
+__all__ = [
+    "ConcurrentFitError",
+    "ModelWarning",
+    "OffsetWarning",
+    "check_model_not_zero",
+    "PenaltyWarning",
+    "choose_origin",
+    "check_penalty_scale",
+    "fit_guard",
+    "KRRBase",
+    "Seeded",
+    "NystromCenters",
+    "IterativeKRR",
+    "DirectKRR",
+    "Step",
+    "distributed_backend",
+]
 
 
 def distributed_backend(data):
@@ -91,8 +127,10 @@ def fit_guard(estimator):
     with _FITTING_LOCK:
         entry = _FITTING.get(key)
         if entry is not None and entry[0] != me:
-            raise ConcurrentFitError(f"{type(estimator).__name__} is being fitted by another thread: one instance "
-                                     f"fits one data set at a time; fit sklearn.base.clone(model) in each thread")
+            raise ConcurrentFitError(
+                f"{type(estimator).__name__} is being fitted by another thread: one instance "
+                f"fits one data set at a time; fit sklearn.base.clone(model) in each thread"
+            )
         outermost = entry is None
         if outermost:
             _FITTING[key] = entry = [me, 0]
@@ -138,17 +176,25 @@ def choose_origin(kernel: Kernel, X: torch.Tensor, name: str) -> torch.Tensor | 
         return None
     kind = str(X.dtype).removeprefix("torch.")
     if spread == 0.0:
-        return None                                 # every row the same point: nothing to measure
+        return None  # every row the same point: nothing to measure
     if offset * torch.finfo(X.dtype).eps > 1e-3 * spread:
-        warnings.warn(f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}; {kind} resolves "
-                      f"only {offset * torch.finfo(X.dtype).eps:.2g} at that distance, so the features have lost "
-                      f"digits before any kernel is computed: centre X before fitting (X - X.mean(0)) or use "
-                      f"dtype='float64'", OffsetWarning, stacklevel=5)
+        warnings.warn(
+            f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}; {kind} resolves "
+            f"only {offset * torch.finfo(X.dtype).eps:.2g} at that distance, so the features have lost "
+            f"digits before any kernel is computed: centre X before fitting (X - X.mean(0)) or use "
+            f"dtype='float64'",
+            OffsetWarning,
+            stacklevel=5,
+        )
     if not kernel.translation_invariant:
-        warnings.warn(f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}, and "
-                      f"{type(kernel).__name__} is not translation invariant, so krrcore cannot move it: its "
-                      f"values are dominated by the offset; centre X before fitting (X - X.mean(0), or "
-                      f"sklearn's StandardScaler)", OffsetWarning, stacklevel=5)
+        warnings.warn(
+            f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}, and "
+            f"{type(kernel).__name__} is not translation invariant, so krrcore cannot move it: its "
+            f"values are dominated by the offset; centre X before fitting (X - X.mean(0), or "
+            f"sklearn's StandardScaler)",
+            OffsetWarning,
+            stacklevel=5,
+        )
         return None
     return mean.cpu()
 
@@ -165,7 +211,7 @@ def check_model_not_zero(estimator, X: torch.Tensor, Y: torch.Tensor) -> None:
     becomes False, ``stop_reason_`` says so and a :class:`ModelWarning` names the kernel and penalty."""
     if not isinstance(Y, torch.Tensor) or not isinstance(getattr(estimator, "coef_", None), torch.Tensor):
         return
-    if not getattr(estimator, "_squared_loss", True):     # its outputs are not fitted to Y in norm
+    if not getattr(estimator, "_squared_loss", True):  # its outputs are not fitted to Y in norm
         return
     rows = slice(0, min(256, X.shape[0]))
     target = Y[rows].double()
@@ -176,13 +222,19 @@ def check_model_not_zero(estimator, X: torch.Tensor, Y: torch.Tensor) -> None:
         outputs = estimator._predict_tensor(X[rows]).double()
     ratio = float(torch.linalg.norm(outputs - target)) / norm
     if ratio >= ZERO_MODEL_RATIO:
-        summary = (f"the model is no better than zero on its training data (‖f(X) − y‖ / ‖y‖ = {ratio:.3g}, "
-                   f"‖f(X)‖ / ‖y‖ = {float(torch.linalg.norm(outputs)) / norm:.2g}, first {rows.stop} rows)")
+        summary = (
+            f"the model is no better than zero on its training data (‖f(X) − y‖ / ‖y‖ = {ratio:.3g}, "
+            f"‖f(X)‖ / ‖y‖ = {float(torch.linalg.norm(outputs)) / norm:.2g}, first {rows.stop} rows)"
+        )
         estimator.converged_ = False
         estimator.stop_reason_ = f"{estimator.stop_reason_}; but {summary}"
-        warnings.warn(f"{type(estimator).__name__}: {summary}: kernel={estimator._kernel()!r} with "
-                      f"penalty={estimator.penalty!r} does not fit these data; lower the penalty, or use a kernel "
-                      f"whose values are of one scale on X", ModelWarning, stacklevel=4)
+        warnings.warn(
+            f"{type(estimator).__name__}: {summary}: kernel={estimator._kernel()!r} with "
+            f"penalty={estimator.penalty!r} does not fit these data; lower the penalty, or use a kernel "
+            f"whose values are of one scale on X",
+            ModelWarning,
+            stacklevel=4,
+        )
 
 
 #: A fit whose training residual is at least this fraction of ‖y‖ explains (almost) nothing.
@@ -202,37 +254,51 @@ def check_penalty_scale(estimator, X: torch.Tensor) -> None:
     lost in round-off (the model is zero to working precision). Each names ``penalty`` and the value
     that would do."""
     if getattr(estimator, "penalty", None) is None:
-        return                          # a penalty the fit chooses (FalkonCV's tuning): checked as it goes
+        return  # a penalty the fit chooses (FalkonCV's tuning): checked as it goes
     name = type(estimator).__name__
     lam, n = estimator._penalty(), X.shape[0]
     info = torch.finfo(X.dtype)
     kind = str(X.dtype).removeprefix("torch.")
     lam_n = lam * n
     if lam_n > info.max:
-        raise ParameterError(f"penalty={lam:g} makes λn = {lam_n:.3g} (n={n:,}) beyond {kind}'s range "
-                             f"({info.max:.3g}): lower penalty")
+        raise ParameterError(
+            f"penalty={lam:g} makes λn = {lam_n:.3g} (n={n:,}) beyond {kind}'s range ({info.max:.3g}): lower penalty"
+        )
     with torch.no_grad():
         diag = estimator._kernel().diag(X[:4096])
     scale = float(diag.abs().max())
     if not math.isfinite(scale):
-        raise ParameterError(f"kernel={estimator._kernel()!r} overflows {kind} on these X (k(x, x) = {scale}): "
-                             f"scale X down, or choose a kernel whose values stay finite")
+        raise ParameterError(
+            f"kernel={estimator._kernel()!r} overflows {kind} on these X (k(x, x) = {scale}): "
+            f"scale X down, or choose a kernel whose values stay finite"
+        )
     if scale == 0.0:
-        raise ParameterError(f"kernel={estimator._kernel()!r} is zero on the diagonal of these X (k(x, x) = 0): "
-                             f"the model would be zero; choose another kernel")
+        raise ParameterError(
+            f"kernel={estimator._kernel()!r} is zero on the diagonal of these X (k(x, x) = 0): "
+            f"the model would be zero; choose another kernel"
+        )
     eps = info.eps
     if lam_n < eps * scale:
-        warnings.warn(f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, below {kind}'s round-off of the kernel "
-                      f"(eps·max k(x, x) = {eps * scale:.3g}): the regularisation is lost and the system is "
-                      f"singular to working precision, so the model may be unstable; raise penalty to at least "
-                      f"{eps * scale / n:.2g}"
-                      + (f" (max k(x, x) = {scale:.3g}: a kernel whose values span that many orders of magnitude "
-                         f"is degenerate on these X; scale X or lower the degree)" if scale > 1e8 else ""),
-                      PenaltyWarning, stacklevel=4)
+        warnings.warn(
+            f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, below {kind}'s round-off of the kernel "
+            f"(eps·max k(x, x) = {eps * scale:.3g}): the regularisation is lost and the system is "
+            f"singular to working precision, so the model may be unstable; raise penalty to at least "
+            f"{eps * scale / n:.2g}"
+            + (
+                f" (max k(x, x) = {scale:.3g}: a kernel whose values span that many orders of magnitude "
+                f"is degenerate on these X; scale X or lower the degree)"
+                if scale > 1e8
+                else ""
+            ),
+            PenaltyWarning,
+            stacklevel=4,
+        )
     elif lam_n > scale / eps:
-        raise ParameterError(f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, beyond max k(x, x) / eps = "
-                             f"{scale / eps:.3g}: the kernel would be lost in round-off next to λnI and the model "
-                             f"would be zero to working precision; lower penalty below {scale / eps / n:.2g}")
+        raise ParameterError(
+            f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, beyond max k(x, x) / eps = "
+            f"{scale / eps:.3g}: the kernel would be lost in round-off next to λnI and the model "
+            f"would be zero to working precision; lower penalty below {scale / eps / n:.2g}"
+        )
 
 
 @parameters
@@ -256,7 +322,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        parameters(cls)          # every estimator is a dataclass of its declared parameters
+        parameters(cls)  # every estimator is a dataclass of its declared parameters
 
     def _validate_params(self) -> None:
         """Every parameter against its declaration (:func:`krrcore.solvers.params.validate`)."""
@@ -294,8 +360,17 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         return X, Y
 
     # -- the record stream -------------------------------------------------------------------
-    def fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event: threading.Event | None = None,
-            progress: bool = False):
+    def fit(
+        self,
+        X,
+        y,
+        X_val=None,
+        y_val=None,
+        *,
+        sample_weight=None,
+        stop_event: threading.Event | None = None,
+        progress: bool = False,
+    ):
         """Fit by draining :meth:`iter_fit` (its records are in ``trace_``); returns self.
 
         ``sample_weight`` (n,): weighted KRR, (1/n) Σ wᵢ (f(xᵢ) − yᵢ)² + λ‖f‖² with the weights
@@ -315,8 +390,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
     #: The factor the targets of the fit under way are scaled by (:func:`target_scale`).
     _target_scale = 1.0
 
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None,
-                 stop_event: threading.Event | None = None):
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event: threading.Event | None = None):
         """Generator of :class:`IterationRecord`; after it ends the estimator is fitted. When it
         ends and what it records: ``_records`` of :class:`IterativeKRR` and :class:`DirectKRR`;
         ``sample_weight`` as in :meth:`fit`.
@@ -353,8 +427,18 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         """How many records the progress bar expects (None: not known)."""
         return None
 
-    def _start_fit(self, X, y, X_val, y_val, *, stop_event=None, timeout: float | None = None, metric: str = "auto",
-                   eval_train: bool = False) -> tuple[torch.Tensor, torch.Tensor, Recorder]:
+    def _start_fit(
+        self,
+        X,
+        y,
+        X_val,
+        y_val,
+        *,
+        stop_event=None,
+        timeout: float | None = None,
+        metric: str = "auto",
+        eval_train: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, Recorder]:
         """Checked parameters, training tensors and the recorder of this fit; resets ``trace_``,
         ``stop_reason_`` and sets ``seed_`` (the integer seed the fit uses, when it has a ``seed``).
 
@@ -368,7 +452,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_stop_event(stop_event)
-        vars(self).pop("fit_kernel_", None)          # the records of this fit predict with its own kernel
+        vars(self).pop("fit_kernel_", None)  # the records of this fit predict with its own kernel
         self._resolve_seed()
         sample_weight = self.__dict__.get("_fit_sample_weight")
         weighted = sample_weight is not None
@@ -377,21 +461,27 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         distributed = distributed_backend(X)
         if distributed is not None:
             if weighted:
-                raise ParameterError("sample_weight is not supported for rows kept on a Dask cluster: fit on local "
-                                     "arrays, or repeat the rows that weigh more")
+                raise ParameterError(
+                    "sample_weight is not supported for rows kept on a Dask cluster: fit on local "
+                    "arrays, or repeat the rows that weigh more"
+                )
             X, Y, estimate = distributed.start_fit(self, X, y)
             self._weights = None
         else:
             X, Y = self._prepare_fit(X, y)
             self._weights = check_sample_weight(sample_weight, X.shape[0], device=X.device)
-            estimate = self._memory_estimate(X.shape[0], X.shape[1], Y.shape[1],
-                                             n_val=0 if X_val is None else len(X_val), weighted=weighted)
+            estimate = self._memory_estimate(
+                X.shape[0], X.shape[1], Y.shape[1], n_val=0 if X_val is None else len(X_val), weighted=weighted
+            )
         self.memory_estimate_ = estimate.check(timeout=timeout)
         first = estimate.seconds_for(1)
         if first is not None and first > SLOW_FIT_SECONDS:
             faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
-            warnings.warn(f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
-                          SlowFitWarning, stacklevel=3)
+            warnings.warn(
+                f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
+                SlowFitWarning,
+                stacklevel=3,
+            )
         if distributed is None:
             check_penalty_scale(self, X)
         recorder = Recorder(self, X, Y, X_val, y_val, metric=metric, eval_train=eval_train)
@@ -412,7 +502,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True          # y may be (n, k): k right-hand sides, one solve
+        tags.target_tags.multi_output = True  # y may be (n, k): k right-hand sides, one solve
         tags.target_tags.single_output = True
         return tags
 
@@ -423,13 +513,24 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         return vars(self).get("fit_kernel_") or self._kernel()
 
     def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
-        return rows_of(self.centers_).expansion(self.centers_, self._fitted_kernel(), X, self.coef_,
-                                                self.memory_budget)
+        return rows_of(self.centers_).expansion(self.centers_, self._fitted_kernel(), X, self.coef_, self.memory_budget)
 
     #: Fitted attributes that prediction and a run's summary need; :meth:`compact` keeps only these
     #: (``classes_`` for the classifiers of :mod:`krrcore.solvers.classifiers`).
-    _compact_attributes = ("centers_", "coef_", "n_features_in_", "feature_names_in_", "x_origin_", "fit_kernel_",
-                           "_y_was_1d", "trace_", "stop_reason_", "n_iter_", "converged_", "classes_")
+    _compact_attributes = (
+        "centers_",
+        "coef_",
+        "n_features_in_",
+        "feature_names_in_",
+        "x_origin_",
+        "fit_kernel_",
+        "_y_was_1d",
+        "trace_",
+        "stop_reason_",
+        "n_iter_",
+        "converged_",
+        "classes_",
+    )
 
     def compact(self):
         """A copy with the same parameters that keeps only what ``predict`` and the run summary need
@@ -449,7 +550,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         check_feature_names(X, getattr(self, "feature_names_in_", None), type(self).__name__)
         Xt = as_tensor(X, "X", dtype=self.coef_.dtype, device=self.coef_.device)
         check_features(Xt, self.n_features_in_, "X", type(self).__name__)
-        return self._predict_tensor(Xt) / self._target_scale     # mid-fit: scaled targets
+        return self._predict_tensor(Xt) / self._target_scale  # mid-fit: scaled targets
 
     def predict(self, X, return_std: bool = False):
         """The model's predictions; with ``return_std`` the pair (mean, standard deviation of a new
@@ -533,8 +634,16 @@ class IterativeKRR(Seeded):
         ``coef_`` and the records so far in ``trace_``. After the loop, unless a
         stop was asked for, :meth:`_finish` may add records (FALKON's float64 refinement).
         """
-        X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout,
-                                         metric=self.metric, eval_train=self.eval_train)
+        X, Y, recorder = self._start_fit(
+            X,
+            y,
+            X_val,
+            y_val,
+            stop_event=stop_event,
+            timeout=self.timeout,
+            metric=self.metric,
+            eval_train=self.eval_train,
+        )
         maxiter, tol, patience = self.maxiter, self.tol, self.stall_patience
         self.converged_ = False
         stopper = Stopper(stop_event, self.callback, self.timeout)
@@ -548,7 +657,7 @@ class IterativeKRR(Seeded):
         stopper.divergence(rec)
         self.trace_.append(rec)
         yield rec
-        if zero_targets:            # y = 0: the zero model, the starting point, is the exact solution
+        if zero_targets:  # y = 0: the zero model, the starting point, is the exact solution
             self.n_iter_, self.converged_ = 0, True
             self.stop_reason_ = "converged: y is all zero, and the zero model solves the system exactly"
             return
@@ -565,8 +674,10 @@ class IterativeKRR(Seeded):
             diverged = stopper.divergence(rec, self.residual_floor_, bool(torch.isfinite(self.coef_).all()))
             if diverged:
                 self.coef_ = best_coef
-                self.stop_reason_ = (f"{diverged}; kept the best iterate (iteration {best_iteration}, residual "
-                                     f"{best:.3g}). {self._divergence_advice()}")
+                self.stop_reason_ = (
+                    f"{diverged}; kept the best iterate (iteration {best_iteration}, residual "
+                    f"{best:.3g}). {self._divergence_advice()}"
+                )
                 raise SolverDivergedError(f"{type(self).__name__} {self.stop_reason_}")
             self.trace_.append(rec)
             yield rec
@@ -579,9 +690,11 @@ class IterativeKRR(Seeded):
                 self.stop_reason_ = f"converged: residual {rec.residual:.3g} <= tol {tol:g}"
                 self.converged_ = True
             elif rec.residual < self.residual_floor_:
-                self.stop_reason_ = (f"converged to working precision: residual {rec.residual:.3g} is below "
-                                     f"10·eps of {str(floor_dtype).removeprefix('torch.')} "
-                                     f"({self.residual_floor_:.2g}); more iterations would only move round-off")
+                self.stop_reason_ = (
+                    f"converged to working precision: residual {rec.residual:.3g} is below "
+                    f"10·eps of {str(floor_dtype).removeprefix('torch.')} "
+                    f"({self.residual_floor_:.2g}); more iterations would only move round-off"
+                )
                 self.converged_ = True
             elif iteration >= maxiter:
                 self.stop_reason_ = f"reached maxiter={maxiter}"
@@ -591,24 +704,33 @@ class IterativeKRR(Seeded):
             elif since_best >= patience:
                 # Round-off can carry the iterate away from its best (float32 drift): keep the best.
                 self.coef_ = best_coef
-                self.stop_reason_ = (f"stalled: the residual has not improved for {patience} iterations; "
-                                     f"the model is the best iterate, from iteration {best_iteration} "
-                                     f"(residual {best:.3g})")
+                self.stop_reason_ = (
+                    f"stalled: the residual has not improved for {patience} iterations; "
+                    f"the model is the best iterate, from iteration {best_iteration} "
+                    f"(residual {best:.3g})"
+                )
                 short_of_tol = tol is not None
-                if best_iteration == 0:     # no step ever helped: the model is the starting point (zero)
-                    warnings.warn(f"{type(self).__name__} never improved on its starting point (the zero model) "
-                                  f"in {iteration} iterations. {self._divergence_advice()}", ConvergenceWarning,
-                                  stacklevel=2)
+                if best_iteration == 0:  # no step ever helped: the model is the starting point (zero)
+                    warnings.warn(
+                        f"{type(self).__name__} never improved on its starting point (the zero model) "
+                        f"in {iteration} iterations. {self._divergence_advice()}",
+                        ConvergenceWarning,
+                        stacklevel=2,
+                    )
             if short_of_tol:
-                warnings.warn(f"{type(self).__name__} did not reach tol={tol:g}: {self.stop_reason_} with "
-                              f"residual {rec.residual:.3g}; raise maxiter or tol", ConvergenceWarning, stacklevel=2)
+                warnings.warn(
+                    f"{type(self).__name__} did not reach tol={tol:g}: {self.stop_reason_} with "
+                    f"residual {rec.residual:.3g}; raise maxiter or tol",
+                    ConvergenceWarning,
+                    stacklevel=2,
+                )
             if self.stop_reason_:
                 break
             timer.resume()
         else:
             self.stop_reason_ = self.stop_reason_ or "solver finished"
         self.n_iter_ = iteration
-        if stopper.reason:              # a stop asked for ends the fit here
+        if stopper.reason:  # a stop asked for ends the fit here
             return
         timer.resume()
         for step in self._finish(X, Y):
@@ -621,7 +743,10 @@ class IterativeKRR(Seeded):
 
     #: What to change when this solver's iterates diverge, each with its value now (``{name}``:
     #: a parameter or fitted attribute): the advice of :class:`SolverDivergedError`.
-    DIVERGENCE_ADVICE: ClassVar[tuple[str, ...]] = ("raise penalty (now {penalty!r})", "use dtype='float64' (now {dtype!r})")
+    DIVERGENCE_ADVICE: ClassVar[tuple[str, ...]] = (
+        "raise penalty (now {penalty!r})",
+        "use dtype='float64' (now {dtype!r})",
+    )
 
     def _divergence_advice(self) -> str:
         """'Lower lr_scale (now 4) or raise batch_size (now 1).': the settings that cure a divergence."""
@@ -629,7 +754,7 @@ class IterativeKRR(Seeded):
         for template in self.DIVERGENCE_ADVICE:
             try:
                 parts.append(template.format(**vars(self)))
-            except (KeyError, AttributeError):      # a subclass without that setting
+            except (KeyError, AttributeError):  # a subclass without that setting
                 continue
         if not parts:
             return "Change the solver's settings."
@@ -688,7 +813,7 @@ class DirectKRR(KRRBase):
         timer = Timer()
         step = self._solve(X, Y)
         rec = recorder.record(1, step, timer)
-        del step                         # it may hold the system matrix for its residual
+        del step  # it may hold the system matrix for its residual
         self.trace_.append(rec)
         self.n_iter_ = 1
         self.converged_ = True
@@ -699,16 +824,19 @@ class DirectKRR(KRRBase):
     def _solve(self, X, Y) -> Step:
         raise NotImplementedError
 
-    def _solved_system_step(self, A: torch.Tensor, b: torch.Tensor, constant: float = 0.0, *,
-                            coef: torch.Tensor | None = None) -> Step:
+    def _solved_system_step(
+        self, A: torch.Tensor, b: torch.Tensor, constant: float = 0.0, *, coef: torch.Tensor | None = None
+    ) -> Step:
         """The step after solving A coef_ = b (or A ``coef`` = b, when the system solved is in other
         variables than ``coef_``: ExactKRR's weighted form): residual and objective of those
         coefficients in float64 against A as given (without the jitter the factorisation may have
         added), one product with A, evaluated lazily."""
+
         def evaluate():
             c = (self.coef_ if coef is None else coef).double()
             return residual_and_objective(A @ c, c, b, constant)
 
         return Step.deferred(evaluate, extras={"residual_kind": "direct solve (float64, system without jitter)"})
+
 
 NystromCentres = NystromCenters  # former spelling, kept so that code written against it still runs

@@ -13,6 +13,7 @@ streams the same :class:`~krrcore.stream.IterationRecord` (train/validation metr
 classification error of the encoded problem) and works with ``cross_val_score(...,
 scoring="accuracy")`` and ``GridSearchCV`` on raw labels.
 """
+
 from __future__ import annotations
 
 import threading
@@ -67,12 +68,17 @@ def _one_label_type(labels: np.ndarray, name: str) -> np.ndarray:
     if len(kinds) < 2:
         return labels
 
-    seen = "; ".join(f"{len(values)} {kind} label{'s' if len(values) != 1 else ''} "
-                     f"(e.g. {', '.join(list(dict.fromkeys(map(repr, values)))[:3])})"
-                     for kind, values in kinds.items())
+    seen = "; ".join(
+        f"{len(values)} {kind} label{'s' if len(values) != 1 else ''} "
+        f"(e.g. {', '.join(list(dict.fromkeys(map(repr, values)))[:3])})"
+        for kind, values in kinds.items()
+    )
     missing = len(kinds.get("missing", ()))
-    fix = (f"drop the {missing} sample{'s' if missing != 1 else ''} without a label (None or NaN)" if missing else
-           "convert them to one type, e.g. all to strings with y.astype(str)")
+    fix = (
+        f"drop the {missing} sample{'s' if missing != 1 else ''} without a label (None or NaN)"
+        if missing
+        else "convert them to one type, e.g. all to strings with y.astype(str)"
+    )
     raise ValueError(f"{name} mixes label types — {seen}; class labels must be all numbers or all strings: {fix}")
 
 
@@ -95,35 +101,42 @@ class KRRClassifierMixin(ClassifierMixin):
         index = np.clip(index, 0, len(self.classes_) - 1)
         unseen = self.classes_[index] != labels
         if unseen.any():
-            raise ValueError(f"{name} has labels not seen in y: {sorted(set(labels[unseen].tolist()))[:5]} "
-                             f"(classes_: {self.classes_.tolist()})")
+            raise ValueError(
+                f"{name} has labels not seen in y: {sorted(set(labels[unseen].tolist()))[:5]} "
+                f"(classes_: {self.classes_.tolist()})"
+            )
         if len(self.classes_) == 2:
             return np.where(index == 1, 1.0, -1.0)
         return np.eye(len(self.classes_))[index]
 
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None,
-                 stop_event: threading.Event | None = None):
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event: threading.Event | None = None):
         """The regressor's record stream on the encoded labels; sets ``classes_`` first.
         ``sample_weight`` goes to the regressor (weighted KRR on the encoded labels); the classes
         are those of the samples with a positive weight, of which there must be two at least. A fit
         that fails leaves ``classes_`` and the model as they were (:func:`~krrcore.solvers.base.fit_guard`)."""
         with fit_guard(self):
             if distributed_backend(y) is not None:
-                raise ValueError(f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
-                                 f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)")
+                raise ValueError(
+                    f"{type(self).__name__} encodes labels in this process; on sharded data fit the "
+                    f"regressor on ±1 or one-hot targets (krrcore.sharded.generate encodes them)"
+                )
             labels = _labels(y, "y")
             classes = np.unique(labels)
             if len(classes) < 2:
-                raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got "
-                                 f"{len(classes)} class(es) {classes.tolist()}")
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least 2 classes in y; got "
+                    f"{len(classes)} class(es) {classes.tolist()}"
+                )
             if sample_weight is not None:
                 weights = as_tensor(sample_weight, "sample_weight", dtype=torch.float64, device="cpu", ndim=(1,))
                 if weights.shape[0] == len(labels):
                     weighted = np.unique(labels[(weights > 0).numpy()])
                     if 0 < len(weighted) < 2:
-                        raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a "
-                                         f"positive sample_weight; got 1 class {weighted.tolist()} (the others "
-                                         f"weigh 0)")
+                        raise ValueError(
+                            f"{type(self).__name__} needs samples of at least 2 classes with a "
+                            f"positive sample_weight; got 1 class {weighted.tolist()} (the others "
+                            f"weigh 0)"
+                        )
             self.classes_ = classes
             Y = self._encode(labels, "y")
             Y_val = None if y_val is None else self._encode(_labels(y_val, "y_val"), "y_val")
@@ -187,6 +200,18 @@ class CGClassifier(KRRClassifierMixin, CG):
 
 
 #: The classifier of each regressor class.
-CLASSIFIERS = {cls.__bases__[1]: cls for cls in (
-    ExactKRRClassifier, NystromKRRClassifier, FalkonClassifier, NystromCGClassifier, NystromGDClassifier,
-    SketchySAGAClassifier, ASkotchClassifier, SkotchClassifier, NystromPCGClassifier, CGClassifier)}
+CLASSIFIERS = {
+    cls.__bases__[1]: cls
+    for cls in (
+        ExactKRRClassifier,
+        NystromKRRClassifier,
+        FalkonClassifier,
+        NystromCGClassifier,
+        NystromGDClassifier,
+        SketchySAGAClassifier,
+        ASkotchClassifier,
+        SkotchClassifier,
+        NystromPCGClassifier,
+        CGClassifier,
+    )
+}

@@ -5,6 +5,7 @@ the float64 relative residual of the system solved (one product with the matrix 
 timed as evaluation) and whose objective is that system's quadratic (the same measures as the
 iterative solvers of the same problem: ASkotch/NystromPCG for ExactKRR, SketchySAGA for NystromKRR).
 """
+
 from __future__ import annotations
 
 import torch
@@ -49,10 +50,9 @@ class ExactKRR(PosteriorVariance, DirectKRR):
         model.hold("its Cholesky factor (float64)", n * n * 8)
         if model.itemsize != 8:
             model.hold("float64 copies of X, y", n * (model.d + k) * 8)
-        model.setup += model.entry_seconds(n * n, torch.float64) + model.flop_seconds(n ** 3 / 3, torch.float64)
+        model.setup += model.entry_seconds(n * n, torch.float64) + model.flop_seconds(n**3 / 3, torch.float64)
         n_fit = model.largest_fitting(2 * n * n * 8, 16)
-        return (f"subsample to at most n={n_fit:,}, or use Falkon, NystromPCG or ASkotch, which never hold "
-                f"an n×n matrix")
+        return f"subsample to at most n={n_fit:,}, or use Falkon, NystromPCG or ASkotch, which never hold an n×n matrix"
 
     _POSTERIOR_KIND = "exact GP"
 
@@ -61,7 +61,7 @@ class ExactKRR(PosteriorVariance, DirectKRR):
         identity elsewhere); n³/3 flops and a residual pass."""
         if model.device.type != "cpu":
             model.hold("identity and L⁻¹ (posterior set-up, float64)", 2 * n * n * 8)
-        model.setup += model.flop_seconds(n ** 3 / 3, torch.float64) + model.entry_seconds(n * n)
+        model.setup += model.flop_seconds(n**3 / 3, torch.float64) + model.entry_seconds(n * n)
 
     _FACTOR_IS_CHOLESKY = True
 
@@ -79,19 +79,19 @@ class ExactKRR(PosteriorVariance, DirectKRR):
         X64, Y64 = X.double(), Y.double()
         A = self._kernel()(X64, X64)
         root = None if self._weights is None else self._weights.sqrt()
-        if root is not None:                        # W^½ K W^½, in place
+        if root is not None:  # W^½ K W^½, in place
             A.mul_(root).mul_(root.T)
             Y64 = Y64 * root
         A.diagonal().add_(lam * n)
         L, self.jitter_ = jitter_cholesky(A, 0.0, name="K + λnI")
         coef = torch.cholesky_solve(Y64, L)
         if self.uncertainty:
-            self._cholesky = L               # the posterior's factor (krrcore.solvers.uncertainty)
+            self._cholesky = L  # the posterior's factor (krrcore.solvers.uncertainty)
         del L
         self.centers_ = X
         self.coef_ = (coef if root is None else coef * root).to(X.dtype)
         if root is None:
-            return self._solved_system_step(A, Y64)     # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
+            return self._solved_system_step(A, Y64)  # ‖(K+λnI)c − y‖/‖y‖ and d(c) (ASkotch Lemma 3.1)
         return self._solved_system_step(A, Y64, coef=coef)
 
 
@@ -114,16 +114,25 @@ class NystromKRR(PosteriorVariance, NystromCenters, DirectKRR):
         M, d = self._center_count(n), model.d
         model.hold(f"K_nMᵀK_nM + λnK_MM ({M:,}×{M:,}, float64)", M * M * 8)
         model.hold("its Cholesky factor (float64)", M * M * 8)
-        model.hold("kernel block buffer (float64)", operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes,
-                                                                   d=d, n_rhs=k, scratch_blocks=model.scratch_blocks),
-                   "scratch")
-        model.hold("float64 centres" if model.itemsize == 8 else "float64 copies of X, y, centres",
-                   (M * d + (0 if model.itemsize == 8 else n * (d + k))) * 8)
-        model.setup += (model.entry_seconds(n * M, torch.float64)
-                        + model.flop_seconds(2 * n * M * M + M ** 3 / 3, torch.float64))
+        model.hold(
+            "kernel block buffer (float64)",
+            operator_bytes(
+                n, M, itemsize=8, budget_bytes=model.scratch_bytes, d=d, n_rhs=k, scratch_blocks=model.scratch_blocks
+            ),
+            "scratch",
+        )
+        model.hold(
+            "float64 centres" if model.itemsize == 8 else "float64 copies of X, y, centres",
+            (M * d + (0 if model.itemsize == 8 else n * (d + k))) * 8,
+        )
+        model.setup += model.entry_seconds(n * M, torch.float64) + model.flop_seconds(
+            2 * n * M * M + M**3 / 3, torch.float64
+        )
         M_fit = model.largest_fitting(2 * M * M * 8, 16)
-        return (f"lower M to at most {M_fit:,}, or use Falkon (one M×M buffer, half the memory) or SketchySAGA "
-                f"(no M×M matrix)")
+        return (
+            f"lower M to at most {M_fit:,}, or use Falkon (one M×M buffer, half the memory) or SketchySAGA "
+            f"(no M×M matrix)"
+        )
 
     def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
         hold_nystrom_posterior(model, n, self._center_count(n))
@@ -144,7 +153,7 @@ class NystromKRR(PosteriorVariance, NystromCenters, DirectKRR):
         # One kernel pass for K_nMᵀ W K_nM and K_nMᵀ W y (W = I without sample weights).
         H, rhs = op.gram(Y64) if self._weights is None else op.gram(Y64, weights=self._weights)
         if self.uncertainty:
-            self._posterior_operator = op     # its blocks, for the posterior (krrcore.solvers.uncertainty)
+            self._posterior_operator = op  # its blocks, for the posterior (krrcore.solvers.uncertainty)
         H.add_(kernel(C.double(), C.double()), alpha=lam * n)
         scale = float(H.diagonal().mean())
         L, jitter = jitter_cholesky(H, 1e-14 * scale, name="K_nMᵀK_nM + λnK_MM")
@@ -153,5 +162,5 @@ class NystromKRR(PosteriorVariance, NystromCenters, DirectKRR):
         self.center_indices_ = cs.indices
         self.coef_ = torch.cholesky_solve(rhs, L).to(X.dtype)
         # Objective ½αᵀHα − αᵀK_nMᵀy + ½‖y‖² = ½‖K_nMα − y‖² + (λn/2)αᵀK_MMα, as SketchySAGA reports it.
-        y_sq = (Y64 ** 2).sum() if self._weights is None else (self._weights * Y64 ** 2).sum()
+        y_sq = (Y64**2).sum() if self._weights is None else (self._weights * Y64**2).sum()
         return self._solved_system_step(H, rhs, constant=0.5 * float(y_sq))

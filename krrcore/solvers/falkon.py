@@ -15,6 +15,7 @@ With ``sample_weight`` (weights W, mean 1) every solver here solves the weighted
 preconditioner factors A from T W_M Tᵀ/M + λI, W_M the weights of the rows chosen as centres
 (:class:`~krrcore.preconditioner.FalkonPreconditioner`'s ``row_weights``).
 """
+
 from __future__ import annotations
 
 import math
@@ -75,14 +76,20 @@ class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
         self.center_weights_ = cs.weights
         planned = self._planned_parts(X, Y, cs.M)
         rows = rows_of(X)
-        self.operator_ = rows.operator(self._kernel(), X, cs.centers, memory_budget=self.memory_budget,
-                                       n_rhs=Y.shape[1], accumulate_dtype=self._VECTOR_DTYPE,
-                                       cache_bytes=planned.get(KERNEL_CACHE))
+        self.operator_ = rows.operator(
+            self._kernel(),
+            X,
+            cs.centers,
+            memory_budget=self.memory_budget,
+            n_rhs=Y.shape[1],
+            accumulate_dtype=self._VECTOR_DTYPE,
+            cache_bytes=planned.get(KERNEL_CACHE),
+        )
         if self._weights is None:
             self._y_sq = rows_of(Y).sum_of_squares(Y) / self.n_
-            return self.operator_.rmatvec(Y) / self.n_    # b̃
+            return self.operator_.rmatvec(Y) / self.n_  # b̃
         self._y_sq = float((self._weights * Y.double() ** 2).sum()) / self.n_
-        return self.operator_.rmatvec(Y, weights=self._weights) / self.n_        # b̃ = K_nMᵀ W y / n
+        return self.operator_.rmatvec(Y, weights=self._weights) / self.n_  # b̃ = K_nMᵀ W y / n
 
     def _fused(self, v, w=None, *, dtype=None):
         """K_nMᵀ W (K_nM v + w) with the fit's sample weights (W = I without them)."""
@@ -137,9 +144,12 @@ class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
         # FalkonPreconditioner.unresolved_ (at most a Cholesky and two LDLᵀ) runs only when
         # λ < eps·‖K_MM‖_∞/M ≤ eps·κ², with κ² = 1 for the Gaussian, Laplacian and Matérn kernels.
         if self._CHECKS_RESOLUTION and s != 8 and self._penalty() < torch.finfo(model.dtype).eps:
-            model.setup += model.flop_seconds(M ** 3, torch.float64)
-        model.setup += (model.entry_seconds(M * M, torch.float64) + model.flop_seconds(M ** 3, torch.float64)
-                        + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M))
+            model.setup += model.flop_seconds(M**3, torch.float64)
+        model.setup += (
+            model.entry_seconds(M * M, torch.float64)
+            + model.flop_seconds(M**3, torch.float64)
+            + (1 + self._SETUP_PASSES) * model.entry_seconds(n * M)
+        )
         M_fit = model.largest_fitting(M * M * system_itemsize, system_itemsize)
         cached_rows = min(n, max(model.limit_bytes - model.stored_bytes, 0) // (M * s))
         model.hold(KERNEL_CACHE, cached_rows * M * s)
@@ -151,8 +161,10 @@ class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
         if rounds:
             promoted = kernel_pass + model.stream_seconds(n * M * 8)
             model.setup += rounds * promoted + (promoted - kernel_pass if self.tol is None else promoted)
-        return (f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
-                f"which holds no M×M matrix")
+        return (
+            f"lower M to at most {M_fit:,} (the {M:,}×{M:,} matrix grows as M²), or use SketchySAGA, "
+            f"which holds no M×M matrix"
+        )
 
     def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
         hold_nystrom_posterior(model, n, self._center_count(n))
@@ -164,13 +176,15 @@ class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
         # problem's prior, which the refined float32 solve approximates.
         if pc is None or X.dtype != torch.float64:
             solve_Ft, solve_F = kmm_factor_solvers(self._kernel(), self.centers_)
-        else:                       # F = T D⁻¹: FᵀF = K_MM + jD⁻², the prior of the model Falkon solved
+        else:  # F = T D⁻¹: FᵀF = K_MM + jD⁻², the prior of the model Falkon solved
             d = 1.0 if pc.weights is None else pc.weights.unsqueeze(1)
+
             def solve_Ft(B):
                 return pc.solve_T_t(B * d)
 
             def solve_F(B):
                 return pc.solve_T(B) * d
+
         blocks = float64_blocks(self._kernel(), X, self.centers_, self.operator_, self.memory_budget)
         return nystrom_factor(blocks, solve_Ft, solve_F, self.penalty_ * self.n_, self.centers_.shape[0])
 
@@ -191,10 +205,18 @@ class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
         """Over ``rows`` rows: the kernel block buffer (for Falkon's refinement a float64 one of the
         same rows beside it), and for BLESS centres its scoring blocks and a float64 copy of the rows."""
         M, d, s = self._center_count(n), model.d, model.itemsize
-        block_buffer = operator_bytes(rows, M, itemsize=s, budget_bytes=model.scratch_bytes, d=d, n_rhs=k,
-                                      scratch_blocks=model.scratch_blocks, device=model.device)
+        block_buffer = operator_bytes(
+            rows,
+            M,
+            itemsize=s,
+            budget_bytes=model.scratch_bytes,
+            d=d,
+            n_rhs=k,
+            scratch_blocks=model.scratch_blocks,
+            device=model.device,
+        )
         model.hold("kernel block buffer", block_buffer, "scratch")
-        if self._refine_rounds():       # blocks promoted to float64 one at a time
+        if self._refine_rounds():  # blocks promoted to float64 one at a time
             model.hold("float64 refinement block buffer", block_buffer * 8 // s, "scratch")
         if self._uses_bless():
             model.hold("BLESS scoring blocks", model.scratch_bytes, "scratch")
@@ -207,9 +229,9 @@ class _NystromIterative(PosteriorVariance, NystromCenters, IterativeKRR):
         return (isinstance(centers, str) and centers.startswith("bless")) or isinstance(centers, BlessCenters)
 
     def _center_count(self, n: int) -> int:
-        if getattr(self, "_selected_M", None):        # during set-up, once the centres exist
+        if getattr(self, "_selected_M", None):  # during set-up, once the centres exist
             return self._selected_M
-        return center_count(self.centers, self.M, n)     # a BLESS dictionary too (it stops at M points)
+        return center_count(self.centers, self.M, n)  # a BLESS dictionary too (it stops at M points)
 
     def _refine_rounds(self) -> int:
         """Rounds of float64 refinement after the solve (:class:`Falkon` only)."""
@@ -284,8 +306,11 @@ class Falkon(_NystromIterative):
     :class:`ResidualWarning`; "" otherwise).
     """
 
-    DIVERGENCE_ADVICE = ("raise penalty (now {penalty!r})", "raise jitter (now {jitter_!r})",
-                         "use dtype='float64' (now {dtype!r})")
+    DIVERGENCE_ADVICE = (
+        "raise penalty (now {penalty!r})",
+        "raise jitter (now {jitter_!r})",
+        "use dtype='float64' (now {dtype!r})",
+    )
 
     jitter: float | None = param(None, NONE | NON_NEGATIVE)
     refresh_every: int | str = param("auto", Options("auto") | Integer(0))
@@ -302,7 +327,7 @@ class Falkon(_NystromIterative):
             return 8
         try:
             return torch.empty((), dtype=buffer_dtype(M, model.dtype, model.device)).element_size()
-        except MemoryBudgetError:          # nothing fits: the estimate's own check refuses, with its numbers
+        except MemoryBudgetError:  # nothing fits: the estimate's own check refuses, with its numbers
             return 4
 
     def _system_name(self, model: CostModel, M: int) -> str:
@@ -323,18 +348,24 @@ class Falkon(_NystromIterative):
         return self.refine
 
     def _setup(self, X, Y):
-        self.__dict__.pop("_checked", None)         # a stopped fit's last-pass check (see _steps)
+        self.__dict__.pop("_checked", None)  # a stopped fit's last-pass check (see _steps)
         b = self._setup_operator(X, Y)
-        self.preconditioner_ = FalkonPreconditioner(self._kernel(), self.centers_, self.penalty_,
-                                                    weights=self.center_weights_, data_dtype=X.dtype,
-                                                    jitter=self.jitter, refined=self._refine_rounds() > 0,
-                                                    row_weights=self._center_row_weights())
+        self.preconditioner_ = FalkonPreconditioner(
+            self._kernel(),
+            self.centers_,
+            self.penalty_,
+            weights=self.center_weights_,
+            data_dtype=X.dtype,
+            jitter=self.jitter,
+            refined=self._refine_rounds() > 0,
+            row_weights=self._center_row_weights(),
+        )
         self.jitter_ = self.preconditioner_.jitter_
         self.unresolved_directions_ = self.preconditioner_.unresolved_
         if self.unresolved_directions_:
             self._warn_unresolved(X.dtype)
         self._b = b
-        self._rhs = self.preconditioner_.apply_t(b)        # Pᵀ b̃, float64
+        self._rhs = self.preconditioner_.apply_t(b)  # Pᵀ b̃, float64
         self.coef_ = torch.zeros(b.shape, dtype=X.dtype, device=X.device)
 
     def _warn_unresolved(self, dtype: torch.dtype) -> None:
@@ -347,7 +378,10 @@ class Falkon(_NystromIterative):
             f"{pc.resolution_floor_:.3g}) are below the rounding of {name} kernel values, so the {name} model "
             f"is more strongly regularised than the float64 one and its predictions may differ from float64's "
             f"by several percent; fitting in {name} anyway. Use dtype='float64' for this penalty, or a penalty of "
-            f"at least {pc.resolution_floor_ / pc.M:.3g} in {name}.", PrecisionWarning, stacklevel=4)
+            f"at least {pc.resolution_floor_ / pc.M:.3g} in {name}.",
+            PrecisionWarning,
+            stacklevel=4,
+        )
 
     def _residual_dtype(self, X) -> torch.dtype:
         """CG's vectors, hence its residual, are float64 whatever the data dtype."""
@@ -357,7 +391,7 @@ class Falkon(_NystromIterative):
         """W β = Pᵀ K_nMᵀK_nM P β / n + λ A⁻ᵀA⁻¹β (MATLAB Alg. 1 ``BHB``; Tᵀ T = D K_MM D + jI);
         ``kernel_product(v)``, K_nMᵀK_nM v / n by default, makes the pass (:meth:`_steps`' own)."""
         if kernel_product is None:
-            kernel_product = lambda v: self._fused(v) / self.n_    # noqa: E731
+            kernel_product = lambda v: self._fused(v) / self.n_  # noqa: E731
         return self.preconditioner_.system_product(beta, kernel_product, self.penalty_)
 
     _compact_attributes = _NystromIterative._compact_attributes + ("residual_advice_",)
@@ -381,7 +415,8 @@ class Falkon(_NystromIterative):
         self.residual_advice_ = (
             f"Falkon's residual is still {residual:.2g} after {self.n_iter_} iterations (above {RESIDUAL_HIGH:g}): the "
             f"model is not yet the Nyström solution, and its predictions can be far worse than that solution's. "
-            f"Try {', '.join(tries[:-1])} or {tries[-1]}.")
+            f"Try {', '.join(tries[:-1])} or {tries[-1]}."
+        )
         warnings.warn(self.residual_advice_, ResidualWarning, stacklevel=4)
 
     def _refine(self, X, Y):
@@ -399,12 +434,12 @@ class Falkon(_NystromIterative):
             return
         pc, n = self.preconditioner_, self.n_
 
-        def true_residual(alpha):          # Pᵀ(b̃ − H̃_j α) in float64 over the solve's kernel values
+        def true_residual(alpha):  # Pᵀ(b̃ − H̃_j α) in float64 over the solve's kernel values
             return self._true_residual(self._fused(-alpha, Y, dtype=torch.float64) / n, alpha)
 
         rhs_norm = float(torch.linalg.norm(self._rhs)) or 1.0
         if checked is not None and torch.equal(checked[0].to(X.dtype), self.coef_):
-            alpha, r = checked             # the check made by the last CG pass (:meth:`_steps`)
+            alpha, r = checked  # the check made by the last CG pass (:meth:`_steps`)
         else:
             alpha = self.coef_.double()
             r = true_residual(alpha)
@@ -427,19 +462,26 @@ class Falkon(_NystromIterative):
             candidate = alpha + pc.apply(state.x)
             r_new = true_residual(candidate)
             residual = float(torch.linalg.norm(r_new)) / rhs_norm
-            if not residual < best:         # no gain (or not finite): keep the best α
+            if not residual < best:  # no gain (or not finite): keep the best α
                 break
             alpha, r, best, improved = candidate, r_new, residual, improved + 1
             self.coef_ = alpha.to(X.dtype)
-            yield Step(residual=best, iteration=iteration,
-                       extras={"residual_kind": "float64 refinement", "refinement_round": improved})
+            yield Step(
+                residual=best,
+                iteration=iteration,
+                extras={"residual_kind": "float64 refinement", "refinement_round": improved},
+            )
         self.n_iter_ = iteration
         self.stop_reason_ += f"; {improved} float64 refinement round(s): true residual {start:.3g} -> {best:.3g}"
-        if self.tol is not None:            # tol is met, or not, by the true residual
+        if self.tol is not None:  # tol is met, or not, by the true residual
             self.converged_ = best <= self.tol
             if not self.converged_:
-                warnings.warn(f"Falkon's true float64 residual {best:.3g} is above tol={self.tol:g} after "
-                              f"{improved} refinement round(s); raise refine or maxiter", ConvergenceWarning, stacklevel=3)
+                warnings.warn(
+                    f"Falkon's true float64 residual {best:.3g} is above tol={self.tol:g} after "
+                    f"{improved} refinement round(s); raise refine or maxiter",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
 
     def _true_residual(self, kernel_residual: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """Pᵀ(b̃ − H̃_j α) from ``kernel_residual`` = K_nMᵀ(y − K_nM α)/n (float64): Pᵀ of it, minus
@@ -456,12 +498,17 @@ class Falkon(_NystromIterative):
         α_{k−1}, and by linearity the one at α_k = α_{k−1} + a_k P p_k, r_k = r_{k−1} − a_k W p_k,
         which the refinement starts from instead of a pass of its own."""
         refresh = 0 if self.refresh_every == "auto" else self.refresh_every
-        fold = (self._refine_rounds() > 0 and self.tol is None and not refresh and isinstance(Y, torch.Tensor)
-                and self.maxiter >= 1)
+        fold = (
+            self._refine_rounds() > 0
+            and self.tol is None
+            and not refresh
+            and isinstance(Y, torch.Tensor)
+            and self.maxiter >= 1
+        )
         pc, n, k = self.preconditioner_, self.n_, self._rhs.shape[1]
         done, alpha, seen = 0, torch.zeros_like(self._rhs), {}
 
-        def kernel_product(v):              # v = P p, kept
+        def kernel_product(v):  # v = P p, kept
             seen["P_p"] = v
             if not (fold and done + 1 == self.maxiter):
                 return self._fused(v) / n
@@ -488,8 +535,7 @@ class Falkon(_NystromIterative):
                 self._checked = (alpha, residual)
             # With α = Pβ: αᵀH̃α − 2αᵀb̃ = βᵀWβ − 2βᵀPᵀb̃ and Wβ = Pᵀb̃ − r.
             objective = float(-(state.x.double() * (self._rhs + state.r).double()).sum()) + self._y_sq
-            yield Step(residual=state.rel_residual, objective=objective,
-                       extras={"residual_kind": "preconditioned CG"})
+            yield Step(residual=state.rel_residual, objective=objective, extras={"residual_kind": "preconditioned CG"})
 
 
 class NystromCG(_NystromIterative):
@@ -503,33 +549,40 @@ class NystromCG(_NystromIterative):
     def _steps(self, X, Y):
         for state in conjugate_gradient(self._H, self._b):
             self.coef_ = state.x
-            yield Step(residual=state.rel_residual, objective=self._objective(state.x, self._b, state.r),
-                       extras={"residual_kind": "Nyström CG"})
+            yield Step(
+                residual=state.rel_residual,
+                objective=self._objective(state.x, self._b, state.r),
+                extras={"residual_kind": "Nyström CG"},
+            )
 
 
 class NystromGD(_NystromIterative):
     """Gradient descent on the Nyström objective, step 1/L with L = λ_max(H̃) (FALKON Fig. 1)."""
 
-    _SETUP_PASSES = 30        # power_iteration's default iterations
+    _SETUP_PASSES = 30  # power_iteration's default iterations
 
     def _setup(self, X, Y):
         self._b = self._setup_operator(X, Y)
         self._K_MM = self._kernel()(self.centers_, self.centers_)
-        self.lipschitz_ = power_iteration(self._H, self.centers_.shape[0], dtype=X.dtype, device=X.device,
-                                          seed=self.seed_)
+        self.lipschitz_ = power_iteration(
+            self._H, self.centers_.shape[0], dtype=X.dtype, device=X.device, seed=self.seed_
+        )
         self.coef_ = torch.zeros_like(self._b)
 
     def _steps(self, X, Y):
         b_norm = float(torch.linalg.norm(self._b)) or 1.0
         step = 1.0 / self.lipschitz_
-        alpha, r = self.coef_.clone(), self._b.clone()       # r = b̃ − H̃α = −gradient
+        alpha, r = self.coef_.clone(), self._b.clone()  # r = b̃ − H̃α = −gradient
         while True:
-            Hr = self._H(r)                                   # the one kernel pass per iteration
+            Hr = self._H(r)  # the one kernel pass per iteration
             alpha.add_(r, alpha=step)
-            r.sub_(Hr, alpha=step)                            # b̃ − H̃(α + s r), by linearity
+            r.sub_(Hr, alpha=step)  # b̃ − H̃(α + s r), by linearity
             self.coef_ = alpha
-            yield Step(residual=float(torch.linalg.norm(r)) / b_norm,
-                       objective=self._objective(alpha, self._b, r), extras={"residual_kind": "Nyström GD"})
+            yield Step(
+                residual=float(torch.linalg.norm(r)) / b_norm,
+                objective=self._objective(alpha, self._b, r),
+                extras={"residual_kind": "Nyström GD"},
+            )
 
 
 def power_iteration(matvec, dim: int, *, dtype, device, iters: int = 30, seed: int = 0) -> float:

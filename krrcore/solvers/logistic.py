@@ -29,6 +29,7 @@ a rank-one change of the weighted FALKON system (one more pass per step, for c; 
 stays FALKON's), and δb = −(g_b + cᵀδα)/s. Without b, a Gaussian-kernel model pays λ‖f‖² for the
 offset of unbalanced classes.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,9 @@ def _check_penalty_path(path) -> None:
         values = list(path)
     except TypeError:
         raise ValueError(f"penalty_path must be 'auto' or a sequence of penalties, got {path!r}") from None
-    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
-           or v <= 0]
+    bad = [
+        v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0
+    ]
     if bad:
         raise ValueError(f"penalty_path must hold finite numbers > 0, got {bad[0]!r}")
 
@@ -132,8 +134,11 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     #: Newton gradient is its convergence check), so the squared-loss zero-model check is not for it.
     _squared_loss = False
 
-    DIVERGENCE_ADVICE = ("raise penalty (now {penalty!r})", "use a longer penalty_path (now {penalty_path!r})",
-                         "use dtype='float64' (now {dtype!r})")
+    DIVERGENCE_ADVICE = (
+        "raise penalty (now {penalty!r})",
+        "use a longer penalty_path (now {penalty_path!r})",
+        "use dtype='float64' (now {dtype!r})",
+    )
 
     # -- the schedule ------------------------------------------------------------------------
     def schedule(self) -> list[tuple[float, int]]:
@@ -141,7 +146,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         lam = self._penalty()
         if self.penalty_path == "auto":
             count = max(0, math.ceil(math.log(PATH_START / lam) / math.log(PATH_FACTOR) - 1e-9))
-            path = [lam * PATH_FACTOR ** j for j in range(count, 0, -1)]
+            path = [lam * PATH_FACTOR**j for j in range(count, 0, -1)]
         else:
             path = [float(v) for v in self.penalty_path]
             below = [v for v in path if v < lam]
@@ -165,38 +170,60 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         passes and the two passes (f = K_nM α, K_nMᵀ z) of the gradient."""
         M, s = self._center_count(n), model.itemsize
         model.hold("outputs, Hessian weights, gradient terms, labels (4 × n×k)", 4 * n * k * s)
-        model.hold("K_MM α blocks", operator_bytes(M, M, itemsize=8, budget_bytes=model.scratch_bytes, d=model.d,
-                                                   n_rhs=k, scratch_blocks=model.scratch_blocks), "scratch")
+        model.hold(
+            "K_MM α blocks",
+            operator_bytes(
+                M,
+                M,
+                itemsize=8,
+                budget_bytes=model.scratch_bytes,
+                d=model.d,
+                n_rhs=k,
+                scratch_blocks=model.scratch_blocks,
+            ),
+            "scratch",
+        )
         before = model.iteration
         suggestion = super()._estimate_resources(model, n, k)
         per_pass = model.iteration - before
         cg = max(it for _, it in self.schedule())
-        model.iteration = before + (cg + 2) * per_pass + model.entry_seconds(M * M, torch.float64) \
-            + model.flop_seconds(M ** 3, torch.float64)
+        model.iteration = (
+            before
+            + (cg + 2) * per_pass
+            + model.entry_seconds(M * M, torch.float64)
+            + model.flop_seconds(M**3, torch.float64)
+        )
         return suggestion
 
     # -- the fit -----------------------------------------------------------------------------
     def _setup(self, X, Y):
         if self.refine not in (0, "auto"):
-            raise ParameterError(f"LogisticFalkon takes refine=0 or 'auto' (no refinement: every Newton step "
-                                 f"recomputes its gradient from the data), got {self.refine!r}")
+            raise ParameterError(
+                f"LogisticFalkon takes refine=0 or 'auto' (no refinement: every Newton step "
+                f"recomputes its gradient from the data), got {self.refine!r}"
+            )
         self._schedule = self.schedule()
         # ±1 labels per column: the binary encoding already, one-hot columns as one-vs-rest labels.
         self._t = Y if Y.shape[1] == 1 else 2 * Y - 1
-        b = self._setup_operator(X, self._t)              # b̃ = K_nMᵀ ω t / n = −2 ∇L(0) without intercept
+        b = self._setup_operator(X, self._t)  # b̃ = K_nMᵀ ω t / n = −2 ∇L(0) without intercept
         self._omega = 1.0 if self._weights is None else self._weights.to(X.dtype)
         k = self._t.shape[1]
         self.intercept_ = torch.zeros(k, dtype=torch.float64, device=X.device)
-        if self.fit_intercept:                              # the log-odds of each class's weighted frequency
+        if self.fit_intercept:  # the log-odds of each class's weighted frequency
             positive = ((self._t > 0) * self._omega).sum(0).double() / (torch.ones_like(self._t) * self._omega).sum(0)
-            positive = positive.clamp(0.5 / self.n_, 1 - 0.5 / self.n_)     # a class of weight 0 stays finite
+            positive = positive.clamp(0.5 / self.n_, 1 - 0.5 / self.n_)  # a class of weight 0 stays finite
             self.intercept_ = torch.log(positive / (1 - positive))
         self._f = self.intercept_.to(X.dtype).expand_as(self._t).clone()
         self._kernel_grad = -0.5 * b if not self.fit_intercept else self._kernel_part(self._gradient_terms())
         self._grad0 = float(torch.linalg.norm(self._kernel_grad)) or 1.0
         self._alpha = torch.zeros(b.shape, dtype=torch.float64, device=X.device)
-        self._center_products = KernelOperator(self._kernel(), self.centers_.double(), self.centers_.double(),
-                                               memory_budget=self.memory_budget, n_rhs=b.shape[1])
+        self._center_products = KernelOperator(
+            self._kernel(),
+            self.centers_.double(),
+            self.centers_.double(),
+            memory_budget=self.memory_budget,
+            n_rhs=b.shape[1],
+        )
         self.penalty_ = self._penalty()
         self.coef_ = torch.zeros(b.shape, dtype=X.dtype, device=X.device)
         self.cg_iterations_ = 0
@@ -206,8 +233,9 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
 
     def _initial_step(self, X, Y) -> Step:
         loss = float((self._omega * torch.nn.functional.softplus(-self._t * self._f)).sum()) / self.n_
-        return Step(residual=1.0, objective=loss, extras={"residual_kind": "logistic gradient (relative)",
-                                                          "newton_step": 0})
+        return Step(
+            residual=1.0, objective=loss, extras={"residual_kind": "logistic gradient (relative)", "newton_step": 0}
+        )
 
     def _gradient_terms(self) -> torch.Tensor:
         """zᵢ/ωᵢ = −tᵢ σ(−tᵢ fᵢ) at the current outputs (n×k): ∂ℓ/∂f."""
@@ -252,8 +280,14 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
             h = self._hessian_weights()
             self.penalty_ = lam
             self.preconditioner_ = pc = FalkonPreconditioner(
-                self._kernel(), self.centers_, lam, weights=self.center_weights_, data_dtype=X.dtype,
-                jitter=self.jitter, row_weights=self._center_weights(h))
+                self._kernel(),
+                self.centers_,
+                lam,
+                weights=self.center_weights_,
+                data_dtype=X.dtype,
+                jitter=self.jitter,
+                row_weights=self._center_weights(h),
+            )
             self.jitter_ = pc.jitter_
             self.unresolved_directions_ = pc.unresolved_
             # Pᵀ(−g) at this λ: −Pᵀ K_nMᵀ z/n − λ Pᵀ(K_MM + jD⁻²)α (Falkon._true_residual); with an
@@ -287,9 +321,17 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
             self.coef_ = self._alpha.to(X.dtype)
             residual, objective = self._gradient(final)
             self.penalty_ = final
-            yield Step(residual=residual, objective=objective,
-                       extras={"residual_kind": "logistic gradient (relative)", "newton_step": step, "penalty": lam,
-                               "cg_iterations": state.iteration, "cg_residual": state.rel_residual})
+            yield Step(
+                residual=residual,
+                objective=objective,
+                extras={
+                    "residual_kind": "logistic gradient (relative)",
+                    "newton_step": step,
+                    "penalty": lam,
+                    "cg_iterations": state.iteration,
+                    "cg_residual": state.rel_residual,
+                },
+            )
 
     def _gradient(self, lam: float) -> tuple[float, float]:
         """The new outputs f = K_nM α + b (the intercept moved by its Newton step first), the kernel

@@ -24,6 +24,7 @@ tests and the app quote, and a few checks stay with the code that owns them
 :func:`krrcore.centers.resolve_selector`). A subclass that writes its own ``__init__`` keeps it, and
 with it the checking of its parameters (a user's solver).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -70,8 +71,9 @@ class Constraint:
 
 class AnyOf(Constraint):
     def __init__(self, *constraints: Constraint):
-        self.constraints = tuple(c for part in constraints
-                                 for c in (part.constraints if isinstance(part, AnyOf) else (part,)))
+        self.constraints = tuple(
+            c for part in constraints for c in (part.constraints if isinstance(part, AnyOf) else (part,))
+        )
         self.text = " or ".join(c.text for c in self.constraints)
 
     def accepts(self, value) -> bool:
@@ -82,7 +84,7 @@ class AnyOf(Constraint):
             return
         applying = [c for c in self.constraints if c.applies(value)]
         if len(applying) == 1 and isinstance(applying[0], (Integer, Real)):
-            applying[0].check(value, name)         # a number out of range: its bound
+            applying[0].check(value, name)  # a number out of range: its bound
         raise ParameterError(f"{name} must be {self.text}, got {value!r}")
 
 
@@ -128,8 +130,11 @@ class Real(Constraint):
         if not math.isfinite(value):
             raise ParameterError(f"{name} must be finite, got {value}")
         if not self.accepts(value):
-            bound = (f"a number in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]" if self.high < math.inf
-                     else f"{'>' if self.open_low else '>='} {self.low:g}")
+            bound = (
+                f"a number in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
+                if self.high < math.inf
+                else f"{'>' if self.open_low else '>='} {self.low:g}"
+            )
             raise ParameterError(f"{name} must be {bound}, got {value}")
 
 
@@ -229,8 +234,9 @@ def _check_device(device) -> None:
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device must be None, a torch.device or a name such as 'cpu' or 'cuda', got "
-                         f"{device!r}") from None
+        raise ValueError(
+            f"device must be None, a torch.device or a name such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
     if resolved.type == "meta":
         raise ValueError("device='meta' holds no values (tensors there have shapes only); use 'cpu' or 'cuda'")
     if resolved.type != "cpu":
@@ -239,21 +245,26 @@ def _check_device(device) -> None:
         except (RuntimeError, AssertionError, ValueError) as exc:
             available = "'cpu'" + (", 'cuda'" if torch.cuda.is_available() else "")
             reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-            raise ValueError(f"device={device!r} is not available in this torch build or machine ({reason}); "
-                             f"available: {available}, or None for the default") from None
+            raise ValueError(
+                f"device={device!r} is not available in this torch build or machine ({reason}); "
+                f"available: {available}, or None for the default"
+            ) from None
 
 
 def _check_centers(centers) -> None:
     if isinstance(centers, str):
-        resolve_selector(centers)             # names the selectors when the name is not one of them
+        resolve_selector(centers)  # names the selectors when the name is not one of them
     elif not isinstance(centers, CenterSelector) and not hasattr(centers, "__len__"):
-        raise ValueError(f"centers must be one of {sorted(CENTER_SELECTORS)}, a CenterSelector or an array of "
-                         f"centres, got {centers!r}")
+        raise ValueError(
+            f"centers must be one of {sorted(CENTER_SELECTORS)}, a CenterSelector or an array of "
+            f"centres, got {centers!r}"
+        )
     elif not isinstance(centers, CenterSelector):
         shape = tuple(getattr(centers, "shape", None) or np.shape(np.asarray(centers, dtype=object)))
         if len(shape) != 2 or shape[0] == 0 or shape[1] == 0:
-            raise ValueError(f"centers given as an array must be 2-D with at least one row and one column "
-                             f"(M × d), got shape {shape}")
+            raise ValueError(
+                f"centers given as an array must be 2-D with at least one row and one column (M × d), got shape {shape}"
+            )
 
 
 KERNELS = NONE | Instance(Kernel, "a krrcore.kernels.Kernel")
@@ -274,20 +285,24 @@ class Seed(Constraint):
     """What ``seed`` accepts, as scikit-learn's ``random_state``: an integer >= 0, None (fresh
     entropy), a ``numpy.random.Generator``, a ``numpy.random.RandomState`` or a ``torch.Generator``."""
 
-    text = ("an integer >= 0, None, a numpy.random.Generator, a numpy.random.RandomState or a "
-            "torch.Generator")
+    text = "an integer >= 0, None, a numpy.random.Generator, a numpy.random.RandomState or a torch.Generator"
 
     #: The largest integer seed: torch's generators take a signed 64-bit one.
     maximum = 2**63 - 1
 
     def accepts(self, value) -> bool:
-        return (value is None or (Integer(0).accepts(value) and value <= self.maximum)
-                or isinstance(value, (np.random.Generator, np.random.RandomState, torch.Generator)))
+        return (
+            value is None
+            or (Integer(0).accepts(value) and value <= self.maximum)
+            or isinstance(value, (np.random.Generator, np.random.RandomState, torch.Generator))
+        )
 
     def check(self, value, name: str) -> None:
         if Integer(0).accepts(value) and value > self.maximum:
-            raise ParameterError(f"{name} must be an integer in [0, 2**63 - 1], got {value} (a seed of "
-                                 f"{value.bit_length()} bits; torch's generators take 63)")
+            raise ParameterError(
+                f"{name} must be an integer in [0, 2**63 - 1], got {value} (a seed of "
+                f"{value.bit_length()} bits; torch's generators take 63)"
+            )
         super().check(value, name)
 
 
@@ -309,8 +324,9 @@ def resolve_seed(seed) -> int:
 def check_stop_event(stop_event) -> None:
     """``fit``'s ``stop_event``: None or an object with ``is_set()`` (a ``threading.Event``)."""
     if stop_event is not None and not callable(getattr(stop_event, "is_set", None)):
-        raise ParameterError(f"stop_event must be None or a threading.Event (anything with is_set()), got "
-                             f"{stop_event!r}")
+        raise ParameterError(
+            f"stop_event must be None or a threading.Event (anything with is_set()), got {stop_event!r}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,8 +365,10 @@ def parameters(cls):
         value = cls.__dict__.get(name)
         declared_here = isinstance(value, dataclasses.Field) and "constraint" in value.metadata
         if generate and not declared_here and not str(annotation).startswith("ClassVar"):
-            raise TypeError(f"{cls.__name__}.{name} is annotated but not declared with param() or default(): "
-                            f"a parameter needs its constraint, a class constant the annotation ClassVar[...]")
+            raise TypeError(
+                f"{cls.__name__}.{name} is annotated but not declared with param() or default(): "
+                f"a parameter needs its constraint, a class constant the annotation ClassVar[...]"
+            )
     cls = dataclasses.dataclass(eq=False, repr=False, init=generate)(cls)
     if generate:
         cls.__init__._declared = True

@@ -6,6 +6,7 @@ iteration is :func:`krrcore.cg.conjugate_gradient`.
 Penalty convention: krrcore's ``penalty`` λ is per sample, so the ASkotch paper's λ (its Eq. 3,
 (K + λI) w = y) is ``penalty * n`` here.
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,13 +45,17 @@ class _FullSystemCG(IterativeKRR):
         """K stored or its blocks, 5 CG vectors of n×k, the float64 evaluation every ``eval_every``."""
         storage = resolve_kernel_storage(self.kernel_storage, n, model.itemsize, self.memory_budget, self._device())
         eval_every = 1 if self.eval_every is None else self.eval_every
-        product, evaluation = FullKernelSystem.estimate(model, n, k, storage=storage,
-                                                        float64_eval=self.residual == "float64")
+        product, evaluation = FullKernelSystem.estimate(
+            model, n, k, storage=storage, float64_eval=self.residual == "float64"
+        )
         self._hold_model(model, n, k)
         model.iteration += product + evaluation / eval_every
         model.setup += self._preconditioner_seconds(model, n, product)
-        return ("subsample, use dtype='float32', or use ASkotch, which touches one block row of K per step"
-                if storage == "stored" else "subsample, or use Falkon (Nyström) or ASkotch")
+        return (
+            "subsample, use dtype='float32', or use ASkotch, which touches one block row of K per step"
+            if storage == "stored"
+            else "subsample, or use Falkon (Nyström) or ASkotch"
+        )
 
     def _hold_model(self, model: CostModel, n: int, k: int) -> None:
         """CG's 5 vectors of n×k and the preconditioner's factors (on the client of a sharded fit)."""
@@ -67,8 +72,9 @@ class _FullSystemCG(IterativeKRR):
         n = X.shape[0]
         self._set_eval_every(1)
         generator = torch.Generator().manual_seed(self.seed_)
-        self._system = rows_of(X).full_system(self._kernel(), X, lam * n, kernel_storage=self.kernel_storage,
-                                              memory_budget=self.memory_budget)
+        self._system = rows_of(X).full_system(
+            self._kernel(), X, lam * n, kernel_storage=self.kernel_storage, memory_budget=self.memory_budget
+        )
         self.kernel_storage_ = self._system.storage
         if self._weights is not None:
             self._system.weigh(self._weights)
@@ -97,8 +103,12 @@ class _FullSystemCG(IterativeKRR):
             return Step.deferred(lambda: self._system.evaluate(W, self._Y64), iteration=state.iteration)
         # CG's recursive residual r = y − A w in the solve dtype; d(w) = ½wᵀ(y − r) − yᵀw.
         objective = float(-0.5 * (W * (Y + state.r)).sum())
-        return Step(residual=state.rel_residual, objective=objective, iteration=state.iteration,
-                    extras={"residual_kind": "CG recursive residual"})
+        return Step(
+            residual=state.rel_residual,
+            objective=objective,
+            iteration=state.iteration,
+            extras={"residual_kind": "CG recursive residual"},
+        )
 
     def _initial_step(self, X, Y) -> Step:
         return Step(residual=1.0, objective=0.0)
@@ -154,8 +164,9 @@ class NystromPCG(_FullSystemCG):
         rank = self.check_sizes(system.n)
         X = system.X
         trace = system.kernel_trace()
-        approx = randomized_nystrom(system.kernel_matvec, system.n, rank, trace, generator=generator, dtype=X.dtype,
-                                    device=X.device)
+        approx = randomized_nystrom(
+            system.kernel_matvec, system.n, rank, trace, generator=generator, dtype=X.dtype, device=X.device
+        )
         self.nystrom_eigvals_ = approx.eigvals
         self.rho_ = resolve_damping(self.damping, approx, system.lam_n)
         return NystromPreconditioner(approx, self.rho_)

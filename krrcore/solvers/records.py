@@ -2,6 +2,7 @@
 by one :class:`Recorder` for every solver, iterative or direct, so every stream is timed and
 evaluated alike (:mod:`krrcore.solvers.base` runs the loops).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,17 +35,17 @@ class Step:
 
     residual: float | Callable[[], float]
     objective: float | Callable[[], float] = math.nan
-    iteration: int | None = None        # for solvers that report every k inner iterations
+    iteration: int | None = None  # for solvers that report every k inner iterations
     extras: dict = field(default_factory=dict)
 
     @classmethod
-    def deferred(cls, evaluate: Callable[[], tuple[float, float]], *, iteration: int | None = None,
-                 extras: dict | None = None) -> "Step":
+    def deferred(
+        cls, evaluate: Callable[[], tuple[float, float]], *, iteration: int | None = None, extras: dict | None = None
+    ) -> "Step":
         """A step whose residual and objective are ``evaluate() -> (residual, objective)``, called once
         after the timer pauses."""
         once = functools.cache(evaluate)
-        return cls(residual=lambda: once()[0], objective=lambda: once()[1], iteration=iteration,
-                   extras=extras or {})
+        return cls(residual=lambda: once()[0], objective=lambda: once()[1], iteration=iteration, extras=extras or {})
 
     def values(self) -> tuple[float, float]:
         """(residual, objective) as floats, evaluating lazy values (call it with the timer paused)."""
@@ -110,14 +111,22 @@ class PointOutputs:
     def __call__(self) -> torch.Tensor:
         est = self.estimator
         centers = est.centers_
-        if not rows_of(centers).local:         # rows kept elsewhere: predicted where they live
+        if not rows_of(centers).local:  # rows kept elsewhere: predicted where they live
             return est._predict_tensor(self.X)
         if self._centers is not centers:
-            keep = validation_cache_bytes(self.X.shape[0], centers.shape[0], self.X.element_size(),
-                                          est._block_budget())
-            self._operator = None if not keep else KernelOperator(
-                est._kernel(), self.X, centers, memory_budget=est.memory_budget,
-                n_rhs=est.coef_.shape[1], cache_bytes=keep)
+            keep = validation_cache_bytes(self.X.shape[0], centers.shape[0], self.X.element_size(), est._block_budget())
+            self._operator = (
+                None
+                if not keep
+                else KernelOperator(
+                    est._kernel(),
+                    self.X,
+                    centers,
+                    memory_budget=est.memory_budget,
+                    n_rhs=est.coef_.shape[1],
+                    cache_bytes=keep,
+                )
+            )
             self._centers = centers
         if self._operator is None:
             return est._predict_tensor(self.X)
@@ -159,17 +168,17 @@ class IteratePredictions:
 
         est = self.estimator
         coef = est.coef_
-        if not bool(torch.any(coef != 0)):          # the starting point: f = 0, no kernel to evaluate
+        if not bool(torch.any(coef != 0)):  # the starting point: f = 0, no kernel to evaluate
             return torch.zeros((len(self.points), coef.shape[1]), dtype=torch.float64).numpy()
         if self._outputs is None:
             self._outputs = PointOutputs(est, torch.as_tensor(self.points, dtype=coef.dtype, device=coef.device))
         fresh = self._outputs.kept_bytes is None
         start = time.perf_counter()
-        scale = getattr(est, "_target_scale", 1.0)       # mid-fit, the solver's targets are scaled
+        scale = getattr(est, "_target_scale", 1.0)  # mid-fit, the solver's targets are scaled
         values = (self._outputs() / scale).detach().cpu().numpy().reshape(len(self.points), -1)
         self._cost = time.perf_counter() - start
         kept = self._outputs.kept_bytes
-        if fresh and kept is not None:      # the rows were evaluated and kept: the next calls read them
+        if fresh and kept is not None:  # the rows were evaluated and kept: the next calls read them
             self._cost = self._model().stream_seconds(kept)
         return values
 
@@ -182,8 +191,17 @@ class Recorder:
     metric) on a timer of its own: that time is the record's ``eval_seconds``, never ``seconds``.
     """
 
-    def __init__(self, estimator, X: torch.Tensor, Y: torch.Tensor, X_val, y_val, *, metric: str = "auto",
-                 eval_train: bool = False):
+    def __init__(
+        self,
+        estimator,
+        X: torch.Tensor,
+        Y: torch.Tensor,
+        X_val,
+        y_val,
+        *,
+        metric: str = "auto",
+        eval_train: bool = False,
+    ):
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be given together")
         if X_val is not None:
@@ -200,18 +218,25 @@ class Recorder:
         self.metric_fn = METRICS[self.metric_name]
         self.eval_train = bool(eval_train)
         self._validation_outputs = None if X_val is None else PointOutputs(estimator, X_val)
-        self.target_scale = 1.0          # the solver's targets are Y · target_scale (see KRRBase._start_fit)
+        self.target_scale = 1.0  # the solver's targets are Y · target_scale (see KRRBase._start_fit)
 
     def record(self, iteration: int, step: Step, timer: Timer) -> IterationRecord:
         seconds = timer.pause()
         t_eval = Timer()
         residual, objective = step.values()
-        scale = self.target_scale            # relative residuals do not change with it; the objective is quadratic
-        rec = IterationRecord(iteration=iteration, seconds=seconds, residual=residual,
-                              objective=objective / scale / scale, metric=self.metric_name, extras=dict(step.extras))
+        scale = self.target_scale  # relative residuals do not change with it; the objective is quadratic
+        rec = IterationRecord(
+            iteration=iteration,
+            seconds=seconds,
+            residual=residual,
+            objective=objective / scale / scale,
+            metric=self.metric_name,
+            extras=dict(step.extras),
+        )
 
         def predict(X):
             return self.estimator._predict_tensor(X) / scale
+
         if self.eval_train:
             rec.train_metric = self.metric_fn(self.Y, predict(self.X))
         if self.X_val is not None:

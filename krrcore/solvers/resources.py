@@ -8,6 +8,7 @@ Dask cluster splits the same model by place: ``_hold_model`` (what the client ho
 The estimators' base class (:class:`~krrcore.solvers.base.KRRBase`) provides the parameters read
 here (``memory_budget``, ``_device``, ``_dtype``, ``_kernel``, ``_validate_params``).
 """
+
 from __future__ import annotations
 
 from .._validation import check_int
@@ -18,8 +19,9 @@ from .records import validation_cache_bytes
 class EstimatedResources:
     """The resource estimate of an estimator (a mixin of :class:`~krrcore.solvers.base.KRRBase`)."""
 
-    def memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0,
-                        weighted: bool = False) -> MemoryEstimate:
+    def memory_estimate(
+        self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0, weighted: bool = False
+    ) -> MemoryEstimate:
         """Peak memory (and, on a CPU, time) of fitting this estimator, as configured, on ``n`` points
         with ``d`` features and ``n_outputs`` targets — from the parameters alone, allocating nothing.
         ``n_val``: validation points given to ``fit``, with the kernel rows its records keep
@@ -34,25 +36,33 @@ class EstimatedResources:
         self._validate_params()
         return self._memory_estimate(n, d, n_outputs, n_val=n_val, weighted=weighted)
 
-    def _memory_estimate(self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0,
-                         weighted: bool = False) -> MemoryEstimate:
+    def _memory_estimate(
+        self, n: int, d: int, n_outputs: int = 1, *, n_val: int = 0, weighted: bool = False
+    ) -> MemoryEstimate:
         n, d = check_int(n, "n"), check_int(d, "d")
         k = check_int(n_outputs, "n_outputs")
         device, dtype = self._device(), self._dtype()
-        model = CostModel(d=d, dtype=dtype, device=device, memory_budget=self.memory_budget,
-                          scratch_blocks=self._kernel().scratch_blocks)
+        model = CostModel(
+            d=d,
+            dtype=dtype,
+            device=device,
+            memory_budget=self.memory_budget,
+            scratch_blocks=self._kernel().scratch_blocks,
+        )
         model.hold("training data X, y", n * (d + k) * model.itemsize, "data")
         if weighted:
             model.hold("sample weights (float64)", n * 8, "data")
         suggestion = self._estimate_resources(model, n, k)
-        if getattr(self, "uncertainty", False):       # the posterior set-up (krrcore.solvers.uncertainty)
+        if getattr(self, "uncertainty", False):  # the posterior set-up (krrcore.solvers.uncertainty)
             self._estimate_posterior(model, n, k)
         n_val = check_int(n_val, "n_val", minimum=0)
         if n_val:
             model.hold("validation data X_val, y_val", n_val * (d + k) * model.itemsize, "data")
-            model.hold("validation kernel rows K(X_val, centres)",
-                       validation_cache_bytes(n_val, self._center_count(n), model.itemsize, model.scratch_bytes),
-                       "scratch")
+            model.hold(
+                "validation kernel rows K(X_val, centres)",
+                validation_cache_bytes(n_val, self._center_count(n), model.itemsize, model.scratch_bytes),
+                "scratch",
+            )
         return model.build(type(self).__name__, n, k, suggestion)
 
     def _center_count(self, n: int) -> int:

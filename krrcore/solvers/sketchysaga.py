@@ -10,6 +10,7 @@ Finite-sum form used by Alg. 5: f(α) = (1/n) Σᵢ fᵢ(α) with fᵢ(α) = (n/
 kᵢ the i-th row of K_nM, so ∇fᵢ = kᵢ·n(kᵢᵀα − yᵢ) + λK_MM α and the gradient table stores the
 scalars ψᵢ = n(kᵢᵀα − yᵢ) (one per sample and output).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,10 @@ class NystromObjective:
 
     def _operators(self):
         k = self.Y64.shape[1]
-        return (KernelOperator(self.kernel, self.X64, self.C64, memory_budget=self.memory_budget, n_rhs=k),
-                KernelOperator(self.kernel, self.C64, self.C64, memory_budget=self.memory_budget, n_rhs=k))
+        return (
+            KernelOperator(self.kernel, self.X64, self.C64, memory_budget=self.memory_budget, n_rhs=k),
+            KernelOperator(self.kernel, self.C64, self.C64, memory_budget=self.memory_budget, n_rhs=k),
+        )
 
     def evaluate(self, alpha: torch.Tensor) -> tuple[float, float]:
         a = alpha.to(torch.float64)
@@ -56,7 +59,7 @@ class NystromObjective:
         if self._rhs is None:
             self._rhs = op_nm.rmatvec(self.Y64)
         H_a = op_nm.fused(a).add_(op_mm.matvec(a), alpha=self.lam_n)
-        return residual_and_objective(H_a, a, self._rhs, 0.5 * float((self.Y64 ** 2).sum()))
+        return residual_and_objective(H_a, a, self._rhs, 0.5 * float((self.Y64**2).sum()))
 
 
 class SketchySAGA(NystromCenters, IterativeKRR):
@@ -89,13 +92,17 @@ class SketchySAGA(NystromCenters, IterativeKRR):
         default krrcore's default budget. Nothing of size M×M is ever allocated.
     """
 
-    _SAMPLE_WEIGHT_REFUSAL = ("its gradient table, batch sampling and the smoothness constant L_P (Alg. 3) are "
-                              "those of the unweighted objective; use Falkon, NystromCG or NystromKRR, which solve "
-                              "the weighted Nyström system")
+    _SAMPLE_WEIGHT_REFUSAL = (
+        "its gradient table, batch sampling and the smoothness constant L_P (Alg. 3) are "
+        "those of the unweighted objective; use Falkon, NystromCG or NystromKRR, which solve "
+        "the weighted Nyström system"
+    )
 
     #: A step η = α/L_P too large for the batch's gradient noise makes SAGA diverge.
-    DIVERGENCE_ADVICE = ("lower lr_scale (now {lr_scale!r}; the default is 0.5)",
-                         "raise batch_size (now {batch_size_!r})")
+    DIVERGENCE_ADVICE = (
+        "lower lr_scale (now {lr_scale!r}; the default is 0.5)",
+        "raise batch_size (now {batch_size_!r})",
+    )
 
     M: int = default(1000)
     rank: int | None = param(None, NONE | COUNT)
@@ -116,9 +123,11 @@ class SketchySAGA(NystromCenters, IterativeKRR):
                 raise ValueError(f"{name} must be <= n ({n} training points), got {value}")
             return value
 
-        return (size(self.batch_size, DEFAULT_BATCH_SIZE, "batch_size"),
-                size(self.precond_batch_size, max(1, math.isqrt(n)), "precond_batch_size"),
-                size(self.lr_batch_size, max(1, n // 50), "lr_batch_size"))
+        return (
+            size(self.batch_size, DEFAULT_BATCH_SIZE, "batch_size"),
+            size(self.precond_batch_size, max(1, math.isqrt(n)), "precond_batch_size"),
+            size(self.lr_batch_size, max(1, n // 50), "lr_batch_size"),
+        )
 
     def _center_count(self, n: int) -> int:
         return center_count(self.centers, self.M, n)
@@ -140,10 +149,16 @@ class SketchySAGA(NystromCenters, IterativeKRR):
         model.hold("float64 copies of centres, targets", M * d * 8 + n * k * 8)
         evaluation_blocks(model, n, M, k, budget)
         eval_every = math.ceil(n / b_g) if self.eval_every is None else self.eval_every
-        model.setup += (model.entry_seconds(b_h1 * M) + model.flop_seconds(4 * b_h1 * M * rank)
-                        + GET_L_ITERATIONS * model.entry_seconds(b_h2 * M + M * M))
-        model.iteration += (model.entry_seconds(b_g * M + M * M) + model.flop_seconds(4 * M * rank)
-                            + model.entry_seconds(n * M + M * M, torch.float64) / eval_every)
+        model.setup += (
+            model.entry_seconds(b_h1 * M)
+            + model.flop_seconds(4 * b_h1 * M * rank)
+            + GET_L_ITERATIONS * model.entry_seconds(b_h2 * M + M * M)
+        )
+        model.iteration += (
+            model.entry_seconds(b_g * M + M * M)
+            + model.flop_seconds(4 * M * rank)
+            + model.entry_seconds(n * M + M * M, torch.float64) / eval_every
+        )
         return "lower M (each iteration recomputes K_MM w: M² kernel entries), or use dtype='float32'"
 
     def _setup(self, X, Y):
@@ -164,8 +179,8 @@ class SketchySAGA(NystromCenters, IterativeKRR):
             raise ValueError(f"rank must be <= M ({M} centres), got {rank}")
         budget = self._block_budget()
         self._generator, self._lam_n = generator, lam_n
-        self._Kmm = KernelOperator(kernel, C, C, memory_budget=budget, n_rhs=Y.shape[1])   # blocks, never M×M
-        self._Knm = KernelOperator(kernel, X, C, memory_budget=budget, n_rhs=Y.shape[1])   # batch rows only
+        self._Kmm = KernelOperator(kernel, C, C, memory_budget=budget, n_rhs=Y.shape[1])  # blocks, never M×M
+        self._Knm = KernelOperator(kernel, X, C, memory_budget=budget, n_rhs=Y.shape[1])  # batch rows only
 
         # P ← Nyström((n/b_H1) K_H₁Mᵀ K_H₁M, r), matrix-free over row blocks of K_H₁M.
         H1 = X[torch.randperm(n, generator=generator, device="cpu")[:b_h1].to(X.device)]
@@ -176,8 +191,9 @@ class SketchySAGA(NystromCenters, IterativeKRR):
         def apply_hessian_sample(omega):
             return op_h1.fused(omega).mul_(scale)
 
-        approx = randomized_nystrom(apply_hessian_sample, M, rank, trace, generator=generator, dtype=X.dtype,
-                                    device=X.device)
+        approx = randomized_nystrom(
+            apply_hessian_sample, M, rank, trace, generator=generator, dtype=X.dtype, device=X.device
+        )
         self.rho_ = resolve_damping(self.damping, approx, lam_n)
         self._precond = NystromPreconditioner(approx, self.rho_)
 
@@ -188,8 +204,9 @@ class SketchySAGA(NystromCenters, IterativeKRR):
         def apply_lr_hessian(V):
             return op_h2.fused(V).mul_(n / b_h2).add_(self._Kmm.matvec(V), alpha=lam_n)
 
-        self.smoothness_ = get_L(apply_lr_hessian, M, self._precond, generator=generator, dtype=X.dtype,
-                                 device=X.device)
+        self.smoothness_ = get_L(
+            apply_lr_hessian, M, self._precond, generator=generator, dtype=X.dtype, device=X.device
+        )
         if not self.smoothness_ > 0:
             raise ValueError("the preconditioned smoothness constant is not positive: check the kernel and penalty")
         self.lr_ = lr_scale / self.smoothness_
@@ -211,13 +228,15 @@ class SketchySAGA(NystromCenters, IterativeKRR):
     def _steps(self, X, Y):
         n = X.shape[0]
         w = self.coef_
-        table = torch.zeros_like(Y)             # Ψ: ψᵢ per sample and output
-        table_mean = torch.zeros_like(w)        # x = (1/n) Σᵢ kᵢ Ψᵢ
+        table = torch.zeros_like(Y)  # Ψ: ψᵢ per sample and output
+        table_mean = torch.zeros_like(w)  # x = (1/n) Σᵢ kᵢ Ψᵢ
         lam_n, lr, precond = self._lam_n, self.lr_, self._precond
         iteration = 0
         while True:
             iteration += 1
-            batch = torch.unique(torch.randint(n, (self.batch_size_,), generator=self._generator, device="cpu")).to(X.device)
+            batch = torch.unique(torch.randint(n, (self.batch_size_,), generator=self._generator, device="cpu")).to(
+                X.device
+            )
             aux = torch.zeros_like(w)
             for start, stop, Kc in self._Knm.blocks(rows=batch):
                 rows = batch[start:stop]
@@ -229,5 +248,8 @@ class SketchySAGA(NystromCenters, IterativeKRR):
             table_mean.add_(aux, alpha=1.0 / n)
             w.sub_(precond.solve(g), alpha=lr)
             if self._report_due(iteration):
-                yield Step.deferred(lambda: self._objective.evaluate(w), iteration=iteration,
-                                    extras={"data_passes": iteration * self.batch_size_ / n})
+                yield Step.deferred(
+                    lambda: self._objective.evaluate(w),
+                    iteration=iteration,
+                    extras={"data_passes": iteration * self.batch_size_ / n},
+                )

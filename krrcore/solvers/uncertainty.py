@@ -41,6 +41,7 @@ Refused, with the reason (:class:`UncertaintyError`), where it has no meaning or
 full-KRR iterative solvers (their posterior needs a solve with K + λnI per test point), SketchySAGA
 (it exists to hold no M×M matrix), classifiers and fits on rows sharded on a cluster.
 """
+
 from __future__ import annotations
 
 import time
@@ -67,12 +68,12 @@ class Posterior:
     """What the posterior variance needs: v(x) = k(x, x) − ‖Rᵀk(x)‖² over the model's centres, the
     noise variance σ̂² of each target column (the fit's units) and λn (module docstring)."""
 
-    factor: torch.Tensor          # R, m×m float64; or, when ``lower``, L with ‖Rᵀk‖ = ‖L⁻¹k‖
+    factor: torch.Tensor  # R, m×m float64; or, when ``lower``, L with ‖Rᵀk‖ = ‖L⁻¹k‖
     lam_n: float
-    noise_var: torch.Tensor       # (k,) float64
+    noise_var: torch.Tensor  # (k,) float64
     effective_dof: float
-    kind: str                     # "exact GP" or "DTC (Nyström)"
-    lower: bool = False           # factor is a lower Cholesky factor L: a triangular solve (m² flops a point)
+    kind: str  # "exact GP" or "DTC (Nyström)"
+    lower: bool = False  # factor is a lower Cholesky factor L: a triangular solve (m² flops a point)
 
 
 class PosteriorVariance(KRRBase):
@@ -91,8 +92,7 @@ class PosteriorVariance(KRRBase):
     #: What the posterior is (stated in ``noise_source_``).
     _POSTERIOR_KIND = "DTC (Nyström)"
 
-    _compact_attributes = KRRBase._compact_attributes + ("posterior_", "noise_std_", "effective_dof_",
-                                                         "noise_source_")
+    _compact_attributes = KRRBase._compact_attributes + ("posterior_", "noise_std_", "effective_dof_", "noise_source_")
 
     def _validate_params(self) -> None:
         super()._validate_params()
@@ -105,9 +105,11 @@ class PosteriorVariance(KRRBase):
         self.__dict__.pop("posterior_", None)
         if self.uncertainty and self._weights is not None:
             # The noise estimate ‖y − ŷ‖²/(n − df) and df are those of the unweighted hat matrix.
-            raise UncertaintyError(f"uncertainty=True is not available with sample_weight: {type(self).__name__}'s "
-                                   f"posterior and its noise estimate are those of unweighted KRR. Fit without "
-                                   f"sample_weight for intervals, or without uncertainty for the weighted model")
+            raise UncertaintyError(
+                f"uncertainty=True is not available with sample_weight: {type(self).__name__}'s "
+                f"posterior and its noise estimate are those of unweighted KRR. Fit without "
+                f"sample_weight for intervals, or without uncertainty for the weighted model"
+            )
         if self.uncertainty:
             self._fit_rows = (X, Y)
         return X, Y, recorder
@@ -122,9 +124,11 @@ class PosteriorVariance(KRRBase):
 
     def _records_and_posterior(self, X, y, X_val, y_val, *, stop_event):
         if distributed_backend(X) is not None:
-            raise UncertaintyError(f"uncertainty=True needs the training rows in this process; {type(self).__name__} "
-                                   f"on rows sharded on a cluster gives no posterior variance. Fit without it, or "
-                                   f"on a subsample held here")
+            raise UncertaintyError(
+                f"uncertainty=True needs the training rows in this process; {type(self).__name__} "
+                f"on rows sharded on a cluster gives no posterior variance. Fit without it, or "
+                f"on a subsample held here"
+            )
         try:
             yield from super()._records(X, y, X_val, y_val, stop_event=stop_event)
             start = time.perf_counter()
@@ -145,24 +149,33 @@ class PosteriorVariance(KRRBase):
         R, dof = self._posterior_factor(X, Y)
         n = X.shape[0]
         lam_n = self._penalty() * n
-        resid = (Y.double() - self._predict_tensor(X).double())
-        rss = (resid ** 2).sum(0)
+        resid = Y.double() - self._predict_tensor(X).double()
+        rss = (resid**2).sum(0)
         left = n - dof
         if not left >= 0.5:
             raise UncertaintyError(
                 f"{type(self).__name__} interpolates its training data (effective degrees of freedom {dof:.4g} of "
                 f"n={n}), so the residuals leave no estimate of the noise level; raise penalty (now "
-                f"{self.penalty!r}) or fit without uncertainty")
+                f"{self.penalty!r}) or fit without uncertainty"
+            )
         scale = self._target_scale
-        noise_var = rss / left / scale ** 2
-        self.posterior_ = Posterior(factor=R, lam_n=lam_n, noise_var=noise_var, effective_dof=dof,
-                                    kind=self._POSTERIOR_KIND, lower=self._FACTOR_IS_CHOLESKY)
+        noise_var = rss / left / scale**2
+        self.posterior_ = Posterior(
+            factor=R,
+            lam_n=lam_n,
+            noise_var=noise_var,
+            effective_dof=dof,
+            kind=self._POSTERIOR_KIND,
+            lower=self._FACTOR_IS_CHOLESKY,
+        )
         std = noise_var.sqrt().cpu().numpy()
         self.noise_std_ = float(std[0]) if self._y_was_1d else std
         self.effective_dof_ = dof
-        self.noise_source_ = (f"estimated from the training residuals: σ̂² = ‖y − ŷ‖²/(n − df) with n = {n:,} and "
-                              f"df = tr(hat matrix) = {dof:.4g}; the GP has noise σ̂² and signal variance "
-                              f"σ̂²/(λn), λn = {lam_n:.4g} ({self.posterior_.kind})")
+        self.noise_source_ = (
+            f"estimated from the training residuals: σ̂² = ‖y − ŷ‖²/(n − df) with n = {n:,} and "
+            f"df = tr(hat matrix) = {dof:.4g}; the GP has noise σ̂² and signal variance "
+            f"σ̂²/(λn), λn = {lam_n:.4g} ({self.posterior_.kind})"
+        )
 
     def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:
         """Memory and seconds of the posterior set-up (``uncertainty=True``); the solver overrides it."""
@@ -175,7 +188,8 @@ class PosteriorVariance(KRRBase):
             raise UncertaintyError(
                 f"{type(self).__name__} holds no posterior: it was fitted without uncertainty=True (or its record "
                 f"stream was not read to the end); refit with {type(self).__name__}(..., uncertainty=True) "
-                f"(memory_estimate shows what it adds)")
+                f"(memory_estimate shows what it adds)"
+            )
         return posterior
 
     def _latent_variance(self, Xq: torch.Tensor) -> torch.Tensor:
@@ -188,16 +202,22 @@ class PosteriorVariance(KRRBase):
         out = torch.empty(nq, dtype=torch.float64, device=R.device)
         if nq == 0:
             return out
-        rows = block_rows_for_budget(nq, 2 * m, itemsize=8, budget_bytes=scratch_budget(self.memory_budget, R.device),
-                                     d=Xq.shape[1], scratch_blocks=kernel.scratch_blocks)
+        rows = block_rows_for_budget(
+            nq,
+            2 * m,
+            itemsize=8,
+            budget_bytes=scratch_budget(self.memory_budget, R.device),
+            d=Xq.shape[1],
+            scratch_blocks=kernel.scratch_blocks,
+        )
         for start in range(0, nq, rows):
-            block = Xq[start:start + rows].double()
+            block = Xq[start : start + rows].double()
             Kq = dense_kernel(kernel, block, C, memory_budget=self.memory_budget)
             if posterior.lower:
                 quad = torch.linalg.solve_triangular(R, Kq.T, upper=False).square_().sum(0)
             else:
                 quad = (Kq @ R).square_().sum(1)
-            out[start:start + rows] = (kernel.diag(block).double() - quad).clamp_(min=0.0)
+            out[start : start + rows] = (kernel.diag(block).double() - quad).clamp_(min=0.0)
         return out
 
     def predict_std(self, X, *, noise: bool = True):
@@ -229,7 +249,7 @@ def nystrom_factor(blocks, solve_Ft, solve_F, lam_n: float, M: int) -> tuple[tor
     FᵀF = K_MM (module docstring)."""
     G = None
     for K in blocks:
-        W = solve_Ft(K.double().T)                  # (K_b F⁻¹)ᵀ, M×b
+        W = solve_Ft(K.double().T)  # (K_b F⁻¹)ᵀ, M×b
         G = W @ W.T if G is None else G.addmm_(W, W.T)
     if G is None:
         G = torch.zeros(M, M, dtype=torch.float64)
@@ -256,8 +276,10 @@ def kmm_factor_solvers(kernel, centers: torch.Tensor):
     K = kernel(C, C)
     L, _ = jitter_cholesky(K, 1e-13 * C.shape[0] * float(K.diagonal().max()), name="K_MM")
     del K
-    return (lambda B: torch.linalg.solve_triangular(L, B, upper=False),
-            lambda B: torch.linalg.solve_triangular(L.T, B, upper=True))
+    return (
+        lambda B: torch.linalg.solve_triangular(L, B, upper=False),
+        lambda B: torch.linalg.solve_triangular(L.T, B, upper=True),
+    )
 
 
 def invert_lower_in_place(L: torch.Tensor) -> torch.Tensor:
@@ -283,7 +305,6 @@ def hold_nystrom_posterior(model: CostModel, n: int, M: int) -> None:
     model.hold("posterior: whitened K_nMᵀK_nM, its eigenvectors and R (M×M float64 each)", 3 * M * M * 8)
     block = operator_bytes(n, M, itemsize=8, budget_bytes=model.scratch_bytes, d=model.d)
     model.hold("posterior whitened kernel block (float64)", block, "scratch")
-    if model.itemsize != 8:             # the kernel blocks are evaluated again in float64 (float64_blocks)
+    if model.itemsize != 8:  # the kernel blocks are evaluated again in float64 (float64_blocks)
         model.hold("posterior float64 kernel block and copy of X", block + n * model.d * 8, "scratch")
-    model.setup += (2 * model.entry_seconds(n * M)
-                    + model.flop_seconds(2 * n * M * M + 12 * M ** 3, torch.float64))
+    model.setup += 2 * model.entry_seconds(n * M) + model.flop_seconds(2 * n * M * M + 12 * M**3, torch.float64)

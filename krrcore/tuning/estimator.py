@@ -6,6 +6,7 @@ data, so it sits at the end of a ``Pipeline`` and inside ``cross_val_score`` lik
 ``Falkon`` keeps its meaning (a solver at given σ and λ); tuning is a separate estimator with its
 own parameters, declared once here.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,12 +23,33 @@ from ..kernels import GaussianKernel, median_heuristic
 from ..memory import CostModel, storage_budget
 from ..ops import operator_bytes
 from ..solvers.base import KRRBase, Seeded, Step
-from ..solvers.params import (BOOLEAN, CALLBACKS, COUNT, METRIC_NAMES, NON_NEGATIVE, NONE, PENALTIES, TIMEOUTS, Checked,
-                              Instance, Integer, Options, ParameterError, param)
+from ..solvers.params import (
+    BOOLEAN,
+    CALLBACKS,
+    COUNT,
+    METRIC_NAMES,
+    NON_NEGATIVE,
+    NONE,
+    PENALTIES,
+    TIMEOUTS,
+    Checked,
+    Instance,
+    Integer,
+    Options,
+    ParameterError,
+    param,
+)
 from ..solvers.falkon import Falkon
 from ..stream import Stopper, Timer
-from .objectives import (OBJECTIVES, PenaltyProfile, gaussian_block, nystrom_leftover, row_stats, sigma_value,
-                         tuning_problem)
+from .objectives import (
+    OBJECTIVES,
+    PenaltyProfile,
+    gaussian_block,
+    nystrom_leftover,
+    row_stats,
+    sigma_value,
+    tuning_problem,
+)
 from .validation import Checker, draw_folds, fold_count
 from .search import LOG_SIGMA_RANGE, Point, Search, StopSearch, run_in_thread
 
@@ -58,8 +80,12 @@ M_PATIENCE = 2
 #: rows' differences disagree (:class:`TuningDisagreement`).
 DISAGREE = 2.0
 #: How the candidates of FalkonCV._choose are named in sentences.
-NAMES = {"gcv choice": "GCV", "compreg choice": "the complexity-regularised objective",
-         "holdout choice": "the hold-out optimum", "start": "the start"}
+NAMES = {
+    "gcv choice": "GCV",
+    "compreg choice": "the complexity-regularised objective",
+    "holdout choice": "the hold-out optimum",
+    "start": "the start",
+}
 #: λ within this factor of the search's bounds is "on the bound" (:class:`TuningBoundWarning`).
 BOUND_FACTOR = 1.05
 
@@ -77,6 +103,8 @@ def stderr_of_difference(a: torch.Tensor, b: torch.Tensor) -> float:
     """Standard error of the mean of a − b (paired per-row errors on the same held-out rows)."""
     difference = a - b
     return float(difference.std()) / math.sqrt(difference.numel()) if difference.numel() > 1 else 0.0
+
+
 #: BLESS centres replace uniform ones when they lower the objective by more than one standard error
 #: of the per-row differences (both are averages over the same rows), or, for compreg (no average of
 #: rows), by more than this fraction.
@@ -199,8 +227,14 @@ class FalkonCV(Seeded):
     # dtype, device and memory_budget come from KRRBase and seed from Seeded. maxiter and tol mean
     # other things here than on the iterative solvers (the final fit's iterations; the search's
     # relative improvement), so FalkonCV, which is no IterativeKRR, declares its own runtime knobs.
-    kernel: GaussianKernel | None = param(None, NONE | Instance(GaussianKernel, "a GaussianKernel (where the search "
-                                          "starts; FalkonCV tunes the Gaussian kernel's σ)"), positional=True)
+    kernel: GaussianKernel | None = param(
+        None,
+        NONE
+        | Instance(
+            GaussianKernel, "a GaussianKernel (where the search starts; FalkonCV tunes the Gaussian kernel's σ)"
+        ),
+        positional=True,
+    )
     penalty: float | None = param(None, NONE | PENALTIES, positional=True)
     M: int | str = param(500, COUNT | Options("auto"), positional=True)
     objective: str = param("gcv", Options(*OBJECTIVES))
@@ -222,9 +256,25 @@ class FalkonCV(Seeded):
     metric: str = param("auto", METRIC_NAMES)
 
     _compact_attributes = KRRBase._compact_attributes + (
-        "sigma_", "single_sigma_", "penalty_", "kernel_", "estimator_", "final_solver_", "centers_choice_",
-        "centers_comparison_", "objective_value_", "path_", "validation_error_", "validation_stderr_",
-        "validation_rows_", "validation_folds_", "M_curve_", "candidates_", "disagreement_", "bound_note_")
+        "sigma_",
+        "single_sigma_",
+        "penalty_",
+        "kernel_",
+        "estimator_",
+        "final_solver_",
+        "centers_choice_",
+        "centers_comparison_",
+        "objective_value_",
+        "path_",
+        "validation_error_",
+        "validation_stderr_",
+        "validation_rows_",
+        "validation_folds_",
+        "M_curve_",
+        "candidates_",
+        "disagreement_",
+        "bound_note_",
+    )
 
     # -- parameters ----------------------------------------------------------------------------
     def _kernel(self):
@@ -236,8 +286,10 @@ class FalkonCV(Seeded):
         """The declared parameters, then the one check that reads two of them."""
         super()._validate_params()
         if self.hypergradient == "cg" and self.objective != "holdout":
-            raise ParameterError(f"hypergradient='cg' tunes the hold-out objective (GCV and compreg need traces of "
-                                 f"the direct solve), got objective={self.objective!r}")
+            raise ParameterError(
+                f"hypergradient='cg' tunes the hold-out objective (GCV and compreg need traces of "
+                f"the direct solve), got objective={self.objective!r}"
+            )
 
     def _tune_rows(self, n: int) -> int:
         """Rows the search reads out of n (``tune_rows``)."""
@@ -253,7 +305,7 @@ class FalkonCV(Seeded):
         return "cg" if self.objective == "holdout" and rows * M * M > CG_ABOVE else "direct"
 
     def _center_count(self, n: int) -> int:
-        if self.M == "auto":          # the estimate before the fit: up to FALKON's √n log n (the third level)
+        if self.M == "auto":  # the estimate before the fit: up to FALKON's √n log n (the third level)
             levels = self._levels(n)
             return levels[min(2, len(levels) - 1)]
         return center_count("uniform", self.M, n)
@@ -267,10 +319,11 @@ class FalkonCV(Seeded):
         if model.itemsize != 8:
             model.hold("float64 copy of the tuning rows", rows * (d + k) * 8)
         model.hold("centres", M * d * 8)
-        model.setup += model.entry_seconds(min(rows, 2000) ** 2 / 2, torch.float64)       # median heuristic
+        model.setup += model.entry_seconds(min(rows, 2000) ** 2 / 2, torch.float64)  # median heuristic
         if self._route(rows) == "cg":
-            falkon = Falkon(M=M, maxiter=self.maxiter, dtype="float64", device=self.device,
-                            memory_budget=self.memory_budget).memory_estimate(rows, d, k)
+            falkon = Falkon(
+                M=M, maxiter=self.maxiter, dtype="float64", device=self.device, memory_budget=self.memory_budget
+            ).memory_estimate(rows, d, k)
             for part in falkon.parts:
                 model.hold(f"FALKON's {part.name}", part.bytes, part.kind)
             if falkon.seconds_per_iteration is not None:
@@ -281,30 +334,35 @@ class FalkonCV(Seeded):
         model.hold("kernel block and its gradient weights (3 blocks)", 3 * block, "scratch")
         cached = min(rows * M * 8, max(model.limit_bytes // 2 - model.stored_bytes, 0))
         model.hold("cached K_nM blocks (read again by the gradient's pass)", cached)
-        model.iteration += (2 * model.entry_seconds(rows * M, torch.float64)
-                            + model.flop_seconds(4 * rows * M * M + 30 * M ** 3, torch.float64))
+        model.iteration += 2 * model.entry_seconds(rows * M, torch.float64) + model.flop_seconds(
+            4 * rows * M * M + 30 * M**3, torch.float64
+        )
         M_fit = model.largest_fitting(MM_MATRICES * M * M * 8, MM_MATRICES * 8)
-        return (f"lower M to at most {M_fit:,} (the search holds {MM_MATRICES} M×M matrices), tune on fewer rows, "
-                f"or use the CG route (objective='holdout', hypergradient='cg')")
+        return (
+            f"lower M to at most {M_fit:,} (the search holds {MM_MATRICES} M×M matrices), tune on fewer rows, "
+            f"or use the CG route (objective='holdout', hypergradient='cg')"
+        )
 
     # -- the fit -----------------------------------------------------------------------------------
-    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None,
-                 stop_event: threading.Event | None = None):
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event: threading.Event | None = None):
         """Generator of records: the start, one per evaluation of the search, the BLESS comparison
         (when made) and the final fit; afterwards the estimator is fitted at the best point.
         ``sample_weight`` is refused: the tuning objectives are the unweighted ones."""
         if sample_weight is not None:
-            raise ValueError("FalkonCV does not take sample_weight: its tuning objectives (and their gradients) "
-                             "are those of the unweighted loss; tune unweighted, then fit Falkon with the weights")
-        X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout,
-                                         metric=self.metric)
+            raise ValueError(
+                "FalkonCV does not take sample_weight: its tuning objectives (and their gradients) "
+                "are those of the unweighted loss; tune unweighted, then fit Falkon with the weights"
+            )
+        X, Y, recorder = self._start_fit(
+            X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout, metric=self.metric
+        )
         if X.shape[0] < MIN_SAMPLES:
             raise ValueError(f"FalkonCV needs at least {MIN_SAMPLES} samples to tune on, got n_samples={X.shape[0]}")
         for kind, item in run_in_thread(lambda emit: self._tune(X, Y, recorder, emit, stop_event)):
             if kind == "record":
                 yield item
         self.n_iter_ = len(self.trace_) - 1
-        for category, message in self._notes:          # said here, on the caller's thread
+        for category, message in self._notes:  # said here, on the caller's thread
             warnings.warn(message, category, stacklevel=2)
 
     def _tune(self, X, Y, recorder, emit, stop_event) -> None:
@@ -316,9 +374,15 @@ class FalkonCV(Seeded):
         dtype = self._dtype()
         X64, Y64 = X.double(), Y.double()
         self._X64 = X64
-        problem, scale, rows, held = tuning_problem(X64, Y64, self.objective, tune_rows=self._tune_rows(X.shape[0]),
-                                                    validation_fraction=self.validation_fraction, seed=self.seed_,
-                                                    memory_budget=self.memory_budget)
+        problem, scale, rows, held = tuning_problem(
+            X64,
+            Y64,
+            self.objective,
+            tune_rows=self._tune_rows(X.shape[0]),
+            validation_fraction=self.validation_fraction,
+            seed=self.seed_,
+            memory_budget=self.memory_budget,
+        )
         self._scale = scale
         sigma0 = self.kernel.sigma if self.kernel is not None else median_heuristic(X64[rows], seed=self.seed_)
         ls0 = torch.log(torch.as_tensor(sigma0, dtype=torch.float64))
@@ -336,25 +400,40 @@ class FalkonCV(Seeded):
         def report(point: Point, residual: float) -> None:
             sigma = sigma_value(point.log_sigma)
             self.kernel_ = GaussianKernel(sigma)
-            self.centers_ = point.centers.to(dtype).clone()      # a new tensor: the recorder's K(X_val, ·) is redone
+            self.centers_ = point.centers.to(dtype).clone()  # a new tensor: the recorder's K(X_val, ·) is redone
             self.coef_ = (point.alpha * scale).to(dtype)
-            value = point.value * (scale ** 2 if self.objective != "compreg" else 1.0)
+            value = point.value * (scale**2 if self.objective != "compreg" else 1.0)
             geo = typical_sigma(point.log_sigma)
             # One σ per feature: each L-BFGS-B step is checked only if it ends as the answer (_choose).
             checked = search.checked(point) if stage["code"] != 3 else None
-            extras = {"sigma": geo, "penalty": math.exp(point.log_penalty), "log10_sigma": math.log10(geo),
-                      "log10_penalty": point.log_penalty / math.log(10), "objective": value, "stage": stage["code"],
-                      "M": int(point.centers.shape[0]), "residual_kind": "relative hypergradient norm", **point.extras}
+            extras = {
+                "sigma": geo,
+                "penalty": math.exp(point.log_penalty),
+                "log10_sigma": math.log10(geo),
+                "log10_penalty": point.log_penalty / math.log(10),
+                "objective": value,
+                "stage": stage["code"],
+                "M": int(point.centers.shape[0]),
+                "residual_kind": "relative hypergradient norm",
+                **point.extras,
+            }
             if checked is not None:
-                extras["validated"] = float(checked.mean()) * scale ** 2
+                extras["validated"] = float(checked.mean()) * scale**2
             if stage["code"] in (0, 1, 2, 3):
                 offers = search.proposals(point) if stage["code"] != 3 else {}
                 self._seen.append((point, checked, offers, stage["code"]))
             rec = recorder.record(len(self.trace_), Step(residual=residual, objective=value, extras=extras), timer)
             self.trace_.append(rec)
-            self.path_.append({"sigma": sigma if isinstance(sigma, float) else sigma.tolist(),
-                               "penalty": math.exp(point.log_penalty), "objective": value, "stage": stage["code"],
-                               "M": int(point.centers.shape[0]), "validated": extras.get("validated", math.nan)})
+            self.path_.append(
+                {
+                    "sigma": sigma if isinstance(sigma, float) else sigma.tolist(),
+                    "penalty": math.exp(point.log_penalty),
+                    "objective": value,
+                    "stage": stage["code"],
+                    "M": int(point.centers.shape[0]),
+                    "validated": extras.get("validated", math.nan),
+                }
+            )
             emit(("record", rec))
             if stopper.should_stop(rec):
                 raise StopSearch(stopper.reason)
@@ -362,33 +441,42 @@ class FalkonCV(Seeded):
 
         cg = self._route(problem.X.shape[0] + (0 if problem.X_val is None else problem.X_val.shape[0])) == "cg"
         checker = None
-        if self.objective == "holdout":        # its own held-out rows check it (the CG route's too)
+        if self.objective == "holdout":  # its own held-out rows check it (the CG route's too)
             self.validation_rows_, self.validation_folds_ = held.numpy().copy(), 1
         else:
             n_tune = problem.X.shape[0]
             k = fold_count(self.validation_folds, n_tune)
-            checker = Checker(problem.X, problem.Y, draw_folds(n_tune, k, self.validation_fraction, self.seed_),
-                              self.memory_budget)
+            checker = Checker(
+                problem.X, problem.Y, draw_folds(n_tune, k, self.validation_fraction, self.seed_), self.memory_budget
+            )
             self.validation_rows_, self.validation_folds_ = rows[checker.rows].numpy().copy(), k
-        search = Search(self.objective, problem, penalty_bounds=bounds,
-                        profile=self.penalty_search == "profile" and not cg, max_steps=int(self.max_steps),
-                        tol=float(self.tol), report=report, cg_maxiter=int(self.maxiter) if cg else None,
-                        checker=checker)
+        search = Search(
+            self.objective,
+            problem,
+            penalty_bounds=bounds,
+            profile=self.penalty_search == "profile" and not cg,
+            max_steps=int(self.max_steps),
+            tol=float(self.tol),
+            report=report,
+            cg_maxiter=int(self.maxiter) if cg else None,
+            checker=checker,
+        )
         levels = self._levels(problem.X.shape[0])
         messages, self.M_curve_, chosen, scalar_best = [], [], None, None
         log_sigma, log_penalty = ls0, math.log(min(max(penalty0, bounds[0]), bounds[1]))
         for level, M in enumerate(levels):
             kernel = GaussianKernel(sigma_value(log_sigma))
             with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="M=.* centres requested")     # said by the final fit
+                warnings.filterwarnings("ignore", message="M=.* centres requested")  # said by the final fit
                 Z = select_centers(spec, X64, M, self.seed_, kernel=kernel).centers  # uniform: nested in M
             search.max_steps = search.steps + int(self.max_steps)
             search.best, self._seen = None, []
-            stop_level = self._search(search, Point(log_sigma, log_penalty, Z), stage, report, messages, stopper,
-                                      first=level == 0)
+            stop_level = self._search(
+                search, Point(log_sigma, log_penalty, Z), stage, report, messages, stopper, first=level == 0
+            )
             scalar_best = self._scalar_best or scalar_best
             point, errors = self._choose(search, messages)
-            error = float(errors.mean()) * scale ** 2 if errors is not None else math.nan
+            error = float(errors.mean()) * scale**2 if errors is not None else math.nan
             if self.M == "auto":
                 self.M_curve_.append((int(Z.shape[0]), error))
             if chosen is None or error < chosen[2] * (1.0 - self.M_tolerance):
@@ -396,9 +484,11 @@ class FalkonCV(Seeded):
             else:
                 misses += 1
                 if misses >= M_PATIENCE:
-                    messages.append(f"M = {Z.shape[0]:,} lowered the validated error by less than M_tolerance = "
-                                    f"{self.M_tolerance:g} (relative), as did the {M_PATIENCE - 1} doubling(s) before: "
-                                    f"M = {chosen[0].centers.shape[0]:,} kept")
+                    messages.append(
+                        f"M = {Z.shape[0]:,} lowered the validated error by less than M_tolerance = "
+                        f"{self.M_tolerance:g} (relative), as did the {M_PATIENCE - 1} doubling(s) before: "
+                        f"M = {chosen[0].centers.shape[0]:,} kept"
+                    )
                     break
             log_sigma, log_penalty = point.log_sigma, point.log_penalty
             if stop_level or stopper.reason:
@@ -435,8 +525,10 @@ class FalkonCV(Seeded):
         """Why the search cannot go on to M centres (memory or the time budget), or ""."""
         budget = storage_budget(self.memory_budget, torch.device("cpu"))
         if MM_MATRICES * M * M * 8 > budget:
-            return (f"M = {M:,} would need {MM_MATRICES} M×M matrices ({MM_MATRICES * M * M * 8 / 2**30:.2g} GiB), "
-                    f"beyond the memory budget: M kept")
+            return (
+                f"M = {M:,} would need {MM_MATRICES} M×M matrices ({MM_MATRICES * M * M * 8 / 2**30:.2g} GiB), "
+                f"beyond the memory budget: M kept"
+            )
         # Each doubling costs about four times the last level (passes of O(nM²)).
         if self.timeout is not None and timer.pause() * 4 > self.timeout - timer.pause():
             timer.resume()
@@ -457,8 +549,10 @@ class FalkonCV(Seeded):
             stage["code"] = 1
             base = start.log_sigma.mean() if start.log_sigma.ndim else start.log_sigma
             Z = start.centers
-            scanned = [search.probe(Point(base + shift * math.log(2.0), start.log_penalty, Z))
-                       for shift in ((0.0, *SCAN) if first else SCAN_NEXT)]
+            scanned = [
+                search.probe(Point(base + shift * math.log(2.0), start.log_penalty, Z))
+                for shift in ((0.0, *SCAN) if first else SCAN_NEXT)
+            ]
             # The best σ at an end of the scan: the scan goes on outwards (up to LOG_SIGMA_RANGE).
             while True:
                 ends = sorted(scanned, key=lambda p: float(p.log_sigma))
@@ -474,21 +568,28 @@ class FalkonCV(Seeded):
             line = search.profile and search.cg_maxiter is None and not (self.tune_centers and not self.ard)
             stage["code"] = 2
             if line:
-                probes, low, high = LINE_PROBES if first else LINE_PROBES // 2, float(base) - LOG_SIGMA_RANGE, \
-                    float(base) + LOG_SIGMA_RANGE
+                probes, low, high = (
+                    LINE_PROBES if first else LINE_PROBES // 2,
+                    float(base) - LOG_SIGMA_RANGE,
+                    float(base) + LOG_SIGMA_RANGE,
+                )
                 messages.append(search.line(scanned, probes, low, high))
                 overruled = self._held_out_line_points(search)
-                if overruled:       # the held-out rows prefer other values: their own optimum in σ, too
+                if overruled:  # the held-out rows prefer other values: their own optimum in σ, too
                     messages.append(search.line(overruled, probes, low, high, held_out=True))
             else:
-                messages.append(search.run(search.best, tune_centers=self.tune_centers and not self.ard,
-                                           steps=first_stage))
+                messages.append(
+                    search.run(search.best, tune_centers=self.tune_centers and not self.ard, steps=first_stage)
+                )
             self._scalar_best = search.best
             if self.ard and not messages[-1].startswith("reached max_steps") and not stopper.reason:
                 stage["code"] = 3
                 best = search.best
-                ard = best.log_sigma.expand(search.problem.X.shape[1]).clone() if best.log_sigma.ndim == 0 \
+                ard = (
+                    best.log_sigma.expand(search.problem.X.shape[1]).clone()
+                    if best.log_sigma.ndim == 0
                     else best.log_sigma
+                )
                 messages.append(search.run(Point(ard, best.log_penalty, best.centers), tune_centers=self.tune_centers))
                 if not stopper.reason and search.best.log_sigma.ndim == 1:
                     self._prune(search, self._scalar_best, messages)
@@ -536,7 +637,7 @@ class FalkonCV(Seeded):
             return search.best, None
         start = self._seen[0]
         own = next((s for s in self._seen if s[0] is search.best), None)
-        if own is not None and own[1] is None:          # an ARD step: checked now that it is the search's answer
+        if own is not None and own[1] is None:  # an ARD step: checked now that it is the search's answer
             own = (own[0], search.checked(own[0]), own[2], own[3])
         candidates = {"start": (start[0], start[1])}
         if own is not None:
@@ -558,36 +659,48 @@ class FalkonCV(Seeded):
         spread = stderr_of_difference(own_errors, candidates[winner][1])
         if label != winner and (means[label] - means[winner] > spread or means[label] > means["start"]):
             label = winner
-        self.candidates_ = [{"name": k, "sigma": typical_sigma(p.log_sigma), "penalty": math.exp(p.log_penalty),
-                             "validated": means[k] * self._scale ** 2, "chosen": k == label}
-                            for k, (p, _) in candidates.items()]
+        self.candidates_ = [
+            {
+                "name": k,
+                "sigma": typical_sigma(p.log_sigma),
+                "penalty": math.exp(p.log_penalty),
+                "validated": means[k] * self._scale**2,
+                "chosen": k == label,
+            }
+            for k, (p, _) in candidates.items()
+        ]
         chosen, errors = candidates[label]
         if chosen.alpha is None:
-            search.value_at(chosen)          # α at the chosen λ (same σ and centres: the stats are recomputed once)
+            search.value_at(chosen)  # α at the chosen λ (same σ and centres: the stats are recomputed once)
         own_label = f"{self.objective} choice"
         self.disagreement_ = ""
         if own_label in candidates and label != own_label:
             gap = means[own_label] - means[label]
             noise = stderr_of_difference(candidates[own_label][1], errors)
             if gap > DISAGREE * noise:
-                s2 = self._scale ** 2
+                s2 = self._scale**2
                 own_point = candidates[own_label][0]
                 self.disagreement_ = (
                     f"{NAMES[own_label]} chose σ = {typical_sigma(own_point.log_sigma):.3g}, "
-                    f"λ = {math.exp(own_point.log_penalty):.2g} (validated error {means[own_label] * s2:.3g}), but "
-                    f"{NAMES[label]} at σ = {typical_sigma(chosen.log_sigma):.3g}, λ = {math.exp(chosen.log_penalty):.2g} "
+                    f"λ = {math.exp(own_point.log_penalty):.2g} (validated error {means[own_label] * s2:.3g}), "
+                    f"but {NAMES[label]} at σ = {typical_sigma(chosen.log_sigma):.3g}, "
+                    f"λ = {math.exp(chosen.log_penalty):.2g} "
                     f"has {means[label] * s2:.3g} ± {float(errors.std()) / math.sqrt(len(errors)) * s2:.2g} on the "
-                    f"{len(errors):,} held-out rows, lower by {gap / noise:.0f} standard errors: tune returns the latter.")
+                    f"{len(errors):,} held-out rows, lower by {gap / noise:.0f} standard errors: tune returns "
+                    f"the latter."
+                )
         folds = len(search.checker.blocks) if search.checker is not None else 1
-        messages.append(f"chosen on {len(errors):,} held-out rows ({f'{folds} folds' if folds > 1 else 'one part'}): "
-                        f"{NAMES[label]}'s σ and λ (validated error {means[label] * self._scale ** 2:.4g}, "
-                        f"{len(candidates)} candidates)")
+        messages.append(
+            f"chosen on {len(errors):,} held-out rows ({f'{folds} folds' if folds > 1 else 'one part'}): "
+            f"{NAMES[label]}'s σ and λ (validated error {means[label] * self._scale**2:.4g}, "
+            f"{len(candidates)} candidates)"
+        )
         return chosen, errors
 
     def _validated(self, best: Point, errors, scale: float, bounds, ls0) -> None:
         """The checked error of the answer and its standard error (units of y's mean square), and
         the warnings: objectives in disagreement, σ or λ on the search's bound."""
-        s2 = scale ** 2
+        s2 = scale**2
         if errors is None:
             self.validation_error_ = self.validation_stderr_ = math.nan
         else:
@@ -602,17 +715,21 @@ class FalkonCV(Seeded):
                 f"λ = {lam:.2g} is the search's lower bound for {str(self._dtype()).replace('torch.', '')} "
                 f"(float64 allows {PENALTY_BOUNDS[torch.float64][0]:g}, float32 {PENALTY_BOUNDS[torch.float32][0]:g}): "
                 f"the data ask for less regularisation than the bound gives; try a larger M (more centres resolve "
-                f"finer detail), or dtype='float64' if the model is float32.")
+                f"finer detail), or dtype='float64' if the model is float32."
+            )
         elif lam >= bounds[1] / BOUND_FACTOR:
-            self.bound_note_ = (f"λ = {lam:.2g} is the search's upper bound: at this σ the targets look like noise to "
-                                f"the model; check the target column, or start from another σ.")
+            self.bound_note_ = (
+                f"λ = {lam:.2g} is the search's upper bound: at this σ the targets look like noise to "
+                f"the model; check the target column, or start from another σ."
+            )
         log_s = best.log_sigma.double()
         base = float(ls0.mean())
         if float((log_s - base).abs().max()) >= LOG_SIGMA_RANGE - 1e-6 and log_s.ndim == 0:
             self.bound_note_ += (" " if self.bound_note_ else "") + (
                 f"σ = {typical_sigma(log_s):.3g} is at the edge of the search's range (a factor "
                 f"{math.exp(LOG_SIGMA_RANGE):.0f} from the start): start from a σ further out "
-                f"(kernel=GaussianKernel(σ)), or rescale the features.")
+                f"(kernel=GaussianKernel(σ)), or rescale the features."
+            )
         if self.bound_note_:
             self._notes.append((TuningBoundWarning, self.bound_note_))
 
@@ -627,17 +744,24 @@ class FalkonCV(Seeded):
         the hold-out objective, GCV's rescaled training residuals; :data:`PRUNE_TOL` relative for
         compreg, which is no average of rows)."""
         best = search.best
-        order = [int(j) for j in torch.argsort(best.log_sigma, descending=True)
-                 if float(best.log_sigma[j]) > float(scalar.log_sigma)][:MAX_PRUNED]
+        order = [
+            int(j)
+            for j in torch.argsort(best.log_sigma, descending=True)
+            if float(best.log_sigma[j]) > float(scalar.log_sigma)
+        ][:MAX_PRUNED]
         off = []
         for j in order:
             errors = search.row_errors(best)
-            allowed = best.value * (1 + PRUNE_TOL) if errors is None else \
-                best.value + float(errors.std()) / math.sqrt(len(errors))
+            allowed = (
+                best.value * (1 + PRUNE_TOL)
+                if errors is None
+                else best.value + float(errors.std()) / math.sqrt(len(errors))
+            )
             log_sigma = best.log_sigma.clone()
             log_sigma[j] += math.log(OFF_FACTOR)
-            point = Point(log_sigma, search.profiled_penalty(log_sigma, best.centers), best.centers,
-                          extras={"pruned_feature": j})
+            point = Point(
+                log_sigma, search.profiled_penalty(log_sigma, best.centers), best.centers, extras={"pruned_feature": j}
+            )
             search.value_at(point)
             search.report(point, math.nan)
             if point.value <= allowed:
@@ -645,8 +769,10 @@ class FalkonCV(Seeded):
                 off.append(j)
         if off:
             rule = f"{PRUNE_TOL:.1%}" if self.objective == "compreg" else "one standard error of its per-row errors"
-            messages.append(f"switched off feature(s) {off} (σ × {OFF_FACTOR:g}): without them the objective rose by "
-                            f"less than {rule}")
+            messages.append(
+                f"switched off feature(s) {off} (σ × {OFF_FACTOR:g}): without them the objective rose by "
+                f"less than {rule}"
+            )
 
     def _compare_centers(self, search: Search, best: Point, errors, stage, report, messages):
         """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
@@ -656,7 +782,7 @@ class FalkonCV(Seeded):
         (without held-out rows, the objective's per-row errors; compreg: :data:`CENTERS_MARGIN`).
         Returns (the point, its held-out errors)."""
         sigma = sigma_value(best.log_sigma)
-        leftover = nystrom_leftover(search.problem.X, best.centers, sigma, seed=self.seed_)     # Tr(K − K̃)/n
+        leftover = nystrom_leftover(search.problem.X, best.centers, sigma, seed=self.seed_)  # Tr(K − K̃)/n
         lam = math.exp(best.log_penalty)
         if leftover <= lam:
             return best, errors
@@ -685,20 +811,30 @@ class FalkonCV(Seeded):
                 margin = stderr_of_difference(bless_rows, uniform_rows)
                 rule = f"one standard error of the rows' differences, {margin:.3g}"
             what = "objective"
-        self.centers_comparison_ = {"uniform": uniform_value, "bless": bless_value, "nystrom_error": leftover,
-                                    "penalty": lam, "margin": margin, "measured": what}
+        self.centers_comparison_ = {
+            "uniform": uniform_value,
+            "bless": bless_value,
+            "nystrom_error": leftover,
+            "penalty": lam,
+            "margin": margin,
+            "measured": what,
+        }
         try:
             report(candidate, math.nan)
         except StopSearch as stop:
             messages.append(str(stop))
         if bless_value < uniform_value - margin:
             self.centers_choice_ = "bless"
-            messages.append(f"BLESS centres kept: {what} {bless_value:.4g} against {uniform_value:.4g} with uniform "
-                            f"ones (lower by more than {rule}), whose Nyström error Tr(K − K̃)/n = {leftover:.3g} "
-                            f"exceeds λ = {lam:.3g}")
+            messages.append(
+                f"BLESS centres kept: {what} {bless_value:.4g} against {uniform_value:.4g} with uniform "
+                f"ones (lower by more than {rule}), whose Nyström error Tr(K − K̃)/n = {leftover:.3g} "
+                f"exceeds λ = {lam:.3g}"
+            )
             return candidate, bless_errors
-        messages.append(f"uniform centres kept: BLESS ones gave {what} {bless_value:.4g} against {uniform_value:.4g}, "
-                        f"not lower by more than {rule}")
+        messages.append(
+            f"uniform centres kept: BLESS ones gave {what} {bless_value:.4g} against {uniform_value:.4g}, "
+            f"not lower by more than {rule}"
+        )
         return best, errors
 
     def _final_fit(self, X, Y, X64, Y64, best: Point, scale: float, recorder, timer, stage, emit) -> None:
@@ -708,7 +844,7 @@ class FalkonCV(Seeded):
         self.sigma_ = sigma if isinstance(sigma, float) else sigma.numpy()
         self.penalty_ = math.exp(best.log_penalty)
         self.kernel_ = GaussianKernel(sigma)
-        self.objective_value_ = best.value * (scale ** 2 if self.objective != "compreg" else 1.0)
+        self.objective_value_ = best.value * (scale**2 if self.objective != "compreg" else 1.0)
         all_rows = self._tune_rows(X.shape[0]) >= X.shape[0]
         self.final_solver_ = self.solver if self.solver != "auto" else ("direct" if all_rows else "falkon")
         timer.resume()
@@ -717,22 +853,36 @@ class FalkonCV(Seeded):
             residual, iterations = self._direct_solution(X64, Y64, best, sigma)
         else:
             centers = {"uniform": "uniform", "bless": "bless"}.get(self.centers_choice_, best.centers.numpy())
-            final = Falkon(self.kernel_, self.penalty_, int(best.centers.shape[0]), maxiter=self.maxiter, centers=centers, seed=self.seed_,
-                           dtype=self.dtype, device=self.device, memory_budget=self.memory_budget)
+            final = Falkon(
+                self.kernel_,
+                self.penalty_,
+                int(best.centers.shape[0]),
+                maxiter=self.maxiter,
+                centers=centers,
+                seed=self.seed_,
+                dtype=self.dtype,
+                device=self.device,
+                memory_budget=self.memory_budget,
+            )
             with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="M=.* centres requested")      # said once, by the search
+                warnings.filterwarnings("ignore", message="M=.* centres requested")  # said once, by the search
                 final.fit(X, Y[:, 0] if self._y_was_1d else Y)
             self.estimator_ = final.compact()
             self.centers_, self.coef_ = final.centers_, final.coef_
             residual, iterations = final.trace_[-1].residual, final.n_iter_
         stage["code"] = 5
-        extras = {"sigma": typical_sigma(best.log_sigma), "penalty": self.penalty_, "stage": 5,
-                  "objective": self.objective_value_,
-                  "residual_kind": f"final fit ({'direct Nyström solve' if self.final_solver_ == 'direct' else 'FALKON'})",
-                  "final_iterations": iterations}
+        extras = {
+            "sigma": typical_sigma(best.log_sigma),
+            "penalty": self.penalty_,
+            "stage": 5,
+            "objective": self.objective_value_,
+            "residual_kind": f"final fit ({'direct Nyström solve' if self.final_solver_ == 'direct' else 'FALKON'})",
+            "final_iterations": iterations,
+        }
         extras["log10_sigma"], extras["log10_penalty"] = math.log10(extras["sigma"]), math.log10(self.penalty_)
-        rec = recorder.record(len(self.trace_), Step(residual=residual, objective=self.objective_value_, extras=extras),
-                              timer)
+        rec = recorder.record(
+            len(self.trace_), Step(residual=residual, objective=self.objective_value_, extras=extras), timer
+        )
         self.trace_.append(rec)
         emit(("record", rec))
 

@@ -19,6 +19,7 @@ Each evaluation costs about two FALKON fits' worth of passes, O(nM) each, and on
 preconditioner; it is exact when CG has converged (tests check it against the direct route and
 finite differences). Only the hold-out objective: GCV and compreg need traces of H⁻¹G.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,16 +37,32 @@ from .objectives import Evaluation, Problem, RowWeights, Stats, _push_into_kerne
 CG_TOL = 1e-10
 
 
-def evaluate_cg(problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_penalty: float, *, maxiter: int,
-                centers_grad: bool = False, grad: bool = True) -> Evaluation:
+def evaluate_cg(
+    problem: Problem,
+    Z: torch.Tensor,
+    log_sigma: torch.Tensor,
+    log_penalty: float,
+    *,
+    maxiter: int,
+    centers_grad: bool = False,
+    grad: bool = True,
+) -> Evaluation:
     """The hold-out error at (σ, λ, centres) and its hypergradient in (log σ, log λ, centres), by
     FALKON and its conjugate gradient (see the module docstring); ``grad=False``: steps 1–2 only."""
     sigma, lam = sigma_value(log_sigma), math.exp(log_penalty)
     kernel = GaussianKernel(sigma)
     n, k = problem.X.shape[0], problem.k
-    falkon = Falkon(kernel, lam, Z.shape[0], centers=Z.detach().numpy(), maxiter=maxiter, tol=CG_TOL,
-                    dtype="float64", memory_budget=problem.memory_budget)
-    with warnings.catch_warnings():       # a truncated solve is this route's choice, not a user's fit
+    falkon = Falkon(
+        kernel,
+        lam,
+        Z.shape[0],
+        centers=Z.detach().numpy(),
+        maxiter=maxiter,
+        tol=CG_TOL,
+        dtype="float64",
+        memory_budget=problem.memory_budget,
+    )
+    with warnings.catch_warnings():  # a truncated solve is this route's choice, not a user's fit
         warnings.simplefilter("ignore", ResidualWarning)
         warnings.filterwarnings("ignore", message=".*did not reach tol")
         falkon.fit(problem.X, problem.Y)
@@ -70,12 +87,15 @@ def evaluate_cg(problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_
     Kmm = gaussian_block(Zg, Zg, ls)
     (-(lam * n) * (w @ alpha.T) * Kmm).sum().backward()
     grad_log_penalty = -lam * n * float((w * (Kmm.detach() @ alpha)).sum())
-    weights = [RowWeights(P=torch.cat([w, alpha], 1), Q=-torch.cat([alpha, w], 1), R=w),
-               RowWeights(E=2.0 * scale * residual, F=alpha)]
+    weights = [
+        RowWeights(P=torch.cat([w, alpha], 1), Q=-torch.cat([alpha, w], 1), R=w),
+        RowWeights(E=2.0 * scale * residual, F=alpha),
+    ]
     train = Stats(None, None, 0.0, n, falkon.operator_, problem.Y)
     val = Stats(None, None, 0.0, problem.X_val.shape[0], val_op, problem.Y_val)
-    grad_sigma, grad_centers = _push_into_kernel(problem, "holdout", weights, [train, val], Z.detach().double(), ls,
-                                                 centers_grad)
+    grad_sigma, grad_centers = _push_into_kernel(
+        problem, "holdout", weights, [train, val], Z.detach().double(), ls, centers_grad
+    )
     grad_sigma = grad_sigma + ls.grad.detach()
     if centers_grad:
         grad_centers = grad_centers + Zg.grad.detach()

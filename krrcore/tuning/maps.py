@@ -7,6 +7,7 @@ same ``objective``, ``M``, ``tune_rows``, ``validation_fraction`` and ``seed`` t
 valley is the one the search descends (for a single σ: ARD paths are drawn at the geometric mean of
 the σ_j of the features in use, :func:`~krrcore.tuning.estimator.typical_sigma`).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,10 +22,22 @@ from .estimator import PENALTY_BOUNDS
 from .objectives import PenaltyProfile, check_objective, gaussian_block, row_stats, tuning_problem
 
 
-def validation_map(X, y, M: int = 500, *, objective: str = "gcv", seed: int = 0, tune_rows: int | None = None,
-                   validation_fraction: float = 0.2, sigma_center: float | None = None, sigma_decades: float = 1.5,
-                   sigma_points: int = 12, penalty_range: tuple[float, float] | None = None, penalty_points: int = 31,
-                   memory_budget: int | None = None) -> dict:
+def validation_map(
+    X,
+    y,
+    M: int = 500,
+    *,
+    objective: str = "gcv",
+    seed: int = 0,
+    tune_rows: int | None = None,
+    validation_fraction: float = 0.2,
+    sigma_center: float | None = None,
+    sigma_decades: float = 1.5,
+    sigma_points: int = 12,
+    penalty_range: tuple[float, float] | None = None,
+    penalty_points: int = 31,
+    memory_budget: int | None = None,
+) -> dict:
     """The objective on a grid of one σ (``sigma_points`` log-spaced over ``sigma_decades`` either
     side of ``sigma_center``, default the median heuristic) × λ (``penalty_points`` log-spaced over
     ``penalty_range``, default the tuner's float64 bounds).
@@ -38,8 +51,15 @@ def validation_map(X, y, M: int = 500, *, objective: str = "gcv", seed: int = 0,
     X64 = as_tensor(X, "X", dtype=torch.float64, device="cpu")
     Y64 = as_tensor(y, "y", dtype=torch.float64, device="cpu", ndim=(1, 2))
     Y64 = Y64[:, None] if Y64.ndim == 1 else Y64
-    problem, _, rows, _ = tuning_problem(X64, Y64, objective, tune_rows=tune_rows, validation_fraction=validation_fraction,
-                                      seed=seed, memory_budget=memory_budget)
+    problem, _, rows, _ = tuning_problem(
+        X64,
+        Y64,
+        objective,
+        tune_rows=tune_rows,
+        validation_fraction=validation_fraction,
+        seed=seed,
+        memory_budget=memory_budget,
+    )
     center = sigma_center if sigma_center is not None else median_heuristic(X64[rows], seed=seed)
     log_sigmas = np.linspace(math.log10(center) - sigma_decades, math.log10(center) + sigma_decades, sigma_points)
     low, high = penalty_range or PENALTY_BOUNDS[torch.float64]
@@ -47,15 +67,24 @@ def validation_map(X, y, M: int = 500, *, objective: str = "gcv", seed: int = 0,
     Z = select_centers("uniform", X64, M, seed, kernel=GaussianKernel(center)).centers
     values, valley = [], []
     for ls in log_sigmas:
-        sigma = float(10 ** ls)
+        sigma = float(10**ls)
         train = row_stats(problem.X, problem.Y, Z, sigma, memory_budget)
-        val = row_stats(problem.X_val, problem.Y_val, Z, sigma, memory_budget, gram=False) if objective == "holdout" \
-            else None            # (the other objectives read the fitted rows only)
+        val = (
+            row_stats(problem.X_val, problem.Y_val, Z, sigma, memory_budget, gram=False)
+            if objective == "holdout"
+            else None
+        )  # (the other objectives read the fitted rows only)
         log_sigma = torch.tensor(math.log(sigma), dtype=torch.float64)
         profile = PenaltyProfile(objective, train, gaussian_block(Z, Z, log_sigma), val)
-        row = profile.values(torch.tensor(10 ** log_penalties)).numpy()
+        row = profile.values(torch.tensor(10**log_penalties)).numpy()
         values.append(np.where(np.isfinite(row), row, np.nan))
         valley.append(math.log10(profile.best(low, high)[0]))
-    return {"log10_sigma": log_sigmas.tolist(), "log10_penalty": log_penalties.tolist(),
-            "values": np.array(values).tolist(), "objective": objective, "rows": int(len(rows)), "M": int(Z.shape[0]),
-            "best_log10_penalty": valley}
+    return {
+        "log10_sigma": log_sigmas.tolist(),
+        "log10_penalty": log_penalties.tolist(),
+        "values": np.array(values).tolist(),
+        "objective": objective,
+        "rows": int(len(rows)),
+        "M": int(Z.shape[0]),
+        "best_log10_penalty": valley,
+    }

@@ -35,6 +35,7 @@ For a fixed σ and fixed centres every objective is a closed-form function of λ
 eigenvalues μ_i of the Nyström features' Gram matrix are known (:class:`PenaltyProfile`): the
 tuner minimises over λ exactly at every step, and the map of the page costs one eigenproblem per σ.
 """
+
 from __future__ import annotations
 
 import math
@@ -95,8 +96,8 @@ class Problem:
     """What one evaluation of an objective reads: training rows (and, for ``holdout``, validation
     rows) with their targets, the centres, and the memory budget of the blocked passes."""
 
-    X: torch.Tensor                  # float64 training rows
-    Y: torch.Tensor                  # float64 (n, k)
+    X: torch.Tensor  # float64 training rows
+    Y: torch.Tensor  # float64 (n, k)
     X_val: torch.Tensor | None = None
     Y_val: torch.Tensor | None = None
     memory_budget: int | None = None
@@ -111,13 +112,21 @@ class Problem:
             yield self.X_val, self.Y_val
 
 
-def row_stats(X: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, sigma, memory_budget=None,
-              cache_bytes: int = 0, gram: bool = True) -> Stats:
+def row_stats(
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    Z: torch.Tensor,
+    sigma,
+    memory_budget=None,
+    cache_bytes: int = 0,
+    gram: bool = True,
+) -> Stats:
     """:class:`Stats` of rows (X, Y) for centres Z and length(s) ``sigma``: one blocked pass
     (:meth:`krrcore.ops.KernelOperator.gram`), keeping the first ``cache_bytes`` of K_nM's row
     blocks for later passes. ``gram=False`` (validation rows): only the operator, no pass yet."""
-    op = KernelOperator(GaussianKernel(sigma), X, Z.detach(), memory_budget=memory_budget, n_rhs=Y.shape[1],
-                        cache_bytes=cache_bytes)
+    op = KernelOperator(
+        GaussianKernel(sigma), X, Z.detach(), memory_budget=memory_budget, n_rhs=Y.shape[1], cache_bytes=cache_bytes
+    )
     G, R = op.gram(Y) if gram else (None, None)
     return Stats(G, R, float((Y * Y).sum()), X.shape[0], op, Y)
 
@@ -131,8 +140,9 @@ def jitter_for(A: torch.Tensor) -> float:
         if int(info) == 0:
             return eps
         eps *= 100.0
-    raise ValueError("the Nyström system is not positive definite even with jitter (check for NaN inputs or an "
-                     "extremely small σ)")
+    raise ValueError(
+        "the Nyström system is not positive definite even with jitter (check for NaN inputs or an extremely small σ)"
+    )
 
 
 def _chol(A: torch.Tensor) -> torch.Tensor:
@@ -141,8 +151,9 @@ def _chol(A: torch.Tensor) -> torch.Tensor:
     return torch.linalg.cholesky(A + eps * torch.eye(A.shape[0], dtype=A.dtype, device=A.device))
 
 
-def objective_value(objective: str, train: Stats, Kmm: torch.Tensor, penalty: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def objective_value(
+    objective: str, train: Stats, Kmm: torch.Tensor, penalty: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(gcv or compreg, α) from the sums by Cholesky, differentiable in ``train.G``, ``train.R``,
     ``Kmm`` and ``penalty``: α solves (G + λn K_MM)α = R (FALKON Eq. 8)."""
     n, k = train.n, train.R.shape[1]
@@ -151,13 +162,13 @@ def objective_value(objective: str, train: Stats, Kmm: torch.Tensor, penalty: to
     alpha = torch.cholesky_solve(train.R, L)
     # ‖Y − K_nMα‖² from the sums (clamped: it is a difference of nearly equal terms at small λ).
     residual = (train.yy - 2.0 * (train.R * alpha).sum() + (alpha * (train.G @ alpha)).sum()).clamp_min(0.0)
-    tr_hat = torch.diagonal(torch.cholesky_solve(train.G, L)).sum()     # Tr Ĥ = Tr((G + λnK_MM)⁻¹G)
+    tr_hat = torch.diagonal(torch.cholesky_solve(train.G, L)).sum()  # Tr Ĥ = Tr((G + λnK_MM)⁻¹G)
     if objective == "gcv":
         return (residual / (n * k)) / (1.0 - tr_hat / n) ** 2, alpha
     if objective == "compreg":
         # Yᵀ(I − Ĥ)Y = min_α ‖Y − K_nMα‖² + λn αᵀK_MMα: the data fit at the optimum, both terms ≥ 0.
         datafit = residual + penalty * n * (alpha * (Kmm @ alpha)).sum()
-        nystrom_trace = torch.diagonal(torch.cholesky_solve(train.G, _chol(Kmm))).sum()   # Tr K̃
+        nystrom_trace = torch.diagonal(torch.cholesky_solve(train.G, _chol(Kmm))).sum()  # Tr K̃
         return k * tr_hat + datafit * (1.0 + (n - nystrom_trace) / (penalty * n * n)), alpha
     raise ValueError(check_objective(objective))
 
@@ -171,7 +182,7 @@ class Evaluation:
     grad_log_penalty: float
     grad_centers: torch.Tensor | None
     alpha: torch.Tensor
-    residual: torch.Tensor | None = None       # validation residuals K_vMα − Y_v (the CG route keeps them)
+    residual: torch.Tensor | None = None  # validation residuals K_vMα − Y_v (the CG route keeps them)
 
 
 @dataclass
@@ -198,8 +209,15 @@ class RowWeights:
         return W
 
 
-def _push_into_kernel(problem: Problem, objective: str, weights: list[RowWeights], stats: list[Stats],
-                      Z: torch.Tensor, log_sigma: torch.Tensor, centers_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _push_into_kernel(
+    problem: Problem,
+    objective: str,
+    weights: list[RowWeights],
+    stats: list[Stats],
+    Z: torch.Tensor,
+    log_sigma: torch.Tensor,
+    centers_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Step 2 of the hypergradient: the gradient of Σ_b ⟨W_b, K_bM⟩ with W_b held fixed, in
     (log σ, centres), one blocked pass per row set over the kernel blocks of step 1 (read from
     their cache where it holds them).
@@ -224,9 +242,18 @@ def _push_into_kernel(problem: Problem, objective: str, weights: list[RowWeights
     return grad_sigma, (centers * inv_sq if centers_grad else None)
 
 
-def evaluate(objective: str, problem: Problem, Z: torch.Tensor, log_sigma: torch.Tensor, log_penalty: float, *,
-             centers_grad: bool = False, train: Stats | None = None, val: Stats | None = None,
-             profile: "PenaltyProfile | None" = None) -> Evaluation:
+def evaluate(
+    objective: str,
+    problem: Problem,
+    Z: torch.Tensor,
+    log_sigma: torch.Tensor,
+    log_penalty: float,
+    *,
+    centers_grad: bool = False,
+    train: Stats | None = None,
+    val: Stats | None = None,
+    profile: "PenaltyProfile | None" = None,
+) -> Evaluation:
     """The objective at (σ, λ, centres) and its exact gradient (see the module docstring).
 
     ``train``/``val``/``profile``: the sums and the closed form at these σ and centres when the
@@ -253,21 +280,24 @@ def evaluate(objective: str, problem: Problem, Z: torch.Tensor, log_sigma: torch
     if objective == "holdout":
         k = alpha.shape[1]
         scale = 1.0 / (val.n * k)
-        residual = profile.val_residual(lam)                          # K_vMα − Y_v, from the rows
+        residual = profile.val_residual(lam)  # K_vMα − Y_v, from the rows
         g = 2.0 * scale * val.op.rmatvec(residual)
-        w = profile.solve(g, lam)                                     # H⁻¹g
-        weights = [RowWeights(P=torch.cat([w, alpha], 1), Q=-torch.cat([alpha, w], 1), R=w),
-                   RowWeights(E=2.0 * scale * residual, F=alpha)]
+        w = profile.solve(g, lam)  # H⁻¹g
+        weights = [
+            RowWeights(P=torch.cat([w, alpha], 1), Q=-torch.cat([alpha, w], 1), R=w),
+            RowWeights(E=2.0 * scale * residual, F=alpha),
+        ]
         grad_log_penalty = -lam * train.n * float((w * (Kmm.detach() @ alpha)).sum())
-        (-(lam * train.n) * (w @ alpha.T) * Kmm).sum().backward()    # the K_MM path (M×M: autograd)
+        (-(lam * train.n) * (w @ alpha.T) * Kmm).sum().backward()  # the K_MM path (M×M: autograd)
     else:
         leaf = Stats(train.G.clone().requires_grad_(), train.R.clone().requires_grad_(), train.yy, train.n)
         lp = torch.tensor(float(log_penalty), dtype=torch.float64, requires_grad=True)
         objective_value(objective, leaf, Kmm, torch.exp(lp))[0].backward()
         weights = [RowWeights(leaf.G.grad + leaf.G.grad.T, None, leaf.R.grad)]
         grad_log_penalty = float(lp.grad)
-    grad_sigma, grad_centers = _push_into_kernel(problem, objective, weights, [train, val], Z.detach().double(), ls,
-                                                 centers_grad)
+    grad_sigma, grad_centers = _push_into_kernel(
+        problem, objective, weights, [train, val], Z.detach().double(), ls, centers_grad
+    )
     grad_sigma = grad_sigma + ls.grad.detach()
     if centers_grad:
         grad_centers = grad_centers + Zg.grad.detach()
@@ -299,19 +329,19 @@ class PenaltyProfile:
             jitter *= 100.0
         else:
             raise ValueError("K_MM is not positive definite even with jitter (check for NaN inputs)")
-        A = torch.linalg.solve_triangular(L, train.G, upper=False)                    # L⁻¹G
-        S = torch.linalg.solve_triangular(L, A.T, upper=False)                        # L⁻¹GL⁻ᵀ
+        A = torch.linalg.solve_triangular(L, train.G, upper=False)  # L⁻¹G
+        S = torch.linalg.solve_triangular(L, A.T, upper=False)  # L⁻¹GL⁻ᵀ
         mu, V = torch.linalg.eigh((S + S.T) / 2)
         self.mu = mu.clamp_min(0.0)
         self.T = torch.linalg.solve_triangular(L.T, V, upper=True)
-        self.q = self.T.T @ train.R                     # r×k
-        self.q2 = (self.q ** 2).sum(1)
+        self.q = self.T.T @ train.R  # r×k
+        self.q2 = (self.q**2).sum(1)
         # Directions with μ_i ≈ 0 carry no part of Y (q_i = √μ_i u_iᵀY): counted as 0, not 0/0.
         significant = self.mu > self.mu.max() * len(self.mu) * torch.finfo(self.mu.dtype).eps
         self.mu_safe = torch.where(significant, self.mu, torch.ones_like(self.mu))
         self.q2 = torch.where(significant, self.q2, torch.zeros_like(self.q2))
-        self.outside = max(train.yy - float((self.q2 / self.mu_safe).sum()), 0.0)     # ‖(I − P_Φ)Y‖²
-        if val is not None:                 # validation outputs in the T basis: K_vM T (n_v×M)
+        self.outside = max(train.yy - float((self.q2 / self.mu_safe).sum()), 0.0)  # ‖(I − P_Φ)Y‖²
+        if val is not None:  # validation outputs in the T basis: K_vM T (n_v×M)
             self.Pv = torch.empty(val.n, self.T.shape[1], dtype=self.T.dtype, device=self.T.device)
             for start, stop, K in val.op.blocks():
                 torch.mm(K, self.T, out=self.Pv[start:stop])
@@ -330,20 +360,20 @@ class PenaltyProfile:
         objective = objective or self.objective
         lam = torch.as_tensor(penalties, dtype=torch.float64)
         nu = lam[:, None] * self.train.n
-        inv = 1.0 / (self.mu[None, :] + nu)                  # (g, r)
+        inv = 1.0 / (self.mu[None, :] + nu)  # (g, r)
         k = self.q.shape[1]
         if objective == "holdout":
-            A = inv[:, :, None] * self.q[None]               # (g, r, k): coefficients in the T basis
-            out = torch.matmul(self.Pv, A) - self.val.Y       # (g, n_v, k)
+            A = inv[:, :, None] * self.q[None]  # (g, r, k): coefficients in the T basis
+            out = torch.matmul(self.Pv, A) - self.val.Y  # (g, n_v, k)
             return (out * out).sum((1, 2)) / (self.val.n * k)
         n = self.train.n
         tr_hat = (self.mu[None] * inv).sum(1)
         # Y = (its part outside the features' span) + Σ u_i (u_iᵀY), with q_i = √μ_i u_iᵀY: each
         # form below is a sum of non-negative terms, exact at small λ where yy − Tr(YᵀĤY) cancels.
-        shrink = nu * inv                                     # ν/(μ_i + ν) = 1 − (Ĥ's eigenvalue)
-        coords = self.q2 / self.mu_safe                       # (u_iᵀY)²
+        shrink = nu * inv  # ν/(μ_i + ν) = 1 − (Ĥ's eigenvalue)
+        coords = self.q2 / self.mu_safe  # (u_iᵀY)²
         if objective == "gcv":
-            residual = self.outside + (shrink ** 2 * coords[None]).sum(1)
+            residual = self.outside + (shrink**2 * coords[None]).sum(1)
             return (residual / (n * k)) / (1.0 - tr_hat / n) ** 2
         datafit = self.outside + (shrink * coords[None]).sum(1)
         return k * tr_hat + datafit * (1.0 + (n - self.mu.sum()) / (lam * n * n))
@@ -372,7 +402,7 @@ def minimise_log(values, low: float, high: float, points: int = 33, refine: int 
     vals = torch.where(torch.isfinite(vals), vals, torch.full_like(vals, math.inf))
     i = int(torch.argmin(vals))
     a, b = float(logs[max(i - 1, 0)]), float(logs[min(i + 1, points - 1)])
-    f = lambda t: float(values(torch.tensor([math.exp(t)], dtype=torch.float64))[0])      # noqa: E731
+    f = lambda t: float(values(torch.tensor([math.exp(t)], dtype=torch.float64))[0])  # noqa: E731
     ratio = (math.sqrt(5) - 1) / 2
     c, d = b - ratio * (b - a), a + ratio * (b - a)
     fc, fd = f(c), f(d)
@@ -404,8 +434,17 @@ def nystrom_leftover(X: torch.Tensor, Z: torch.Tensor, sigma, rows: int = 2000, 
     return float((1.0 - (A * A).sum(0)).clamp_min(0.0).mean())
 
 
-def tuning_problem(X64: torch.Tensor, Y64: torch.Tensor, objective: str, *, tune_rows=None,
-                   validation_fraction: float = 0.2, seed: int = 0, memory_budget=None, check: bool = False):
+def tuning_problem(
+    X64: torch.Tensor,
+    Y64: torch.Tensor,
+    objective: str,
+    *,
+    tune_rows=None,
+    validation_fraction: float = 0.2,
+    seed: int = 0,
+    memory_budget=None,
+    check: bool = False,
+):
     """(the :class:`~krrcore.tuning.objectives.Problem` a tuning reads, the scale of Y in it, the
     rows used, the held-out rows): a seeded subsample of ``tune_rows`` rows (all by default),
     split for the hold-out objective (or with ``check``) into the rows the models are fitted on and

@@ -20,6 +20,7 @@ level of its round-off, where a line search only wastes evaluations), or ``max_s
 evaluations, ``timeout`` seconds of tuning, ``stop_event``, ``callback``. The point kept is the
 best evaluated, whatever stopped the search.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,7 +58,7 @@ class Point:
     value: float = math.inf
     alpha: torch.Tensor | None = None
     extras: dict = field(default_factory=dict)
-    residual: torch.Tensor | None = None        # validation residuals (the CG route)
+    residual: torch.Tensor | None = None  # validation residuals (the CG route)
 
 
 class Search:
@@ -67,12 +68,23 @@ class Search:
     and may raise :class:`StopSearch`.
     """
 
-    def __init__(self, objective: str, problem: Problem, *, penalty_bounds: tuple[float, float], profile: bool,
-                 max_steps: int, tol: float, report, cg_maxiter: int | None = None, checker=None):
+    def __init__(
+        self,
+        objective: str,
+        problem: Problem,
+        *,
+        penalty_bounds: tuple[float, float],
+        profile: bool,
+        max_steps: int,
+        tol: float,
+        report,
+        cg_maxiter: int | None = None,
+        checker=None,
+    ):
         self.objective, self.problem = objective, problem
         # cg_maxiter: the hold-out objective by FALKON's CG (krrcore.tuning.implicit), no closed form in λ.
         self.cg_maxiter = cg_maxiter
-        self.checker = checker            # krrcore.tuning.validation.Checker, or None (the hold-out objective's rows)
+        self.checker = checker  # krrcore.tuning.validation.Checker, or None (the hold-out objective's rows)
         if cg_maxiter is not None and (objective != "holdout" or profile):
             raise ValueError("the CG route tunes the hold-out objective with λ moved by gradient")
         self.penalty_bounds = penalty_bounds
@@ -81,7 +93,7 @@ class Search:
         self.report = report
         self.steps = 0
         self.best: Point | None = None
-        self.scale = None               # |objective| at the first evaluation: scipy sees L / scale
+        self.scale = None  # |objective| at the first evaluation: scipy sees L / scale
         self.first_gradient = None
         self.since_improvement = 0
         self.patience, self.stage_start, self.stage_end = PATIENCE, 0, max_steps
@@ -100,8 +112,11 @@ class Search:
             n_val = 0 if p.X_val is None else p.X_val.shape[0]
             share = room * p.X.shape[0] // (p.X.shape[0] + n_val)
             train = row_stats(p.X, p.Y, Z, sigma, p.memory_budget, cache_bytes=share)
-            val = row_stats(p.X_val, p.Y_val, Z, sigma, p.memory_budget, cache_bytes=room - share, gram=False) \
-                if self.objective == "holdout" else None
+            val = (
+                row_stats(p.X_val, p.Y_val, Z, sigma, p.memory_budget, cache_bytes=room - share, gram=False)
+                if self.objective == "holdout"
+                else None
+            )
             profile = PenaltyProfile(self.objective, train, kmm(Point(log_sigma, 0.0, Z)), val)
             self._stats_key, self._stats = key, (train, val, profile)
         return self._stats
@@ -110,8 +125,9 @@ class Search:
         """The objective and α at ``point``, from the closed form in λ (robust at small λ, where the
         Cholesky route's α is large and its residual a cancellation), or by FALKON (the CG route)."""
         if self.cg_maxiter is not None:
-            result = evaluate_cg(self.problem, point.centers, point.log_sigma, point.log_penalty,
-                                 maxiter=self.cg_maxiter, grad=False)
+            result = evaluate_cg(
+                self.problem, point.centers, point.log_sigma, point.log_penalty, maxiter=self.cg_maxiter, grad=False
+            )
             point.value, point.alpha, point.residual = result.value, result.alpha, result.residual
             return point
         profile = self.stats(point.log_sigma, point.centers)[2]
@@ -194,14 +210,18 @@ class Search:
     def line(self, points: list[Point], probes: int, low: float, high: float, held_out: bool = False) -> str:
         """Golden-section search in the scalar log σ of the profiled objective (``held_out``: of the
         held-out error at its best λ, :meth:`probe_checked`), inside the bracket around the best of
-        ``points`` (already probed, scalar σ), within [low, high]; ``probes`` evaluations at most. A one-variable problem whose λ is exact at every σ needs no gradient:
-        each probe is one pass over the rows, where a gradient step costs two."""
-        score = (lambda p: p.extras["held_out"]) if held_out else (lambda p: p.value)     # noqa: E731
+        ``points`` (already probed, scalar σ), within [low, high]; ``probes`` evaluations at most. A
+        one-variable problem whose λ is exact at every σ needs no gradient: each probe is one pass
+        over the rows, where a gradient step costs two."""
+        score = (lambda p: p.extras["held_out"]) if held_out else (lambda p: p.value)  # noqa: E731
         points = sorted(points, key=lambda p: float(p.log_sigma))
         i = min(range(len(points)), key=lambda j: score(points[j]))
         a = float(points[i - 1].log_sigma) if i > 0 else max(float(points[i].log_sigma) - math.log(2.0), low)
-        b = float(points[i + 1].log_sigma) if i + 1 < len(points) else min(float(points[i].log_sigma) + math.log(2.0),
-                                                                           high)
+        b = (
+            float(points[i + 1].log_sigma)
+            if i + 1 < len(points)
+            else min(float(points[i].log_sigma) + math.log(2.0), high)
+        )
         Z = points[i].centers
         ratio = (math.sqrt(5) - 1) / 2
         value = {}
@@ -236,15 +256,30 @@ class Search:
     def evaluate(self, point: Point, centers_grad: bool):
         """Objective and gradient at ``point`` (its log λ profiled first when ``profile``)."""
         if self.cg_maxiter is not None:
-            result = evaluate_cg(self.problem, point.centers, point.log_sigma, point.log_penalty,
-                                 maxiter=self.cg_maxiter, centers_grad=centers_grad)
+            result = evaluate_cg(
+                self.problem,
+                point.centers,
+                point.log_sigma,
+                point.log_penalty,
+                maxiter=self.cg_maxiter,
+                centers_grad=centers_grad,
+            )
             point.value, point.alpha, point.residual = result.value, result.alpha, result.residual
             return result
         if self.profile:
             point.log_penalty = self.profiled_penalty(point.log_sigma, point.centers)
         train, val, profile = self.stats(point.log_sigma, point.centers)
-        result = evaluate(self.objective, self.problem, point.centers, point.log_sigma, point.log_penalty,
-                          centers_grad=centers_grad, train=train, val=val, profile=profile)
+        result = evaluate(
+            self.objective,
+            self.problem,
+            point.centers,
+            point.log_sigma,
+            point.log_penalty,
+            centers_grad=centers_grad,
+            train=train,
+            val=val,
+            profile=profile,
+        )
         point.value, point.alpha = result.value, result.alpha
         return result
 
@@ -283,8 +318,10 @@ class Search:
         if self.steps >= self.stage_end:
             raise StopSearch(f"used this stage's {self.steps - self.stage_start} evaluations")
         if self.since_improvement >= self.patience:
-            raise StopSearch(f"converged: the best objective improved by less than tol={self.tol:g} (relative) in "
-                             f"the last {self.patience} evaluations")
+            raise StopSearch(
+                f"converged: the best objective improved by less than tol={self.tol:g} (relative) in "
+                f"the last {self.patience} evaluations"
+            )
 
     # -- one stage of L-BFGS-B -----------------------------------------------------------------
     def run(self, start: Point, *, tune_centers: bool, steps: int | None = None) -> str:
@@ -341,9 +378,14 @@ class Search:
             return point.value / self.scale, grad / self.scale
 
         try:
-            out = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                           options={"maxfun": self.stage_end - self.steps, "ftol": self.tol, "gtol": self.tol,
-                                    "maxls": 20})
+            out = minimize(
+                fun,
+                x0,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                options={"maxfun": self.stage_end - self.steps, "ftol": self.tol, "gtol": self.tol, "maxls": 20},
+            )
         except StopSearch as stop:
             return str(stop)
         return f"L-BFGS-B: {out.message}" if not out.success else f"converged: {_converged_text(out.message)}"
@@ -387,7 +429,7 @@ def run_in_thread(work):
         try:
             work(emit)
             items.put(_DONE)
-        except BaseException as exc:        # noqa: BLE001 — handed to the caller's thread
+        except BaseException as exc:  # noqa: BLE001 — handed to the caller's thread
             items.put(exc)
 
     thread = threading.Thread(target=run, daemon=True, name="krr-tune")
@@ -404,7 +446,7 @@ def run_in_thread(work):
     finally:
         closed.set()
         resume.release()
-        while thread.is_alive():       # let the work end (it may emit once more before it sees closed)
+        while thread.is_alive():  # let the work end (it may emit once more before it sees closed)
             try:
                 items.get(timeout=0.05)
             except queue.Empty:

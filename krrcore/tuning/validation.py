@@ -15,6 +15,7 @@ check costs one pass and one M×M eigenproblem per fold, never a refit per candi
 * ``folds = 1``: one held-out part of ``fraction`` of the rows, the rest fitted (large tables,
   where the part has thousands of rows and k eigenproblems would cost more than the pass).
 """
+
 from __future__ import annotations
 
 import torch
@@ -62,7 +63,7 @@ class Checker:
         self.rows = torch.cat(blocks)
         covered = torch.zeros(X.shape[0], dtype=torch.bool)
         covered[self.rows] = True
-        self.rest = torch.nonzero(~covered).reshape(-1)       # rows never held out (one held-out part)
+        self.rest = torch.nonzero(~covered).reshape(-1)  # rows never held out (one held-out part)
         self._key, self._profiles = None, None
 
     def profiles(self, log_sigma: torch.Tensor, Z: torch.Tensor, total: Stats | None = None) -> list[PenaltyProfile]:
@@ -101,7 +102,8 @@ class Checker:
         n = sum(p.val.n for p in profiles)
         return sum(p.values(penalties) * p.val.n for p in profiles) / n
 
-    def best(self, log_sigma: torch.Tensor, Z: torch.Tensor, low: float, high: float, total=None
-             ) -> tuple[float, float]:
+    def best(
+        self, log_sigma: torch.Tensor, Z: torch.Tensor, low: float, high: float, total=None
+    ) -> tuple[float, float]:
         """(λ, mean held-out error) minimising the held-out error over [low, high]."""
         return minimise_log(lambda lam: self.values(log_sigma, Z, lam, total), low, high)

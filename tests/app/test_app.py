@@ -5,6 +5,7 @@ Runs execute on the app's Dask workers (the embedded cluster, started once per t
 in-process for the solvers defined here; AppTest cannot tick the page's polling fragment, so tests
 wait for the runs (``wait_for_runs``) and rerun the script themselves.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,7 +27,7 @@ from krr_app.text import shown_as
 from krrcore.registry import SOLVERS, SolverInfo
 from krrcore.solvers.base import IterativeKRR, Step
 
-SMALL = {"n": 200, "M": 40, "maxiter": 4, "auto_run": "false"}   # runs start on Run only
+SMALL = {"n": 200, "M": 40, "maxiter": 4, "auto_run": "false"}  # runs start on Run only
 
 
 # -- solvers that exist only for these tests ---------------------------------------------------
@@ -63,8 +64,11 @@ class SlowKRR(_ToyKRR):
 
 
 def _register(monkeypatch, key, cls, label):
-    monkeypatch.setitem(SOLVERS, key, SolverInfo(key, label, cls, "nystrom", True, ("M", "maxiter", "seed"),
-                                                 "a solver for tests", "tests"))
+    monkeypatch.setitem(
+        SOLVERS,
+        key,
+        SolverInfo(key, label, cls, "nystrom", True, ("M", "maxiter", "seed"), "a solver for tests", "tests"),
+    )
 
 
 def _texts(elements) -> str:
@@ -123,14 +127,15 @@ def test_training_error_is_tracked_on_request(app):
     at = wait_for_runs(_click_run(app(**SMALL, eval_train="true")))
     run = at.session_state["explore_run"]
     assert all(math.isfinite(r.train_metric) for r in run.records)
-    assert _chart_points(at, 0) == [5, 5, 5]     # residual, test and train curves
+    assert _chart_points(at, 0) == [5, 5, 5]  # residual, test and train curves
     assert "eval_train=True" in _snippet(at)
 
 
 def test_reproduce_snippet_gives_the_same_model():
     spec = DataSpec("moons", n=200, seed=1, knobs=(("noise", 0.2),))
-    config = make_config(spec, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=1e-3, solver="falkon",
-                         M=30, maxiter=3)
+    config = make_config(
+        spec, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=1e-3, solver="falkon", M=30, maxiter=3
+    )
     from krrcore.datasets import load
 
     run = RunRegistry().start(config, load("moons", n=200, seed=1, noise=0.2))
@@ -171,7 +176,7 @@ def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkey
     _register(monkeypatch, "slow", SlowKRR, "Slow test solver")
     at = app(n=200, M=10, maxiter=100000, solver="slow")
     at = _click_run(at)
-    assert not at.button(key="stop").disabled    # enabled from the run that started it
+    assert not at.button(key="stop").disabled  # enabled from the run that started it
     run = at.session_state["explore_run"]
     looks = []
     for _ in range(2):
@@ -179,12 +184,12 @@ def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkey
         target = len(run.records) + 3
         while len(run.records) < target and time.time() < deadline:
             time.sleep(0.02)
-        at.run()   # a page rerun mounts the live chart with the records so far (the browser appends later ones)
+        at.run()  # a page rerun mounts the live chart with the records so far (the browser appends later ones)
         looks.append(_live_chart(at))
     assert run.active
     assert looks[1][0] > looks[0][0], "the live chart did not get more records between two page runs"
     assert looks[0][1].startswith("iteration ") and "/ 100000" in looks[0][1]
-    assert not at.get("progress")      # the live chart draws it
+    assert not at.get("progress")  # the live chart draws it
     # The one plotly chart is the fit beside the data, which the live chart's fit panel redraws in
     # place with the worker's pictures; the convergence chart is the live chart's own.
     (fit,) = at.get("plotly_chart")
@@ -214,10 +219,11 @@ def test_step_computes_one_iteration_per_press_and_run_goes_on_from_there(app):
 
     def settled(count):
         deadline = time.time() + 60
-        while (len(run.records) < count or run.frame is None or run.frame.iteration < count - 1) \
-                and time.time() < deadline:
+        while (
+            len(run.records) < count or run.frame is None or run.frame.iteration < count - 1
+        ) and time.time() < deadline:
             time.sleep(0.05)
-        time.sleep(1.0)                         # nothing more comes while it is paused
+        time.sleep(1.0)  # nothing more comes while it is paused
         assert [r.iteration for r in run.records] == list(range(count)) and run.frame.iteration == count - 1
         assert run.active and run.paused
 
@@ -238,16 +244,16 @@ def test_going_back_to_a_configuration_already_run_is_instant(app):
     at.slider(key="log_lambda").set_value(-3.0).run()
     assert "Showing the last run" not in _texts(at.caption)
     assert "finished" in _texts(at.success)
-    assert at.session_state["_krr_runs"].runs() == [first]   # reused, not re-run
+    assert at.session_state["_krr_runs"].runs() == [first]  # reused, not re-run
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_every_built_solver_runs_from_the_sidebar(app, solver):
     """The solver list is the registry's: each built solver, picked in the sidebar with its own
     default knobs, runs to a finished state with a finite test error."""
-    at = app(n=300, M=60)      # below 100: SketchySAGA's default rank must adapt to M
+    at = app(n=300, M=60)  # below 100: SketchySAGA's default rank must adapt to M
     at.selectbox(key="solver").set_value(solver).run()
-    if SOLVERS[solver].problem == "full":      # the page says whether K fits in memory
+    if SOLVERS[solver].problem == "full":  # the page says whether K fits in memory
         assert any("fits in memory" in c.value for c in at.caption)
     if SOLVERS[solver].iterative:
         at.number_input(key="maxiter").set_value(3).run()
@@ -267,7 +273,7 @@ def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch
     bad = at.session_state["explore_run"]
     assert bad.status == "error" and "diverged" in bad.message
     assert "The solver diverged" in _texts(at.error)
-    assert _chart_points(at, 0)[0] == 2          # the records before the NaN are kept and drawn
+    assert _chart_points(at, 0)[0] == 2  # the records before the NaN are kept and drawn
     assert good.status == "done" and good in at.session_state["_krr_runs"].runs()
     at.switch_page("app_pages/compare.py").run()
     table = at.dataframe[0].value
@@ -280,12 +286,16 @@ def test_m_larger_than_n_blocks_the_run_with_a_message(app):
     assert at.button(key="run").disabled
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"x1,x2,y\n1,2,0.5\n", "the table has 1 data row(s); at least 4 are needed"),
-    (b"x1,x2,y\n", "the file has a header (x1, x2, y) but no data rows"),
-    (b"x1,y\n1,\n2,\n3,\n4,\n", "target column 'y' has no values (all 4 rows are missing)"),
-    (b"", "This file cannot be read: the file is empty (0 bytes)"),
-], ids=["one-row", "header-only", "target-all-missing", "empty"])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"x1,x2,y\n1,2,0.5\n", "the table has 1 data row(s); at least 4 are needed"),
+        (b"x1,x2,y\n", "the file has a header (x1, x2, y) but no data rows"),
+        (b"x1,y\n1,\n2,\n3,\n4,\n", "target column 'y' has no values (all 4 rows are missing)"),
+        (b"", "This file cannot be read: the file is empty (0 bytes)"),
+    ],
+    ids=["one-row", "header-only", "target-all-missing", "empty"],
+)
 def test_bad_csv_shows_a_clear_message_and_keeps_the_last_run(app, content, message):
     """(Text columns and gaps used to be refused here; they are encoded and filled now.)"""
     at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
@@ -338,7 +348,7 @@ def test_compare_stop_all_stops_queued_and_running_runs(app, monkeypatch, in_pro
     at = app(n=200, M=10, maxiter=100000, solver="slow", cmp_mode="sweep", sweep_values="10, 20, 30")
     at.switch_page("app_pages/compare.py").run()
     at = _click_run(at, "cmp_run")
-    assert not at.button(key="cmp_stop").disabled     # enabled from the run that started the batch
+    assert not at.button(key="cmp_stop").disabled  # enabled from the run that started the batch
     runs = at.session_state["_krr_runs"].runs()
     assert [r.config.M for r in runs] == [10, 20, 30]
     at.button(key="cmp_stop").click().run()
@@ -364,8 +374,18 @@ def test_compare_sweeps_m_and_rejects_lambda_zero(app):
 # -- the plain pieces -------------------------------------------------------------------------------
 def test_config_drops_knobs_a_solver_ignores():
     spec = DataSpec("moons", n=200)
-    exact = [make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0, "nu": 2.5}, penalty=1e-3,
-                         solver="exact", M=m, maxiter=20) for m in (10, 500)]
+    exact = [
+        make_config(
+            spec,
+            kernel="gaussian",
+            kernel_params={"sigma": 1.0, "nu": 2.5},
+            penalty=1e-3,
+            solver="exact",
+            M=m,
+            maxiter=20,
+        )
+        for m in (10, 500)
+    ]
     assert exact[0] == exact[1] and exact[0].M is None and exact[0].maxiter is None
     assert exact[0].kernel_params == (("sigma", 1.0),)
     falkon = make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=0.0, solver="falkon", M=500)
@@ -385,8 +405,10 @@ def test_parse_sweep_values():
 
 def test_registry_evicts_finished_runs_and_close_stops_active_ones():
     spec = DataSpec("moons", n=200)
-    configs = [make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3, solver="falkon",
-                           M=m) for m in range(1, 5)]
+    configs = [
+        make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3, solver="falkon", M=m)
+        for m in range(1, 5)
+    ]
     registry = RunRegistry(max_runs=2)
     finished = []
     for config in configs[:3]:
@@ -396,7 +418,7 @@ def test_registry_evicts_finished_runs_and_close_stops_active_ones():
         registry._evict()
         finished.append(run)
     assert registry.runs() == finished[1:]
-    assert registry.dropped == [finished[0].label]      # the page names what it dropped
+    assert registry.dropped == [finished[0].label]  # the page names what it dropped
     active = Run(configs[3])
     registry._runs[configs[3]] = active
     registry.close()
@@ -409,7 +431,7 @@ def test_the_convergence_figure_before_any_run_has_its_panels_and_no_invented_sc
     from krr_app.charts import figures as charts
 
     fig = charts.convergence_figure([])
-    assert [len(trace.x) for trace in fig.data] == [0, 0]        # one empty trace per panel (drawn by plotly.js)
+    assert [len(trace.x) for trace in fig.data] == [0, 0]  # one empty trace per panel (drawn by plotly.js)
     assert [a.text for a in fig.layout.annotations if a.text == charts.EMPTY_TEXT] == [charts.EMPTY_TEXT] * 2
     assert {a.text for a in fig.layout.annotations} >= {"Residual (solver's own measure)", "Test metric"}
     assert fig.layout.xaxis.title.text == "iteration t" and fig.layout.xaxis.showticklabels is False
@@ -417,13 +439,14 @@ def test_the_convergence_figure_before_any_run_has_its_panels_and_no_invented_sc
 
 
 def test_traces_frame_has_one_row_per_record():
-    config = make_config(DataSpec("moons", n=200), kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3,
-                         solver="falkon", M=10)
+    config = make_config(
+        DataSpec("moons", n=200), kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3, solver="falkon", M=10
+    )
     run = Run(config)
     from krrcore.stream import IterationRecord
 
     for i in range(3):
-        run._append(IterationRecord(iteration=i, seconds=0.1 * i, residual=10.0 ** -i, metric="mse"))
+        run._append(IterationRecord(iteration=i, seconds=0.1 * i, residual=10.0**-i, metric="mse"))
     frame = charts.traces_frame([run])
     assert list(frame["iteration"]) == [0, 1, 2] and set(frame["run_id"]) == {run.id}
     assert frame["M"].tolist() == [10, 10, 10]

@@ -5,6 +5,7 @@ n = 200 (160 training points), and checks the numbers the page shows against an 
 dense computation, or the error a bad input must produce — with the results computed before the
 bad input still on the page.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,8 +25,11 @@ from krrcore.diagnostics import SYSTEMS, suggest_hyperparameters
 from krrcore.kernels import GaussianKernel
 
 SMALL = {"n": 200, "M": 40}
-PAGES = {"conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
-         "dataset": "app_pages/dataset.py"}
+PAGES = {
+    "conditioning": "app_pages/conditioning.py",
+    "leverage": "app_pages/leverage.py",
+    "dataset": "app_pages/dataset.py",
+}
 
 
 def open_page(app, page: str, **query):
@@ -77,6 +81,7 @@ def dense_kappa(A: np.ndarray) -> float:
 
 # -- Conditioning --------------------------------------------------------------------------------
 
+
 def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app):
     at = open_page(app, "conditioning", log_lambda=-3)
     assert not at.exception and not errors(at)
@@ -86,7 +91,7 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     K = GaussianKernel(0.5)(X, X).numpy()
     assert number(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 1e-3 * n * np.eye(n)), rel=2e-3)
     kappa_H, kappa_W = number(shown["κ(H) — Nyström"]), number(shown["κ(W) — FALKON"])
-    assert kappa_H > 1e5 and kappa_W < 100 and kappa_H / kappa_W > 1e4      # FALKON's preconditioner at work
+    assert kappa_H > 1e5 and kappa_W < 100 and kappa_H / kappa_W > 1e4  # FALKON's preconditioner at work
     assert "At λ = 0.001, M = 40" in [s.value for s in at.subheader]
 
     at = settle(at.slider(key="log_lambda").set_value(-1.0).run())
@@ -94,7 +99,7 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     shown = metrics(at)
     assert "At λ = 0.1, M = 20" in [s.value for s in at.subheader]
     assert number(shown["κ(K + λnI)"]) == pytest.approx(dense_kappa(K + 0.1 * n * np.eye(n)), rel=2e-3)
-    assert number(shown["κ(H) — Nyström"]) < kappa_H          # more regularisation, better conditioned
+    assert number(shown["κ(H) — Nyström"]) < kappa_H  # more regularisation, better conditioned
     # The λ sweep holds every system at every grid λ, and κ(K + λnI) falls as λ grows.
     sweep = chart(at, "cond_lambda")
     full = next(t for t in sweep["data"] if t.get("name") == SYSTEMS["full"])
@@ -108,7 +113,7 @@ def test_conditioning_M_above_n_is_an_error_and_keeps_the_last_result(app):
     before = metrics(at)["κ(W) — FALKON"]
     at = settle(at.number_input(key="M").set_value(5000).run())
     assert any("M = 5,000 centres, but only n = 160 training points" in e for e in errors(at))
-    assert metrics(at)["κ(W) — FALKON"] == before                     # the last valid result stays
+    assert metrics(at)["κ(W) — FALKON"] == before  # the last valid result stays
     assert any("last valid" in c.value for c in at.caption)
 
 
@@ -131,8 +136,17 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
     shown = metrics(at)
     X = torch.as_tensor(moons_train(), dtype=torch.float64)
     n, lam_n = X.shape[0], 1e-3 * X.shape[0]
-    solver = ASkotch(GaussianKernel(0.5), 1e-3, blocks=4, rank=10, seed=0, maxiter=0, mu="lambda", variant="alg1",
-                     cache_preconditioners=True).fit(X, np.ones(n))
+    solver = ASkotch(
+        GaussianKernel(0.5),
+        1e-3,
+        blocks=4,
+        rank=10,
+        seed=0,
+        maxiter=0,
+        mu="lambda",
+        variant="alg1",
+        cache_preconditioners=True,
+    ).fit(X, np.ones(n))
     np.testing.assert_allclose(at.dataframe[0].value["L_P (get_L)"], solver.block_smoothness_.numpy(), rtol=1e-12)
     H = GaussianKernel(0.5)(X, X) + lam_n * torch.eye(n, dtype=torch.float64)
     lam_min = float(torch.linalg.eigvalsh(H)[0])
@@ -144,12 +158,12 @@ def test_askotch_whole_partition_constants_match_dense_algebra(app):
     mu_P = float(torch.linalg.eigvalsh(S @ H @ S)[0])
     assert number(shown["λ_min(K + λnI)"]) == pytest.approx(lam_min, rel=5e-3)
     assert number(shown["μ_P, preconditioned"]) == pytest.approx(mu_P, rel=5e-3)
-    assert mu_P < 0.5 * lam_min                # the blocks' norm shrinks μ: cross-block cancellation
+    assert mu_P < 0.5 * lam_min  # the blocks' norm shrinks μ: cross-block cancellation
     pre, plain = number(shown["Σ√L_Pb / √μ_P, ASkotch"]), number(shown["Σ√L_b / √λ_min, plain"])
     assert pre == pytest.approx(float(np.sqrt(solver.block_smoothness_.numpy()).sum()) / np.sqrt(mu_P), rel=5e-3)
     assert plain == pytest.approx(sum(np.sqrt(L_plain)) / np.sqrt(lam_min), rel=5e-3)
     caption = next(c.value for c in at.caption if c.value.startswith("μ_P and λ_min: exact."))
-    if pre > 1.25 * plain:      # moons, B = 4: the blocks' preconditioners make the asymptotic factor worse
+    if pre > 1.25 * plain:  # moons, B = 4: the blocks' preconditioners make the asymptotic factor worse
         shown_ratio = float(re.search(r"the preconditioned factor is ([\d.]+)× the plain one", caption).group(1))
         assert shown_ratio == pytest.approx(pre / plain, abs=0.1)
     else:
@@ -163,14 +177,16 @@ def test_askotch_rank_above_block_size_is_clamped_with_a_note(app):
 
 
 def test_the_default_rank_is_capped_at_the_block_size_without_a_warning(app):
-    at = open_page(app, "conditioning")                 # B = 10 blocks of 16 points, default r = 50
+    at = open_page(app, "conditioning")  # B = 10 blocks of 16 points, default r = 50
     assert not at.info and not at.warning and not at.error, [i.value for i in (*at.info, *at.warning)]
-    assert any("rank r = 16 per block (the default r = 50, capped at the block size ⌊n/B⌋)" in c.value
-               for c in at.caption)
+    assert any(
+        "rank r = 16 per block (the default r = 50, capped at the block size ⌊n/B⌋)" in c.value for c in at.caption
+    )
     assert set(at.dataframe[0].value["size"]) == {16}
 
 
 # -- Leverage scores -----------------------------------------------------------------------------
+
 
 def test_leverage_page_scores_agree_with_the_trace_formula(app):
     at = open_page(app, "leverage", lev_log_lambda=-2)
@@ -202,12 +218,13 @@ def test_leverage_page_scores_agree_with_the_trace_formula(app):
 def test_leverage_penalty_above_the_kernel_scale_is_an_error_and_keeps_the_scores(app):
     at = open_page(app, "leverage", lev_log_lambda=-2)
     before = metrics(at)["d_eff(λ) exact"]
-    at = settle(at.slider(key="lev_log_lambda").set_value(0.0).run())     # λ = 1 = κ² of a Gaussian kernel
+    at = settle(at.slider(key="lev_log_lambda").set_value(0.0).run())  # λ = 1 = κ² of a Gaussian kernel
     assert any("is not below the kernel scale" in e for e in errors(at))
     assert metrics(at)["d_eff(λ) exact"] == before
 
 
 # -- Dataset diagnostics -------------------------------------------------------------------------
+
 
 def test_dataset_page_reports_shape_distance_and_suggestions(app):
     at = open_page(app, "dataset")
@@ -216,6 +233,7 @@ def test_dataset_page_reports_shape_distance_and_suggestions(app):
     data = load("moons", n=200, seed=0, noise=0.2)
     assert shown["Rows (train / test)"] == "160 / 40" and shown["Features d"] == "2" and shown["Task"] == "binary"
     from krrcore.kernels import median_heuristic
+
     assert number(shown["Median pairwise distance"]) == pytest.approx(median_heuristic(data.X_train), rel=1e-2)
     # Suggested M follows its stated rule, max(√n, d_eff(λ)·log n) at the curated λ = 1e-3 (a point
     # of the page's λ grid), with d_eff from a dense eigendecomposition done here.
@@ -243,7 +261,7 @@ def test_uploaded_csv_gets_a_full_report(app):
     assert "Your table: mine.csv, 50 rows × 3 columns" in [shown_as(s.value) for s in at.subheader]
     shown = metrics(at)
     assert shown["Rows (train / test)"] == "40 / 10" and shown["Task"] == "regression"
-    columns = at.dataframe[0].value          # the column table: the target first, then the file's order
+    columns = at.dataframe[0].value  # the column table: the target first, then the file's order
     assert list(columns["column"]) == ["target", "a", "b"] and list(columns["role"]) == ["target", "feature", "feature"]
     assert (columns["missing"] == 0).all() and list(columns["becomes"])[1:] == ["standardised", "standardised"]
     # Feature scales are in original units: b is ~100× wider than a.
@@ -254,31 +272,37 @@ def test_uploaded_csv_gets_a_full_report(app):
 def test_a_target_taken_by_the_rule_is_said_above_the_report_until_one_is_chosen(app):
     at = open_page(app, "dataset")
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"price": 1000 + 500 * rng.random(60), "speed": rng.integers(25, 100, 60),
-                          "trend": np.arange(60)})
+    frame = pd.DataFrame(
+        {"price": 1000 + 500 * rng.random(60), "speed": rng.integers(25, 100, 60), "trend": np.arange(60)}
+    )
     at = upload(at, "computers.csv", frame.to_csv(index=False).encode())
     rule = "Target: “trend”, the table's last column (the rule when none is chosen)."
     said = [shown_as(i.value) for i in at.info if "the rule when none is chosen" in i.value]
-    assert len(said) == 2 and all(s.startswith(rule) for s in said)       # in the sidebar and atop the report
+    assert len(said) == 2 and all(s.startswith(rule) for s in said)  # in the sidebar and atop the report
     at = settle(at.selectbox(key="csv_target").set_value("price").run())
     assert not [i for i in at.info if "the rule when none is chosen" in i.value]
     assert metrics(at)["Task"] == "regression" and at.dataframe[0].value["column"].iloc[0] == "price"
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"a,b,y\n1,2,3\n", "the table has 1 data row(s); at least 4 are needed"),
-    (b"a,b,y\n1,2,\n2,3,\n3,4,\n4,5,\n", "target column 'y' has no values (all 4 rows are missing)"),
-    (b"a,b,y\n1,2,3\n2,3,3\n3,4,3\n4,5,3\n", "target column 'y' has a single value; nothing to learn"),
-], ids=["one-row", "target-all-missing", "target-constant"])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"a,b,y\n1,2,3\n", "the table has 1 data row(s); at least 4 are needed"),
+        (b"a,b,y\n1,2,\n2,3,\n3,4,\n4,5,\n", "target column 'y' has no values (all 4 rows are missing)"),
+        (b"a,b,y\n1,2,3\n2,3,3\n3,4,3\n4,5,3\n", "target column 'y' has a single value; nothing to learn"),
+    ],
+    ids=["one-row", "target-all-missing", "target-constant"],
+)
 def test_bad_csv_shows_its_column_report_and_a_clear_error(app, content, message):
     """(A text column and gaps were refused here before; they are encoded and filled now.)"""
     at = upload(open_page(app, "dataset"), "bad.csv", content)
     assert not at.exception
     assert any(message in shown_as(e) for e in errors(at)), errors(at)
-    assert len(at.dataframe) == 1 and "column" in at.dataframe[0].value      # the column report stays
+    assert len(at.dataframe) == 1 and "column" in at.dataframe[0].value  # the column report stays
 
 
 # -- pure helpers --------------------------------------------------------------------------------
+
 
 def test_suggestions_state_their_rule():
     curve = pd.DataFrame({"penalty": [1e-4, 1e-2], "d_eff": [100.0, 10.0], "method": "exact"})
@@ -286,8 +310,9 @@ def test_suggestions_state_their_rule():
     assert s["kernel"] == "gaussian" and s["sigma"] == 2.0 and s["penalty"] == pytest.approx(1e-2)
     assert s["M"] == max(100, int(np.ceil(10.0 * np.log(10_000))))
     assert "1/√n" in s["reasons"]["lambda"] and str(s["M"]) in s["reasons"]["M"]
-    curated = suggest_hyperparameters(10_000, 2.0, curve, catalogue_kernel={"name": "laplacian", "sigma": 3.0},
-                                      catalogue_penalty=1e-4)
+    curated = suggest_hyperparameters(
+        10_000, 2.0, curve, catalogue_kernel={"name": "laplacian", "sigma": 3.0}, catalogue_penalty=1e-4
+    )
     assert curated["kernel"] == "laplacian" and curated["penalty"] == 1e-4 and curated["M"] == 922
 
 
@@ -318,27 +343,48 @@ def test_the_page_draws_at_once_and_streams_each_section_in_as_it_arrives(app):
         at = at.switch_page(PAGES["conditioning"]).run()
         assert not at.exception and not at.get("plotly_chart")
         waiting = [c.value for c in at.caption if "computing on the workers" in c.value]
-        assert {w.split(":")[0] for w in waiting} >= {"Eigenvalues of K", "Spectra of the Nyström systems",
-                                                       "Condition numbers along λ", "Condition numbers along M",
-                                                       "ASkotch's block preconditioners"}
+        assert {w.split(":")[0] for w in waiting} >= {
+            "Eigenvalues of K",
+            "Spectra of the Nyström systems",
+            "Condition numbers along λ",
+            "Condition numbers along M",
+            "ASkotch's block preconditioners",
+        }
         from krr_app.parts import state
 
-        assert state.results.running() == 5       # all started at once (the sweeps share K's rows here)
+        assert state.results.running() == 5  # all started at once (the sweeps share K's rows here)
         release.set()
         at = settle(at)
         assert not [c for c in at.caption if "computing on the workers" in c.value]
         assert {"cond_spectra", "cond_lambda", "cond_M", "cond_askotch"} <= {
-            key for key in ("cond_spectra", "cond_lambda", "cond_M", "cond_askotch")
-            if any(key in e.proto.id for e in at.get("plotly_chart"))}
+            key
+            for key in ("cond_spectra", "cond_lambda", "cond_M", "cond_askotch")
+            if any(key in e.proto.id for e in at.get("plotly_chart"))
+        }
     finally:
         release.set()
         executor.use_executor(previous)
 
 
-@pytest.mark.parametrize("page, image, key, first, rest", [
-    ("conditioning", "![Eigenvalue spectra: K + λnI", "cond_spectra", {"kernel_eigenvalues", "nystrom_spectra"},
-     {"condition_vs_penalty", "condition_vs_M", "askotch_blocks"}),
-    ("leverage", "![Approximate against exact leverage", "lev_scatter", {"compare_with_exact"}, {"compare_centers"})])
+@pytest.mark.parametrize(
+    "page, image, key, first, rest",
+    [
+        (
+            "conditioning",
+            "![Eigenvalue spectra: K + λnI",
+            "cond_spectra",
+            {"kernel_eigenvalues", "nystrom_spectra"},
+            {"condition_vs_penalty", "condition_vs_M", "askotch_blocks"},
+        ),
+        (
+            "leverage",
+            "![Approximate against exact leverage",
+            "lev_scatter",
+            {"compare_with_exact"},
+            {"compare_centers"},
+        ),
+    ],
+)
 def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(page, image, key, first, rest):
     """A session's first page run computes the page's first picture alone and draws it as an image
     (no plotly.js to load before it is painted), no plotly chart; the other sections' computations
@@ -377,8 +423,9 @@ def test_a_new_visitor_sees_the_first_picture_as_an_image_then_the_charts(page, 
         executor.use_executor(previous)
 
 
-@pytest.mark.parametrize("page, first", [("conditioning", {"kernel_eigenvalues", "nystrom_spectra"}),
-                                         ("leverage", {"compare_with_exact"})])
+@pytest.mark.parametrize(
+    "page, first", [("conditioning", {"kernel_eigenvalues", "nystrom_spectra"}), ("leverage", {"compare_with_exact"})]
+)
 def test_a_pages_first_picture_goes_ahead_of_its_other_sections(app, page, first):
     """The computations of a page's first picture are submitted as such (on Dask: at a priority above
     the other sections', which another visitor may have queued before), the rest as sections."""
@@ -418,6 +465,8 @@ def test_dask_submits_a_first_picture_above_the_other_sections():
     dask.client, dask.healthy = Client(), lambda: True
     dask.submit_call(len, "ab", key=1)
     dask.submit_first(len, "abc")
-    assert seen == [(len, ("ab",), {"key": 1}, False, executor.DaskExecutor.CALL_PRIORITY),
-                    (len, ("abc",), {}, False, executor.DaskExecutor.FIRST_PICTURE_PRIORITY)]
+    assert seen == [
+        (len, ("ab",), {"key": 1}, False, executor.DaskExecutor.CALL_PRIORITY),
+        (len, ("abc",), {}, False, executor.DaskExecutor.FIRST_PICTURE_PRIORITY),
+    ]
     assert executor.DaskExecutor.FIRST_PICTURE_PRIORITY > executor.DaskExecutor.CALL_PRIORITY

@@ -3,6 +3,7 @@ and the fit figure Explore sends once per finished run — what it draws and how
 
 Whether the legend really stays clear of the x-axis titles is seen in chromium
 (test_browser_teach.py::test_legends_leave_the_x_axis_titles_clear)."""
+
 from __future__ import annotations
 
 import base64
@@ -34,7 +35,7 @@ def _moons_boundary(x1, x2):
 
 @pytest.fixture(scope="module")
 def moons():
-    return datasets.load("moons")          # 500 rows, 400 of them training points
+    return datasets.load("moons")  # 500 rows, 400 of them training points
 
 
 @pytest.fixture(scope="module")
@@ -62,31 +63,64 @@ def _figures():
     yield "fit, 2-D binary", fit_charts.fit_figure(moons, _surface(moons, _moons_boundary))
     yield "fit, 2-D regression", fit_charts.fit_figure(clusters, _surface(clusters, lambda a, b: a * b))
     yield "convergence", charts.convergence_figure([])
-    yield "spectra", charts.spectra_figure(charts.spectra_frame({"K + λnI": {"eigenvalues": [3.0, 2.0, 1.0],
-                                                                            "method": "exact"}}))
-    yield "kappa", charts.kappa_figure(pd.DataFrame({"system": "K + λnI", "method": "exact", "penalty": penalties,
-                                                     "condition_number": [100.0, 10.0, 2.0]}), "penalty",
-                                       current=1e-3)
-    yield "askotch", charts.askotch_figure(pd.DataFrame({"block": [0, 1], "kappa_block": [10.0, 20.0],
-                                                         "kappa_preconditioned": [1.5, 2.0]}))
+    yield (
+        "spectra",
+        charts.spectra_figure(charts.spectra_frame({"K + λnI": {"eigenvalues": [3.0, 2.0, 1.0], "method": "exact"}})),
+    )
+    yield (
+        "kappa",
+        charts.kappa_figure(
+            pd.DataFrame(
+                {"system": "K + λnI", "method": "exact", "penalty": penalties, "condition_number": [100.0, 10.0, 2.0]}
+            ),
+            "penalty",
+            current=1e-3,
+        ),
+    )
+    yield (
+        "askotch",
+        charts.askotch_figure(
+            pd.DataFrame({"block": [0, 1], "kappa_block": [10.0, 20.0], "kappa_preconditioned": [1.5, 2.0]})
+        ),
+    )
     yield "score histogram", charts.score_histogram(scores)
     yield "score scatter", charts.score_scatter(scores, {"q05": 0.8, "q95": 1.2})
-    yield "path", charts.path_figure(pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0],
-                                                   "size": [12, 8, 4]}))
+    yield "path", charts.path_figure(pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0], "size": [12, 8, 4]}))
     yield "centres", charts.centers_figure(moons.X_train, ("x1", "x2"), np.arange(5))
     yield "target", charts.target_figure(moons)
-    yield "feature scales", charts.feature_scales_figure(pd.DataFrame({"feature": ["x1", "x2"],
-                                                                       "std (original units)": [1.0, 2.0]}))
+    yield (
+        "feature scales",
+        charts.feature_scales_figure(pd.DataFrame({"feature": ["x1", "x2"], "std (original units)": [1.0, 2.0]})),
+    )
     yield "relevance", charts.relevance_figure(["x1", "x2", "x3"], [0.5, 1e-14, 0.2])
-    frame = tuning_charts.tuning_frame([IterationRecord(i, 0.1 * i, 1.0, objective=1.0 / (i + 1), val_metric=0.5,
-                                                        extras={"stage": min(i, 2), "sigma": 1.0 + i, "penalty": 1e-3})
-                                        for i in range(4)])
+    frame = tuning_charts.tuning_frame(
+        [
+            IterationRecord(
+                i,
+                0.1 * i,
+                1.0,
+                objective=1.0 / (i + 1),
+                val_metric=0.5,
+                extras={"stage": min(i, 2), "sigma": 1.0 + i, "penalty": 1e-3},
+            )
+            for i in range(4)
+        ]
+    )
     yield "tuning steps", tuning_charts.progress_figure(frame, "gcv")
-    grid = {"log10_sigma": [0.0, 0.5], "log10_penalty": [-3.0, -2.0], "values": [[1.0, 2.0], [0.5, 0.7]],
-            "best_log10_penalty": [-3.0, -3.0], "objective": "gcv"}
+    grid = {
+        "log10_sigma": [0.0, 0.5],
+        "log10_penalty": [-3.0, -2.0],
+        "values": [[1.0, 2.0], [0.5, 0.7]],
+        "best_log10_penalty": [-3.0, -3.0],
+        "objective": "gcv",
+    }
     yield "tuning map", tuning_charts.map_figure(grid, frame)
-    yield "d_eff", charts.deff_figure({"gaussian": pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0],
-                                                                 "method": "exact"})}, n=80)
+    yield (
+        "d_eff",
+        charts.deff_figure(
+            {"gaussian": pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0], "method": "exact"})}, n=80
+        ),
+    )
 
 
 def _surface_1d(data) -> FitSurface:
@@ -103,7 +137,7 @@ def test_every_figure_puts_its_legend_in_a_row_at_the_bottom_of_the_figure():
     for name, fig in _figures():
         legend = fig.layout.legend
         assert (legend.orientation, legend.yref, legend.yanchor, legend.y) == ("h", "container", "bottom", 0), name
-        assert fig.layout.margin.b == charts.MARGIN["b"], name      # no fixed room guessed for the legend
+        assert fig.layout.margin.b == charts.MARGIN["b"], name  # no fixed room guessed for the legend
         seen.append(name)
     assert len(seen) == 17
 
@@ -123,16 +157,16 @@ def test_the_decision_surface_and_its_boundary_at_f_equals_zero(moons, moons_fig
     # Its grid crosses zero where f does: plotly interpolates a crossing linearly between
     # neighbouring grid values, so compare those positions along both axes.
     z = np.asarray(boundary.z, dtype=np.float64)
-    clear = np.abs(f) > bound / 32767       # rounding may send values closer to 0 than that to 0
+    clear = np.abs(f) > bound / 32767  # rounding may send values closer to 0 than that to 0
     assert np.array_equal(np.sign(z[clear]), np.sign(f[clear]))
     crossings = 0
     for a, b in ((f, z), (f.T, z.T)):
         where = np.sign(a[:, :-1]) != np.sign(a[:, 1:])
         at_f = a[:, :-1][where] / (a[:, :-1][where] - a[:, 1:][where])
         at_z = b[:, :-1][where] / (b[:, :-1][where] - b[:, 1:][where])
-        np.testing.assert_allclose(at_z, at_f, atol=1e-3)       # of one grid step
+        np.testing.assert_allclose(at_z, at_f, atol=1e-3)  # of one grid step
         crossings += where.sum()
-    assert crossings > GRID_2D      # the boundary runs across the whole grid
+    assert crossings > GRID_2D  # the boundary runs across the whole grid
     assert points.name == "training points" and len(points.x) == moons.n_train
 
 
@@ -150,6 +184,7 @@ def test_the_decision_surface_message_is_small(moons_figure):
 
 def test_a_grid_with_gaps_keeps_them_for_the_boundary(moons):
     """int16 has no NaN: a surface with undefined points sends the boundary's grid as float32, gaps kept."""
+
     def with_gap(x1, x2):
         f = _moons_boundary(x1, x2)
         f[:10] = np.nan
@@ -167,7 +202,10 @@ def test_the_regression_surface_is_sent_as_float32_in_the_targets_units():
     surface, points = fig.data
     grid = _surface(clusters, lambda a, b: a * b)
     expected = clusters.to_original_units(grid.values[:, 0]).reshape(GRID_2D, GRID_2D)
-    assert _colours(surface.colorscale) == _colours(get_colorscale("Viridis")) and surface.colorbar.title.text == clusters.target_name
+    assert (
+        _colours(surface.colorscale) == _colours(get_colorscale("Viridis"))
+        and surface.colorbar.title.text == clusters.target_name
+    )
     np.testing.assert_allclose(surface.z, expected, rtol=1e-6)
     assert _sent(fig)["data"][0]["z"]["dtype"] == "f4"
 
@@ -179,17 +217,23 @@ def test_the_diagnostic_pages_first_pictures_are_images_of_their_tables():
 
     from krr_app.charts import images as image_charts
 
-    frame = charts.spectra_frame({"K + λnI": {"eigenvalues": [4.0, 2.0, 1.0], "method": "exact"},
-                                  "W": {"eigenvalues": [3.0, 1.0], "method": "lanczos"}})
+    frame = charts.spectra_frame(
+        {
+            "K + λnI": {"eigenvalues": [4.0, 2.0, 1.0], "method": "exact"},
+            "W": {"eigenvalues": [3.0, 1.0], "method": "lanczos"},
+        }
+    )
     markdown = image_charts.spectra_image(frame)
     assert markdown.startswith("![Eigenvalue spectra: K + λnI, W](data:image/svg+xml;base64,")
     svg = base64.b64decode(re.search(r"base64,([^)]+)\)", markdown).group(1)).decode()
-    assert svg.count("<polyline") == 2 and svg.count('fill="none" stroke=') == 2 + 2     # W's two open markers
+    assert svg.count("<polyline") == 2 and svg.count('fill="none" stroke=') == 2 + 2  # W's two open markers
     assert "W — estimate, lanczos" in svg and ">K + λnI<" in svg
-    scores = pd.DataFrame({"index": range(5), "exact": [0.1, 0.2, 0.3, 0.4, 0.5],
-                           "approximate": [0.12, 0.18, 0.3, 0.5, 0.45]})
-    svg = base64.b64decode(re.search(r"base64,([^)]+)\)", image_charts.scores_image(
-        scores, {"q05": 0.8, "q95": 1.2})).group(1)).decode()
+    scores = pd.DataFrame(
+        {"index": range(5), "exact": [0.1, 0.2, 0.3, 0.4, 0.5], "approximate": [0.12, 0.18, 0.3, 0.5, 0.45]}
+    )
+    svg = base64.b64decode(
+        re.search(r"base64,([^)]+)\)", image_charts.scores_image(scores, {"q05": 0.8, "q95": 1.2})).group(1)
+    ).decode()
     # The points as one path of five dots, the legend's marker a circle.
     assert svg.count('class="dots"') == 1 and svg.count("h0") == 5 and svg.count("<circle") == 1
     assert svg.count("<polygon") == 1

@@ -1,6 +1,7 @@
 """Uploading a CSV in the app: the delimiter and a decimal comma are detected, the data's
 suggested σ and λ are applied as for a built-in set, gaps are filled (or their rows dropped, the
 user's choice) and said so, and the upload limit is explained on the page."""
+
 from __future__ import annotations
 
 import json
@@ -41,11 +42,15 @@ def _texts(elements) -> str:
     return "\n".join(shown_as(str(e.value)) for e in elements)
 
 
-@pytest.mark.parametrize("delimiter, decimal, described", [
-    (";", ",", "(semicolon-separated, decimal comma)"),
-    ("\t", ",", "(tab-separated, decimal comma)"),
-    (";", ".", "(semicolon-separated)"),
-], ids=["semicolon-decimal-comma", "tab-decimal-comma", "semicolon"])
+@pytest.mark.parametrize(
+    "delimiter, decimal, described",
+    [
+        (";", ",", "(semicolon-separated, decimal comma)"),
+        ("\t", ",", "(tab-separated, decimal comma)"),
+        (";", ".", "(semicolon-separated)"),
+    ],
+    ids=["semicolon-decimal-comma", "tab-decimal-comma", "semicolon"],
+)
 def test_a_semicolon_or_tab_csv_with_decimal_commas_is_read_and_runs(app, delimiter, decimal, described):
     table = _table()
     at = _upload(app, _csv(table, delimiter, decimal))
@@ -64,10 +69,9 @@ def test_an_uploaded_csv_gets_its_suggested_sigma_like_a_built_in_set(app):
     import io
 
     expected = from_csv(io.BytesIO(content), "target").suggested_kernel["sigma"]
-    assert expected == pytest.approx(median_heuristic(from_csv(io.BytesIO(content), "target").X_train,
-                                                      max_points=1000))
+    assert expected == pytest.approx(median_heuristic(from_csv(io.BytesIO(content), "target").X_train, max_points=1000))
     assert at.number_input(key="sigma").value == pytest.approx(expected, rel=1e-3) and not math.isclose(expected, 1)
-    assert at.slider(key="log_lambda").value == -4.0          # the CSV's suggested λ = 1e-4
+    assert at.slider(key="log_lambda").value == -4.0  # the CSV's suggested λ = 1e-4
     # A change by the user stays (the suggestion is applied once per file and target).
     at = at.number_input(key="sigma").set_value(0.7).run()
     assert at.number_input(key="sigma").value == 0.7
@@ -76,15 +80,18 @@ def test_an_uploaded_csv_gets_its_suggested_sigma_like_a_built_in_set(app):
 def test_gaps_are_filled_and_said_so_or_their_rows_dropped_on_the_dataset_page(app):
     """Gaps used to be refused ("KRR needs a number in every cell"); now they get the training
     median and an indicator column by default, and the Dataset page's rule drops their rows."""
-    content = b"x1,x2,y\n" + b"".join(f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{(i * 0.37) % 2:.3f}\n".encode()
-                                     for i in range(40))
+    content = b"x1,x2,y\n" + b"".join(
+        f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{(i * 0.37) % 2:.3f}\n".encode() for i in range(40)
+    )
     at = _upload(app, content)
     assert not at.exception and not at.error and at.button(key="run").disabled is False
     at = at.switch_page("app_pages/dataset.py").run()
     notes = _texts(at.markdown)
     assert "Gaps filled with the training median, plus a column marking where a value was missing: x2 (8)." in notes
-    assert "Features d" in {m.label for m in at.metric} and \
-        next(m.value for m in at.metric if m.label == "Features d") == "3"
+    assert (
+        "Features d" in {m.label for m in at.metric}
+        and next(m.value for m in at.metric if m.label == "Features d") == "3"
+    )
     at = at.radio(key="missing").set_value("drop").run()
     assert "8 of 40 rows dropped for a gap in a column used." in _texts(at.markdown)
     assert next(m.value for m in at.metric if m.label == "Rows (train / test)") == "26 / 6"
@@ -106,20 +113,31 @@ def test_the_upload_limit_is_explained_on_the_page(app):
     at = app(auto_run="false")
     at.selectbox(key="dataset").set_value("csv").run()
     text = _texts(at.info)
-    assert "Files up to 200 MB are accepted (CSV with any common delimiter and encoding, or Parquet); a larger " \
-           "one is refused by the browser" in text
-    assert "A big table is diagnosed from a random sample of 20,000 rows; a run can use up to 1,000,000 of its " \
-           "rows." in text
+    assert (
+        "Files up to 200 MB are accepted (CSV with any common delimiter and encoding, or Parquet); a larger "
+        "one is refused by the browser" in text
+    )
+    assert (
+        "A big table is diagnosed from a random sample of 20,000 rows; a run can use up to 1,000,000 of its "
+        "rows." in text
+    )
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "This file cannot be read: the file is empty (0 bytes)"),
-    (b"a,b,y\n", "the file has a header (a, b, y) but no data rows"),
-    (b"x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 2\n", "only one column was found (read as comma-separated)"),
-    (b"a,y\n1,\n2,\n3,\n4,\n", "cannot be used yet: target column 'y' has no values (all 4 rows are missing)"),
-    (b"PK\x03\x04\x14\x00\x06\x00" + bytes(200), "This file cannot be read: this is not a text table but a ZIP archive"),
-    (bytes(range(256)) * 4, "This file cannot be read: this is a binary file, not a CSV"),
-], ids=["empty", "header-only", "one-column", "target-all-missing", "xlsx-renamed", "binary"])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "This file cannot be read: the file is empty (0 bytes)"),
+        (b"a,b,y\n", "the file has a header (a, b, y) but no data rows"),
+        (b"x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 2\n", "only one column was found (read as comma-separated)"),
+        (b"a,y\n1,\n2,\n3,\n4,\n", "cannot be used yet: target column 'y' has no values (all 4 rows are missing)"),
+        (
+            b"PK\x03\x04\x14\x00\x06\x00" + bytes(200),
+            "This file cannot be read: this is not a text table but a ZIP archive",
+        ),
+        (bytes(range(256)) * 4, "This file cannot be read: this is a binary file, not a CSV"),
+    ],
+    ids=["empty", "header-only", "one-column", "target-all-missing", "xlsx-renamed", "binary"],
+)
 def test_a_bad_file_gets_a_message_naming_what_is_wrong(app, content, message):
     at = _upload(app, content)
     assert not at.exception
@@ -130,10 +148,17 @@ def test_a_bad_file_gets_a_message_naming_what_is_wrong(app, content, message):
 def test_column_choices_come_from_the_link_through_its_checks(app):
     """The rule, the roles and the target live in the URL like every other setting; a role naming
     a column the file does not have, or a role that does not exist, is refused with a note."""
-    content = b"x1,x2,label,y\n" + b"".join(f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{'ab'[i % 2]},{i % 3}.5\n".encode()
-                                            for i in range(40))
-    at = _upload(app, content, missing="drop", role=["label:ignore", "x1:categorical", "wings:feature", "x2:maybe"],
-                 csv_target="x1", task="regression")
+    content = b"x1,x2,label,y\n" + b"".join(
+        f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{'ab'[i % 2]},{i % 3}.5\n".encode() for i in range(40)
+    )
+    at = _upload(
+        app,
+        content,
+        missing="drop",
+        role=["label:ignore", "x1:categorical", "wings:feature", "x2:maybe"],
+        csv_target="x1",
+        task="regression",
+    )
     at = at.switch_page("app_pages/dataset.py").run()
     assert not at.exception
     notes = _texts(at.warning)
@@ -168,8 +193,11 @@ EVIL_IMAGE = "![px](http://evil.example/p.png)"
 
 def _markdown(at) -> list[str]:
     """The raw Markdown of every text element on the page and in the sidebar."""
-    return [str(e.value) for kind in ("markdown", "caption", "subheader", "warning", "error", "info")
-            for e in getattr(at, kind)]
+    return [
+        str(e.value)
+        for kind in ("markdown", "caption", "subheader", "warning", "error", "info")
+        for e in getattr(at, kind)
+    ]
 
 
 def _assert_text_only(at, *strings: str) -> None:
@@ -193,7 +221,7 @@ def test_column_names_are_shown_as_text(app):
     at = _upload(app, header + b"\n" + rows).switch_page("app_pages/dataset.py").run()
     _assert_text_only(at, EVIL_IMAGE, EVIL_LINK)
     two = b"".join(f"{i * 0.5},{(i * 0.37) % 2:.3f}\n".encode() for i in range(40))
-    at = _upload(app, b"x," + EVIL_LINK.encode() + b"\n" + two)         # the target's name: Explore's summary
+    at = _upload(app, b"x," + EVIL_LINK.encode() + b"\n" + two)  # the target's name: Explore's summary
     assert any(f"{EVIL_LINK}: mean" in shown_as(m) for m in _markdown(at))
     _assert_text_only(at, EVIL_LINK)
 
@@ -202,13 +230,14 @@ def test_cells_are_shown_as_text_in_messages_and_charts(app):
     """A cell reaches Markdown in a constant column's note, and plotly's labels as a category's
     one-hot column name (plotly draws <a href> there, so it is written with HTML entities)."""
     cell = '<a href="http://evil.example/c">c</a>'
-    rows = b"".join(f"{i * 0.5},{EVIL_LINK},{cell if i % 2 else 'plain'},{(i * 0.37) % 2:.3f}\n".encode()
-                    for i in range(40))
+    rows = b"".join(
+        f"{i * 0.5},{EVIL_LINK},{cell if i % 2 else 'plain'},{(i * 0.37) % 2:.3f}\n".encode() for i in range(40)
+    )
     at = _upload(app, b"x,k,colour,target\n" + rows).switch_page("app_pages/dataset.py").run()
     _assert_text_only(at, f"k (constant: {EVIL_LINK})")
     scales = next(e for e in at.get("plotly_chart") if "data_scales" in e.proto.id)
     ticks = json.loads(scales.proto.spec)["data"][0]["x"]
-    assert "colour_&lt;a href=\"http://evil.example/c\"&gt;c&lt;/a&gt;" in ticks and not any("<a" in t for t in ticks)
+    assert 'colour_&lt;a href="http://evil.example/c"&gt;c&lt;/a&gt;' in ticks and not any("<a" in t for t in ticks)
 
 
 def test_edits_in_the_column_table_become_roles_in_the_link_or_a_new_target():
@@ -223,8 +252,11 @@ def test_edits_in_the_column_table_become_roles_in_the_link_or_a_new_target():
         from krr_app.parts import upload
 
         st.session_state.setdefault("csv_target", "y")
-        upload.apply_role_edits(st.session_state.pop("edits", {}), ["y", "title", "year", "budget", "mpaa"],
-                                {"title": "ignore", "year": "feature", "budget": "feature", "mpaa": "categorical"})
+        upload.apply_role_edits(
+            st.session_state.pop("edits", {}),
+            ["y", "title", "year", "budget", "mpaa"],
+            {"title": "ignore", "year": "feature", "budget": "feature", "mpaa": "categorical"},
+        )
 
     at = AppTest.from_function(script)
     at.session_state["edits"] = {"1": {"role": "feature"}, "2": {"role": "categorical"}, "0": {"role": "ignore"}}
@@ -234,4 +266,4 @@ def test_edits_in_the_column_table_become_roles_in_the_link_or_a_new_target():
     at.session_state["edits"] = {"2": {"role": "feature"}, "3": {"role": "target"}}
     at.run()
     assert at.session_state[upload.ROLES_KEY] == {"title": "feature"} and at.session_state["csv_target"] == "budget"
-    assert at.query_params[upload.ROLE_PARAM] in ("title:feature", ["title:feature"])      # one value: a string
+    assert at.query_params[upload.ROLE_PARAM] in ("title:feature", ["title:feature"])  # one value: a string

@@ -2,6 +2,7 @@
 and ends in a completed run (Explore, Compare) or a drawn diagnostic page; the file format's
 errors are named; a lesson link sets its experiment, a link's own values win, Back and Leave work.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -13,18 +14,28 @@ from krr_app.text import shown_as
 
 CATALOG, ERRORS = lessons.catalog()
 #: Keys of the widgets a page draws itself (every other setting is a sidebar control).
-PAGE_KEYS = {"explore": {"auto_run", "x_axis"},
-             "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration"},
-             "conditioning": {"cond_n", "blocks", "rank"},
-             "leverage": {"lev_n", "lev_method", "lev_log_lambda", "lev_q2"},
-             "dataset": {"data_n"},
-             "tune": {"tune_objective", "tune_ard", "tune_steps"}}
+PAGE_KEYS = {
+    "explore": {"auto_run", "x_axis"},
+    "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration"},
+    "conditioning": {"cond_n", "blocks", "rank"},
+    "leverage": {"lev_n", "lev_method", "lev_log_lambda", "lev_q2"},
+    "dataset": {"data_n"},
+    "tune": {"tune_objective", "tune_ard", "tune_steps"},
+}
 ALL_PAGE_KEYS = set().union(*PAGE_KEYS.values())
 #: The sidebar's solver controls, drawn on Explore and Compare only.
 SOLVER_KEYS = {"solver", "maxiter", "eval_train", "blocks", "rank", "dtype", "solver_seed", "budget_mb"}
 #: The ideas of the papers that each have a lesson (a word each lesson's `idea` must hold).
-IDEAS = ("Nyström centres", "Preconditioning", "Leverage scores", "without storing K", "float32", "λ", "Tuning σ and λ",
-         "Conjugate gradient")
+IDEAS = (
+    "Nyström centres",
+    "Preconditioning",
+    "Leverage scores",
+    "without storing K",
+    "float32",
+    "λ",
+    "Tuning σ and λ",
+    "Conjugate gradient",
+)
 
 
 def _markdown(at) -> str:
@@ -40,11 +51,13 @@ def _applied(at, lesson, step: int) -> None:
     page = lesson.page_at(step)
     for key, value in lesson.settings_at(step).items():
         if key in ALL_PAGE_KEYS - PAGE_KEYS[page] - {"blocks", "rank"} or (
-                key in SOLVER_KEYS - PAGE_KEYS[page] and page not in ("explore", "compare")):
-            continue        # a control this page does not draw (the step that shows it applies it again)
+            key in SOLVER_KEYS - PAGE_KEYS[page] and page not in ("explore", "compare")
+        ):
+            continue  # a control this page does not draw (the step that shows it applies it again)
         got = at.session_state[key]
-        assert (list(got) if isinstance(got, (list, tuple)) else got) == _expected(value), \
+        assert (list(got) if isinstance(got, (list, tuple)) else got) == _expected(value), (
             f"{lesson.name} step {step}: {key} = {got!r}, the lesson sets {value!r}"
+        )
 
 
 def _completes(at, lesson, step: int):
@@ -52,10 +65,10 @@ def _completes(at, lesson, step: int):
     or draws its charts (the diagnostic pages)."""
     page = lesson.page_at(step)
     if page == "explore":
-        if lesson.settings_at(step).get("auto_run") is False:    # the step asks for Step, then Run
+        if lesson.settings_at(step).get("auto_run") is False:  # the step asks for Step, then Run
             at = at.button(key="step").click().run()
             stepped = at.session_state["explore_run"]
-            assert stepped.stepped and stepped.wait(0.5) is False      # paused, not finished
+            assert stepped.stepped and stepped.wait(0.5) is False  # paused, not finished
             at = at.button(key="run").click().run()
         at = wait_for_runs(at, timeout=120)
         run = at.session_state["_krr_runs"].get(at.session_state["_krr_settings"].config())
@@ -69,7 +82,7 @@ def _completes(at, lesson, step: int):
         run = at.session_state["tune_run"]
         assert run.status == "done", f"{lesson.name} step {step}: {run.message}"
     else:
-        at = settle(at)          # the page's sections, computed on the workers, streamed in
+        at = settle(at)  # the page's sections, computed on the workers, streamed in
         assert at.get("plotly_chart"), f"{lesson.name} step {step}: the {page} page drew no chart"
     assert not at.exception and not at.error, [e.value for e in at.error]
     return at
@@ -101,9 +114,9 @@ def test_walking_a_lesson_applies_each_step_and_completes_a_run(app, name):
 def test_a_step_link_sets_the_experiment_of_that_step_and_the_link_s_own_values_win(app):
     lesson = CATALOG["nystrom-centres"]
     at = app(lesson="nystrom-centres", step=3, sigma=0.3)
-    assert at.session_state["M"] == lesson.settings_at(3)["M"] == 45     # steps 1..3 add up
+    assert at.session_state["M"] == lesson.settings_at(3)["M"] == 45  # steps 1..3 add up
     assert at.session_state["dataset"] == "sine1d" and at.session_state["n"] == 2000
-    assert at.session_state["sigma"] == 0.3                           # the link's value, not the lesson's 0.2
+    assert at.session_state["sigma"] == 0.3  # the link's value, not the lesson's 0.2
     at = at.button(key="lesson_back").click().run()
     assert at.session_state["M"] == 20 and at.query_params["step"] == "2"
 
@@ -112,12 +125,12 @@ def test_a_lesson_hides_the_controls_it_does_not_use_and_leaving_brings_them_bac
     at = app(lesson="float32-float64")
     assert "Lesson: float32 or float64?" in _markdown(at)
     labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
-    assert "dtype" in labels                      # the lesson sets dtype: its control is shown
+    assert "dtype" in labels  # the lesson sets dtype: its control is shown
     assert "Solver seed" not in labels and not any("Memory" in x for x in labels)
     at = at.button(key="leave_lesson").click().run()
     labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
     assert {"dtype", "Solver seed"} <= labels and "lesson" not in at.query_params
-    assert at.session_state["dtype"] == "float64"        # what the lesson set stays
+    assert at.session_state["dtype"] == "float64"  # what the lesson set stays
 
 
 def test_an_unknown_lesson_or_step_is_named(app):
@@ -133,7 +146,7 @@ def test_an_unknown_lesson_or_step_is_named(app):
 
 def test_start_a_lesson_from_the_sidebar(app):
     at = app(auto_run="false")
-    assert not [b for b in at.sidebar.button if b.key.startswith("lesson_start_")]     # written once opened
+    assert not [b for b in at.sidebar.button if b.key.startswith("lesson_start_")]  # written once opened
     at.session_state[lessons.INDEX_KEY] = True
     at = at.run().button(key="lesson_start_lambda-overfitting").click().run()
     assert at.query_params["lesson"] == "lambda-overfitting" and at.session_state["eval_train"] is True
@@ -141,25 +154,34 @@ def test_start_a_lesson_from_the_sidebar(app):
 
 
 def test_a_teacher_adds_a_lesson_with_a_file(app, tmp_path, monkeypatch):
-    (tmp_path / "circles.md").write_text('+++\ntitle = "Circles"\nidea = "A ring around a disc"\n+++\n'
-                                         "Intro.\n\n## Circles\n+++\ndataset = \"circles\"\nM = 30\n+++\nLook.\n")
+    (tmp_path / "circles.md").write_text(
+        '+++\ntitle = "Circles"\nidea = "A ring around a disc"\n+++\n'
+        'Intro.\n\n## Circles\n+++\ndataset = "circles"\nM = 30\n+++\nLook.\n'
+    )
     monkeypatch.setattr(lessons.settings, "LESSONS_DIR", tmp_path)
     at = wait_for_runs(app(lesson="circles"))
     assert at.session_state["dataset"] == "circles" and at.session_state["M"] == 30
     assert at.session_state["explore_run"].status == "done"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("no header", "a lesson starts with a +++ block holding title and idea"),
-    ('+++\ntitle = "T"\n+++\n## S\n', "the first +++ block needs idea (text)"),
-    ('+++\ntitle = "T"\nidea = "I"\n+++\nno steps', "a lesson needs at least one step"),
-    ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nlamda = 3\n+++\n', "'lamda' is not a setting of this app (did "
-                                                                        "you mean 'log_lambda'?)"),
-    ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\npage = "home"\n+++\n', "page = 'home' is not one of explore"),
-    ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nM = \n+++\n', "step 1 (S): the settings block on line 6 is not "
-                                                                   "valid TOML"),
-    ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nM = 3\n', "the +++ block opened on line 6 is never closed"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("no header", "a lesson starts with a +++ block holding title and idea"),
+        ('+++\ntitle = "T"\n+++\n## S\n', "the first +++ block needs idea (text)"),
+        ('+++\ntitle = "T"\nidea = "I"\n+++\nno steps', "a lesson needs at least one step"),
+        (
+            '+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nlamda = 3\n+++\n',
+            "'lamda' is not a setting of this app (did you mean 'log_lambda'?)",
+        ),
+        ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\npage = "home"\n+++\n', "page = 'home' is not one of explore"),
+        (
+            '+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nM = \n+++\n',
+            "step 1 (S): the settings block on line 6 is not valid TOML",
+        ),
+        ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nM = 3\n', "the +++ block opened on line 6 is never closed"),
+    ],
+)
 def test_lesson_file_errors_name_the_file_step_and_setting(text, message):
     with pytest.raises(LessonError) as info:
         parse(text, "mine")
@@ -167,8 +189,11 @@ def test_lesson_file_errors_name_the_file_step_and_setting(text, message):
 
 
 def test_steps_add_up_and_pages_carry_over():
-    lesson = parse('+++\ntitle = "T"\nidea = "I"\n+++\nIntro\n## A\n+++\npage = "compare"\nM = 5\nn = 100\n+++\n'
-                   'text A\n## B\n+++\nM = 6\n+++\ntext B\n## C\ntext C\n', "mine")
+    lesson = parse(
+        '+++\ntitle = "T"\nidea = "I"\n+++\nIntro\n## A\n+++\npage = "compare"\nM = 5\nn = 100\n+++\n'
+        "text A\n## B\n+++\nM = 6\n+++\ntext B\n## C\ntext C\n",
+        "mine",
+    )
     assert lesson.intro == "Intro" and [s.title for s in lesson.steps] == ["A", "B", "C"]
     assert lesson.settings_at(1) == {"M": 5, "n": 100} and lesson.settings_at(3) == {"M": 6, "n": 100}
     assert [lesson.page_at(k) for k in (1, 2, 3)] == ["compare"] * 3 and lesson.steps[2].text == "text C"

@@ -4,6 +4,7 @@ process group of its own (as a shell's foreground job), one visit through Stream
 (``/_stcore/agent/interact``: a session, as a browser tab, without a browser) and a finished run,
 so that the embedded Dask cluster is up. Every test is bounded in time and kills whatever is left.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 #: A small FALKON run: seconds on a worker.
 QUICK = {"dataset": ["moons"], "n": ["1000"], "M": ["100"], "maxiter": ["5"], "auto_run": ["false"]}
 #: A run that lasts until stopped (Nyström GD keeps improving).
-ENDLESS = {"dataset": ["moons"], "n": ["2000"], "M": ["300"], "solver": ["nystrom_gd"], "maxiter": ["100000"],
-           "auto_run": ["false"]}
+ENDLESS = {
+    "dataset": ["moons"],
+    "n": ["2000"],
+    "M": ["300"],
+    "solver": ["nystrom_gd"],
+    "maxiter": ["100000"],
+    "auto_run": ["false"],
+}
 
 
 def _alive(processes) -> list:
@@ -67,8 +74,12 @@ class Agent:
     def send(self, timeout: float = 180.0, **body) -> dict:
         if self.session:
             body["session_id"] = self.session
-        request = urllib.request.Request(f"{self.url}/_stcore/agent/interact", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
+        request = urllib.request.Request(
+            f"{self.url}/_stcore/agent/interact",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -80,9 +91,12 @@ class Agent:
             if answer.get("code") != "wait_timed_out" and answer.get("error", {}).get("code") != "wait_timed_out":
                 return answer
             assert time.monotonic() < deadline, f"the app did not settle within {timeout} s"
-            request = urllib.request.Request(f"{self.url}/_stcore/agent/interact",
-                                             data=json.dumps({"session_id": self.session}).encode(),
-                                             headers={"Content-Type": "application/json"}, method="POST")
+            request = urllib.request.Request(
+                f"{self.url}/_stcore/agent/interact",
+                data=json.dumps({"session_id": self.session}).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
 
     def text(self, answer: dict | None = None) -> str:
         """Every string the page shows (the element tree, flattened)."""
@@ -96,8 +110,9 @@ class Agent:
             text = self.text()
             if re.search(pattern, text):
                 return text
-            assert time.monotonic() < deadline, (f"{pattern!r} did not show within {timeout} s: {text[:2500]} … "
-                                                 f"{text[-800:]}")
+            assert time.monotonic() < deadline, (
+                f"{pattern!r} did not show within {timeout} s: {text[:2500]} … {text[-800:]}"
+            )
             time.sleep(0.5)
 
 
@@ -134,7 +149,7 @@ def _cluster(process) -> list:
     for p in _alive(psutil.Process(process.pid).children(recursive=True)):
         try:
             command = " ".join(p.cmdline())
-        except psutil.Error:            # ended meanwhile
+        except psutil.Error:  # ended meanwhile
             continue
         if "dask" in command or "multiprocessing" in command:
             out.append(p)
@@ -147,8 +162,10 @@ def _visited_server(tmp_path: Path):
     agent, every process the server started)."""
     log = tmp_path / "server.log"
     try:
-        with running_app(log, args=("--server.enableAgentApi", "true"), new_session=True,
-                         timeout=180) as (url, process):          # a busy machine starts it slowly
+        with running_app(log, args=("--server.enableAgentApi", "true"), new_session=True, timeout=180) as (
+            url,
+            process,
+        ):  # a busy machine starts it slowly
             agent = Agent(url)
             agent.send(query_params=QUICK)
             agent.send(trigger={"key": "run"})
@@ -169,7 +186,7 @@ def _output(tmp_path: Path) -> str:
 @pytest.mark.parametrize("how", ["SIGINT to the group (Ctrl-C)", "SIGTERM to the server", "SIGHUP to the group"])
 def test_a_signal_ends_the_server_and_every_process_it_started_within_5_s(tmp_path, how):
     with _visited_server(tmp_path) as (url, process, agent, started):
-        assert len(_cluster(process)) >= 5, [p.cmdline() for p in started]   # scheduler, 2 nannies, 2 workers
+        assert len(_cluster(process)) >= 5, [p.cmdline() for p in started]  # scheduler, 2 nannies, 2 workers
         sent = time.monotonic()
         if how.startswith("SIGINT"):
             os.killpg(process.pid, signal.SIGINT)
@@ -188,7 +205,7 @@ def test_a_signal_ends_the_server_and_every_process_it_started_within_5_s(tmp_pa
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
     with _visited_server(tmp_path) as (url, process, agent, started):
-        runner = Agent(url)                              # a second tab, its run computing as the server stops
+        runner = Agent(url)  # a second tab, its run computing as the server stops
         runner.send(query_params=ENDLESS)
         runner.send(trigger={"key": "run"})
         runner.wait_for(r"iteration \d+ / 100000")
@@ -246,9 +263,8 @@ def test_a_killed_scheduler_costs_one_run_and_the_next_run_finishes(tmp_path):
         text = runner.wait_for(r"failed", timeout=60)
         assert "scheduler" in text and "stopped during this run" in text, text[-2000:]
         print(f"the computing run ended {time.monotonic() - killed:.1f} s after the scheduler was killed")
-        other = Agent(url)                                  # a new tab
-        for answer in (other.send(query_params=QUICK), other.send(page="conditioning"), agent.send(),
-                       runner.send()):
+        other = Agent(url)  # a new tab
+        for answer in (other.send(query_params=QUICK), other.send(page="conditioning"), agent.send(), runner.send()):
             assert not _exception_boxes(answer), _exception_boxes(answer)
         pressed = time.monotonic()
         answer = agent.send(trigger={"key": "run"})
@@ -299,15 +315,27 @@ if sys.argv[1] == "kill-9":
 """
 
 
-@pytest.mark.parametrize("script, mode", [(APPTEST, "starting"), (APPTEST, "started"), (LIBRARY, "exit"),
-                                          (LIBRARY, "kill-9")],
-                         ids=["apptest-exits-while-the-cluster-starts", "apptest-exits-with-the-cluster-up",
-                              "library-exits-without-close", "library-killed"])
+@pytest.mark.parametrize(
+    "script, mode",
+    [(APPTEST, "starting"), (APPTEST, "started"), (LIBRARY, "exit"), (LIBRARY, "kill-9")],
+    ids=[
+        "apptest-exits-while-the-cluster-starts",
+        "apptest-exits-with-the-cluster-up",
+        "library-exits-without-close",
+        "library-killed",
+    ],
+)
 def test_nothing_outlives_a_script_that_started_the_cluster(tmp_path, script, mode):
     marker = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KRR_TEST_MARK": marker}
-    proc = subprocess.run([sys.executable, "-c", script.format(app=str(ROOT / "app.py")), mode], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-c", script.format(app=str(ROOT / "app.py")), mode],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     ended = time.monotonic()
     try:
         assert proc.returncode == (-9 if mode == "kill-9" else 0), proc.stdout + proc.stderr[-5000:]

@@ -1,5 +1,6 @@
 """Links carry an option's key (``?solver=nystrom_cg``), never its display label; a link written
 with a label (``?solver=Nyström CG (no preconditioner)``) is still read, and the page says so."""
+
 from __future__ import annotations
 
 from krr_app.text import shown_as
@@ -40,6 +41,6 @@ def test_labels_among_several_choices_are_read_and_announced(app):
     at = app(**QUIET, cmp_solvers=["FALKON", "nystrom_cg"])
     at = at.switch_page("app_pages/compare.py").run()
     assert at.multiselect(key="cmp_solvers").value == ["falkon", "nystrom_cg"]
-    assert _url(at, "cmp_solvers") == []           # the default pair: no parameter
+    assert _url(at, "cmp_solvers") == []  # the default pair: no parameter
     (note,) = _notes(at)
     assert "names FALKON by its label: links write the keys, falkon" in note

@@ -14,6 +14,7 @@ run completes, no exception, the server stays under :data:`SERVER_RSS_LIMIT` —
 timings next to the target for the last result (twice the solver seconds spread over the workers),
 never asserting one.
 """
+
 from __future__ import annotations
 
 import math
@@ -116,7 +117,7 @@ class TreeSampler:
     def __init__(self, server_pid: int):
         self.server_pid = server_pid
         self.server_peak = 0
-        self.server_cpu = 0.0            # CPU seconds the server process used while sampling
+        self.server_cpu = 0.0  # CPU seconds the server process used while sampling
         self.worker_peaks: dict[int, int] = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -125,7 +126,7 @@ class TreeSampler:
         while not self._done.wait(0.25):
             self.server_peak = max(self.server_peak, _rss(self.server_pid))
             for pid in _descendants(self.server_pid)[1:]:
-                if "spawn_main" in _cmdline(pid):      # a worker process (its nanny spawned it)
+                if "spawn_main" in _cmdline(pid):  # a worker process (its nanny spawned it)
                     self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0), _rss(pid))
 
     def __enter__(self):
@@ -162,8 +163,9 @@ def test_a_class_presses_run_at_once(server, tmp_path):
             page.add_init_script(RESULT_CLOCK)
             page.goto(url + LINK)
             pages.append(page)
-        buttons = [p.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
-                   for p in pages]
+        buttons = [
+            p.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True) for p in pages
+        ]
         for button in buttons:
             button.wait_for()
             assert button.is_enabled()
@@ -172,7 +174,7 @@ def test_a_class_presses_run_at_once(server, tmp_path):
         with TreeSampler(server_pid) as sampler:
             clicked = time.time()
             click_times = []
-            for button in buttons:      # the whole class, as fast as one browser can click
+            for button in buttons:  # the whole class, as fast as one browser can click
                 button.click(no_wait_after=True)
                 click_times.append(time.time() - clicked)
             clicks_took = time.time() - clicked
@@ -182,12 +184,15 @@ def test_a_class_presses_run_at_once(server, tmp_path):
                 for i, page in enumerate(pages):
                     if i in results:
                         continue
-                    text = page.evaluate(PAGE_STATE)        # one cheap look per page (no layout)
+                    text = page.evaluate(PAGE_STATE)  # one cheap look per page (no layout)
                     # A click that landed while the page was being redrawn (30 tabs on 2 cores) is
                     # lost: the page still says nothing has run. Click once more, as a student
                     # would, and report it.
-                    if (i not in clicked_again and time.time() - clicked > RECLICK_AFTER_SECONDS
-                            and "Nothing has run with these settings yet" in text):
+                    if (
+                        i not in clicked_again
+                        and time.time() - clicked > RECLICK_AFTER_SECONDS
+                        and "Nothing has run with these settings yet" in text
+                    ):
                         clicked_again.add(i)
                         buttons[i].click(no_wait_after=True)
                     done = RESULT.search(text)
@@ -199,7 +204,7 @@ def test_a_class_presses_run_at_once(server, tmp_path):
                 time.sleep(1.0)
         browser_cpu = sum(_cpu_seconds(p) for p in browser_pids()) - cpu_before
         wall = time.time() - clicked
-        unfinished = {}                 # what a page without a result shows, for the report
+        unfinished = {}  # what a page without a result shows, for the report
         walls = {}
         for i, page in enumerate(pages):
             if i in results and (wall_seen := WALL.search(page.evaluate(PAGE_STATE))):
@@ -216,33 +221,39 @@ def test_a_class_presses_run_at_once(server, tmp_path):
     workers = max(1, len(sampler.worker_peaks))
     target = 2 * sum(solver) / workers
     worker_peak = max(sampler.worker_peaks.values(), default=0)
-    print(f"\n{SESSIONS} sessions (pages loaded in {loaded:.1f} s), all pressed Run at once "
-          f"(the {SESSIONS} clicks took {clicks_took:.1f} s; lost and clicked again: {len(clicked_again)}):"
-          f"\n  completed {len(finished)} of {SESSIONS}; exceptions/errors: {len(results) - len(finished)}; "
-          f"unfinished at the deadline: {SESSIONS - len(results)}"
-          f"\n  time to result: first {to_result[0] if to_result else float('nan'):.1f} s, median "
-          f"{to_result[len(to_result) // 2] if to_result else float('nan'):.1f} s, last "
-          f"{wall if not to_result else to_result[-1]:.1f} s"
-          f"\n  queue wait: max {max(queued, default=float('nan')):.1f} s; solver seconds: total {sum(solver):.1f}, "
-          f"per run {min(solver, default=0):.2f}–{max(solver, default=0):.2f}"
-          f"\n  target for the last result: 2 × {sum(solver):.1f} s / {workers} worker cores = "
-          f"{target:.1f} s plus start-up"
-          f"\n  peak RSS: server {sampler.server_peak / 2**20:.0f} MiB, largest worker {worker_peak / 2**20:.0f} MiB "
-          f"({len(sampler.worker_peaks)} worker processes seen)"
-          f"\n  CPU while the runs went ({wall:.1f} s of wall time): web server {sampler.server_cpu:.1f} s, "
-          f"browsers {browser_cpu:.1f} s")
+    print(
+        f"\n{SESSIONS} sessions (pages loaded in {loaded:.1f} s), all pressed Run at once "
+        f"(the {SESSIONS} clicks took {clicks_took:.1f} s; lost and clicked again: {len(clicked_again)}):"
+        f"\n  completed {len(finished)} of {SESSIONS}; exceptions/errors: {len(results) - len(finished)}; "
+        f"unfinished at the deadline: {SESSIONS - len(results)}"
+        f"\n  time to result: first {to_result[0] if to_result else float('nan'):.1f} s, median "
+        f"{to_result[len(to_result) // 2] if to_result else float('nan'):.1f} s, last "
+        f"{wall if not to_result else to_result[-1]:.1f} s"
+        f"\n  queue wait: max {max(queued, default=float('nan')):.1f} s; solver seconds: total {sum(solver):.1f}, "
+        f"per run {min(solver, default=0):.2f}–{max(solver, default=0):.2f}"
+        f"\n  target for the last result: 2 × {sum(solver):.1f} s / {workers} worker cores = "
+        f"{target:.1f} s plus start-up"
+        f"\n  peak RSS: server {sampler.server_peak / 2**20:.0f} MiB, largest worker {worker_peak / 2**20:.0f} MiB "
+        f"({len(sampler.worker_peaks)} worker processes seen)"
+        f"\n  CPU while the runs went ({wall:.1f} s of wall time): web server {sampler.server_cpu:.1f} s, "
+        f"browsers {browser_cpu:.1f} s"
+    )
     # Per session, in the order the results were shown: when its click went, its queue wait, its
     # worker's wall and solver seconds, and what is left — the page showing the end late.
     print("  session: clicked at / queued / worker wall / solver / result shown at / shown late by (s)")
     for i, (seen, m, _) in sorted(finished.items(), key=lambda item: item[1][0]):
         worker_wall = walls.get(i, math.nan)
         late = seen - click_times[i] - float(m.group(3)) - worker_wall
-        print(f"  {i:3d}: {click_times[i]:5.1f} / {float(m.group(3)):6.1f} / {worker_wall:5.2f} / "
-              f"{float(m.group(2)):5.2f} / {seen:6.1f} / {late:5.1f}")
+        print(
+            f"  {i:3d}: {click_times[i]:5.1f} / {float(m.group(3)):6.1f} / {worker_wall:5.2f} / "
+            f"{float(m.group(2)):5.2f} / {seen:6.1f} / {late:5.1f}"
+        )
     errors = [text for _, m, text in results.values() if m is None]
     assert not errors, "sessions showed an error:\n" + "\n---\n".join(errors[:3])
-    assert len(finished) == SESSIONS, (f"only {len(finished)} of {SESSIONS} sessions got their result; the others "
-                                       f"show (screenshots in {tmp_path}):\n" + "\n---\n".join(
-                                           f"session {i}: {text}" for i, text in unfinished.items()))
+    assert len(finished) == SESSIONS, (
+        f"only {len(finished)} of {SESSIONS} sessions got their result; the others "
+        f"show (screenshots in {tmp_path}):\n"
+        + "\n---\n".join(f"session {i}: {text}" for i, text in unfinished.items())
+    )
     assert "Traceback" not in log, log[-3000:]
     assert sampler.server_peak < SERVER_RSS_LIMIT

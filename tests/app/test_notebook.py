@@ -1,5 +1,6 @@
 """The notebook export: a valid nbformat 4 file whose code cells, run in order, reproduce the run's
 predictions with krrcore alone."""
+
 from __future__ import annotations
 
 import contextlib
@@ -38,9 +39,10 @@ def test_the_notebook_reproduces_the_run(solver, params):
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in nb["cells"] if c["cell_type"] == "code")
     assert len({c["id"] for c in nb["cells"]}) == len(nb["cells"])
     namespace = _run_cells(nb)
-    np.testing.assert_allclose(namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)),
-                               rtol=1e-9)
-    if solver == "falkon":      # the records the app drew, and the convergence figure over them
+    np.testing.assert_allclose(
+        namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)), rtol=1e-9
+    )
+    if solver == "falkon":  # the records the app drew, and the convergence figure over them
         assert [r.iteration for r in namespace["records"]] == [r.iteration for r in run.records]
         assert len(namespace["fig"].data) == 2
     headings = [c["source"][0].strip() for c in nb["cells"] if c["cell_type"] == "markdown"][1:]
@@ -65,17 +67,25 @@ def test_a_table_run_is_reproduced_by_a_pipeline_of_its_preprocessing_and_the_mo
     from krrcore.solvers.base import KRRBase
 
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"id": np.arange(1, 121), "size": rng.normal(size=120), "colour": rng.choice(["red", "blue"], 120),
-                          "day": pd.date_range("2020-01-01", periods=120).strftime("%Y-%m-%d")})
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(1, 121),
+            "size": rng.normal(size=120),
+            "colour": rng.choice(["red", "blue"], 120),
+            "day": pd.date_range("2020-01-01", periods=120).strftime("%Y-%m-%d"),
+        }
+    )
     frame.loc[::9, "size"] = np.nan
     frame["y"] = np.where(frame["colour"] == "red", 1.0, -1.0) + 0.1 * rng.normal(size=120)
     frame.to_csv(tmp_path / "shop.csv", index=False)
     monkeypatch.chdir(tmp_path)
     options = (("roles", (("id", "feature"),)), ("missing", "drop"))
-    spec = DataSpec("csv", n=None, seed=0, csv_digest="0" * 64, csv_target="y", csv_filename="shop.csv",
-                    csv_options=options)
-    config = make_config(spec, kernel="gaussian", kernel_params={"sigma": 2.0}, penalty=1e-4, solver="falkon", M=20,
-                         maxiter=5)
+    spec = DataSpec(
+        "csv", n=None, seed=0, csv_digest="0" * 64, csv_target="y", csv_filename="shop.csv", csv_options=options
+    )
+    config = make_config(
+        spec, kernel="gaussian", kernel_params={"sigma": 2.0}, penalty=1e-4, solver="falkon", M=20, maxiter=5
+    )
     data = from_csv(tmp_path / "shop.csv", "y", **spec.csv_kwargs())
     run = RunRegistry().start(config, data)
     assert run.wait(120) and run.status == "done", run.message
@@ -84,5 +94,6 @@ def test_a_table_run_is_reproduced_by_a_pipeline_of_its_preprocessing_and_the_mo
     last = pipeline.steps[-1][1]
     assert isinstance(pipeline, Pipeline) and isinstance(last, OriginalUnits) and isinstance(last.regressor, KRRBase)
     assert namespace["data"].n == data.n == 120 - 14 and "id" in namespace["data"].feature_names
-    np.testing.assert_allclose(namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)), rtol=1e-9
+    )

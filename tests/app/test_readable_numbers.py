@@ -7,6 +7,7 @@ messages, table headers, chart titles, legends, axis titles, hover templates and
 labels. None may write a number between 10⁻³ and 10⁹ in scientific notation, and no tile may hold
 a "…".
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,9 +22,14 @@ from conftest import settle, wait_for_runs
 from krrcore.datasets import DATASETS
 from krrcore.numbers import LARGEST, SMALLEST, readable
 
-PAGES = {"explore": None, "compare": "app_pages/compare.py", "tune": "app_pages/tune.py",
-         "conditioning": "app_pages/conditioning.py", "leverage": "app_pages/leverage.py",
-         "dataset": "app_pages/dataset.py"}
+PAGES = {
+    "explore": None,
+    "compare": "app_pages/compare.py",
+    "tune": "app_pages/tune.py",
+    "conditioning": "app_pages/conditioning.py",
+    "leverage": "app_pages/leverage.py",
+    "dataset": "app_pages/dataset.py",
+}
 RUN_BUTTONS = {"explore": "run", "compare": "cmp_run", "tune": "tune_start"}
 SCIENTIFIC = re.compile(r"(?<![\w.#])[-−]?\d+(?:\.\d+)?[eE][-+−]?\d+(?![\w.])")
 #: plotly format specifiers that write an exponent inside the range (d3's g and e types).
@@ -45,7 +51,12 @@ def scientific_inside_the_range(text: str) -> list[str]:
 def test_the_format_writes_plain_decimals_inside_the_range_and_short_exponents_outside():
     assert readable(22670.4, unit="Salary") == "22,670 Salary"
     assert [readable(v) for v in (0.0012346, 0.5, 1.0, 999.96, 123456789.0)] == [
-        "0.001235", "0.5", "1", "1,000", "123,500,000"]
+        "0.001235",
+        "0.5",
+        "1",
+        "1,000",
+        "123,500,000",
+    ]
     assert [readable(v) for v in (2.5e-7, 3.4e12, -7.25e-5)] == ["2.5e-7", "3.4e12", "-7.25e-5"]
     assert readable(12_000, grouping=False) == "12000" and readable(5) == "5" and readable(math.nan) == "—"
     rng = np.random.default_rng(0)
@@ -75,6 +86,7 @@ def _chart_texts(spec: dict) -> list[str]:
                 walk(v, key)
         elif isinstance(node, str) and key in ("text", "name", "title", "hovertemplate", "tickformat"):
             texts.append(node if key != "tickformat" else f"%{{tick:{node}}}")
+
     walk(spec.get("layout", {}))
     for trace in spec.get("data", []):
         walk({k: v for k, v in trace.items() if k in ("name", "hovertemplate", "colorbar", "text")})

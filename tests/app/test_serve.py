@@ -6,6 +6,7 @@ The shared executor is the app's own (the embedded cluster, one per test session
 that kill a worker or need a scheduler of their own start a separate one, so nothing they break
 reaches the other tests.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,19 +78,19 @@ def test_records_leave_the_worker_in_batches_first_at_once_none_lost(monkeypatch
     events = []
     send = RecordBatches(lambda topic, message: events.append((topic, message)), "r1")
     local = run_fit(_config(maxiter=12).fit_spec("batches"))
-    for record in local.trace:                # 13 records, one every 0.06 s of the fake clock
+    for record in local.trace:  # 13 records, one every 0.06 s of the fake clock
         send(record)
         now[0] += 0.06
     send.flush()
     batches = [message["records"] for _, message in events]
     assert {topic for topic, _ in events} == {remote.RECORDS_TOPIC}
     assert {message["run"] for _, message in events} == {"r1"}
-    assert len(batches[0]) == 1                                   # the first chart does not wait
+    assert len(batches[0]) == 1  # the first chart does not wait
     per_batch = math.ceil(remote.RECORDS_EVERY_SECONDS / 0.06)
     assert [len(b) for b in batches[1:-1]] == [per_batch] * (len(batches) - 2)
     assert [row["iteration"] for b in batches for row in b] == [r.iteration for r in local.trace]
     send.flush()
-    assert len(events) == len(batches)                            # nothing left, nothing resent
+    assert len(events) == len(batches)  # nothing left, nothing resent
 
 
 def test_what_comes_back_is_small_and_the_server_stays_flat(moons):
@@ -102,8 +103,9 @@ def test_what_comes_back_is_small_and_the_server_stays_flat(moons):
     registry = RunRegistry(max_runs=4)
     before = _rss_bytes()
     for penalty in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8):
-        config = make_config(MOONS, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=penalty, solver="cg",
-                             maxiter=3)
+        config = make_config(
+            MOONS, kernel="gaussian", kernel_params={"sigma": 0.5}, penalty=penalty, solver="cg", maxiter=3
+        )
         assert registry.start(config, moons).wait(120)
     grown = _rss_bytes() - before
     # Six runs, each with a 25 MB K on its worker: the web server's memory does not follow.
@@ -121,7 +123,7 @@ def test_stop_reaches_the_worker_within_a_second(moons):
     assert run.wait(1.0), "the worker did not stop the run within a second"
     print(f"stop → finished in {time.perf_counter() - clicked:.2f} s")
     assert run.status == "stopped" and "stopped by the user" in run.message
-    assert len(run.records) >= seen and run.estimator is not None     # the last iterate is kept
+    assert len(run.records) >= seen and run.estimator is not None  # the last iterate is kept
 
 
 def test_a_session_runs_one_at_a_time_and_queued_runs_can_be_stopped(moons):
@@ -143,8 +145,9 @@ def test_queued_runs_know_their_place_in_line(moons):
     """More runs than workers: the later ones wait on the scheduler, each with its position."""
     executor = executor_module.get_executor()
     registries = [RunRegistry() for _ in range(executor.workers + 2)]
-    runs = [r.start(_config("nystrom_gd", maxiter=10**6, M=300, solver_seed=i), moons)
-            for i, r in enumerate(registries)]
+    runs = [
+        r.start(_config("nystrom_gd", maxiter=10**6, M=300, solver_seed=i), moons) for i, r in enumerate(registries)
+    ]
     try:
         _wait_for(lambda: sum(r.status == "running" for r in runs) == executor.workers, 120, "every worker busy")
         waiting = [r for r in runs if r.status == "queued"]
@@ -176,8 +179,11 @@ def test_a_killed_worker_costs_only_its_run(own_cluster, moons):
     assert doomed.status == "error" and "worker running this run stopped" in doomed.message
     assert bystander.wait(120) and bystander.status == "done", bystander.message
     # The cluster replaced the worker: the next run succeeds.
-    _wait_for(lambda: len(own_cluster.connection.workers()) == own_cluster.connection.shape.n_workers, 60,
-              "the replacement worker")
+    _wait_for(
+        lambda: len(own_cluster.connection.workers()) == own_cluster.connection.shape.n_workers,
+        60,
+        "the replacement worker",
+    )
     again = RunRegistry().start(_config(maxiter=3), moons)
     assert again.wait(120) and again.status == "done", again.message
 
@@ -191,7 +197,7 @@ def test_a_fit_through_a_separate_scheduler_and_worker(moons, tmp_path):
         try:
             # The preload ran before any task: krrcore loaded on both sides (the first run waited
             # 4-16 s for the imports when it did not), the worker's threads from KRR_TORCH_THREADS.
-            def loaded():       # sent by value: no closure over this test's names
+            def loaded():  # sent by value: no closure over this test's names
                 return "krr_app.jobs.worker" in __import__("sys").modules, __import__("torch").get_num_threads()
 
             assert list(executor.connection.client.run(loaded).values()) == [(True, 1)]
@@ -229,7 +235,7 @@ def test_a_run_that_can_never_fit_a_worker_is_refused_with_the_numbers(moons):
     previous = executor_module.use_executor(_SmallWorkers())
     try:
         registry = RunRegistry()
-        big = registry.start(_config(M=1500), moons)       # FALKON keeps an M×M float64 buffer: 18 MB
+        big = registry.start(_config(M=1500), moons)  # FALKON keeps an M×M float64 buffer: 18 MB
         assert big.wait(1.0) and big.status == "error"
         assert big.estimate.peak_bytes > 16 * 2**20
         assert "Refused before starting" in big.message and "a worker of this server may use 16 MiB" in big.message
@@ -250,18 +256,18 @@ def test_how_often_a_page_looks_follows_the_queue():
     from krr_app.jobs import run_status
     from krr_app.settings import BUSY_POLL_SECONDS, POLL_SECONDS, QUEUED_POLL_MAX_SECONDS, QUEUED_POLL_SECONDS
 
-    class Busy:                              # only what look_intervals and queue_text ask of an executor
+    class Busy:  # only what look_intervals and queue_text ask of an executor
         workers = 2
 
         def __init__(self, waiting, computing, wait_seconds=30.0):
             self.waiting, self.computing = (lambda: waiting), (lambda: computing)
-            self.queue_position = lambda run: (waiting, wait_seconds)    # the run is last in line
+            self.queue_position = lambda run: (waiting, wait_seconds)  # the run is last in line
 
     queued = [SimpleNamespace(status="queued", waiting_in_session=False)]
     running = SimpleNamespace(status="running", waiting_in_session=True)
     alone = (POLL_SECONDS, POLL_SECONDS)
     cases = [  # (executor, runs, expected (waiting, computing) intervals)
-        (None, queued, (QUEUED_POLL_SECONDS, POLL_SECONDS)),                    # the workers are starting
+        (None, queued, (QUEUED_POLL_SECONDS, POLL_SECONDS)),  # the workers are starting
         (Busy(1, 0), queued, alone),
         (Busy(1, 1), queued, alone),
         (Busy(1, 0), [SimpleNamespace(status="queued", waiting_in_session=True)], (QUEUED_POLL_SECONDS, POLL_SECONDS)),
@@ -269,7 +275,7 @@ def test_how_often_a_page_looks_follows_the_queue():
         (Busy(28, 2, 30.0), queued, (7.5, BUSY_POLL_SECONDS)),
         (Busy(28, 2, 400.0), queued, (QUEUED_POLL_MAX_SECONDS, BUSY_POLL_SECONDS)),
         (Busy(3, 2, 4.0), queued, (QUEUED_POLL_SECONDS, BUSY_POLL_SECONDS)),
-        (Busy(3, 2, None), queued, (QUEUED_POLL_SECONDS, BUSY_POLL_SECONDS)),   # no estimate
+        (Busy(3, 2, None), queued, (QUEUED_POLL_SECONDS, BUSY_POLL_SECONDS)),  # no estimate
         (Busy(2, 1, 30.0), [running, queued[0]], (7.5, BUSY_POLL_SECONDS)),
     ]
     previous = executor_module.use_executor(None)
@@ -291,16 +297,17 @@ def test_the_queue_estimate_uses_krrcore_s_estimate_until_a_run_has_finished():
 
     from krr_app.jobs.executor import InProcessExecutor
 
-    executor = InProcessExecutor()           # one worker; its queue book-keeping is every executor's
+    executor = InProcessExecutor()  # one worker; its queue book-keeping is every executor's
     estimate = SimpleNamespace(seconds_for=lambda iterations: 0.5 + 0.1 * iterations)
-    first, second = (SimpleNamespace(id=name, estimate=estimate, config=SimpleNamespace(maxiter=20))
-                     for name in ("a", "b"))
+    first, second = (
+        SimpleNamespace(id=name, estimate=estimate, config=SimpleNamespace(maxiter=20)) for name in ("a", "b")
+    )
     executor._queued(first)
     executor._queued(second)
     assert executor.queue_position(second) == (2, pytest.approx(2 * 2.5))
     executor._left_queue(first)
     executor._finished(SimpleNamespace(id="a", timings={"wall_seconds": 4.0}))
-    assert executor.queue_position(second) == (1, pytest.approx(4.0))        # measured walls win
+    assert executor.queue_position(second) == (1, pytest.approx(4.0))  # measured walls win
 
 
 # -- a scheduler that stops: it costs the runs it held, each with a message, and nothing else -----------
@@ -332,15 +339,20 @@ def test_a_killed_embedded_scheduler_costs_its_run_and_the_next_run_starts_a_fre
     doomed = [RunRegistry().start(_config(**ENDLESS, solver_seed=i), moons) for i in range(first.workers)]
     _wait_for(lambda: all(len(r.records) >= 2 for r in doomed), 120, "every worker to compute")
     waiting = RunRegistry().start(_config(), moons)
-    _wait_for(lambda: first.queue_position(waiting)[0] == 1 and waiting.id in first._futures, 30,
-              "the run to wait on the scheduler")
+    _wait_for(
+        lambda: first.queue_position(waiting)[0] == 1 and waiting.id in first._futures,
+        30,
+        "the run to wait on the scheduler",
+    )
     os.kill(first.connection.cluster.scheduler.process.pid, signal.SIGKILL)
     assert all(r.wait(30) for r in doomed), "a run of a dead scheduler never ended"
     for run in doomed:
         assert run.status == "error"
-        assert run.message == (f"The embedded Dask cluster's scheduler ({first.connection.address}) stopped during "
-                               f"this run, and the run with it. A fresh cluster starts for the next run: press Run "
-                               f"to try again.")
+        assert run.message == (
+            f"The embedded Dask cluster's scheduler ({first.connection.address}) stopped during "
+            f"this run, and the run with it. A fresh cluster starts for the next run: press Run "
+            f"to try again."
+        )
     assert waiting.wait(180) and waiting.status == "done", waiting.message
     assert waiting.requeued and waiting.worker not in {r.worker for r in doomed}
     # The pages read the last known workers at once: no call waits for the dead scheduler.
@@ -374,8 +386,9 @@ def test_a_diagnostic_the_killed_scheduler_took_starts_again_on_a_fresh_cluster(
     assert look() == "slept"
 
 
-def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used(app_executor, moons, tmp_path,
-                                                                                  monkeypatch):
+def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used(
+    app_executor, moons, tmp_path, monkeypatch
+):
     """Its run fails naming the address; runs while it is gone fail at once saying it is unreachable
     (the pages never wait for it); the scheduler started again on its address takes the next run."""
     port = free_port()
@@ -386,36 +399,45 @@ def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used
         _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
         run = RunRegistry().start(_config(**ENDLESS), moons)
         _wait_for(lambda: len(run.records) >= 2, 120, "the run to compute")
-        results = state.BackgroundResults(4)                  # and a diagnostic page's computation
+        results = state.BackgroundResults(4)  # and a diagnostic page's computation
         look = lambda: results.get(("slow section",), "A slow section", time.sleep, 60)  # noqa: E731
         assert isinstance(look(), state.Pending)
-        processes[0].kill()                                   # the scheduler goes away
+        processes[0].kill()  # the scheduler goes away
         assert run.wait(30) and run.status == "error"
-        assert run.message == (f"The Dask scheduler at {address} went away during this run, and the run with it. "
-                               f"Start the scheduler again (or point KRR_DASK_SCHEDULER at a running one) and press "
-                               f"Run.")
+        assert run.message == (
+            f"The Dask scheduler at {address} went away during this run, and the run with it. "
+            f"Start the scheduler again (or point KRR_DASK_SCHEDULER at a running one) and press "
+            f"Run."
+        )
         refused, seconds = _quick(lambda: RunRegistry().start(_config(), moons))
         assert refused.wait(10) and refused.status == "error" and seconds < 2
-        assert refused.message.startswith(f"Runs cannot start: the Dask scheduler at {address} is unreachable: "
-                                          f"start it again (dask scheduler)")
+        assert refused.message.startswith(
+            f"Runs cannot start: the Dask scheduler at {address} is unreachable: start it again (dask scheduler)"
+        )
         _, seconds = _quick(lambda: (executor.workers, executor.worker_memory_limit))
         assert seconds < 0.5
         with pytest.raises(ClusterUnavailable, match=f"the Dask scheduler at {address} is unreachable"):
             executor_module.get_executor().call(sum, [1, 2])
         _wait_for(lambda: results.ready(("slow section",)), 30, "the diagnostic to end with its scheduler")
-        with pytest.raises(ValueError, match=re.escape(f"it could not run on the cluster: the Dask scheduler at "
-                                                       f"{address} is unreachable: start it again")):
+        with pytest.raises(
+            ValueError,
+            match=re.escape(
+                f"it could not run on the cluster: the Dask scheduler at {address} is unreachable: start it again"
+            ),
+        ):
             look()
-        for process in processes[1:]:                          # its worker goes too: both start again
+        for process in processes[1:]:  # its worker goes too: both start again
             process.kill()
             process.wait(10)
     with scheduler_and_workers(tmp_path, n_workers=1, port=port):
+
         def reconnected():
             try:
                 current = executor_module.get_executor()
             except ClusterUnavailable:
                 return False
             return current.healthy() and len(current.connection.workers()) == 1
+
         _wait_for(reconnected, 90, "the client to reach the scheduler started again")
         run = RunRegistry().start(_config(), moons)
         assert run.wait(120) and run.status == "done", run.message

@@ -1,6 +1,7 @@
 """Pictures of a model on the plotting grid while a solver fits it (krr_app.jobs.surface.LiveSurface):
 each is the current iterate's prediction, their cost stays within budget, and a fit keeps an
 evenly spaced set of them for replay."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,11 +29,11 @@ def test_each_picture_is_the_current_iterate_on_the_grid(moons):
     pictures = {}
     for record in model.iter_fit(moons.X_train, moons.y_train):
         frame = live.capture(model, record.iteration)
-        assert frame.values.dtype == np.float32 and frame.values.shape == (GRID_2D ** 2, 1)
+        assert frame.values.dtype == np.float32 and frame.values.shape == (GRID_2D**2, 1)
         np.testing.assert_allclose(frame.values[:, 0], model.predict(points), rtol=1e-4, atol=1e-5)
         pictures[record.iteration] = frame.values
-    assert np.all(pictures[0] == 0)                     # the starting point: coef = 0
-    assert not np.allclose(pictures[1], pictures[6], atol=1e-3)    # the picture moves as CG iterates
+    assert np.all(pictures[0] == 0)  # the starting point: coef = 0
+    assert not np.allclose(pictures[1], pictures[6], atol=1e-3)  # the picture moves as CG iterates
     final = live.finish(model, 6)
     np.testing.assert_allclose(final.values, fit_surface(_all_x(moons), model).values, rtol=1e-10, atol=1e-12)
     assert sorted(final.frames) == list(range(7))
@@ -60,15 +61,15 @@ def test_pictures_stay_within_their_share_of_the_wall_time(moons, monkeypatch):
     model = NystromCG(kernel=GaussianKernel(0.5), penalty=1e-4, M=60, maxiter=3)
     fit = model.iter_fit(moons.X_train, moons.y_train)
     next(fit)
-    assert live.due(model)                       # f = 0: a picture costs nothing
+    assert live.due(model)  # f = 0: a picture costs nothing
     live.capture(model, 0)
     next(fit)
-    assert not live.due(model)                   # the estimate of a kernel picture exceeds a zero budget
-    live._predictions_of(model)._cost = 0.5       # a picture measured at 0.5 s
+    assert not live.due(model)  # the estimate of a kernel picture exceeds a zero budget
+    live._predictions_of(model)._cost = 0.5  # a picture measured at 0.5 s
     clock[0] += 4.0
-    assert not live.due(model)                   # 10% of 4 s does not pay for it
+    assert not live.due(model)  # 10% of 4 s does not pay for it
     clock[0] += 1.0
-    assert live.due(model)                       # 10% of 5 s does
+    assert live.due(model)  # 10% of 5 s does
 
 
 def test_only_one_and_two_dimensional_data_have_a_grid():
@@ -78,8 +79,11 @@ def test_only_one_and_two_dimensional_data_have_a_grid():
 
 def test_a_fit_is_replayed_from_the_pictures_it_kept():
     final = np.full((3, 1), 9.0)
-    fit = surface.FitSurface(axes=(np.arange(3.0),), values=final,
-                             frames={0: np.zeros((3, 1)), 4: np.ones((3, 1)), 8: np.full((3, 1), 2.0), 10: final})
+    fit = surface.FitSurface(
+        axes=(np.arange(3.0),),
+        values=final,
+        frames={0: np.zeros((3, 1)), 4: np.ones((3, 1)), 8: np.full((3, 1), 2.0), 10: final},
+    )
     assert fit.at(0)[0] == 0 and fit.at(3)[0] == 0 and fit.at(4)[0] == 4 and fit.at(9)[0] == 8
     assert fit.at(5)[1][0, 0] == 1.0
     assert fit.at(10) == (10, final) and fit.at(50)[0] == 10
@@ -92,7 +96,9 @@ def _spec(solver="falkon", maxiter=8, **params):
     from krr_app.jobs.spec import DataSpec, FitSpec
 
     params = {"penalty": 1e-4, "maxiter": maxiter, **({"M": 40} if solver == "falkon" else {}), **params}
-    return FitSpec("test", DataSpec("moons", n=400), solver, "gaussian", (("sigma", 0.5),), tuple(sorted(params.items())))
+    return FitSpec(
+        "test", DataSpec("moons", n=400), solver, "gaussian", (("sigma", 0.5),), tuple(sorted(params.items()))
+    )
 
 
 def test_a_watched_run_pictures_its_iterates_outside_the_solver_time():
@@ -123,20 +129,27 @@ def test_a_stepped_run_goes_as_far_as_its_gate_allows():
     frames, result = [], {}
     paused = threading.Event()
     gate = StepGate(lambda: limit[0], before_wait=paused.set, poll=0.01)
-    thread = threading.Thread(target=lambda: result.update(outcome=run_fit(
-        _spec(solver="askotch", blocks=4, rank=20).reporting_every_iteration(), on_frame=frames.append, steps=gate)))
+    thread = threading.Thread(
+        target=lambda: result.update(
+            outcome=run_fit(
+                _spec(solver="askotch", blocks=4, rank=20).reporting_every_iteration(),
+                on_frame=frames.append,
+                steps=gate,
+            )
+        )
+    )
     thread.start()
 
     def settle(expected):
         assert paused.wait(30)
         paused.clear()
-        time.sleep(0.2)                              # nothing more comes while paused
+        time.sleep(0.2)  # nothing more comes while paused
         assert [f.iteration for f in frames] == expected
 
-    settle([0, 1])                                   # set-up, then one block step
+    settle([0, 1])  # set-up, then one block step
     limit[0] = 2
     settle([0, 1, 2])
-    limit[0] = None                                  # Run: on to the end
+    limit[0] = None  # Run: on to the end
     thread.join(60)
     outcome = result["outcome"]
     assert outcome.status == "done" and [r.iteration for r in outcome.trace] == list(range(9))
@@ -152,6 +165,6 @@ def test_a_paused_run_stops_on_stop_and_after_its_longest_wait():
     assert outcome.status == "stopped" and len(outcome.trace) == 2
     assert outcome.message.startswith("no Step or Run for")
     stop = threading.Event()
-    threading.Timer(0.5, stop.set).start()           # Stop pressed while it is paused
+    threading.Timer(0.5, stop.set).start()  # Stop pressed while it is paused
     outcome = run_fit(_spec(), steps=StepGate(lambda: 1, poll=0.01), stop_event=stop)
     assert outcome.status == "stopped" and len(outcome.trace) == 2 and outcome.message == "stopped by the user"

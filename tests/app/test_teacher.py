@@ -2,6 +2,7 @@
 ``?present=1`` is the presenter view; every name is checked like any link value, and the view
 stays with the session across pages. tests/browser/test_browser_live.py checks in chromium that a hidden
 control is not seen."""
+
 from __future__ import annotations
 
 from krr_app.teaching import teacher

@@ -2,6 +2,7 @@
 a link value quoted in Compare's error, a run's label and message (a krrcore message quoting an
 input), the config's problems, a diagnostic page's reason, a lesson file's name. Each is given
 Markdown that would otherwise be a clickable link, an outside image or a directive."""
+
 from __future__ import annotations
 
 import re
@@ -32,10 +33,17 @@ def _views_script():
     from types import SimpleNamespace
 
     from krr_app.parts import views
-    from tests_text_payload import IMAGE, LINK      # noqa: F401 (injected by the test below)
+    from tests_text_payload import IMAGE, LINK  # noqa: F401 (injected by the test below)
 
-    run = SimpleNamespace(records=[], timings={}, queue_seconds=None, status="error", estimator=None,
-                          label=f"FALKON {IMAGE}", message=f"column {LINK} is not numeric")
+    run = SimpleNamespace(
+        records=[],
+        timings={},
+        queue_seconds=None,
+        status="error",
+        estimator=None,
+        label=f"FALKON {IMAGE}",
+        message=f"column {LINK} is not numeric",
+    )
     views.status_message(run)
     views.show_problems([f"blocks must be <= n, got {LINK}"])
     views.last_valid("x", f"Centres cannot be selected: {IMAGE}")
@@ -64,11 +72,11 @@ def test_a_lesson_file_whose_name_is_markdown_is_named_as_text(app, tmp_path, mo
 
     lessons_dir = tmp_path / "lessons"
     lessons_dir.mkdir()
-    name = "x](http:"          # a file name cannot hold '/': the part of a link it can hold
+    name = "x](http:"  # a file name cannot hold '/': the part of a link it can hold
     (lessons_dir / f"{name}.md").write_text("not a lesson")
     monkeypatch.setattr(settings, "LESSONS_DIR", lessons_dir)
     at = app(auto_run="false")
-    at.session_state[lessons.INDEX_KEY] = True          # the Lessons expander, where the catalogue is read, opened
+    at.session_state[lessons.INDEX_KEY] = True  # the Lessons expander, where the catalogue is read, opened
     at = at.run()
     errors = [e.value for e in at.error if "cannot be used" in e.value]
     assert errors, [e.value for e in at.error]

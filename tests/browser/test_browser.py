@@ -10,6 +10,7 @@ Playwright drives the system chromium (``apt-get install chromium``); ``playwrig
 never run. Without chromium the test is skipped, unless ``KRR_REQUIRE_BROWSER=1`` (set by
 ``.ci/run``), where a missing browser is a failure. Deselect with ``-m "not browser"``.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,15 @@ from krr_app.jobs.server import ServerFailed, running_app
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1400, "height": 1700}
 #: A problem big enough that a run lasts several polls of the page, small enough for CI.
 # The long runs use Nyström GD: it keeps improving for minutes, while FALKON reaches working
@@ -93,10 +101,12 @@ def _chart_points(page) -> int:
     """Points drawn in the first trace of the first plotly chart (the residual curve). Read from
     plotly.js's decoded ``_fullData``: plotly.py sends numpy columns base64-encoded, and ``data``'s
     ``x`` can still be that encoding ({dtype, bdata}, no ``length``) right after a redraw."""
-    return page.evaluate("() => { const p = document.querySelector('.js-plotly-plot');"
-                         " const traces = p && (p._fullData || p.data);"
-                         " const x = traces && traces.length ? traces[0].x : null;"
-                         " return x && x.length !== undefined ? x.length : 0; }")
+    return page.evaluate(
+        "() => { const p = document.querySelector('.js-plotly-plot');"
+        " const traces = p && (p._fullData || p.data);"
+        " const x = traces && traces.length ? traces[0].x : null;"
+        " return x && x.length !== undefined ? x.length : 0; }"
+    )
 
 
 def _save(page, name: str, tmp_path: Path) -> Path:
@@ -134,9 +144,9 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
         try:
             page.set_default_timeout(60_000)
             page.goto(f"{url}/?M=300")
-            main = page.get_by_test_id("stMainBlockContainer")   # not the header's own Stop button
+            main = page.get_by_test_id("stMainBlockContainer")  # not the header's own Stop button
             run_button = main.get_by_role("button", name="Run", exact=True)
-            run_button.wait_for(timeout=120_000)   # the first page load imports torch on the server
+            run_button.wait_for(timeout=120_000)  # the first page load imports torch on the server
             _wait_idle(page)
 
             # Pick a dataset and a solver, set n: as a student would.
@@ -150,12 +160,12 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             # chart's own looks at the server: the page does not run its script again meanwhile.
             run_button.click()
             page.get_by_text(re.compile(r"iteration \d+ / ")).first.wait_for()
-            _wait_idle(page)        # the click's page run is over (the run may have started on a change)
+            _wait_idle(page)  # the click's page run is over (the run may have started on a change)
             page.evaluate(WATCH_SCRIPT_STATE)
             first = second = _live(page)
             deadline = time.time() + 30
-            while time.time() < deadline:       # the reading that shows growth is the one asserted:
-                second = _live(page)            # a later one can fall mid-redraw
+            while time.time() < deadline:  # the reading that shows growth is the one asserted:
+                second = _live(page)  # a later one can fall mid-redraw
                 if second[0] > first[0] and second[1] > first[1]:
                     break
                 time.sleep(0.2)
@@ -192,7 +202,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             # Compare (a reload: a fresh session on the same URL, so the same cached problem).
             page.get_by_role("link", name="Compare").click()
             page.get_by_role("heading", name="Compare").wait_for()
-            assert f"n={N_POINTS}" in page.url   # the shared sidebar's settings travel with the page
+            assert f"n={N_POINTS}" in page.url  # the shared sidebar's settings travel with the page
             deadline = time.time() + 20
             while "computing now: 0," not in page.get_by_text("This server's runs computing now").first.inner_text():
                 assert time.time() < deadline, "the closed tab's run kept computing"
@@ -225,7 +235,7 @@ def test_stopping_the_server_stops_its_workers(tmp_path):
             page = browser.new_page(viewport=VIEWPORT)
             page.goto(f"{url}/?M=300", timeout=240_000)
             deadline = time.time() + 240
-            while len(_cluster(process)) < 5:           # the scheduler, two nannies and their workers
+            while len(_cluster(process)) < 5:  # the scheduler, two nannies and their workers
                 assert time.time() < deadline, "the first visit did not start the embedded cluster"
                 time.sleep(0.5)
             cluster = psutil.Process(process.pid).children(recursive=True)

@@ -2,6 +2,7 @@
 request it makes recorded by host. A classroom behind a firewall, or a school that allows no
 third-party requests, sees the same app (its favicon is a file it serves, its fonts and icons are
 Streamlit's bundled ones)."""
+
 from __future__ import annotations
 
 import urllib.parse
@@ -38,12 +39,12 @@ def test_no_page_requests_any_host_but_the_apps_own(tmp_path):
                 page.get_by_test_id("stMainBlockContainer").get_by_role("heading").first.wait_for(timeout=240_000)
                 try:
                     _wait_idle(page, timeout=30)
-                except AssertionError:                # a page still drawing: its requests so far count
+                except AssertionError:  # a page still drawing: its requests so far count
                     pass
-                page.wait_for_timeout(2000)           # late requests: the favicon, fonts, icons
+                page.wait_for_timeout(2000)  # late requests: the favicon, fonts, icons
             page.close()
     except ServerFailed as exc:
         pytest.fail(str(exc))
-    assert set(hosts) == {name or "explore" for name in PAGES}, hosts          # every page was recorded
+    assert set(hosts) == {name or "explore" for name in PAGES}, hosts  # every page was recorded
     outside = {name: sorted(h - {own}) for name, h in hosts.items() if h - {own}}
     assert not outside, f"pages requested outside hosts: {outside}"

@@ -4,6 +4,7 @@ value quoted in Compare's error, are shown as their plain characters. No ``<a>``
 pointing where they point is in the DOM, and nothing is fetched from there: the targets are a
 recording HTTP server on 127.0.0.1, so a fetched image would show as a request. A bare URL and an
 e-mail address (which GFM would make links by themselves) stay text too."""
+
 from __future__ import annotations
 
 import http.server
@@ -54,7 +55,7 @@ def test_markdown_and_image_injections_are_shown_as_plain_text(tmp_path, trap):
             warning.first.wait_for()
             _wait_idle(page)
             alert = page.get_by_test_id("stAlert").filter(has_text="Some values in this link").first
-            text = alert.inner_text().replace(JOINER, "")          # the invisible joiners of krr_app.text
+            text = alert.inner_text().replace(JOINER, "")  # the invisible joiners of krr_app.text
             assert f"“M=1`{link}”" in text and f"“{image}=1”" in text and f"“n={bare}”" in text, text
             assert page.locator(f"a[href*='{host}']").count() == 0
             assert alert.locator("a").count() == 0
@@ -62,8 +63,12 @@ def test_markdown_and_image_injections_are_shown_as_plain_text(tmp_path, trap):
             _save(page, "screenshot-link-injection.png", tmp_path)
 
             # A link value quoted in Compare's error (its sweep values).
-            page.goto(f"{url}/compare?" + urllib.parse.urlencode(
-                [("cmp_mode", "sweep"), ("sweep_values", f"100, {link}"), ("auto_run", "false")]))
+            page.goto(
+                f"{url}/compare?"
+                + urllib.parse.urlencode(
+                    [("cmp_mode", "sweep"), ("sweep_values", f"100, {link}"), ("auto_run", "false")]
+                )
+            )
             error = page.get_by_text("is not a number").first
             error.wait_for()
             _wait_idle(page)

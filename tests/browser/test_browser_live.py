@@ -12,6 +12,7 @@
 ``screenshot-live-fit.png`` (the fit mid-run) and ``screenshot-compare-fits.png`` go to
 ``$KRR_SAVE_SCREENSHOTS`` when set (docs/).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +50,10 @@ LONG_FIT = "dataset=moons&n=200000&M=1000&log_lambda=-6&maxiter=40&solver=falkon
 SPECTRA = '[data-testid=stMarkdownContainer] img[alt^="Eigenvalue spectra"], .js-plotly-plot .trace'
 #: The page has drawn every section: nothing still computing, the four charts (spectra, κ against λ
 #: and M, ASkotch's blocks) in.
-COMPLETE = ("() => !document.body.innerText.includes('computing on the workers')"
-            " && document.querySelectorAll('.js-plotly-plot').length >= 4")
+COMPLETE = (
+    "() => !document.body.innerText.includes('computing on the workers')"
+    " && document.querySelectorAll('.js-plotly-plot').length >= 4"
+)
 
 
 def _main(page):
@@ -113,8 +116,9 @@ def test_the_decision_surface_moves_while_falkon_runs(server, tmp_path):
 
 def test_step_computes_one_iteration_per_press(server, tmp_path):
     with _visit(server, tmp_path) as (url, page):
-        page.goto(f"{url}/?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&solver=nystrom_cg&maxiter=30"
-                  "&auto_run=false")
+        page.goto(
+            f"{url}/?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&solver=nystrom_cg&maxiter=30&auto_run=false"
+        )
         step = _main(page).get_by_role("button", name="Step", exact=True)
         step.wait_for()
         _wait_idle(page)
@@ -122,12 +126,12 @@ def test_step_computes_one_iteration_per_press(server, tmp_path):
         def paused_at(k: int) -> None:
             page.get_by_text(re.compile(rf"paused after iteration {k} / 30")).first.wait_for()
             page.wait_for_function(f"() => ({FIT_STATE})()?.iteration === {k}")
-            time.sleep(1.5)                      # nothing more comes while it is paused
+            time.sleep(1.5)  # nothing more comes while it is paused
             assert f"paused after iteration {k} / 30" in _progress(page)
             state = page.evaluate(FIT_STATE)
             assert state["iteration"] == k and state["plain"], state
             assert f"after iteration {k} — paused" in state["title"], state["title"]
-            assert page.locator(".krr-live-point").count() == 2 * (k + 1)    # residual and test error
+            assert page.locator(".krr-live-point").count() == 2 * (k + 1)  # residual and test error
 
         step.click()
         paused_at(1)
@@ -162,7 +166,7 @@ def test_conditioning_shows_its_first_picture_within_two_seconds_on_a_warm_serve
 
     url, _ = server
     with chromium() as browser:
-        page = _new_page(browser)       # the server imports the page's modules and starts its workers
+        page = _new_page(browser)  # the server imports the page's modules and starts its workers
         page.goto(f"{url}/conditioning")
         page.wait_for_function(COMPLETE, timeout=240_000)
         page.context.close()
@@ -172,21 +176,25 @@ def test_conditioning_shows_its_first_picture_within_two_seconds_on_a_warm_serve
             page.add_init_script(paint_probe(SPECTRA))
             page.goto(f"{url}/conditioning?seed={seed}")
             page.wait_for_function("window.__krrPicturePainted !== null")
-            seconds.append(page.evaluate("window.__krrPicturePainted / 1000"))     # from the link opened
-            page.wait_for_function(COMPLETE)            # the rest streamed in: the server is quiet again
+            seconds.append(page.evaluate("window.__krrPicturePainted / 1000"))  # from the link opened
+            page.wait_for_function(COMPLETE)  # the rest streamed in: the server is quiet again
             _wait_idle(page)
             page.context.close()
     for k, value in enumerate(seconds):
         record_property(f"Conditioning first picture, visit {k + 1} (s)", round(value, 3))
-    print(f"\nConditioning, new visitors on a warm server: spectra painted {[round(s, 2) for s in seconds]} s "
-          "after the link was opened")
+    print(
+        f"\nConditioning, new visitors on a warm server: spectra painted {[round(s, 2) for s in seconds]} s "
+        "after the link was opened"
+    )
     assert sorted(seconds)[1] <= 2.0, seconds
 
 
 def test_compare_shows_two_solvers_fits_at_one_iteration(server, tmp_path):
     with _visit(server, tmp_path) as (url, page):
-        page.goto(f"{url}/compare?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&maxiter=30"
-                  "&cmp_solvers=falkon&cmp_solvers=nystrom_cg&cmp_iteration=3")
+        page.goto(
+            f"{url}/compare?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&maxiter=30"
+            "&cmp_solvers=falkon&cmp_solvers=nystrom_cg&cmp_iteration=3"
+        )
         page.get_by_role("button", name=re.compile(r"^Run 2 configurations")).click()
         page.locator(".krr-live-text").first.wait_for(state="detached", timeout=180_000)
         _wait_idle(page)

@@ -3,6 +3,7 @@ around 100,000 dollars) uploaded, the target chosen, FALKON run on Explore. The 
 "22,670 salary", never "2.267e…": no tile's text overflows its box, and no number the page writes
 between 10⁻³ and 10⁹ has an exponent. Its screenshot is ``screenshot-explore-money.png``
 (``$KRR_SAVE_SCREENSHOTS``: docs/)."""
+
 from __future__ import annotations
 
 import re
@@ -49,6 +50,6 @@ def test_a_salary_table_reads_in_dollars_on_explore_at_1000_pixels(server, tmp_p
             assert not page.evaluate(_OVERFLOWING), page.evaluate(_OVERFLOWING)
             text = main.inner_text()
             assert re.search(r"salary: mean 1\d\d,\d{3}, std \d\d,\d{3}", text), text[:2000]
-            page.get_by_text("Test RMSE (salary)").first.wait_for(state="attached")    # the chart's title
+            page.get_by_text("Test RMSE (salary)").first.wait_for(state="attached")  # the chart's title
             assert not scientific_inside_the_range(text), scientific_inside_the_range(text)
             _save(page, "screenshot-explore-money.png", tmp_path)

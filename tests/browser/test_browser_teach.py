@@ -13,6 +13,7 @@ finished runs appear, the link's message names the refused values, a lesson sets
 The first new visitor's picture is saved as ``first-picture.png`` in pytest's tmp dir;
 ``screenshot-lesson.png`` (docs/app.md) also goes to ``$KRR_SAVE_SCREENSHOTS`` when set.
 """
+
 from __future__ import annotations
 
 import re
@@ -89,14 +90,19 @@ def _open(page, url: str, *, run: bool = False) -> dict[str, float]:
     page.wait_for_function("window.__krrPicturePainted !== null")
     painted, lcp, load_event = page.evaluate(
         "[window.__krrPicturePainted / 1000, window.__krrPictureLCP && window.__krrPictureLCP / 1000, "
-        "performance.getEntriesByType('navigation')[0].loadEventEnd / 1000]")
-    measured = {"picture seen after load": seen - (loaded - start), "picture painted after load": painted - load_event,
-                "picture painted after the link was opened": painted}
+        "performance.getEntriesByType('navigation')[0].loadEventEnd / 1000]"
+    )
+    measured = {
+        "picture seen after load": seen - (loaded - start),
+        "picture painted after load": painted - load_event,
+        "picture painted after the link was opened": painted,
+    }
     if lcp is not None:
         measured["picture painted after load (browser's paint timing)"] = lcp - load_event
     if run:
         measured["first run drawn finished after load"] = _seconds_until(
-            page.get_by_test_id("stAlert").filter(has_text=" finished — "), loaded)
+            page.get_by_test_id("stAlert").filter(has_text=" finished — "), loaded
+        )
     return measured
 
 
@@ -105,6 +111,7 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
     visits: dict[str, dict[str, float]] = {}
     timings = {}
     with chromium() as browser:
+
         def fresh_page():
             page = browser.new_context(viewport=VIEWPORT).new_page()
             page.set_default_timeout(60_000)
@@ -121,7 +128,7 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             for k in range(NEW_VISITORS):
                 page = fresh_page()
                 visits[f"new visitor {k + 1}"] = _open(page, url, run=True)
-                if k == 0:      # the data's picture itself (a look at it: is it the right thing?)
+                if k == 0:  # the data's picture itself (a look at it: is it the right thing?)
                     picture = page.get_by_role("img", name=re.compile(r"^The data: n = \d"))
                     picture.screenshot(path=str(tmp_path / "first-picture.png"))
                     assert picture.count() == 1 and picture.bounding_box()["width"] > 300
@@ -133,7 +140,7 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             _wait_idle(page)
             visits["returning visitor, 2nd visit"] = _open(page, f"{url}/?seed=1", run=True)
             _wait_idle(page)
-            assert page.get_by_text("Decision surface").count() == 1      # the fit over the data
+            assert page.get_by_text("Decision surface").count() == 1  # the fit over the data
             visits["returning visitor, 3rd visit"] = _open(page, f"{url}/?seed=2", run=True)
             _wait_idle(page)
 
@@ -151,8 +158,13 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             message = page.get_by_test_id("stAlert").filter(has_text="refused or adjusted")
             message.first.wait_for()
             text = message.first.inner_text()
-            for part in ("M=-5", "dataset=nope", "n=10000000000", "using the default, 100",
-                         "using the largest allowed, 200,000"):
+            for part in (
+                "M=-5",
+                "dataset=nope",
+                "n=10000000000",
+                "using the default, 100",
+                "using the largest allowed, 200,000",
+            ):
                 assert part in text, text
             expect(page.get_by_label("M (Nyström centres)", exact=True)).to_have_value("100")
             assert "n=200000" in page.url and "M=" not in page.url
@@ -179,13 +191,17 @@ def test_first_picture_small_run_after_a_change_a_checked_link_and_a_lesson(serv
             record_property(f"{visit}: {name}", round(seconds, 3))
         lines.append(f"{visit}: " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in measured.items()))
     new = sorted(m["picture painted after load"] for v, m in visits.items() if v.startswith("new visitor"))
-    lines.append(f"new visitors, warm server: picture painted after load, median {statistics.median(new):.2f} s, "
-                 f"worst {new[-1]:.2f} s")
+    lines.append(
+        f"new visitors, warm server: picture painted after load, median {statistics.median(new):.2f} s, "
+        f"worst {new[-1]:.2f} s"
+    )
     for name, seconds in timings.items():
         record_property(name, round(seconds, 3))
         lines.append(f"{name} {seconds:.2f} s")
-    print(f"\nmeasured in chromium (a new visitor's first picture: {tmp_path / 'first-picture.png'}):\n  "
-          + "\n  ".join(lines))
+    print(
+        f"\nmeasured in chromium (a new visitor's first picture: {tmp_path / 'first-picture.png'}):\n  "
+        + "\n  ".join(lines)
+    )
 
 
 #: Explore's convergence chart (the residual panel's title is in it), and its data: a marker (a run
@@ -236,14 +252,15 @@ def test_the_convergence_chart_waits_drawn_before_run_and_fills_in_after_it(serv
             page.add_init_script(RUN_PROBE)
             page.goto(f"{url}/?auto_run=false")
             chart = page.locator(CONVERGENCE, has_text=CONVERGENCE_TEXT)
-            chart.locator(".xtitle").first.wait_for(state="attached")          # its axes are drawn
+            chart.locator(".xtitle").first.wait_for(state="attached")  # its axes are drawn
             page.wait_for_function("window.__krrPicturePainted !== null")
             assert page.get_by_text("Nothing has run with these settings yet").count() == 1
             assert chart.count() == 1 and _chart_points(page) == 0 and not chart.locator(CONVERGENCE_DATA).count()
             assert chart.locator(".xtitle").first.text_content() == "iteration t"
             load, picture, plotly = page.evaluate(
                 "[performance.getEntriesByType('navigation')[0].loadEventEnd, window.__krrPicturePainted, "
-                "performance.getEntriesByType('resource').filter(e => /PlotlyChart/.test(e.name))[0].startTime]")
+                "performance.getEntriesByType('resource').filter(e => /PlotlyChart/.test(e.name))[0].startTime]"
+            )
             axes = page.evaluate("performance.now()")
             button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True)
             button.click()
@@ -251,24 +268,30 @@ def test_the_convergence_chart_waits_drawn_before_run_and_fills_in_after_it(serv
             result = page.get_by_test_id("stAlert").filter(has_text=" finished — ").first
             result.wait_for()
             page.wait_for_function("window.__krrRun.chart && window.__krrRun.result")
-            clicked, to_chart, to_result = page.evaluate("[window.__krrRun.clicked, window.__krrRun.chart, "
-                                                         "window.__krrRun.result]")
+            clicked, to_chart, to_result = page.evaluate(
+                "[window.__krrRun.clicked, window.__krrRun.chart, window.__krrRun.result]"
+            )
             iterations = int(re.search(r"(\d+) iterations?,", result.inner_text()).group(1))
             # One residual point per record of the run (its start, iteration 0, to the last), in
             # the chart that waited for it.
             assert chart.count() == 1 and _chart_points(page) == iterations + 1 > 1
-            rows.append({"picture painted after load": (picture - load) / 1000,
-                         "plotly.js requested after the picture": (plotly - picture) / 1000,
-                         "empty axes drawn after load (at most)": (axes - load) / 1000,
-                         "Run -> chart's data painted": (to_chart - clicked) / 1000,
-                         "Run -> result painted": (to_result - clicked) / 1000})
+            rows.append(
+                {
+                    "picture painted after load": (picture - load) / 1000,
+                    "plotly.js requested after the picture": (plotly - picture) / 1000,
+                    "empty axes drawn after load (at most)": (axes - load) / 1000,
+                    "Run -> chart's data painted": (to_chart - clicked) / 1000,
+                    "Run -> result painted": (to_result - clicked) / 1000,
+                }
+            )
             page.context.close()
     lines = []
     for name in rows[0]:
         values = [row[name] for row in rows]
         record_property(f"convergence chart: {name}", [round(v, 3) for v in values])
-        lines.append(f"{name}: " + ", ".join(f"{v:.2f}" for v in values)
-                     + f" s (median {statistics.median(values):.2f})")
+        lines.append(
+            f"{name}: " + ", ".join(f"{v:.2f}" for v in values) + f" s (median {statistics.median(values):.2f})"
+        )
     print("\nnew visitors, a link that waits for Run:\n  " + "\n  ".join(lines))
 
 
@@ -301,7 +324,7 @@ def test_legends_leave_the_x_axis_titles_clear(server, tmp_path):
         page.set_default_timeout(120_000)
         try:
             for dataset, entry in (("moons", "decision boundary f(x) = 0"), ("sine1d", "fitted f(x)")):
-                page.goto(f"{url}/?dataset={dataset}&solver=falkon&maxiter=20")    # small: runs by itself
+                page.goto(f"{url}/?dataset={dataset}&solver=falkon&maxiter=20")  # small: runs by itself
                 # The fit's figure is drawn while the run computes (the live chart redraws it); the
                 # convergence chart is a plotly figure once the run has finished.
                 page.get_by_test_id("stAlert").filter(has_text=" finished — ").first.wait_for()
@@ -312,13 +335,17 @@ def test_legends_leave_the_x_axis_titles_clear(server, tmp_path):
                 assert {"explore_fit", "explore_convergence"} <= charts.keys(), charts.keys()
                 for key, chart in charts.items():
                     assert chart["legend"] and chart["titles"], (dataset, key)
-                    clash = [(legend, other) for legend in chart["legend"]
-                             for other in chart["titles"] + chart["ticks"] if _overlap(legend, other)]
+                    clash = [
+                        (legend, other)
+                        for legend in chart["legend"]
+                        for other in chart["titles"] + chart["ticks"]
+                        if _overlap(legend, other)
+                    ]
                     assert not clash, (dataset, key, clash)
                 fit = charts["explore_fit"]
                 assert entry in fit["entries"] and fit["legend"][0]["top"] > max(t["bottom"] for t in fit["titles"])
                 if dataset == "moons":
-                    assert fit["boundary"] > 0          # the black line at f(x) = 0 is drawn
+                    assert fit["boundary"] > 0  # the black line at f(x) = 0 is drawn
                 page.locator(".st-key-explore_fit").screenshot(path=str(tmp_path / f"fit-{dataset}.png"))
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)

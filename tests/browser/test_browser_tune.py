@@ -3,6 +3,7 @@ a tuning run streams its steps and its path over the map into the live chart, St
 best point, a second run goes to the end (steps, map, relevance of each feature), and "Apply to
 Explore" moves Explore and its link to the tuned σ, λ and M. The screenshot of the finished page
 goes to ``$KRR_SAVE_SCREENSHOTS`` (``docs/screenshot-tune.png``)."""
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,7 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
                 break
             time.sleep(0.2)
         assert seen[-1][0] >= max(5, first[0] + 3) and seen[-1][1] > first[1], (first, seen[-5:])
-        assert page.locator(".krr-map-cell").count() > 50          # the map under the path
+        assert page.locator(".krr-map-cell").count() > 50  # the map under the path
         _save(page, "screenshot-tune-running.png", tmp_path)
 
         # Stop: the run ends, refitted at the best point found, and the finished page follows.
@@ -68,9 +69,10 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
         apply.wait_for(timeout=60_000)
         page.get_by_text("Relevance of each feature").first.wait_for()
         _wait_idle(page)
-        assert page.locator(".js-plotly-plot").count() == 3     # steps, map, relevance
-        shown_lambda = main.get_by_test_id("stMetric").filter(has_text="λ").first.get_by_test_id(
-            "stMetricValue").inner_text()
+        assert page.locator(".js-plotly-plot").count() == 3  # steps, map, relevance
+        shown_lambda = (
+            main.get_by_test_id("stMetric").filter(has_text="λ").first.get_by_test_id("stMetricValue").inner_text()
+        )
         _save(page, "screenshot-tune.png", tmp_path)
 
         # Apply: Explore, with the tuned λ, σ and M in its sidebar and in its link.
@@ -79,7 +81,7 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
         _wait_idle(page)
         query = parse_qs(urlparse(page.url).query)
         assert query["M"] == ["400"] and "sigma" in query, query
-        assert query.get("solver", ["falkon"])[0] in ("falkon", "falkon_bless"), query      # FALKON: the default
+        assert query.get("solver", ["falkon"])[0] in ("falkon", "falkon_bless"), query  # FALKON: the default
         assert float(query["log_lambda"][0]) == pytest.approx(math.log10(float(shown_lambda)), abs=2e-3)
         assert re.search(r"λ = ", page.get_by_test_id("stSidebar").inner_text())
         page.close()
@@ -105,12 +107,14 @@ def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the
         page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=600_000)
         page.get_by_text("Validated error against M").first.wait_for(timeout=60_000)
         _wait_idle(page)
-        metrics = {m.get_by_test_id("stMetricLabel").inner_text().strip(): m.get_by_test_id("stMetricValue").inner_text()
-                   for m in main.get_by_test_id("stMetric").all()}
+        metrics = {
+            m.get_by_test_id("stMetricLabel").inner_text().strip(): m.get_by_test_id("stMetricValue").inner_text()
+            for m in main.get_by_test_id("stMetric").all()
+        }
         assert float(metrics["Tuned σ"]) > 0 and float(metrics["Tuned λ"]) > 0, metrics
         value, spread = metrics["Validated RMSE"].split(" ± ")
         assert float(value) > 0 and float(spread) > 0, metrics
         assert page.get_by_text("Why it stopped.").count() >= 1
-        assert page.locator(".js-plotly-plot").count() == 3     # steps, the M curve, the map
+        assert page.locator(".js-plotly-plot").count() == 3  # steps, the M curve, the map
         _save(page, "screenshot-tune-M.png", tmp_path)
         page.close()

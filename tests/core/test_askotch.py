@@ -4,6 +4,7 @@ Every solver is checked against ExactKRR's weights; the paper's qualitative clai
 on problems where they hold robustly (C.4 linear convergence, C.5 ASkotch vs Skotch, C.6 with vs
 without preconditioning). Problems are small (n ≤ 400) and float64 unless float32 is the point.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,6 +58,7 @@ def float64_residual(X, y, coef):
 
 # -- Nyström primitives (Alg. 2, B.2.1, Alg. 3) ---------------------------------------------------
 
+
 def _psd(p=120, decay=0.7, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
     Q, _ = torch.linalg.qr(torch.randn(p, p, generator=g, dtype=torch.float64))
@@ -67,14 +69,16 @@ def _psd(p=120, decay=0.7, seed=0, dtype=torch.float64):
 def test_nystrom_recovers_the_top_eigenvalues_and_is_exact_at_full_rank():
     A, eig = _psd()
     g = torch.Generator().manual_seed(1)
-    approx = randomized_nystrom(lambda V: A @ V, A.shape[0], 30, float(eig.sum()), generator=g,
-                                dtype=torch.float64, device="cpu")
+    approx = randomized_nystrom(
+        lambda V: A @ V, A.shape[0], 30, float(eig.sum()), generator=g, dtype=torch.float64, device="cpu"
+    )
     assert torch.allclose(approx.eigvals[:5], eig[:5], rtol=1e-3)
     assert torch.allclose(approx.eigvals[:10], eig[:10], rtol=1e-2)
-    assert bool((approx.eigvals <= eig[:30] * (1 + 1e-10)).all())      # M̂ ⪯ M
+    assert bool((approx.eigvals <= eig[:30] * (1 + 1e-10)).all())  # M̂ ⪯ M
     assert bool((approx.eigvals[:-1] >= approx.eigvals[1:]).all()) and float(approx.eigvals.min()) >= 0
-    full = randomized_nystrom(lambda V: A @ V, A.shape[0], A.shape[0], float(eig.sum()), generator=g,
-                              dtype=torch.float64, device="cpu")
+    full = randomized_nystrom(
+        lambda V: A @ V, A.shape[0], A.shape[0], float(eig.sum()), generator=g, dtype=torch.float64, device="cpu"
+    )
     A_hat = (full.U * full.eigvals) @ full.U.T
     assert float(torch.linalg.norm(A_hat - A) / torch.linalg.norm(A)) < 1e-8
 
@@ -82,8 +86,9 @@ def test_nystrom_recovers_the_top_eigenvalues_and_is_exact_at_full_rank():
 def test_preconditioner_solve_and_inverse_square_root_match_dense_algebra():
     A, eig = _psd(p=80)
     g = torch.Generator().manual_seed(2)
-    approx = randomized_nystrom(lambda V: A @ V, 80, 20, float(eig.sum()), generator=g,
-                                dtype=torch.float64, device="cpu")
+    approx = randomized_nystrom(
+        lambda V: A @ V, 80, 20, float(eig.sum()), generator=g, dtype=torch.float64, device="cpu"
+    )
     rho = resolve_damping("damped", approx, 1e-3)
     assert rho == pytest.approx(1e-3 + float(approx.eigvals[-1]))
     pre = NystromPreconditioner(approx, rho)
@@ -100,8 +105,9 @@ def test_cholesky_stabilised_solve_is_accurate_in_float32():
     A, eig = _psd(p=200, decay=0.8)
     g = torch.Generator().manual_seed(3)
     A32 = A.float()
-    approx = randomized_nystrom(lambda V: A32 @ V, 200, 40, float(eig.sum()), generator=g,
-                                dtype=torch.float32, device="cpu")
+    approx = randomized_nystrom(
+        lambda V: A32 @ V, 200, 40, float(eig.sum()), generator=g, dtype=torch.float32, device="cpu"
+    )
     rho = 1e-4
     pre = NystromPreconditioner(approx, rho)
     U, lam = approx.U.double(), approx.eigvals.double()
@@ -116,8 +122,9 @@ def test_get_L_estimates_the_largest_preconditioned_eigenvalue():
     A, eig = _psd(p=100, decay=0.9)
     H = A + 0.5 * torch.eye(100, dtype=torch.float64)
     g = torch.Generator().manual_seed(4)
-    approx = randomized_nystrom(lambda V: A @ V, 100, 10, float(eig.sum()), generator=g,
-                                dtype=torch.float64, device="cpu")
+    approx = randomized_nystrom(
+        lambda V: A @ V, 100, 10, float(eig.sum()), generator=g, dtype=torch.float64, device="cpu"
+    )
     pre = NystromPreconditioner(approx, resolve_damping("damped", approx, 0.5))
     P = (approx.U * approx.eigvals) @ approx.U.T + pre.rho * torch.eye(100, dtype=torch.float64)
     true_L = float(torch.linalg.eigvals(torch.linalg.solve(P, H)).real.max())
@@ -144,9 +151,11 @@ def _block_preconditioned_hessian(X, blocks, preconds, weights):
 def test_get_mu_estimates_the_block_preconditioned_strong_convexity(problem):
     """get_mu against a dense eigensolve: the smallest Ritz value approaches μ_Pβ from above."""
     X, y, _ = problem
-    model = ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, beta=0.5, maxiter=1, cache_preconditioners=True).fit(X, y)
+    model = ASkotch(
+        KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, beta=0.5, maxiter=1, cache_preconditioners=True
+    ).fit(X, y)
     blocks, preconds = model.block_indices_, model.block_preconditioners_
-    weights = (model.block_smoothness_ ** 0.5).tolist()
+    weights = (model.block_smoothness_**0.5).tolist()
     A, H = _block_preconditioned_hessian(X, blocks, preconds, weights)
     true_mu = float(torch.linalg.eigvalsh(A)[0])
     est = get_mu(lambda V: H @ V, H.shape[0], blocks, preconds, weights, dtype=torch.float64, device="cpu")
@@ -179,15 +188,21 @@ def test_mu_rules_trade_safety_against_speed():
 
 # -- agreement with ExactKRR -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [
-    lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, maxiter=1500, tol=1e-7, eval_every=30),
-    lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, maxiter=900, tol=1e-7, eval_every=30,
-                    variant="fresh_blocks"),
-    lambda: Skotch(KERNEL, PENALTY, blocks=1, rank=40, maxiter=900, tol=1e-7, eval_every=30),
-    lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-7),
-    lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-7, kernel_storage="on_the_fly"),
-    lambda: CG(KERNEL, PENALTY, maxiter=100, tol=1e-7),
-], ids=["askotch", "askotch-fresh-blocks", "skotch", "nystrom-pcg", "nystrom-pcg-on-the-fly", "cg"])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, maxiter=1500, tol=1e-7, eval_every=30),
+        lambda: ASkotch(
+            KERNEL, PENALTY, blocks=3, rank=20, maxiter=900, tol=1e-7, eval_every=30, variant="fresh_blocks"
+        ),
+        lambda: Skotch(KERNEL, PENALTY, blocks=1, rank=40, maxiter=900, tol=1e-7, eval_every=30),
+        lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-7),
+        lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-7, kernel_storage="on_the_fly"),
+        lambda: CG(KERNEL, PENALTY, maxiter=100, tol=1e-7),
+    ],
+    ids=["askotch", "askotch-fresh-blocks", "skotch", "nystrom-pcg", "nystrom-pcg-on-the-fly", "cg"],
+)
 def test_converges_to_exact_krr_weights(problem, make):
     X, y, ref = problem
     model = make().fit(X, y)
@@ -211,9 +226,13 @@ def test_multiple_outputs_match_exact_krr(problem):
 
 # -- the paper's qualitative claims -----------------------------------------------------------------
 
+
 def _log_suboptimality_fit(model, ref_objective, floor=1e-11):
-    pts = [(r.iteration, math.log10(abs((r.objective - ref_objective) / ref_objective)))
-           for r in model.trace_ if abs((r.objective - ref_objective) / ref_objective) > floor]
+    pts = [
+        (r.iteration, math.log10(abs((r.objective - ref_objective) / ref_objective)))
+        for r in model.trace_
+        if abs((r.objective - ref_objective) / ref_objective) > floor
+    ]
     it, logs = np.array(pts).T
     slope, intercept = np.polyfit(it, logs, 1)
     resid = logs - (slope * it + intercept)
@@ -221,16 +240,22 @@ def _log_suboptimality_fit(model, ref_objective, floor=1e-11):
     return slope, r2, len(it)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, maxiter=600, eval_every=20, cache_preconditioners=True),
-    lambda: Skotch(KERNEL, PENALTY, blocks=1, rank=10, maxiter=300, eval_every=10),
-    lambda: NystromPCG(KERNEL, PENALTY, rank=10, maxiter=40),
-], ids=["askotch", "skotch", "nystrom-pcg"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ASkotch(
+            KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, maxiter=600, eval_every=20, cache_preconditioners=True
+        ),
+        lambda: Skotch(KERNEL, PENALTY, blocks=1, rank=10, maxiter=300, eval_every=10),
+        lambda: NystromPCG(KERNEL, PENALTY, rank=10, maxiter=40),
+    ],
+    ids=["askotch", "skotch", "nystrom-pcg"],
+)
 def test_relative_suboptimality_falls_linearly(problem, make):
     """C.4: |d(w_k) − d*| / |d*| against k is a straight line on a log scale."""
     X, y, ref = problem
     y64 = torch.as_tensor(y, dtype=torch.float64)
-    d_star = -0.5 * float(y64 @ ref)          # d(w*) = ½w*ᵀy − yᵀw* at the optimum
+    d_star = -0.5 * float(y64 @ ref)  # d(w*) = ½w*ᵀy − yᵀw* at the optimum
     model = make().fit(X, y)
     slope, r2, points = _log_suboptimality_fit(model, d_star)
     assert points >= 8
@@ -263,39 +288,67 @@ def test_preconditioning_reduces_askotch_iterations():
     n600 = [make_problem(n=600, d=10, seed=s) for s in (0, 1, 2)]
 
     def mean_iterations(threshold, **kw):
-        return float(np.mean([first_iteration_below(
-            ASkotch(KERNEL, PENALTY, variant="alg1", blocks=6, maxiter=1200, tol=threshold, eval_every=6, seed=s, **kw).fit(X, y),
-            threshold) for s, (X, y) in enumerate(n600)]))
+        return float(
+            np.mean(
+                [
+                    first_iteration_below(
+                        ASkotch(
+                            KERNEL,
+                            PENALTY,
+                            variant="alg1",
+                            blocks=6,
+                            maxiter=1200,
+                            tol=threshold,
+                            eval_every=6,
+                            seed=s,
+                            **kw,
+                        ).fit(X, y),
+                        threshold,
+                    )
+                    for s, (X, y) in enumerate(n600)
+                ]
+            )
+        )
 
     assert mean_iterations(1e-1, rank=40) < 0.6 * mean_iterations(1e-1, preconditioner=None)
     assert mean_iterations(1e-2, rank=40) < 0.75 * mean_iterations(1e-2, preconditioner=None)
     single = dict(blocks=1, maxiter=600, tol=1e-6, eval_every=10)
     pre = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, variant="alg1", rank=40, seed=s, **single), 1e-6)
-    plain = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, variant="alg1", preconditioner=None, seed=s, **single), 1e-6)
+    plain = _iterations_to(
+        lambda s: ASkotch(KERNEL, PENALTY, variant="alg1", preconditioner=None, seed=s, **single), 1e-6
+    )
     assert pre < 0.5 * plain
     fresh = dict(blocks=3, maxiter=600, tol=1e-5, eval_every=20, variant="fresh_blocks")
     pre = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, rank=20, seed=s, **fresh), 1e-5, seeds=(0, 1))
-    plain = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, preconditioner=None, seed=s, **fresh), 1e-5,
-                           seeds=(0, 1))
+    plain = _iterations_to(lambda s: ASkotch(KERNEL, PENALTY, preconditioner=None, seed=s, **fresh), 1e-5, seeds=(0, 1))
     assert pre < 0.5 * plain
     paper = dict(blocks=3, maxiter=1500, tol=1e-5, eval_every=15, mu="lambda")
     rough, small = LaplacianKernel(3.0), 1e-5
     pre = _iterations_to(lambda s: ASkotch(rough, small, variant="alg1", rank=20, seed=s, **paper), 1e-5, seeds=(0,))
-    plain = _iterations_to(lambda s: ASkotch(rough, small, variant="alg1", preconditioner=None, seed=s, **paper), 1e-5, seeds=(0,))
+    plain = _iterations_to(
+        lambda s: ASkotch(rough, small, variant="alg1", preconditioner=None, seed=s, **paper), 1e-5, seeds=(0,)
+    )
     assert pre < 0.6 * plain
 
 
 # -- precision and honest timing --------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [
-    lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=1, rank=40, maxiter=600, tol=1e-4, eval_every=10, dtype="float32"),
-    lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-4, dtype="float32"),
-], ids=["askotch", "nystrom-pcg"])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ASkotch(
+            KERNEL, PENALTY, variant="alg1", blocks=1, rank=40, maxiter=600, tol=1e-4, eval_every=10, dtype="float32"
+        ),
+        lambda: NystromPCG(KERNEL, PENALTY, rank=20, maxiter=100, tol=1e-4, dtype="float32"),
+    ],
+    ids=["askotch", "nystrom-pcg"],
+)
 def test_float32_runs_reach_a_float64_residual_threshold(problem, make):
     X, y, ref = problem
     model = make().fit(X, y)
     assert model.coef_.dtype == torch.float32
-    assert model.residual_floor_ == 10 * torch.finfo(torch.float64).eps    # its residuals are float64 ones
+    assert model.residual_floor_ == 10 * torch.finfo(torch.float64).eps  # its residuals are float64 ones
     assert model.stop_reason_.startswith("converged")
     true_residual = float64_residual(X, y, model.coef_)
     assert true_residual <= 1e-4
@@ -332,16 +385,26 @@ def test_residual_evaluation_time_is_kept_out_of_solver_seconds(problem, monkeyp
             return super().block(P1, P2, out=out)
 
     X, y, _ = problem
-    model = ASkotch(TickingGaussian(3.0), PENALTY, variant="alg1", blocks=3, rank=20, maxiter=60, eval_every=20,
-                    dtype="float32", memory_budget=1 << 30).fit(X, y)
+    model = ASkotch(
+        TickingGaussian(3.0),
+        PENALTY,
+        variant="alg1",
+        blocks=3,
+        rank=20,
+        maxiter=60,
+        eval_every=20,
+        dtype="float32",
+        memory_budget=1 << 30,
+    ).fit(X, y)
     evaluated = [r for r in model.trace_ if r.iteration > 0]
     assert len(evaluated) == 3 and clock.solver_blocks > 0 and clock.eval_blocks >= 3
-    assert all(r.eval_seconds >= 1000.0 for r in evaluated)          # each residual is a float64 pass
-    assert model.trace_[-1].seconds == float(clock.solver_blocks)    # solver work only, every block of it
+    assert all(r.eval_seconds >= 1000.0 for r in evaluated)  # each residual is a float64 pass
+    assert model.trace_[-1].seconds == float(clock.solver_blocks)  # solver work only, every block of it
     assert sum(r.eval_seconds for r in model.trace_) == 1000.0 * clock.eval_blocks
 
 
 # -- kernel storage ------------------------------------------------------------------------------
+
 
 def test_kernel_storage_choice_is_reported_and_does_not_change_the_iterates(problem):
     X, y, _ = problem
@@ -359,11 +422,12 @@ def test_askotch_touches_one_block_row_at_a_time(problem):
     X, y, _ = problem
     model = ASkotch(KERNEL, PENALTY, variant="alg1", blocks=6, rank=20, maxiter=12, eval_every=6).fit(X, y)
     system = model._system
-    assert system.K is None                              # the n×n matrix is never stored
+    assert system.K is None  # the n×n matrix is never stored
     assert system._rows._buffer.shape[0] <= max(len(b) for b in model.block_indices_)
 
 
 # -- estimator contract and registry -------------------------------------------------------------
+
 
 def test_params_are_stored_untouched_and_clone_works():
     model = ASkotch(KERNEL, 1e-4, variant="alg1", blocks=7, rank=11, dtype="float32", seed=3)
@@ -389,31 +453,37 @@ def test_registry_entries_build_and_approach_exact_krr(problem, key, tolerance):
 
 def test_default_block_count_keeps_rank_within_blocks():
     X, y = make_problem(n=250, d=10)
-    model = ASkotch(KERNEL, PENALTY, variant="alg1", maxiter=2).fit(X, y)      # rank 100: 2 blocks of 125
+    model = ASkotch(KERNEL, PENALTY, variant="alg1", maxiter=2).fit(X, y)  # rank 100: 2 blocks of 125
     assert model.n_blocks_ == 2 and model.rank_ == 100
 
 
 # -- guards ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=301, preconditioner=None), "blocks must be <= n"),
-    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=10, rank=31), "rank must be <= the block size"),
-    (lambda: Skotch(KERNEL, PENALTY, blocks=0), "blocks must be >= 1"),
-    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, beta=1.5), "beta must be a number in"),
-    (lambda: Skotch(KERNEL, PENALTY, blocks=3, rank=20, alpha=-0.1), "alpha must be a number in"),
-    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, damping="heavy"), "damping must be"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, preconditioner="cholesky"), "preconditioner must be"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, variant="v3"), "variant must be"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, mu="big"), "mu must be"),
-    (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, variant="fresh_blocks", cache_preconditioners=True),
-     "cache_preconditioners applies"),
-    (lambda: ASkotch(KERNEL, 1.0, blocks=3, rank=20, variant="fresh_blocks"), "needs μ = λn < ν"),
-    (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, eval_every=0), "eval_every must be >= 1"),
-    (lambda: ASkotch(KERNEL, 0.0, variant="alg1"), "penalty must be > 0"),
-    (lambda: NystromPCG(KERNEL, PENALTY, rank=301), "rank must be <= n"),
-    (lambda: NystromPCG(KERNEL, PENALTY, kernel_storage="disk"), "kernel_storage must be one of"),
-    (lambda: NystromPCG(KERNEL, PENALTY, rank=20, damping=-1.0), "damping must be > 0"),
-])
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=301, preconditioner=None), "blocks must be <= n"),
+        (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=10, rank=31), "rank must be <= the block size"),
+        (lambda: Skotch(KERNEL, PENALTY, blocks=0), "blocks must be >= 1"),
+        (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, beta=1.5), "beta must be a number in"),
+        (lambda: Skotch(KERNEL, PENALTY, blocks=3, rank=20, alpha=-0.1), "alpha must be a number in"),
+        (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, damping="heavy"), "damping must be"),
+        (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, preconditioner="cholesky"), "preconditioner must be"),
+        (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, variant="v3"), "variant must be"),
+        (lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, mu="big"), "mu must be"),
+        (
+            lambda: ASkotch(KERNEL, PENALTY, blocks=3, rank=20, variant="fresh_blocks", cache_preconditioners=True),
+            "cache_preconditioners applies",
+        ),
+        (lambda: ASkotch(KERNEL, 1.0, blocks=3, rank=20, variant="fresh_blocks"), "needs μ = λn < ν"),
+        (lambda: ASkotch(KERNEL, PENALTY, variant="alg1", blocks=3, rank=20, eval_every=0), "eval_every must be >= 1"),
+        (lambda: ASkotch(KERNEL, 0.0, variant="alg1"), "penalty must be > 0"),
+        (lambda: NystromPCG(KERNEL, PENALTY, rank=301), "rank must be <= n"),
+        (lambda: NystromPCG(KERNEL, PENALTY, kernel_storage="disk"), "kernel_storage must be one of"),
+        (lambda: NystromPCG(KERNEL, PENALTY, rank=20, damping=-1.0), "damping must be > 0"),
+    ],
+)
 def test_bad_parameters_raise_clear_errors(problem, make, message):
     X, y, _ = problem
     with pytest.raises(ValueError, match=message):
@@ -424,7 +494,7 @@ def test_full_kernel_system_products_match_dense_kernel(problem):
     X, _, _ = problem
     X = torch.as_tensor(X)
     K = KERNEL(X, X)
-    system = FullKernelSystem(KERNEL, X, 0.3, memory_budget=50_000)   # chunks of a few rows
+    system = FullKernelSystem(KERNEL, X, 0.3, memory_budget=50_000)  # chunks of a few rows
     W = torch.randn(X.shape[0], 2, dtype=torch.float64)
     idx = torch.tensor([5, 17, 3, 250, 99])
     assert torch.allclose(system.rows_matvec(idx, W), K[idx] @ W, rtol=1e-10, atol=1e-12)
@@ -439,7 +509,7 @@ def test_free_residual_estimates_track_the_true_residual(problem):
     common = dict(blocks=3, rank=20, maxiter=300, eval_every=30, cache_preconditioners=True, seed=1)
     exact = ASkotch(KERNEL, PENALTY, variant="alg1", **common).fit(X, y)
     estimate = ASkotch(KERNEL, PENALTY, variant="alg1", residual="estimate", **common).fit(X, y)
-    assert torch.equal(exact.coef_, estimate.coef_)        # the mode changes the report, not the run
+    assert torch.equal(exact.coef_, estimate.coef_)  # the mode changes the report, not the run
     true = np.array([r.residual for r in exact.trace_[1:]])
     est = np.array([r.residual for r in estimate.trace_[1:]])
     assert estimate.trace_[-1].extras["residual_kind"].startswith("block-gradient estimate")

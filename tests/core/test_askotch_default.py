@@ -1,6 +1,7 @@
 """ASkotch's default never stores the n×n kernel matrix: variant "auto" runs the
 fresh-block variant (no strong-convexity estimate needed), or Alg. 1 with the free bound on μ when
 λn ≥ n/|b|; Alg. 1 with μ "auto" still stores K for its Lanczos estimate when asked for explicitly."""
+
 import pytest
 
 import krrcore.full_system as full_system
@@ -30,7 +31,7 @@ def dense_kernel_calls(monkeypatch):
 def test_default_askotch_never_allocates_K(dense_kernel_calls, one_thread):
     n = 3000
     X, y = make_problem(n=n, d=5)
-    model = ASkotch(KERNEL, 1e-4, maxiter=3 * 30)                   # B = 30 blocks of 100: three passes
+    model = ASkotch(KERNEL, 1e-4, maxiter=3 * 30)  # B = 30 blocks of 100: three passes
     estimate = model.memory_estimate(n, 5)
     assert not any(p.name.startswith("kernel matrix K") for p in estimate.parts)
     assert estimate.stored_bytes < 0.1 * n * n * 8
@@ -38,7 +39,7 @@ def test_default_askotch_never_allocates_K(dense_kernel_calls, one_thread):
         model.fit(X, y)
     assert dense_kernel_calls == []
     assert model._variant == "fresh_blocks" and not hasattr(model, "mu_")
-    if mem.supported:      # everything torch and BLAS allocate stays near the estimate (K alone is 72 MB)
+    if mem.supported:  # everything torch and BLAS allocate stays near the estimate (K alone is 72 MB)
         assert mem.extra_bytes < 1.5 * estimate.peak_bytes + 32 * 2**20
     residuals = [r.residual for r in model.trace_]
     assert residuals[-1] < 0.5 * residuals[1]
@@ -52,7 +53,7 @@ def test_default_askotch_never_allocates_K(dense_kernel_calls, one_thread):
 def test_auto_variant_falls_back_to_alg1_with_the_free_bound():
     """When λn ≥ n/|b| the fresh-block momentum is undefined: Alg. 1, μ from λn ≤ λ_min (no K)."""
     X, y = make_problem(n=400, d=5)
-    model = ASkotch(KERNEL, 0.05, blocks=4, rank=20, maxiter=8).fit(X, y)      # λn = 20 ≥ n/|b| = 4
+    model = ASkotch(KERNEL, 0.05, blocks=4, rank=20, maxiter=8).fit(X, y)  # λn = 20 ≥ n/|b| = 4
     assert model._variant == "alg1" and model.mu_ > 0
     fresh = ASkotch(KERNEL, 1e-4, blocks=4, rank=20, maxiter=8).fit(X, y)
     assert fresh._variant == "fresh_blocks"

@@ -1,5 +1,6 @@
 """The preconditioner's blocked in-place factorisations (krrcore.linalg) against torch's dense ones,
 and its M×M buffer refused before it is allocated when the device cannot hold it."""
+
 import pytest
 import torch
 
@@ -48,7 +49,7 @@ def test_blocked_cholesky_on_a_transposed_view_factors_the_upper_triangle():
 def test_blocked_cholesky_reports_the_block_that_is_not_positive_definite():
     S = _spd(40)
     S[30, 30] = -1.0
-    assert cholesky_lower_(torch.tril(S), block=8) == 25      # block column 24..31, 1-based
+    assert cholesky_lower_(torch.tril(S), block=8) == 25  # block column 24..31, 1-based
 
 
 def test_blocked_preconditioner_layout_matches_lapack(monkeypatch):
@@ -72,8 +73,11 @@ def test_blocked_preconditioner_layout_matches_lapack(monkeypatch):
 
 def test_preconditioner_buffer_is_refused_before_allocating(monkeypatch):
     monkeypatch.setattr(memory, "available_bytes", lambda device=None: 2 * 2**30)
-    assert buffer_dtype(10_000, torch.float32, "cpu") == torch.float64         # 0.8 GB and its panels fit 2 GiB
-    with pytest.raises(MemoryBudgetError, match=r"M=20,000 centres \(one 20,000×20,000 matrix in float64\) needs .* lower M to at most 12,"):
+    assert buffer_dtype(10_000, torch.float32, "cpu") == torch.float64  # 0.8 GB and its panels fit 2 GiB
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"M=20,000 centres \(one 20,000×20,000 matrix in float64\) needs .* lower M to at most 12,",
+    ):
         buffer_dtype(20_000, torch.float32, "cpu")
     # A GPU with float32 data keeps a float32 buffer where float64 does not fit; float64 data is refused.
     assert buffer_dtype(15_000, torch.float32, "cuda") == torch.float32

@@ -1,4 +1,5 @@
 """krrcore.cg: (preconditioned) conjugate gradient against dense solves."""
+
 from __future__ import annotations
 
 import torch
@@ -55,6 +56,6 @@ def test_jacobi_preconditioning_cuts_iterations_and_identity_preconditioner_chan
 
 def test_exact_convergence_is_flagged_and_ends_the_generator():
     A = torch.diag(torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
-    B = torch.tensor([[1.0], [0.0], [0.0]], dtype=torch.float64)    # an eigenvector: one step
+    B = torch.tensor([[1.0], [0.0], [0.0]], dtype=torch.float64)  # an eigenvector: one step
     states = list(conjugate_gradient(lambda V: A @ V, B))
     assert len(states) == 1 and states[0].converged and states[0].rel_residual == 0.0

@@ -1,5 +1,6 @@
 """Silent data problems get a message or a correct result: complex input, values
 near the float64 limit in standardisation, float32 overflow, squared distances that overflow."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,9 +22,16 @@ def test_complex_input_is_refused_not_truncated():
 
 
 def _assemble(X, target):
-    meta = dict(name="t", title="t", feature_names=tuple(f"x{i}" for i in range(X.shape[1])), source="test",
-                description="", suggested_kernel={"name": "gaussian", "sigma": 1.0}, suggested_penalty=1e-3,
-                synthetic=True)
+    meta = dict(
+        name="t",
+        title="t",
+        feature_names=tuple(f"x{i}" for i in range(X.shape[1])),
+        source="test",
+        description="",
+        suggested_kernel={"name": "gaussian", "sigma": 1.0},
+        suggested_penalty=1e-3,
+        synthetic=True,
+    )
     return assemble(X=X, target=target, index=np.arange(len(X)), n_test=40, task="regression", **meta)
 
 
@@ -55,16 +63,23 @@ def test_squared_distances_that_overflow_are_named():
         Falkon(GaussianKernel(1.0), 1e-3, M=10, centers=X[10:20]).fit(X, X[:, 1])
 
 
-@pytest.mark.parametrize("column", [
-    pd.array([1, None, 3, 4], dtype="Int64"),           # nullable integers: to_numpy gives objects with pd.NA
-    pd.array([1.0, None, 3.0, 4.0], dtype="Float64"),
-    [1.0, np.nan, 3.0, 4.0],
-    pd.array(["1", "2", None, "4"], dtype="string"),
-], ids=["Int64", "Float64", "float-NaN", "string"])
+@pytest.mark.parametrize(
+    "column",
+    [
+        pd.array([1, None, 3, 4], dtype="Int64"),  # nullable integers: to_numpy gives objects with pd.NA
+        pd.array([1.0, None, 3.0, 4.0], dtype="Float64"),
+        [1.0, np.nan, 3.0, 4.0],
+        pd.array(["1", "2", None, "4"], dtype="string"),
+    ],
+    ids=["Int64", "Float64", "float-NaN", "string"],
+)
 def test_pandas_missing_values_are_named_as_missing_not_non_numeric(column):
     frame = pd.DataFrame({"age": column, "height": [1.0, 2.0, 3.0, 4.0]})
-    with pytest.raises(ValueError, match=r"X has missing values \(NaN, None or pd.NA\) in column\(s\) 'age' "
-                                         r"\(1 of 4 rows\): drop those rows") as info:
+    with pytest.raises(
+        ValueError,
+        match=r"X has missing values \(NaN, None or pd.NA\) in column\(s\) 'age' "
+        r"\(1 of 4 rows\): drop those rows",
+    ) as info:
         Falkon(GaussianKernel(1.0), 1e-3, M=2).fit(frame, np.ones(4))
     assert "non-numeric" not in str(info.value)
     with pytest.raises(ValueError, match=r"y has missing values .* column\(s\) 'target' \(1 of 4 rows\)"):
@@ -77,8 +92,11 @@ def test_pandas_text_cells_and_numpy_gaps_are_named_by_column():
         as_tensor(frame, "X")
     X = np.ones((4, 3))
     X[1, 2], X[3, 0] = np.nan, np.inf
-    with pytest.raises(ValueError, match=r"X contains 1 NaN \(missing\) value\(s\) and 1 infinite value\(s\) "
-                                         r"in column\(s\) \[0, 2\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"X contains 1 NaN \(missing\) value\(s\) and 1 infinite value\(s\) "
+        r"in column\(s\) \[0, 2\]",
+    ):
         as_tensor(X, "X")
     filled = pd.DataFrame({"a": pd.array([1, 2, 3], dtype="Int64"), "b": [0.5, 1.5, 2.5]})
     assert as_tensor(filled, "X").tolist() == [[1.0, 0.5], [2.0, 1.5], [3.0, 2.5]]

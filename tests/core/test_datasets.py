@@ -1,4 +1,5 @@
 """Data set registry, splits, encodings, QM9 Coulomb matrices and user CSV handling."""
+
 from __future__ import annotations
 
 import io
@@ -26,6 +27,7 @@ def small_n(name: str) -> int:
 
 # --- every registry entry -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(DATASETS))
 def test_entry_loads_with_promised_shapes_task_and_z_scoring(name):
     info = DATASETS[name]
@@ -40,7 +42,7 @@ def test_entry_loads_with_promised_shapes_task_and_z_scoring(name):
     varying = ds.feature_scale_raw > 0
     np.testing.assert_allclose(ds.X_train.mean(axis=0), 0, atol=1e-9)
     np.testing.assert_allclose(ds.X_train[:, varying].std(axis=0), 1, rtol=1e-9)
-    np.testing.assert_allclose(ds.X_train[:, ~varying], 0)          # constant columns: centred, not divided
+    np.testing.assert_allclose(ds.X_train[:, ~varying], 0)  # constant columns: centred, not divided
     if ds.task == "regression":
         assert ds.y_train.shape == (ds.n_train,) and ds.labels_train is None and ds.classes is None
         assert abs(ds.y_train.mean()) < 1e-9 and abs(ds.y_train.std() - 1) < 1e-9
@@ -50,7 +52,7 @@ def test_entry_loads_with_promised_shapes_task_and_z_scoring(name):
     else:
         assert ds.y_train.shape == (ds.n_train, len(ds.classes))
         np.testing.assert_array_equal(ds.y_train.sum(axis=1), 1)
-    kernel = ds.make_kernel()                                            # the suggestion is buildable
+    kernel = ds.make_kernel()  # the suggestion is buildable
     assert kernel(ds.X_train[:5]).shape == (5, 5)
     assert ds.suggested_sigma == info.suggested_sigma and ds.suggested_penalty == info.suggested_penalty
     assert set(info.knobs) >= {"n", "seed"} and ds.note == info.note
@@ -58,10 +60,15 @@ def test_entry_loads_with_promised_shapes_task_and_z_scoring(name):
 
 
 def test_real_sets_have_the_advertised_number_of_rows():
-    for name, table in (("diabetes", real.diabetes()), ("breast_cancer", real.breast_cancer()),
-                        ("digits", real.digits()), ("diamonds", real.diamonds()), ("concrete", real.concrete())):
+    for name, table in (
+        ("diabetes", real.diabetes()),
+        ("breast_cancer", real.breast_cancer()),
+        ("digits", real.digits()),
+        ("diamonds", real.diamonds()),
+        ("concrete", real.concrete()),
+    ):
         assert DATASETS[name].max_n == len(table), name
-    load("diamonds", n=DATASETS["diamonds"].max_n)                   # the whole cleaned set loads
+    load("diamonds", n=DATASETS["diamonds"].max_n)  # the whole cleaned set loads
     assert len(qm9.QM9Source()) == DATASETS["qm9_homo"].max_n == 130_831
 
 
@@ -82,7 +89,7 @@ def test_z_scoring_uses_training_statistics_only_and_targets_map_back():
     np.testing.assert_allclose(ds.feature_scale, raw_train.std(axis=0))
     np.testing.assert_allclose(ds.X_test, (raw_test - raw_train.mean(axis=0)) / raw_train.std(axis=0))
     np.testing.assert_allclose(ds.standardize(raw_test), ds.X_test)
-    assert np.abs(ds.X_test.mean(axis=0)).max() > 1e-3                 # test rows did not feed the stats
+    assert np.abs(ds.X_test.mean(axis=0)).max() > 1e-3  # test rows did not feed the stats
     np.testing.assert_allclose(ds.to_original_units(ds.y_test), table.target[ds.test_index])
     assert ds.y_mean == pytest.approx(table.target[ds.train_index].mean())
 
@@ -95,7 +102,7 @@ def test_standardize_false_keeps_original_units():
 
 def test_subsamples_are_nested_prefixes_of_one_permutation():
     small, large = load("concrete", n=100, seed=2), load("concrete", n=400, seed=2)
-    used = lambda ds: set(ds.train_index) | set(ds.test_index)   # noqa: E731
+    used = lambda ds: set(ds.train_index) | set(ds.test_index)  # noqa: E731
     assert used(small) <= used(large)
 
 
@@ -108,7 +115,7 @@ def test_binary_targets_are_pm1_with_original_labels_kept():
 
 
 def test_multiclass_targets_are_one_hot_over_all_classes():
-    ds = load("digits", n=12, seed=0)                                   # fewer rows than classes
+    ds = load("digits", n=12, seed=0)  # fewer rows than classes
     assert ds.y_train.shape == (ds.n_train, 10)
     np.testing.assert_array_equal(ds.classes[ds.y_train.argmax(axis=1)], ds.labels_train)
     np.testing.assert_array_equal(ds.y_test.argmax(axis=1), ds.labels_test)
@@ -146,9 +153,10 @@ def test_an_entry_whose_package_is_missing_says_which(monkeypatch):
 
 # --- synthetic generators -----------------------------------------------------------------------
 
+
 def test_askotch_synthetic_is_sign_of_a_seeded_linear_function():
     table = synthetic.askotch_synthetic(500, np.random.default_rng(11), 0.0)
-    w = np.random.default_rng(11).standard_normal(10)                 # w is drawn first from the seed
+    w = np.random.default_rng(11).standard_normal(10)  # w is drawn first from the seed
     np.testing.assert_array_equal(table.target, np.where(table.X @ w >= 0, 1, -1))
     noisy = synthetic.askotch_synthetic(20_000, np.random.default_rng(11), 0.2)
     flipped = np.mean(noisy.target != np.where(noisy.X @ w >= 0, 1, -1))
@@ -158,7 +166,7 @@ def test_askotch_synthetic_is_sign_of_a_seeded_linear_function():
 def test_higgs_like_shape_balance_and_label():
     ds = load("higgs_like", n=5000)
     assert ds.d == 28 and ds.feature_names[-1] == "m_wwbb"
-    assert 0.5 < np.mean(ds.labels_train == 1) < 0.56                   # ~53% signal, as in HIGGS
+    assert 0.5 < np.mean(ds.labels_train == 1) < 0.56  # ~53% signal, as in HIGGS
     assert "not the real data" in ds.note and ds.synthetic
     # the signal's H → bb resonance: m_bb concentrates near 125 for signal only
     m_bb = ds.feature_names.index("m_bb")
@@ -180,7 +188,7 @@ def test_clustered_outliers_have_far_from_uniform_leverage_scores():
     K = ds.make_kernel()(X).double()
     n = K.shape[0]
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)            # a 1200² eigh is 20x slower when threads fight on a busy box
+    torch.set_num_threads(1)  # a 1200² eigh is 20x slower when threads fight on a busy box
     try:
         evals, U = torch.linalg.eigh(K)
     finally:
@@ -198,6 +206,7 @@ def test_clustered_outliers_have_far_from_uniform_leverage_scores():
 
 # --- diamonds -------------------------------------------------------------------------------------
 
+
 def test_diamonds_impossible_rows_are_dropped_and_categories_ordinal():
     frame = real.diamonds_frame()
     bad = real.impossible_diamonds(frame)
@@ -212,6 +221,7 @@ def test_diamonds_impossible_rows_are_dropped_and_categories_ordinal():
 
 
 # --- QM9 --------------------------------------------------------------------------------------
+
 
 def _first_molecule_by_hand():
     """CH4, the first row of qm9_part1.csv, parsed with the csv module and literal_eval."""
@@ -234,13 +244,13 @@ def test_qm9_first_molecule_is_methane_with_a_hand_computed_sorted_coulomb_matri
         C[i, j] = 0.5 * Z[i] ** 2.4 if i == j else Z[i] * Z[j] / np.linalg.norm(R[i] - R[j])
     order = np.argsort(-np.linalg.norm(C, axis=1), kind="stable")
     C = C[order][:, order]
-    expected = np.concatenate([C[i, i:] for i in range(29)])           # upper triangle, row by row
+    expected = np.concatenate([C[i, i:] for i in range(29)])  # upper triangle, row by row
     table = qm9.QM9Source().take([0])
     assert table.X.shape == (1, 435)
     np.testing.assert_allclose(table.X[0], expected, rtol=1e-12)
-    assert table.X[0, 0] == pytest.approx(0.5 * 6 ** 2.4)                 # carbon sorts first
+    assert table.X[0, 0] == pytest.approx(0.5 * 6**2.4)  # carbon sorts first
     assert table.target[0] == pytest.approx(homo_au * 27.211386245988)
-    assert table.target[0] == pytest.approx(-10.5499, abs=1e-3)          # −0.3877 Ha in eV
+    assert table.target[0] == pytest.approx(-10.5499, abs=1e-3)  # −0.3877 Ha in eV
 
 
 def test_qm9_features_are_invariant_to_atom_order():
@@ -248,9 +258,13 @@ def test_qm9_features_are_invariant_to_atom_order():
     rng = np.random.default_rng(0)
     picks = [i for i in range(2000, 2200) if (mols.Z[i] > 0).sum() >= 15][:5]
     for i in picks:
-        perm = rng.permutation(29)                                      # padding slots move too
-        np.testing.assert_allclose(qm9.coulomb_matrices(mols.Z[i:i + 1, perm], mols.R[i:i + 1, perm]),
-                                   qm9.coulomb_matrices(mols.Z[i:i + 1], mols.R[i:i + 1]), rtol=1e-12, atol=1e-12)
+        perm = rng.permutation(29)  # padding slots move too
+        np.testing.assert_allclose(
+            qm9.coulomb_matrices(mols.Z[i : i + 1, perm], mols.R[i : i + 1, perm]),
+            qm9.coulomb_matrices(mols.Z[i : i + 1], mols.R[i : i + 1]),
+            rtol=1e-12,
+            atol=1e-12,
+        )
 
 
 def test_qm9_load_small_n_is_in_ev_and_served_from_the_partial_cache(monkeypatch):
@@ -258,12 +272,13 @@ def test_qm9_load_small_n_is_in_ev_and_served_from_the_partial_cache(monkeypatch
     homo = ds.to_original_units(ds.y_train)
     assert ds.target_unit == "eV" and -13 < homo.min() and homo.max() < -2 and -7 < homo.mean() < -6
     cache = qm9.FeatureCache()
-    assert not cache.full_paths[1].exists()                              # small n: no full computation
+    assert not cache.full_paths[1].exists()  # small n: no full computation
     n_total, indices, _, _ = cache.load_partial()
     assert n_total == 130_831 and set(ds.train_index) <= set(indices.tolist())
 
     def no_parsing():
         raise AssertionError("the CSVs were parsed although the cache holds these molecules")
+
     monkeypatch.setattr(qm9, "molecules", no_parsing)
     again = load("qm9_homo", n=300, seed=5)
     np.testing.assert_array_equal(again.X_train, ds.X_train)
@@ -279,22 +294,28 @@ def test_qm9_full_cache_is_computed_once_the_partial_cache_would_pass_the_limit(
     source = qm9.QM9Source(qm9.FeatureCache(tmp_path, key="test-key"))
     source.take([1, 3, 8])
     assert source.cache.partial_path.exists() and not source.cache.full_paths[0].exists()
-    rows = [7, 2, 9, 0]                                                  # 3 cached + 4 new > PARTIAL_LIMIT
+    rows = [7, 2, 9, 0]  # 3 cached + 4 new > PARTIAL_LIMIT
     table = source.take(rows)
     assert source.cache.full_paths[0].exists() and len(source) == 10
     np.testing.assert_allclose(table.X, qm9.coulomb_matrices(fake.Z[rows], fake.R[rows]))
     np.testing.assert_array_equal(table.target, fake.homo_ev[rows])
-    assert qm9.FeatureCache(tmp_path, key="another-key").load_full() is None     # stale caches are ignored
+    assert qm9.FeatureCache(tmp_path, key="another-key").load_full() is None  # stale caches are ignored
 
 
 # --- user CSV -----------------------------------------------------------------------------------
 
+
 def messy_frame(rows: int = 40) -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({
-        "a": rng.standard_normal(rows), "b": rng.standard_normal(rows), "const": 3.0,
-        "city": rng.choice(["Oslo", "Rome"], rows), "y": rng.standard_normal(rows),
-    })
+    frame = pd.DataFrame(
+        {
+            "a": rng.standard_normal(rows),
+            "b": rng.standard_normal(rows),
+            "const": 3.0,
+            "city": rng.choice(["Oslo", "Rome"], rows),
+            "y": rng.standard_normal(rows),
+        }
+    )
     frame.loc[[1, 5], "a"] = np.nan
     return frame
 
@@ -307,8 +328,13 @@ def test_inspect_csv_reports_columns_and_what_will_be_done_with_them():
     assert report.constant == ("const",)
     assert report.target_task == "regression" and report.ok
     sentences = {d.name: d.sentence for d in report.decisions}
-    assert sentences["city"] == "'city' is text with 2 values: one-hot encoded; a value not seen in training is ignored."
-    assert sentences["a"] == "'a' holds numbers: standardised; its gaps (2) get the training median and an indicator column."
+    assert (
+        sentences["city"] == "'city' is text with 2 values: one-hot encoded; a value not seen in training is ignored."
+    )
+    assert (
+        sentences["a"]
+        == "'a' holds numbers: standardised; its gaps (2) get the training median and an indicator column."
+    )
     assert sentences["const"] == "'const' has one value (3.0): left out."
 
 
@@ -348,23 +374,32 @@ def test_from_csv_specific_errors():
 def test_from_csv_task_detection_and_encodings(tmp_path):
     rng = np.random.default_rng(1)
     X = rng.standard_normal((60, 2))
-    frame = pd.DataFrame({"x1": X[:, 0], "x2": X[:, 1], "yes_no": np.where(X[:, 0] > 0, "yes", "no"),
-                          "grade": rng.integers(1, 6, 60), "value": X.sum(axis=1) + 0.01})
+    frame = pd.DataFrame(
+        {
+            "x1": X[:, 0],
+            "x2": X[:, 1],
+            "yes_no": np.where(X[:, 0] > 0, "yes", "no"),
+            "grade": rng.integers(1, 6, 60),
+            "value": X.sum(axis=1) + 0.01,
+        }
+    )
     path = tmp_path / "table.csv"
     frame.to_csv(path, index=False)
     binary = from_csv(path, "yes_no", drop_columns=["grade", "value"])
     assert binary.task == "binary" and list(binary.classes) == ["no", "yes"] and binary.title == "table.csv"
     np.testing.assert_array_equal(binary.y_train == 1, binary.labels_train == "yes")
-    with open(path) as fh:                                               # file-like input
+    with open(path) as fh:  # file-like input
         multi = from_csv(fh, "grade", drop_columns=["yes_no", "value"])
     assert multi.task == "multiclass" and multi.y_train.shape == (multi.n_train, 5)
     regression = from_csv(frame.drop(columns=["yes_no"]), "value", seed=3, n=40)
     assert regression.task == "regression" and regression.n == 40
-    np.testing.assert_allclose(regression.to_original_units(regression.y_train),
-                               frame["value"].to_numpy()[regression.train_index])
+    np.testing.assert_allclose(
+        regression.to_original_units(regression.y_train), frame["value"].to_numpy()[regression.train_index]
+    )
 
 
 # --- describe -----------------------------------------------------------------------------------
+
 
 def test_describe_summarises_a_split():
     ds = load("breast_cancer", n=200)
@@ -379,14 +414,18 @@ def test_describe_summarises_a_split():
     assert regression["suggested_kernel"] == {"name": "gaussian", "sigma": 3.0}
 
 
-@pytest.mark.parametrize("text, delimiter, decimal", [
-    ("x1,x2,y\n1.5,2,0.5\n2.5,3,0.1\n", ",", "."),
-    ("x1;x2;y\n1,5;2;0,5\n2,5;3;0,1\n", ";", ","),
-    ("x1;x2;y\n1.5;2;0.5\n2.5;3;0.1\n", ";", "."),
-    ("x1\tx2\ty\n1,5\t2\t0,5\n2,5\t3\t0,1\n", "\t", ","),
-    ("x1|x2|y\n1|2|3\n4|5|6\n", "|", "."),
-    ('name,x,y\n"Smith; John",1.5,2\n"Doe; Jane",2.5,3\n', ",", "."),
-], ids=["comma", "semicolon-decimal-comma", "semicolon", "tab-decimal-comma", "bar", "quoted-semicolons"])
+@pytest.mark.parametrize(
+    "text, delimiter, decimal",
+    [
+        ("x1,x2,y\n1.5,2,0.5\n2.5,3,0.1\n", ",", "."),
+        ("x1;x2;y\n1,5;2;0,5\n2,5;3;0,1\n", ";", ","),
+        ("x1;x2;y\n1.5;2;0.5\n2.5;3;0.1\n", ";", "."),
+        ("x1\tx2\ty\n1,5\t2\t0,5\n2,5\t3\t0,1\n", "\t", ","),
+        ("x1|x2|y\n1|2|3\n4|5|6\n", "|", "."),
+        ('name,x,y\n"Smith; John",1.5,2\n"Doe; Jane",2.5,3\n', ",", "."),
+    ],
+    ids=["comma", "semicolon-decimal-comma", "semicolon", "tab-decimal-comma", "bar", "quoted-semicolons"],
+)
 def test_detect_format(text, delimiter, decimal):
     from krrcore.datasets import CsvFormat, detect_format
 
@@ -397,20 +436,25 @@ def test_semicolon_csv_with_decimal_commas_reads_as_numbers():
     rows = "\n".join(f"{i},{i % 7};{(i * 3) % 11},25;{i * 0.5:.1f}".replace(".", ",") for i in range(20))
     data = io.BytesIO(("x1;x2;y\n" + rows + "\n").encode())
     report = inspect_csv(data, target="y")
-    assert report.ok and report.numeric == ("x1", "x2", "y") and report.format.describe() == \
-        "semicolon-separated, decimal comma"
+    assert (
+        report.ok
+        and report.numeric == ("x1", "x2", "y")
+        and report.format.describe() == "semicolon-separated, decimal comma"
+    )
     ds = from_csv(data, "y")
     assert ds.d == 2 and "read as semicolon-separated, decimal comma" in ds.note
-    np.testing.assert_allclose(np.sort(ds.to_original_units(np.concatenate([ds.y_train, ds.y_test]))),
-                               np.sort(np.arange(20) * 0.5))
+    np.testing.assert_allclose(
+        np.sort(ds.to_original_units(np.concatenate([ds.y_train, ds.y_test]))), np.sort(np.arange(20) * 0.5)
+    )
 
 
 def test_missing_values_are_missing_not_non_numeric():
     # A marker pandas does not know ('?'), an empty cell, and a pandas column holding pd.NA.
     report = inspect_csv(io.StringIO("x1,x2,y\n1,?,0.5\n2,,0.1\n3,4,0.2\n4,5,0.9\n5,1,1.0\n"), target="y")
     assert report.non_numeric == () and report.missing == {"x2": 2} and report.ok
-    assert report.decisions[1].sentence == ("'x2' holds numbers: standardised; its gaps (2) get the training median "
-                                            "and an indicator column.")
+    assert report.decisions[1].sentence == (
+        "'x2' holds numbers: standardised; its gaps (2) get the training median and an indicator column."
+    )
     frame = pd.DataFrame({"a": pd.Series([1, pd.NA, 3, 4, 5], dtype=object), "y": [0.1, 0.2, 0.3, 0.4, 0.5]})
     report = inspect_csv(frame, target="y")
     assert report.non_numeric == () and report.missing == {"a": 1}
@@ -418,8 +462,10 @@ def test_missing_values_are_missing_not_non_numeric():
     # Real text is still non-numeric (the cells that are not numbers are kept), and is one-hot encoded.
     report = inspect_csv(io.StringIO("x,y\n1,0.5\nabc,0.1\n3,0.2\n4,0.9\n"), target="y")
     assert report.non_numeric == ("x",) and report.examples == {"x": ("abc",)} and report.ok
-    assert report.decisions[0].sentence == "'x' is text with 4 values: one-hot encoded; a value not seen in " \
-                                           "training is ignored."
+    assert (
+        report.decisions[0].sentence == "'x' is text with 4 values: one-hot encoded; a value not seen in "
+        "training is ignored."
+    )
 
 
 def test_a_single_column_file_says_how_it_was_read():

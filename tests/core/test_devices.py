@@ -2,6 +2,7 @@
 (skipped without a GPU), and no tensor created on torch's default device by accident — checked on
 any machine by making the default device "meta" during a fit: a stray factory call without an
 explicit device then yields a data-less tensor and the fit fails."""
+
 import numpy as np
 import pytest
 import torch
@@ -69,7 +70,7 @@ def test_kernel_products_on_cuda_match_the_cpu(kernel):
     C, v, w = X[:60], torch.randn(60, 2, dtype=torch.float64), torch.randn(700, 2, dtype=torch.float64)
     cpu = KernelOperator(kernel, X, C, block_rows=128, cache_bytes=300 * 60 * 8)
     gpu = KernelOperator(kernel, X.cuda(), C.cuda(), block_rows=128, cache_bytes=300 * 60 * 8)
-    for _ in range(2):                                   # the second pass reads the cached prefix
+    for _ in range(2):  # the second pass reads the cached prefix
         torch.testing.assert_close(gpu.fused(v.cuda(), w.cuda()).cpu(), cpu.fused(v, w))
         torch.testing.assert_close(gpu.matvec(v.cuda()).cpu(), cpu.matvec(v))
         torch.testing.assert_close(gpu.rmatvec(w.cuda()).cpu(), cpu.rmatvec(w))

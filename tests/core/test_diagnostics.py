@@ -1,11 +1,18 @@
 """Diagnostics against dense linear algebra."""
+
 import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_diabetes
 
-from krrcore.diagnostics import (effective_dimension, full_krr_spectrum, kernel_eigenvalues, lanczos_ritz_values,
-                                 nystrom_kernel_eigenvalues, nystrom_spectra)
+from krrcore.diagnostics import (
+    effective_dimension,
+    full_krr_spectrum,
+    kernel_eigenvalues,
+    lanczos_ritz_values,
+    nystrom_kernel_eigenvalues,
+    nystrom_spectra,
+)
 from krrcore.kernels import GaussianKernel
 
 
@@ -49,8 +56,10 @@ def test_effective_dimension_matches_trace_formula(X):
     d = effective_dimension(s, n, [1e-6, 1e-4, 1e-2])
     assert bool((d[:-1] > d[1:]).all())
     # The Nyström spectrum underestimates K's, so its d_eff is a lower bound that tightens with M.
-    approx = [float(effective_dimension(nystrom_kernel_eigenvalues(GaussianKernel(3.0), X, M), n, [lam])[0])
-              for M in (50, 300)]
+    approx = [
+        float(effective_dimension(nystrom_kernel_eigenvalues(GaussianKernel(3.0), X, M), n, [lam])[0])
+        for M in (50, 300)
+    ]
     assert approx[0] < approx[1] <= ref + 1e-8 and approx[1] > 0.9 * ref
 
 
@@ -77,8 +86,9 @@ def small(X):
 def test_askotch_blocks_are_the_solvers_own_and_match_dense_algebra(small):
     kernel, lam, n = GaussianKernel(3.0), 1e-3, small.shape[0]
     table, whole = askotch_blocks(kernel, small, lam, 3, 8, seed=5)
-    solver = ASkotch(kernel, lam, blocks=3, rank=8, seed=5, maxiter=0, mu="lambda", variant="alg1",
-                     cache_preconditioners=True).fit(small, np.ones(n))
+    solver = ASkotch(
+        kernel, lam, blocks=3, rank=8, seed=5, maxiter=0, mu="lambda", variant="alg1", cache_preconditioners=True
+    ).fit(small, np.ones(n))
     np.testing.assert_array_equal(table["L_P (get_L)"], solver.block_smoothness_.numpy())
     H = kernel(small, small) + lam * n * torch.eye(n, dtype=torch.float64)
     for row, idx, pc in zip(table.itertuples(), solver.block_indices_, solver.block_preconditioners_):
@@ -99,11 +109,10 @@ def test_condition_sweeps_hold_every_system_and_agree_with_single_spectra(small)
     assert set(frame["system"]) == set(SYSTEMS.values()) and len(frame) == 8
     full = frame[frame["system"] == SYSTEMS["full"]]["condition_number"].to_numpy()
     ev = np.linalg.eigvalsh(kernel(small, small).numpy()).clip(0)
-    np.testing.assert_allclose(full, [(ev.max() + lam * n) / (ev.min() + lam * n) for lam in (1e-4, 1e-2)],
-                               rtol=1e-8)
+    np.testing.assert_allclose(full, [(ev.max() + lam * n) / (ev.min() + lam * n) for lam in (1e-4, 1e-2)], rtol=1e-8)
     falkon = frame[frame["system"] == SYSTEMS["falkon"]]["condition_number"].to_numpy()
     nystrom = frame[frame["system"] == SYSTEMS["nystrom"]]["condition_number"].to_numpy()
-    assert (falkon < nystrom).all() and nystrom[0] > nystrom[1]       # FALKON preconditions; λ regularises
+    assert (falkon < nystrom).all() and nystrom[0] > nystrom[1]  # FALKON preconditions; λ regularises
     by_M = condition_vs_M(kernel, small, 1e-3, (10, 40))
     assert list(by_M["M"]) == [10, 10, 40, 40]
     spectrum = kernel_eigenvalues(kernel, small)
@@ -141,7 +150,7 @@ def test_subsample_and_projection():
     X = rng.normal(size=(50, 3)) * [10.0, 1.0, 0.1]
     rows = subsample(X, 20, seed=1)
     assert rows.shape == (20, 3) and np.array_equal(rows, subsample(X, 20, seed=1))
-    np.testing.assert_array_equal(subsample(X, 100), X)                 # fewer rows than the limit: all of them
+    np.testing.assert_array_equal(subsample(X, 100), X)  # fewer rows than the limit: all of them
     coords, axes = projection_2d(X)
     assert coords.shape == (50, 2) and axes[0].startswith("PC 1")
-    assert abs(np.corrcoef(coords[:, 0], X[:, 0])[0, 1]) > 0.99          # PC 1 is the widest feature
+    assert abs(np.corrcoef(coords[:, 0], X[:, 0])[0, 1]) > 0.99  # PC 1 is the widest feature

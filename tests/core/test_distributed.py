@@ -7,6 +7,7 @@ Equality is checked in float64 against the same fit in this process: predictions
 iteration's residual to 1e-10 relative. The sums differ only in their order (per shard, then
 across shards), so the two runs differ by round-off alone.
 """
+
 from __future__ import annotations
 
 import threading
@@ -79,10 +80,16 @@ def test_every_product_of_the_sharded_operator_equals_the_local_one(problem, sha
     u = torch.randn(2000, 2, generator=g, dtype=torch.float64)
     Y = torch.as_tensor(y)[:, None]
     rows = torch.tensor([5, 1999, 0, 1000, 999])
-    pairs = [(local.matvec(v), distributed.matvec(v)), (local.matvec(v, rows=rows), distributed.matvec(v, rows=rows)),
-             (local.rmatvec(u), distributed.rmatvec(u)), (local.rmatvec(Y), distributed.rmatvec(ys)),
-             (local.fused(v, u), distributed.fused(v, u)), (local.fused(None, Y), distributed.fused(None, ys)),
-             (local.gram(), distributed.gram()), (local.gram(u)[1], distributed.gram(u)[1])]
+    pairs = [
+        (local.matvec(v), distributed.matvec(v)),
+        (local.matvec(v, rows=rows), distributed.matvec(v, rows=rows)),
+        (local.rmatvec(u), distributed.rmatvec(u)),
+        (local.rmatvec(Y), distributed.rmatvec(ys)),
+        (local.fused(v, u), distributed.fused(v, u)),
+        (local.fused(None, Y), distributed.fused(None, ys)),
+        (local.gram(), distributed.gram()),
+        (local.gram(u)[1], distributed.gram(u)[1]),
+    ]
     for expected, got in pairs:
         assert got.shape == expected.shape and relative(expected, got) < 1e-13
     assert distributed.times.calls == len(pairs)
@@ -92,11 +99,15 @@ def test_every_product_of_the_sharded_operator_equals_the_local_one(problem, sha
 
 # Unpreconditioned CG/GD on H̃ (condition number 1e5–5e7 here) amplify the round-off of the sums'
 # order by up to that factor: their bound is looser; FALKON's preconditioned system keeps 1e-10.
-@pytest.mark.parametrize("make, tol", [
-    (lambda: Falkon(KERNEL, 1e-3, M=200, maxiter=10), TOL),
-    (lambda: NystromCG(KERNEL, 1e-3, M=150, maxiter=8), 1e-6),
-    (lambda: NystromGD(KERNEL, 1e-3, M=150, maxiter=5), 1e-6),
-], ids=["falkon", "nystrom_cg", "nystrom_gd"])
+@pytest.mark.parametrize(
+    "make, tol",
+    [
+        (lambda: Falkon(KERNEL, 1e-3, M=200, maxiter=10), TOL),
+        (lambda: NystromCG(KERNEL, 1e-3, M=150, maxiter=8), 1e-6),
+        (lambda: NystromGD(KERNEL, 1e-3, M=150, maxiter=5), 1e-6),
+    ],
+    ids=["falkon", "nystrom_cg", "nystrom_gd"],
+)
 def test_nystrom_solvers_on_two_workers_equal_one_process(make, tol, problem, shards):
     fitted = assert_same_fit(make(), problem, shards, tol)
     assert isinstance(fitted.operator_, sharded.ShardedKernelOperator)
@@ -113,8 +124,10 @@ def test_falkon_bless_and_bless_scores_on_two_workers_equal_one_process(problem,
     Xs, _ = shards
     for sampler in (bless, bless_r):
         for precision, tol in (("float64", TOL), ("float32", 1e-5)):
-            local, distributed = (sampler(data, KERNEL, 1e-3, points="all", seed=3, precision=precision)
-                                  for data in (torch.as_tensor(X), Xs))
+            local, distributed = (
+                sampler(data, KERNEL, 1e-3, points="all", seed=3, precision=precision)
+                for data in (torch.as_tensor(X), Xs)
+            )
             assert torch.equal(local.indices, distributed.indices)
             assert relative(local.weights, distributed.weights) < tol
             assert relative(local.scores, distributed.scores) < tol
@@ -125,7 +138,7 @@ def test_falkon_bless_and_bless_scores_on_two_workers_equal_one_process(problem,
 def test_nystrom_pcg_on_two_workers_equals_one_process(storage, problem, shards):
     fitted = assert_same_fit(NystromPCG(KERNEL, 1e-3, rank=50, maxiter=8, kernel_storage=storage), problem, shards)
     assert isinstance(fitted._system, sharded.ShardedFullSystem) and fitted.kernel_storage_ == storage
-    assert isinstance(fitted.centers_, sharded.ShardedArray)     # the model expands over rows left on the workers
+    assert isinstance(fitted.centers_, sharded.ShardedArray)  # the model expands over rows left on the workers
 
 
 def test_float32_on_two_workers_behaves_as_one_process(problem, shards):
@@ -163,11 +176,14 @@ def test_a_worker_whose_memory_cannot_hold_its_rows_of_K_refuses_the_fit(cluster
     rng = np.random.default_rng(1)
     X, y = rng.standard_normal((20000, 3)), rng.standard_normal(20000)
     shards = sharded.scatter(X, y, cluster=cluster)
-    with pytest.raises(MemoryLimitError, match=r"On Dask worker tcp://.*memory limit 2 GiB.*shard of 10,000 of the "
-                                               r"n=20,000 rows.*rows of K \(10,000×20,000\)"):
+    with pytest.raises(
+        MemoryLimitError,
+        match=r"On Dask worker tcp://.*memory limit 2 GiB.*shard of 10,000 of the "
+        r"n=20,000 rows.*rows of K \(10,000×20,000\)",
+    ):
         NystromPCG(KERNEL, 1e-3, rank=20, maxiter=2, kernel_storage="stored").fit(*shards)
     memory = [info["metrics"]["memory"] for info in cluster.workers().values()]
-    assert max(memory) < 2**30          # nothing the size of K was allocated
+    assert max(memory) < 2**30  # nothing the size of K was allocated
 
 
 def test_fit_takes_dask_arrays(cluster, problem):
@@ -175,8 +191,9 @@ def test_fit_takes_dask_arrays(cluster, problem):
     X, y, X_test = problem
     local = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(X, y)
     with cluster.client.as_current():
-        distributed = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(da.from_array(X, chunks=500),
-                                                                 da.from_array(y, chunks=500))
+        distributed = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(
+            da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+        )
     data = distributed.operator_.X
     assert sum(data.sizes) == 2000 and set(data.workers) <= set(cluster.workers())
     assert relative(local.predict(X_test), distributed.predict(X_test)) < TOL
@@ -186,13 +203,13 @@ def test_data_generated_on_the_workers_by_seed_and_shard(cluster):
     one = sharded.generate("higgs_like", 3000, seed=5, cluster=cluster, n_test=200)
     two = sharded.generate("higgs_like", 3000, seed=5, cluster=cluster)
     assert one.X.shape == (3000, 28) and one.y.shape == (3000, 1) and one.X.n_shards == 2
-    assert torch.equal(one.X.gather(), two.X.gather())          # reproducible from (seed, shard count)
+    assert torch.equal(one.X.gather(), two.X.gather())  # reproducible from (seed, shard count)
     Z = one.X.gather()
-    assert torch.allclose(Z.mean(0), torch.zeros(28, dtype=Z.dtype), atol=1e-8)   # z-scored over all shards
+    assert torch.allclose(Z.mean(0), torch.zeros(28, dtype=Z.dtype), atol=1e-8)  # z-scored over all shards
     assert set(one.y.distinct_rows().flatten().tolist()) == {-1.0, 1.0}
     model = Falkon(GaussianKernel(5.0), 1e-4, M=200, maxiter=5).fit(one.X, one.y)
     error = np.mean(np.sign(model.predict(one.X_test)) != one.y_test[:, 0])
-    assert error < 0.45            # better than chance on the look-alike's overlapping classes
+    assert error < 0.45  # better than chance on the look-alike's overlapping classes
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])

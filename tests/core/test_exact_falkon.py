@@ -1,4 +1,5 @@
 """Exact KRR against scikit-learn; FALKON and its baselines against the exact/direct solutions."""
+
 import threading
 
 import numpy as np
@@ -36,17 +37,19 @@ def test_exact_krr_matches_sklearn(data, sigma, lam, request):
     X, y = request.getfixturevalue(data)
     n = len(y)
     ours = ExactKRR(GaussianKernel(sigma), lam).fit(X, y)
-    ref = KernelRidge(alpha=lam * n, kernel="rbf", gamma=1 / (2 * sigma ** 2)).fit(X, y)
+    ref = KernelRidge(alpha=lam * n, kernel="rbf", gamma=1 / (2 * sigma**2)).fit(X, y)
     np.testing.assert_allclose(ours.predict(X), ref.predict(X), atol=1e-8)
     np.testing.assert_allclose(ours.coef_[:, 0].numpy(), ref.dual_coef_, atol=1e-6, rtol=1e-6)
 
 
 def test_exact_krr_refuses_past_memory_limit(diabetes):
     X, y = diabetes
-    with pytest.raises(MemoryBudgetError, match=r"ExactKRR on n=442 points .* needs about .* storage budget of .* "
-                                                 r"Refused before allocating: subsample to at most n="):
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"ExactKRR on n=442 points .* needs about .* storage budget of .* "
+        r"Refused before allocating: subsample to at most n=",
+    ):
         ExactKRR(GaussianKernel(3.0), 1e-2, memory_budget=1000).fit(X, y)
-
 
 
 def test_direct_solvers_stream_one_record_with_their_system_residual(diabetes):
@@ -67,25 +70,28 @@ def test_direct_solvers_stream_one_record_with_their_system_residual(diabetes):
     c = exact.coef_
     assert rec.residual == pytest.approx(float(torch.linalg.norm(A @ c - y64) / torch.linalg.norm(y64)), rel=1e-6)
     assert rec.residual < 1e-12
-    assert rec.objective == pytest.approx(float(0.5 * c.T @ A @ c - y64.T @ c), rel=1e-10)   # dual d(c)
+    assert rec.objective == pytest.approx(float(0.5 * c.T @ A @ c - y64.T @ c), rel=1e-10)  # dual d(c)
     assert rec.metric == "mse" and rec.val_metric == pytest.approx(np.mean((exact.predict(X_va) - y_va) ** 2))
 
     nystrom = NystromKRR(kernel, lam, M=60, seed=1)
-    rec, = nystrom.iter_fit(X_tr, y_tr, X_va, y_va)
+    (rec,) = nystrom.iter_fit(X_tr, y_tr, X_va, y_va)
     Knm = kernel(X64, nystrom.centers_)
     H = Knm.T @ Knm + lam * n * kernel(nystrom.centers_, nystrom.centers_)
     alpha = nystrom.coef_
     rhs = Knm.T @ y64
-    assert rec.residual == pytest.approx(float(torch.linalg.norm(H @ alpha - rhs) / torch.linalg.norm(rhs)),
-                                         rel=1e-3, abs=1e-14)
+    assert rec.residual == pytest.approx(
+        float(torch.linalg.norm(H @ alpha - rhs) / torch.linalg.norm(rhs)), rel=1e-3, abs=1e-14
+    )
     assert rec.residual < 1e-9
     # ½‖K_nMα − y‖² + (λn/2)αᵀK_MMα: the objective SketchySAGA reports for the same problem.
     objective = 0.5 * float(((Knm @ alpha - y64) ** 2).sum()) + 0.5 * lam * n * float(
-        alpha.T @ kernel(nystrom.centers_, nystrom.centers_) @ alpha)
+        alpha.T @ kernel(nystrom.centers_, nystrom.centers_) @ alpha
+    )
     assert rec.objective == pytest.approx(objective, rel=1e-8)
     assert rec.val_metric == pytest.approx(np.mean((nystrom.predict(X_va) - y_va) ** 2))
     # fit drains the same stream (no validation data: no validation metric).
     assert np.isnan(NystromKRR(kernel, lam, M=60, seed=1).fit(X_tr, y_tr).trace_[0].val_metric)
+
 
 def test_falkon_with_all_points_as_centers_equals_exact(diabetes):
     X, y = diabetes
@@ -102,9 +108,10 @@ def test_falkon_reaches_direct_nystrom_solution(diabetes):
     np.testing.assert_allclose(falkon.coef_.numpy(), direct.coef_.numpy(), rtol=1e-6, atol=1e-8)
     # Objective in the stream equals the Nyström objective evaluated directly.
     alpha = direct.coef_
-    obj = float(((direct.predict(X) - y) ** 2).mean()) + 1e-3 * float(alpha.T @ kernel(direct.centers_, direct.centers_) @ alpha)
+    obj = float(((direct.predict(X) - y) ** 2).mean()) + 1e-3 * float(
+        alpha.T @ kernel(direct.centers_, direct.centers_) @ alpha
+    )
     assert falkon.trace_[-1].objective == pytest.approx(obj, rel=1e-8)
-
 
 
 def test_falkon_stops_at_working_precision_on_an_easy_problem():
@@ -119,13 +126,16 @@ def test_falkon_stops_at_working_precision_on_an_easy_problem():
     direct = NystromKRR(GaussianKernel(1.0), 1e-3, centers=model.centers_).fit(X, y)
     np.testing.assert_allclose(model.predict(X), direct.predict(X), atol=1e-6)
 
+
 def test_preconditioning_beats_plain_cg_and_gd(diabetes):
     X, y = diabetes
     kw = dict(kernel=GaussianKernel(3.0), penalty=1e-4, M=150, seed=0, maxiter=15)
     res = {cls.__name__: cls(**kw).fit(X, y).trace_[-1].objective for cls in (Falkon, NystromCG, NystromGD)}
     best = NystromKRR(GaussianKernel(3.0), 1e-4, M=150, seed=0).fit(X, y)
     alpha = best.coef_
-    f_star = float(((best.predict(X) - y) ** 2).mean()) + 1e-4 * float(alpha.T @ GaussianKernel(3.0)(best.centers_, best.centers_) @ alpha)
+    f_star = float(((best.predict(X) - y) ** 2).mean()) + 1e-4 * float(
+        alpha.T @ GaussianKernel(3.0)(best.centers_, best.centers_) @ alpha
+    )
     gap = {k: v - f_star for k, v in res.items()}
     assert gap["Falkon"] < 1e-6
     assert gap["NystromCG"] > 100 * max(gap["Falkon"], 1e-12)
@@ -173,7 +183,7 @@ def test_stream_records_and_stops(diabetes):
         seen.append(rec)
         if rec.iteration == 3:
             event.set()
-    assert [r.iteration for r in seen] == [0, 1, 2, 3]   # the flag is read right after the record
+    assert [r.iteration for r in seen] == [0, 1, 2, 3]  # the flag is read right after the record
     assert model.stop_reason_ == "stopped by the user"
     assert all(r.seconds >= 0 for r in seen) and seen[-1].seconds >= seen[1].seconds
     assert np.isfinite(seen[-1].val_metric) and seen[-1].metric == "mse"
@@ -187,7 +197,7 @@ def test_stream_records_and_stops(diabetes):
 
 def test_duplicate_centers_raise_jitter_and_report_it(diabetes):
     X, y = diabetes
-    C = np.vstack([X[:30], X[:30]])          # K_MM singular: every centre twice
+    C = np.vstack([X[:30], X[:30]])  # K_MM singular: every centre twice
     model = Falkon(GaussianKernel(3.0), 1e-3, centers=C, maxiter=10, jitter=0.0).fit(X, y)
     assert model.jitter_ > 0
     # Duplicates span the same functions: the model is the Nyström solution on the 30 distinct
@@ -215,22 +225,28 @@ def test_nan_in_the_run_raises_and_keeps_last_finite_model(diabetes, monkeypatch
 
 def test_sklearn_grid_search(diabetes):
     X, y = diabetes
-    grid = GridSearchCV(Falkon(GaussianKernel(3.0), M=50, maxiter=10),
-                        {"penalty": [1e-5, 1e-3], "kernel": [GaussianKernel(2.0), LaplacianKernel(4.0)]}, cv=3)
+    grid = GridSearchCV(
+        Falkon(GaussianKernel(3.0), M=50, maxiter=10),
+        {"penalty": [1e-5, 1e-3], "kernel": [GaussianKernel(2.0), LaplacianKernel(4.0)]},
+        cv=3,
+    )
     grid.fit(X, y)
     assert set(grid.best_params_) == {"penalty", "kernel"} and grid.best_score_ > 0.3
 
 
-@pytest.mark.parametrize("kwargs, X, y, message", [
-    (dict(penalty=-1.0), None, None, "penalty must be >= 0"),
-    (dict(penalty=0.0), None, None, "penalty must be > 0"),
-    (dict(M=0), None, None, "M must be >= 1"),
-    (dict(), np.full((5, 2), np.nan), np.ones(5), "X contains 10 NaN"),
-    (dict(), np.ones((5, 2)), np.ones(4), "mismatched shapes"),
-    (dict(), np.array([["a", "b"]] * 3), np.ones(3), "X must contain only numbers"),
-    (dict(), np.zeros((0, 3)), np.zeros(0), "X is empty"),
-    (dict(maxiter=-1), None, None, "maxiter must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, X, y, message",
+    [
+        (dict(penalty=-1.0), None, None, "penalty must be >= 0"),
+        (dict(penalty=0.0), None, None, "penalty must be > 0"),
+        (dict(M=0), None, None, "M must be >= 1"),
+        (dict(), np.full((5, 2), np.nan), np.ones(5), "X contains 10 NaN"),
+        (dict(), np.ones((5, 2)), np.ones(4), "mismatched shapes"),
+        (dict(), np.array([["a", "b"]] * 3), np.ones(3), "X must contain only numbers"),
+        (dict(), np.zeros((0, 3)), np.zeros(0), "X is empty"),
+        (dict(maxiter=-1), None, None, "maxiter must be >= 0"),
+    ],
+)
 def test_bad_input_raises_clear_errors(diabetes, kwargs, X, y, message):
     Xd, yd = diabetes
     params = {**dict(kernel=GaussianKernel(3.0), penalty=1e-3, M=20, maxiter=3), **kwargs}

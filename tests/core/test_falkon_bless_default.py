@@ -1,6 +1,7 @@
 """FALKON-BLESS's default costs no pass over all n points: its centres are the
 BLESS dictionary (the BLESS paper's FALKON-BLESS), whose candidates are uniform draws whose number
 depends on κ²/λ, not on n."""
+
 import importlib
 
 import numpy as np
@@ -14,7 +15,7 @@ from krrcore.solvers.falkon import Falkon
 
 
 def test_default_selection_scores_a_number_of_points_independent_of_n(monkeypatch):
-    bless_module = importlib.import_module("krrcore.leverage.bless")    # the package exports bless()
+    bless_module = importlib.import_module("krrcore.leverage.bless")  # the package exports bless()
     scored = []
     original = bless_module._Context.dictionary
 

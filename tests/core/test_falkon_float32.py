@@ -2,6 +2,7 @@
 a ridge at float32's noise level, restarts that are CG again, the best iterate kept on a stall, and
 float64 iterative refinement of the float32 solve (``Falkon(refine=...)``), and a warning where
 float32 kernel values cannot hold float64's answer at all (λ below float32's resolution)."""
+
 import warnings
 
 import numpy as np
@@ -93,7 +94,7 @@ def test_restart_is_cg_again():
         assert state.rel_residual < 1e-8
         assert torch.allclose(state.x, x_true, rtol=1e-6, atol=1e-8)
     states = list(zip(range(20), conjugate_gradient(lambda v: A @ v, b, refresh_every=5)))
-    assert states[-1][1].rel_residual < states[4][1].rel_residual     # no rise after the restarts
+    assert states[-1][1].rel_residual < states[4][1].rel_residual  # no rise after the restarts
 
 
 class _ScriptedResiduals(IterativeKRR):
@@ -165,8 +166,9 @@ def test_refinement_is_off_for_float64_with_refine_0_and_after_a_stop(rough_prob
     kinds = lambda m: {r.extras.get("residual_kind") for r in m.trace_}  # noqa: E731
     assert "float64 refinement" not in kinds(_rough_fit(rough_problem, "float64", 50)[1])
     assert "float64 refinement" not in kinds(_rough_fit(rough_problem, "float32", 50, refine=0)[1])
-    stopped = Falkon(GaussianKernel(0.7), 1e-4, M=400, maxiter=50, dtype="float32",
-                     callback=lambda record: record.iteration >= 5).fit(X, y)
+    stopped = Falkon(
+        GaussianKernel(0.7), 1e-4, M=400, maxiter=50, dtype="float32", callback=lambda record: record.iteration >= 5
+    ).fit(X, y)
     assert stopped.n_iter_ == 5 and "float64 refinement" not in kinds(stopped)
     with pytest.raises(ValueError, match="refine"):
         Falkon(GaussianKernel(0.7), 1e-4, M=400, dtype="float32", refine=-1).fit(X, y)
@@ -205,18 +207,21 @@ def test_float32_warns_where_its_kernel_values_cannot_hold_float64s_answer(smoot
     C = model64.centers_
     mse = lambda prediction: float(np.mean((np.asarray(prediction, dtype=np.float64).ravel() - y_test) ** 2))  # noqa: E731
     s, U = torch.linalg.eigh(kernel(C, C))
-    stacked = torch.cat([kernel(torch.as_tensor(X), C) / n ** 0.5, lam ** 0.5 * s.clamp_min(0).sqrt()[:, None] * U.T])
-    rhs = np.concatenate([y / n ** 0.5, np.zeros(M)])
+    stacked = torch.cat([kernel(torch.as_tensor(X), C) / n**0.5, lam**0.5 * s.clamp_min(0).sqrt()[:, None] * U.T])
+    rhs = np.concatenate([y / n**0.5, np.zeros(M)])
     exact = torch.as_tensor(np.linalg.lstsq(stacked.numpy(), rhs, rcond=None)[0])
     K_test = kernel(torch.as_tensor(X_test), C)
     mse64 = mse(model64.predict(X_test))
     assert mse(K_test @ exact) == pytest.approx(mse64, rel=0.01)
     assert mse(K_test.float().double() @ exact) > 1.1 * mse64
-    with pytest.warns(PrecisionWarning, match=r"float32 cannot resolve penalty=1e-08 .* dtype='float64' .* "
-                                              r"penalty of at least 1\.\d+e-07 in float32"):
+    with pytest.warns(
+        PrecisionWarning,
+        match=r"float32 cannot resolve penalty=1e-08 .* dtype='float64' .* "
+        r"penalty of at least 1\.\d+e-07 in float32",
+    ):
         model32 = Falkon(kernel, lam, M=M, maxiter=500, dtype="float32").fit(X, y)
     assert model32.unresolved_directions_ > 0 and model32.coef_.dtype == torch.float32
-    assert mse(model32.predict(X_test)) <= 1.06 * mse64           # regularised differently: 4.6% measured
+    assert mse(model32.predict(X_test)) <= 1.06 * mse64  # regularised differently: 4.6% measured
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
         resolved = Falkon(kernel, 1e-6, M=M, maxiter=20, dtype="float32").fit(X, y)
@@ -244,7 +249,7 @@ def test_a_maxiter_run_checks_its_true_residual_in_its_last_cg_pass(problem, out
 
     monkeypatch.setattr(KernelOperator, "fused", counted)
     model = Falkon(GaussianKernel(2.0), 1e-6, M=200, maxiter=10, dtype="float32").fit(X, Y)
-    assert "0 float64 refinement round(s)" in model.stop_reason_          # 10 iterations: far above float32's noise
+    assert "0 float64 refinement round(s)" in model.stop_reason_  # 10 iterations: far above float32's noise
     assert passes == [(None, outputs)] * 9 + [(torch.float64, 2 * outputs)]
     alpha = model.coef_.double()
     Y64 = torch.as_tensor(Y, dtype=torch.float64).reshape(len(X), outputs)
@@ -253,7 +258,7 @@ def test_a_maxiter_run_checks_its_true_residual_in_its_last_cg_pass(problem, out
     folded = float(model.stop_reason_.split("true residual ")[1].split(" ->")[0])
     assert folded == pytest.approx(expected, rel=5e-3)
 
-    passes.clear()                         # a tol run: the check is a pass of its own, and rounds run to tol
+    passes.clear()  # a tol run: the check is a pass of its own, and rounds run to tol
     model = Falkon(GaussianKernel(2.0), 1e-6, M=200, maxiter=500, tol=1e-6, dtype="float32").fit(X, Y)
     rounds = [r for r in model.trace_ if r.extras.get("residual_kind") == "float64 refinement"]
     assert rounds and model.converged_ and rounds[-1].residual <= 1e-6
@@ -294,20 +299,27 @@ def test_float32_data_factors_A_in_float32_and_solves_the_same_system(penalty, o
     y = torch.as_tensor(rng.standard_normal((1000, 1)))
     kernel = GaussianKernel(1.5)
     K_nM = kernel(X, C)
-    pcs = {dt: FalkonPreconditioner(kernel, C, penalty, data_dtype=dt, jitter=1e-8)
-           for dt in (torch.float32, torch.float64)}
+    pcs = {
+        dt: FalkonPreconditioner(kernel, C, penalty, data_dtype=dt, jitter=1e-8)
+        for dt in (torch.float32, torch.float64)
+    }
     pc32, pc64 = pcs[torch.float32], pcs[torch.float64]
     assert torch.equal(pc32.diag_T, pc64.diag_T)
     upper32, upper64 = torch.triu(pc32._packed, 1), torch.triu(pc64._packed, 1)
-    assert not torch.equal(upper32, upper64)                           # A is float32's
+    assert not torch.equal(upper32, upper64)  # A is float32's
     assert float((upper32 - upper64).abs().max() / upper64.abs().max()) < 1e-3
     n = X.shape[0]
-    kernel_product = lambda v: K_nM.T @ (K_nM @ v) / n     # noqa: E731
+    kernel_product = lambda v: K_nM.T @ (K_nM @ v) / n  # noqa: E731
     alphas = []
     for pc in (pc32, pc64):
         b = pc.apply_t(K_nM.T @ y / n)
-        W = torch.stack([pc.system_product(e[:, None], kernel_product, penalty)[:, 0]
-                         for e in torch.eye(C.shape[0], dtype=torch.float64)], 1)
+        W = torch.stack(
+            [
+                pc.system_product(e[:, None], kernel_product, penalty)[:, 0]
+                for e in torch.eye(C.shape[0], dtype=torch.float64)
+            ],
+            1,
+        )
         alphas.append(pc.apply(torch.linalg.solve(W, b)))
-    fits = [K_nM @ alpha for alpha in alphas]       # the fitted values: well conditioned, unlike α
+    fits = [K_nM @ alpha for alpha in alphas]  # the fitted values: well conditioned, unlike α
     assert float((fits[0] - fits[1]).abs().max()) < 1e-6

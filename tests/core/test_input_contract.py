@@ -2,6 +2,7 @@
 scikit-learn keeps them, a failed fit that leaves the estimator as it was, nested set_params, one
 fit at a time per instance, parameters refused by name, and numerics that stay right (or say why)
 under a large offset, an extreme penalty, zero targets and a degenerate kernel."""
+
 from __future__ import annotations
 
 import threading
@@ -54,7 +55,7 @@ def test_reordered_or_renamed_columns_raise_and_names_are_kept(key):
         model.predict(frame[["c", "a", "b"]])
     with pytest.raises(ValueError, match="Feature names unseen at fit time:\n- z"):
         model.predict(frame.rename(columns={"c": "z"}))
-    np.testing.assert_allclose(model.predict(frame), model.predict(X))      # numpy: no names to check
+    np.testing.assert_allclose(model.predict(frame), model.predict(X))  # numpy: no names to check
 
 
 @pytest.mark.parametrize("key", ["falkon", "exact", "askotch", "sketchysaga"])
@@ -74,16 +75,16 @@ def test_a_failed_refit_keeps_the_old_model(key):
     before = dict(vars(model))
     expected = model.predict(X)
     bad = np.c_[X[:, :2], X[:, :2]]
-    bad[3, 1] = np.nan                                         # other width, and a NaN
+    bad[3, 1] = np.nan  # other width, and a NaN
     with pytest.raises(ValueError, match="NaN"):
         model.fit(bad, y)
     assert vars(model).keys() == before.keys() and all(vars(model)[k] is before[k] for k in before)
     np.testing.assert_array_equal(model.predict(X), expected)
-    model.set_params(memory_budget=1024)                       # refused for memory: the old model stays
-    with pytest.raises(ValueError, match="memory_budget|MiB"):           # MemoryLimitError, or too small a block
+    model.set_params(memory_budget=1024)  # refused for memory: the old model stays
+    with pytest.raises(ValueError, match="memory_budget|MiB"):  # MemoryLimitError, or too small a block
         model.fit(np.c_[X, X], y)
     model.set_params(memory_budget=None)
-    np.testing.assert_allclose(model.predict(X), expected, rtol=1e-10, atol=1e-12)   # other blocks: round-off
+    np.testing.assert_allclose(model.predict(X), expected, rtol=1e-10, atol=1e-12)  # other blocks: round-off
     assert model.n_features_in_ == 3
 
 
@@ -142,16 +143,19 @@ def test_a_second_thread_fitting_the_same_instance_is_refused():
         release.set()
         first.join(30)
     assert errors and "being fitted by another thread" in errors[0] and "clone" in errors[0]
-    assert model.predict(X).shape == (300,)                    # the first fit's model, whole
-    model.fit(X, y)                                            # and the instance is free again
+    assert model.predict(X).shape == (300,)  # the first fit's model, whole
+    model.fit(X, y)  # and the instance is free again
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"seed": 2**70}, r"seed must be an integer in \[0, 2\*\*63 - 1\]"),
-    ({"callback": lambda record: np.ones(3)}, "callback must return True"),
-    ({"centers": np.zeros((0, 3))}, "centers given as an array must be 2-D with at least one row"),
-    ({"penalty": 1e300}, "penalty=1e\\+300 gives λn"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"seed": 2**70}, r"seed must be an integer in \[0, 2\*\*63 - 1\]"),
+        ({"callback": lambda record: np.ones(3)}, "callback must return True"),
+        ({"centers": np.zeros((0, 3))}, "centers given as an array must be 2-D with at least one row"),
+        ({"penalty": 1e300}, "penalty=1e\\+300 gives λn"),
+    ],
+)
 def test_bad_parameters_are_named(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
         _make("falkon", **params).fit(*_data())
@@ -187,7 +191,7 @@ def test_a_penalty_below_round_off_warns_by_name(key):
     with pytest.warns(PenaltyWarning, match="penalty=1e-300 gives λn"):
         try:
             _make(key, penalty=1e-300).fit(*_data())
-        except ValueError as exc:                # a solver may refuse outright: then it says why
+        except ValueError as exc:  # a solver may refuse outright: then it says why
             assert "penalty" in str(exc)
 
 
@@ -210,6 +214,7 @@ def test_a_degenerate_kernel_is_not_called_converged(key):
 
 # -- the leverage functions under the same policy ---------------------------------------------------
 
+
 def test_bless_at_a_penalty_below_round_off_is_refused_before_any_level_runs():
     from krrcore import leverage
 
@@ -229,9 +234,16 @@ def test_a_bless_level_whose_d_eff_estimate_exceeds_n_is_refused_before_its_draw
         leverage.bless(X, GaussianKernel(1.0), 1e-12)
 
 
-@pytest.mark.parametrize("args, match", [((1, 1e-3, True), "q must be a number"), ((1, 0, 2), "penalty must be > 0"),
-                                         ((1, float("nan"), 2), "penalty must be finite"),
-                                         ((1, 1e-3, 1), "q must be > 1"), ((1, 1e-300, 1.0001), "levels")])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((1, 1e-3, True), "q must be a number"),
+        ((1, 0, 2), "penalty must be > 0"),
+        ((1, float("nan"), 2), "penalty must be finite"),
+        ((1, 1e-3, 1), "q must be > 1"),
+        ((1, 1e-300, 1.0001), "levels"),
+    ],
+)
 def test_lambda_path_arguments_are_checked(args, match):
     from krrcore.leverage import lambda_path
 
@@ -255,6 +267,7 @@ def test_the_median_heuristic_of_huge_values_is_finite():
 
 # -- tables ---------------------------------------------------------------------------------------
 
+
 def _table(header, cells, sep=","):
     return (header + "\n" + "".join(sep.join(row) + "\n" for row in cells)).encode()
 
@@ -271,9 +284,10 @@ def test_numbers_with_thousands_separators_are_read_as_numbers_not_ids():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = from_csv(comma, "y")
-    assert "price" in data.feature_names                              # a number, not "an ID" left out
-    points = _table("a;b;y", [(f"{1234567 + 1111 * i:,}".replace(",", "."), f"{i},5", str(i % 3)) for i in range(30)],
-                    sep=";")
+    assert "price" in data.feature_names  # a number, not "an ID" left out
+    points = _table(
+        "a;b;y", [(f"{1234567 + 1111 * i:,}".replace(",", "."), f"{i},5", str(i % 3)) for i in range(30)], sep=";"
+    )
     for raw in (points, gzip.compress(points)):
         frame, fmt = read_csv_bytes(raw)
         assert frame["a"].tolist()[0] == 1234567 and frame["b"].tolist()[1] == 1.5

@@ -1,4 +1,5 @@
 """K_nM blocks cached within the storage budget and reused across CG iterations."""
+
 import numpy as np
 import pytest
 import torch
@@ -30,8 +31,8 @@ def test_cached_rows_are_computed_once_and_products_do_not_change():
             torch.testing.assert_close(op.fused(v, w), reference.fused(v, w))
             torch.testing.assert_close(op.rmatvec(w), reference.rmatvec(w))
         assert op.cached_rows == cache_rows
-        assert kernel.rows == 1000 + 5 * (1000 - cache_rows)       # the cached prefix is evaluated once
-        assert (op._buffer is None) == (cache_rows == 1000)          # a whole cache needs no block buffer beside it
+        assert kernel.rows == 1000 + 5 * (1000 - cache_rows)  # the cached prefix is evaluated once
+        assert (op._buffer is None) == (cache_rows == 1000)  # a whole cache needs no block buffer beside it
 
 
 def test_falkon_caches_what_the_budget_leaves_and_fits_the_same_model():
@@ -42,13 +43,15 @@ def test_falkon_caches_what_the_budget_leaves_and_fits_the_same_model():
     whole = Falkon(kernel, 1e-3, M=100, maxiter=15).fit(X, y)
     assert whole.operator_.cached_rows == 3000
     assert dict((p.name, p.bytes) for p in whole.memory_estimate_.parts)[KERNEL_CACHE] == 3000 * 100 * 8
-    budget = 4 * 100 * 100 * 8 + 1500 * 100 * 8            # room for about half of K_nM after the rest
+    budget = 4 * 100 * 100 * 8 + 1500 * 100 * 8  # room for about half of K_nM after the rest
     part = Falkon(kernel, 1e-3, M=100, maxiter=15, memory_budget=budget).fit(X, y)
     assert 0 < part.operator_.cached_rows < 3000
     estimate = part.memory_estimate_
     assert estimate.stored_bytes <= estimate.limit_bytes
-    np.testing.assert_allclose(part.predict(X[:200]), whole.predict(X[:200]), rtol=0, atol=1e-6)   # summation order differs
-    gd = NystromGD(kernel, 1e-6, M=100, maxiter=3).fit(X, y)            # its power iteration reuses them too
+    np.testing.assert_allclose(
+        part.predict(X[:200]), whole.predict(X[:200]), rtol=0, atol=1e-6
+    )  # summation order differs
+    gd = NystromGD(kernel, 1e-6, M=100, maxiter=3).fit(X, y)  # its power iteration reuses them too
     assert gd.operator_.cached_rows == 3000
 
 
@@ -67,7 +70,7 @@ def _validation_rows_evaluated(memory_budget=None):
 
 def test_validation_kernel_rows_are_kept_for_the_records_when_they_fit_the_scratch_budget():
     kept, model, X_val, y_val = _validation_rows_evaluated()
-    assert kept == 777                                      # once, not once per record
+    assert kept == 777  # once, not once per record
     assert len(model.trace_) == 16
     parts = {p.name: p for p in model.memory_estimate_.parts}
     assert parts["validation kernel rows K(X_val, centres)"].bytes == 777 * 100 * 8
@@ -116,15 +119,21 @@ def test_float64_products_over_float32_blocks_are_float64_arithmetic_on_the_floa
     torch.set_num_threads(threads)
     try:
         for cache_rows in (0, 300, 1000):
-            op = KernelOperator(GaussianKernel(1.0), X, C, block_rows=128, cache_bytes=cache_rows * 50 * 4,
-                                accumulate_dtype=torch.float64)
-            op.rmatvec(torch.ones(1000))                      # fills the cache
-            K = torch.cat([block.clone() for _, _, block in op.blocks()]).double()     # its float32 values, exactly
+            op = KernelOperator(
+                GaussianKernel(1.0),
+                X,
+                C,
+                block_rows=128,
+                cache_bytes=cache_rows * 50 * 4,
+                accumulate_dtype=torch.float64,
+            )
+            op.rmatvec(torch.ones(1000))  # fills the cache
+            K = torch.cat([block.clone() for _, _, block in op.blocks()]).double()  # its float32 values, exactly
             for args, want in (((v, w), K.T @ (K @ v + w)), ((v, None), K.T @ (K @ v)), ((None, w), K.T @ w)):
                 got = op.fused(*args, dtype=torch.float64)
                 assert got.dtype == torch.float64
                 torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-12)
-            got = op.fused(v[:, 0], dtype=torch.float64)      # a vector in, a vector out
+            got = op.fused(v[:, 0], dtype=torch.float64)  # a vector in, a vector out
             torch.testing.assert_close(got, K.T @ (K @ v[:, 0]), rtol=1e-13, atol=1e-12)
     finally:
         torch.set_num_threads(before_threads)

@@ -1,20 +1,30 @@
 """Kernels against naive cdist references; blocked products against dense ones."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from krrcore.kernels import (KERNELS, GaussianKernel, LaplacianKernel, LinearKernel, MaternKernel, PolynomialKernel,
-                             make_kernel, median_heuristic)
-from krrcore.ops import (CPU_BLOCK_BYTES, MIN_BLOCK_ROWS, KernelOperator, block_rows_for_budget,
-                         preferred_block_rows)
+from krrcore.kernels import (
+    KERNELS,
+    GaussianKernel,
+    LaplacianKernel,
+    LinearKernel,
+    MaternKernel,
+    PolynomialKernel,
+    make_kernel,
+    median_heuristic,
+)
+from krrcore.ops import CPU_BLOCK_BYTES, MIN_BLOCK_ROWS, KernelOperator, block_rows_for_budget, preferred_block_rows
 
 
 def _data(n=157, m=63, d=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(n, d, generator=g, dtype=torch.float64),
-            torch.randn(m, d, generator=g, dtype=torch.float64) * 1.5)
+    return (
+        torch.randn(n, d, generator=g, dtype=torch.float64),
+        torch.randn(m, d, generator=g, dtype=torch.float64) * 1.5,
+    )
 
 
 ARD = [0.5, 1.0, 2.0, 0.7, 3.0, 1.3]
@@ -24,7 +34,7 @@ def _reference(kernel, X1, X2):
     """Naive definitions, distances from torch.cdist on unscaled inputs."""
     if isinstance(kernel, GaussianKernel):
         s = torch.as_tensor(kernel.params()["sigma"], dtype=torch.float64)
-        return torch.exp(-torch.cdist(X1 / s, X2 / s) ** 2 / 2)
+        return torch.exp(-(torch.cdist(X1 / s, X2 / s) ** 2) / 2)
     if isinstance(kernel, LaplacianKernel):
         s = torch.as_tensor(kernel.params()["sigma"], dtype=torch.float64)
         return torch.exp(-torch.cdist(X1 / s, X2 / s, p=kernel.p))
@@ -35,7 +45,7 @@ def _reference(kernel, X1, X2):
             return torch.exp(-r)
         if kernel.nu == 1.5:
             return (1 + math.sqrt(3) * r) * torch.exp(-math.sqrt(3) * r)
-        return (1 + math.sqrt(5) * r + 5 * r ** 2 / 3) * torch.exp(-math.sqrt(5) * r)
+        return (1 + math.sqrt(5) * r + 5 * r**2 / 3) * torch.exp(-math.sqrt(5) * r)
     if isinstance(kernel, LinearKernel):
         return X1 @ X2.T
     if isinstance(kernel, PolynomialKernel):
@@ -44,10 +54,17 @@ def _reference(kernel, X1, X2):
 
 
 KERNEL_CASES = [
-    GaussianKernel(1.7), GaussianKernel(ARD),
-    LaplacianKernel(2.0, p=2), LaplacianKernel(ARD, p=2), LaplacianKernel(3.0, p=1), LaplacianKernel(ARD, p=1),
-    MaternKernel(1.2, nu=0.5), MaternKernel(1.2, nu=1.5), MaternKernel(ARD, nu=2.5),
-    LinearKernel(), PolynomialKernel(degree=3, gamma=0.5, coef0=1.0),
+    GaussianKernel(1.7),
+    GaussianKernel(ARD),
+    LaplacianKernel(2.0, p=2),
+    LaplacianKernel(ARD, p=2),
+    LaplacianKernel(3.0, p=1),
+    LaplacianKernel(ARD, p=1),
+    MaternKernel(1.2, nu=0.5),
+    MaternKernel(1.2, nu=1.5),
+    MaternKernel(ARD, nu=2.5),
+    LinearKernel(),
+    PolynomialKernel(degree=3, gamma=0.5, coef0=1.0),
 ]
 
 
@@ -90,7 +107,6 @@ def test_blocked_products_equal_dense(kernel, block_rows):
     assert torch.allclose(G, K.T @ K, **tol) and torch.allclose(P, K.T @ w, **tol)
 
 
-
 @pytest.mark.parametrize("block_rows", [1, 7, 1000])
 def test_row_subset_products_and_blocks_equal_dense_rows(block_rows):
     """matvec(rows=) and blocks(rows=) walk X[rows] only, in blocks of one buffer no taller than needed."""
@@ -98,23 +114,24 @@ def test_row_subset_products_and_blocks_equal_dense_rows(block_rows):
     kernel = LaplacianKernel(2.0, p=1)
     K = kernel(X, C)
     op = KernelOperator(kernel, X, C, block_rows=block_rows)
-    rows = torch.tensor([150, 3, 3, 77, 0, 12, 99, 42, 8, 140, 61])      # unsorted, with a repeat
+    rows = torch.tensor([150, 3, 3, 77, 0, 12, 99, 42, 8, 140, 61])  # unsorted, with a repeat
     v = torch.randn(C.shape[0], 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     assert torch.allclose(op.matvec(v, rows=rows), K[rows] @ v, rtol=1e-10, atol=1e-10)
     assert op._buffer.shape[0] == min(block_rows, rows.numel())
     seen = torch.cat([Kb.clone() for _start, _stop, Kb in op.blocks(rows=rows)])
     assert torch.allclose(seen, K[rows], rtol=1e-10, atol=1e-10)
     assert op.matvec(v, rows=rows[:0]).shape == (0, 2)
-    assert torch.allclose(op.matvec(v), K @ v, rtol=1e-10, atol=1e-10)   # the full pass grows the buffer
+    assert torch.allclose(op.matvec(v), K @ v, rtol=1e-10, atol=1e-10)  # the full pass grows the buffer
     assert op._buffer.shape[0] == op.block_rows
+
 
 def test_block_size_is_solved_from_budget():
     """The largest block within the budget, no taller than the device prefers: on a CPU a block of
     about CPU_BLOCK_BYTES, which stays in cache through its kernel function and both mat-vecs."""
     M, itemsize = 2000, 8
     rows = block_rows_for_budget(10**6, M, itemsize=itemsize, budget_bytes=64 * 2**20, d=10)
-    assert rows * (M + 2 * 10 + 3) * itemsize <= (64 - 6.4) * 2**20          # block + features + K v
-    assert (rows + 1) * (M + 2 * 10 + 3) * itemsize > (64 - 6.4) * 2**20    # and it is the largest such
+    assert rows * (M + 2 * 10 + 3) * itemsize <= (64 - 6.4) * 2**20  # block + features + K v
+    assert (rows + 1) * (M + 2 * 10 + 3) * itemsize > (64 - 6.4) * 2**20  # and it is the largest such
     cpu = preferred_block_rows(M, itemsize)
     assert cpu == CPU_BLOCK_BYTES // (M * itemsize) < rows and preferred_block_rows(M, itemsize, "cuda") > rows
     X = torch.randn(10**4, 10, dtype=torch.float64)
@@ -134,28 +151,34 @@ def test_median_heuristic_matches_numpy():
     assert median_heuristic(X) == pytest.approx(float(np.median(d)), rel=1e-9)
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: GaussianKernel(0.0), "sigma"),
-    (lambda: GaussianKernel(-1), "sigma"),
-    (lambda: GaussianKernel(float("nan")), "sigma"),
-    (lambda: GaussianKernel([1.0, -2.0]), "sigma"),
-    (lambda: GaussianKernel("wide"), "sigma"),
-    (lambda: LaplacianKernel(1.0, p=3), "p must be 1 or 2"),
-    (lambda: MaternKernel(1.0, nu=1.0), "nu"),
-    (lambda: PolynomialKernel(degree=0), "degree"),
-    (lambda: make_kernel("cosine"), "kernel must be one of"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: GaussianKernel(0.0), "sigma"),
+        (lambda: GaussianKernel(-1), "sigma"),
+        (lambda: GaussianKernel(float("nan")), "sigma"),
+        (lambda: GaussianKernel([1.0, -2.0]), "sigma"),
+        (lambda: GaussianKernel("wide"), "sigma"),
+        (lambda: LaplacianKernel(1.0, p=3), "p must be 1 or 2"),
+        (lambda: MaternKernel(1.0, nu=1.0), "nu"),
+        (lambda: PolynomialKernel(degree=0), "degree"),
+        (lambda: make_kernel("cosine"), "kernel must be one of"),
+    ],
+)
 def test_bad_kernel_parameters_raise(make, message):
     with pytest.raises(ValueError, match=message):
         make()
 
 
-@pytest.mark.parametrize("X1, message", [
-    (np.array([[1.0, np.nan]]), "X1 contains 1 NaN"),
-    (np.array([["a", "b"]]), "X1 must contain only numbers"),
-    (np.zeros((0, 2)), "X1 is empty"),
-    (np.zeros(3), "X1 must have 2 dimensions"),
-])
+@pytest.mark.parametrize(
+    "X1, message",
+    [
+        (np.array([[1.0, np.nan]]), "X1 contains 1 NaN"),
+        (np.array([["a", "b"]]), "X1 must contain only numbers"),
+        (np.zeros((0, 2)), "X1 is empty"),
+        (np.zeros(3), "X1 must have 2 dimensions"),
+    ],
+)
 def test_bad_kernel_inputs_raise(X1, message):
     with pytest.raises(ValueError, match=message):
         GaussianKernel(1.0)(X1, np.zeros((2, 2)))
@@ -168,12 +191,14 @@ def test_mismatched_features_raise():
         GaussianKernel([1.0, 2.0])(np.zeros((2, 3)), np.zeros((2, 3)))
 
 
-@pytest.mark.parametrize("kernel", [LaplacianKernel(0.7, p=2), MaternKernel(0.7, nu=0.5), MaternKernel(0.7, nu=2.5)], ids=repr)
+@pytest.mark.parametrize(
+    "kernel", [LaplacianKernel(0.7, p=2), MaternKernel(0.7, nu=0.5), MaternKernel(0.7, nu=2.5)], ids=repr
+)
 @pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
 def test_square_root_kernels_are_exact_on_equal_points(kernel, dtype, tol):
     """sqrt of the expanded form's round-off would give k(x, x) ≈ 1 − √eps (1e-3 in float32)."""
     X, _ = _data(n=300, d=10)
-    X = (X * 3 + 5).to(dtype)            # large norms make the cancellation worst
+    X = (X * 3 + 5).to(dtype)  # large norms make the cancellation worst
     K = kernel(X, X)
     assert float((torch.diagonal(K) - 1).abs().max()) <= tol
 

@@ -1,5 +1,6 @@
 """Leverage scores: exact routes against each other and numpy; BLESS / BLESS-R accuracy (R-ACC),
 marginal weights, the λ path, guards; FALKON-BLESS centre selection."""
+
 import math
 
 import numpy as np
@@ -52,12 +53,13 @@ def test_exact_path_matches_single_lambda_and_d_eff_is_monotone():
     lams = np.geomspace(1e-1, 1e-5, 9)
     path = lv.exact_scores_path(X, kernel, lams)
     assert path.scores.shape == (9, 250)
-    np.testing.assert_allclose(path.scores[3].numpy(), lv.exact_scores(X, kernel, lams[3], method="cholesky").numpy(),
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        path.scores[3].numpy(), lv.exact_scores(X, kernel, lams[3], method="cholesky").numpy(), atol=1e-10
+    )
     np.testing.assert_allclose(path.d_eff, path.scores.sum(1).numpy(), rtol=1e-12)
-    assert np.all(np.diff(path.d_eff) > 0)                 # λ decreasing ⇒ d_eff increasing
+    assert np.all(np.diff(path.d_eff) > 0)  # λ decreasing ⇒ d_eff increasing
     assert np.all(path.d_inf >= path.d_eff - 1e-9)
-    assert np.all(path.d_eff <= 1.0 / lams + 1e-9)         # d_eff ≤ κ²/λ with κ² = 1
+    assert np.all(path.d_eff <= 1.0 / lams + 1e-9)  # d_eff ≤ κ²/λ with κ² = 1
 
 
 def test_exact_refuses_past_memory_limit_with_the_gib_needed():
@@ -75,12 +77,16 @@ def test_eq3_with_every_point_and_unit_weights_is_exact():
     idx = torch.arange(300)
     ones = torch.ones(300, dtype=torch.float64)
     level = lv.LeverageLevel(lam, idx, ones, ones, torch.ones_like(idx), math.nan, 300, 300)
-    np.testing.assert_allclose(lv.approximate_scores(X, kernel, None, level).numpy(),
-                               lv.exact_scores(X, kernel, lam).numpy(), atol=1e-10)
+    np.testing.assert_allclose(
+        lv.approximate_scores(X, kernel, None, level).numpy(), lv.exact_scores(X, kernel, lam).numpy(), atol=1e-10
+    )
     # A subset with the same scores at the requested points only.
     some = torch.tensor([5, 17, 250])
-    np.testing.assert_allclose(lv.approximate_scores(X, kernel, lam, level, some).numpy(),
-                               lv.exact_scores(X, kernel, lam)[some].numpy(), atol=1e-10)
+    np.testing.assert_allclose(
+        lv.approximate_scores(X, kernel, lam, level, some).numpy(),
+        lv.exact_scores(X, kernel, lam)[some].numpy(),
+        atol=1e-10,
+    )
 
 
 def test_float32_scoring_is_checked_and_falls_back_to_float64_where_it_rounds_too_much(caplog):
@@ -107,7 +113,7 @@ def test_float32_scoring_is_checked_and_falls_back_to_float64_where_it_rounds_to
             continue
         kept.append(lam)
         assert float(((scores - exact).abs() / exact.clamp_min(float(exact.mean()))).max()) < 1e-2
-        changed = scores != low.local_scores(idx)                        # the checked ones: float64's
+        changed = scores != low.local_scores(idx)  # the checked ones: float64's
         assert int(changed.sum()) >= dictionary.FLOAT32_CHECKED
         torch.testing.assert_close(scores[changed], exact[changed], rtol=1e-10, atol=0)
     assert kept and kept != [1e-3, 1e-4, 1e-5, 1e-6]
@@ -158,7 +164,7 @@ def test_racc_band_on_clustered_data_with_oversampling(clustered, sampler):
 @pytest.mark.parametrize("sampler", ["recursive_rls", "uniform"])
 def test_comparison_samplers_share_the_output_and_are_sane(flat, sampler):
     X, kernel, lam, exact = flat
-    kwargs = {"M": 500, "q": 10.0} if sampler == "uniform" else {}   # q = 10: a short d_eff path
+    kwargs = {"M": 500, "q": 10.0} if sampler == "uniform" else {}  # q = 10: a short d_eff path
     result = lv.SAMPLERS[sampler](X, kernel, lam, seed=0, points=torch.arange(0, 2000, 7), **kwargs)
     assert isinstance(result, lv.LeverageResult) and result.method == sampler
     lo, hi, mean = _racc_band(result.scores, exact[::7])
@@ -181,12 +187,13 @@ def test_bless_r_weights_are_marginal_probabilities():
             ht=np.mean([float((1 / r.weights).sum()) for r in runs]),
             size=np.mean([r.final.size for r in runs]),
             expected=np.mean([r.final.expected_size for r in runs]),
-            d_eff=np.mean([r.d_eff for r in runs]))
+            d_eff=np.mean([r.d_eff for r in runs]),
+        )
     m, c = stats["marginal"], stats["conditional"]
     assert abs(m["ht"] / 1000 - 1) < 0.15, m
     assert c["ht"] < 0.5 * 1000, c
-    assert abs(m["size"] / m["expected"] - 1) < 0.1       # E|J| = Σ marginal probabilities
-    assert c["size"] > 1.4 * m["size"]                     # the defect inflates the dictionary
+    assert abs(m["size"] / m["expected"] - 1) < 0.1  # E|J| = Σ marginal probabilities
+    assert c["size"] > 1.4 * m["size"]  # the defect inflates the dictionary
     assert abs(m["d_eff"] / d_eff - 1) < 0.25 and c["d_eff"] > 1.4 * d_eff
 
 
@@ -197,7 +204,7 @@ def test_bless_weights_are_marginal_per_draw():
     runs = [lv.bless(X, kernel, lam, seed=s) for s in range(6)]
     assert abs(np.mean([float((1 / r.weights).sum()) for r in runs]) / 1000 - 1) < 0.1
     for r in runs:
-        assert int(r.final.counts.sum()) == round(r.final.expected_size)   # M_h draws in all
+        assert int(r.final.counts.sum()) == round(r.final.expected_size)  # M_h draws in all
     # With merged duplicates weighted by their count, K_nJ A⁻¹ K_Jn is unbiased for K·K: the mean of
     # six runs is within 3.4% of it (forgetting the counts, as the public code's merge would, is 15% off).
     K = kernel(X, X)
@@ -267,29 +274,32 @@ def test_float32_input_gives_float64_scores():
     assert result.scores.dtype == torch.float64 and result.scores.shape == (3,)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda X, k: lv.bless(X, k, 2.0), r"penalty=2 is not below the kernel scale .* d_eff\(λ\) ≤ κ²/λ ≤ 1"),
-    (lambda X, k: lv.bless_r(X, k, 0.0), r"penalty must be > 0"),
-    (lambda X, k: lv.bless(X, k, 1e-3, q=1.0), r"q must be > 1"),
-    (lambda X, k: lv.bless(X, k, 1e-3, lambda0=1e-4), r"lambda0 must be larger than penalty"),
-    (lambda X, k: lv.bless(X, k, 1e-3, q2=-1), r"q2 must be > 0"),
-    (lambda X, k: lv.bless_r(X, k, 1e-3, q2=1e-9), r"selected no points at the final level.*q2"),
-    (lambda X, k: lv.bless_r(X, k, 1e-3, weight_rule="x"), r"weight_rule must be"),
-    (lambda X, k: lv.bless(X, k, 1e-3, seed=-1), r"seed must be >= 0"),
-    (lambda X, k: lv.bless(X, k, 1e-3, target_size=10_000), r"target_size=10000 exceeds the n=300"),
-    (lambda X, k: lv.uniform(X, k, 1e-3, M=301), r"M=301 centres requested but X has only n=300"),
-    (lambda X, k: lv.bless(X, k, 1e-3, points=[]), r"points is empty"),
-    (lambda X, k: lv.bless(X, k, 1e-3, points=[0, 300]), r"points must lie in \[0, 300\)"),
-    (lambda X, k: lv.bless(X, k, 1e-3, points=np.ones(3, bool)), r"points must be integer indices"),
-    (lambda X, k: lv.bless(X, "gaussian", 1e-3), r"kernel must be a krrcore.kernels.Kernel"),
-    (lambda X, k: lv.bless(np.empty((0, 3)), k, 1e-3), r"X is empty"),
-    (lambda X, k: lv.exact_scores(X, k, 1e-3, method="qr"), r"method must be"),
-    (lambda X, k: lv.exact_scores_path(X, k, [1e-3, -1.0]), r"penalties\[1\] must be > 0"),
-    (lambda X, k: lv.approximate_scores(X[:10], k, None, lv.bless(X, k, 1e-2)), r"pass the X it was computed on"),
-    (lambda X, k: lv.BlessCenters(kernel=k).select(X, 301, torch.Generator()), r"M=301 centres .* only n=300"),
-    (lambda X, k: lv.BlessCenters().select(X, 30, torch.Generator()), r"BlessCenters needs the kernel"),
-    (lambda X, k: lv.BlessCenters(kernel=k, mode="all").select(X, 30, torch.Generator()), r"mode must be"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda X, k: lv.bless(X, k, 2.0), r"penalty=2 is not below the kernel scale .* d_eff\(λ\) ≤ κ²/λ ≤ 1"),
+        (lambda X, k: lv.bless_r(X, k, 0.0), r"penalty must be > 0"),
+        (lambda X, k: lv.bless(X, k, 1e-3, q=1.0), r"q must be > 1"),
+        (lambda X, k: lv.bless(X, k, 1e-3, lambda0=1e-4), r"lambda0 must be larger than penalty"),
+        (lambda X, k: lv.bless(X, k, 1e-3, q2=-1), r"q2 must be > 0"),
+        (lambda X, k: lv.bless_r(X, k, 1e-3, q2=1e-9), r"selected no points at the final level.*q2"),
+        (lambda X, k: lv.bless_r(X, k, 1e-3, weight_rule="x"), r"weight_rule must be"),
+        (lambda X, k: lv.bless(X, k, 1e-3, seed=-1), r"seed must be >= 0"),
+        (lambda X, k: lv.bless(X, k, 1e-3, target_size=10_000), r"target_size=10000 exceeds the n=300"),
+        (lambda X, k: lv.uniform(X, k, 1e-3, M=301), r"M=301 centres requested but X has only n=300"),
+        (lambda X, k: lv.bless(X, k, 1e-3, points=[]), r"points is empty"),
+        (lambda X, k: lv.bless(X, k, 1e-3, points=[0, 300]), r"points must lie in \[0, 300\)"),
+        (lambda X, k: lv.bless(X, k, 1e-3, points=np.ones(3, bool)), r"points must be integer indices"),
+        (lambda X, k: lv.bless(X, "gaussian", 1e-3), r"kernel must be a krrcore.kernels.Kernel"),
+        (lambda X, k: lv.bless(np.empty((0, 3)), k, 1e-3), r"X is empty"),
+        (lambda X, k: lv.exact_scores(X, k, 1e-3, method="qr"), r"method must be"),
+        (lambda X, k: lv.exact_scores_path(X, k, [1e-3, -1.0]), r"penalties\[1\] must be > 0"),
+        (lambda X, k: lv.approximate_scores(X[:10], k, None, lv.bless(X, k, 1e-2)), r"pass the X it was computed on"),
+        (lambda X, k: lv.BlessCenters(kernel=k).select(X, 301, torch.Generator()), r"M=301 centres .* only n=300"),
+        (lambda X, k: lv.BlessCenters().select(X, 30, torch.Generator()), r"BlessCenters needs the kernel"),
+        (lambda X, k: lv.BlessCenters(kernel=k, mode="all").select(X, 30, torch.Generator()), r"mode must be"),
+    ],
+)
 def test_guards_name_the_parameter(call, message):
     X = _gaussian_data(300, d=3)
     with pytest.raises(ValueError, match=message):
@@ -311,7 +321,7 @@ def test_bless_centers(variant, mode):
     assert cs.info["penalty"] == result.penalty and len(cs.info["path"]) == len(result.levels)
     assert bool((cs.weights > 0).all()) and cs.weights.numel() == cs.M == cs.indices.numel()
     torch.testing.assert_close(cs.centers, X[cs.indices])
-    assert result.final.size >= 120 > result.levels[-2].size    # λ derived from M
+    assert result.final.size >= 120 > result.levels[-2].size  # λ derived from M
     if mode == "sample":
         assert cs.M <= 120 and torch.equal(cs.indices, torch.unique(cs.indices))
         # Outliers score ~7× a cluster point at the derived λ: uniform sampling would keep 2.4
@@ -320,14 +330,17 @@ def test_bless_centers(variant, mode):
     else:
         # D² = M/(nA) with A the dictionary's marginal probabilities, so (n/M)·Σ_j D_jj² estimates n
         # (0.95–1.01 over five seeds); D = I or a conditional A would miss by far more.
-        assert abs(float((cs.weights ** 2).sum()) / cs.M - 1) < 0.1
+        assert abs(float((cs.weights**2).sum()) / cs.M - 1) < 0.1
 
 
 @pytest.fixture(scope="module")
 def regression():
     X = _clustered_data(1500, seed=1)
-    y = torch.sin(X[:, 0]) + torch.cos(0.8 * X[:, 1]) + 0.05 * torch.randn(1500, generator=torch.Generator().manual_seed(2),
-                                                                            dtype=torch.float64)
+    y = (
+        torch.sin(X[:, 0])
+        + torch.cos(0.8 * X[:, 1])
+        + 0.05 * torch.randn(1500, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    )
     return X, y
 
 
@@ -343,6 +356,7 @@ def test_falkon_bless_reaches_the_nystrom_solution_on_its_centers(regression, mo
     model = Falkon(kernel, lam, 100, centers=selector, maxiter=60, tol=1e-10).fit(X, y)
     assert model.center_weights_ is not None and model.stop_reason_.startswith("converged")
     direct = NystromKRR(kernel, lam, centers=FixedCenters(model.centers_)).fit(X, y)
+
     # Both minimise (1/n)‖K_nM α − y‖² + λαᵀK_MMα. Centres packed in σ-wide clusters make cond(K_MM)
     # 1e9–1e11 (six seeds), so the coefficients may differ along its weakest directions; the
     # objective cannot: its gap bounds the predictions' mean squared difference (seeds: gaps up
@@ -350,7 +364,7 @@ def test_falkon_bless_reaches_the_nystrom_solution_on_its_centers(regression, mo
     def objective(model):
         alpha = model.coef_.reshape(-1, 1)
         residual = kernel(X, model.centers_) @ alpha - y.reshape(-1, 1)
-        return float((residual ** 2).mean() + lam * (alpha.T @ kernel(model.centers_, model.centers_) @ alpha).sum())
+        return float((residual**2).mean() + lam * (alpha.T @ kernel(model.centers_, model.centers_) @ alpha).sum())
 
     assert abs(objective(model) / objective(direct) - 1) < 1e-5
     assert float((model.predict(X) - direct.predict(X)).pow(2).mean().sqrt()) < 1e-4
@@ -361,8 +375,7 @@ def test_unit_weights_on_bless_centers_reduce_to_plain_falkon(regression):
     kernel, lam = GaussianKernel(0.5), 1e-3
     C = lv.BlessCenters(kernel=kernel).select(X, 80, torch.Generator().manual_seed(0)).centers
     plain = Falkon(kernel, lam, centers=FixedCenters(C), maxiter=8).fit(X, y)
-    ones = Falkon(kernel, lam, centers=FixedCenters(C, weights=torch.ones(C.shape[0])),
-                                maxiter=8).fit(X, y)
+    ones = Falkon(kernel, lam, centers=FixedCenters(C, weights=torch.ones(C.shape[0])), maxiter=8).fit(X, y)
     torch.testing.assert_close(ones.coef_, plain.coef_, rtol=1e-12, atol=1e-12)
 
 
@@ -401,8 +414,9 @@ def test_leading_points_are_greedy_pivots_whose_scores_bound_the_dictionarys():
     assert sorted(pivoted.indices.tolist()) == previous.indices.tolist()
     points = torch.arange(n)
     full, bound = pivoted.scores(points), pivoted.leading(r).scores(points)
-    assert float(full.sum()) == pytest.approx(float(dictionary_module._Dictionary(*args).scores(points).sum()),
-                                              rel=1e-9)
+    assert float(full.sum()) == pytest.approx(
+        float(dictionary_module._Dictionary(*args).scores(points).sum()), rel=1e-9
+    )
     # The leading block is the dictionary of those r points with their own weights ...
     weights = pivoted._s[:r] ** -2
     alone = dictionary_module._Dictionary(kernel, X, pivoted.indices[:r], weights, lam * n).scores(points)
@@ -439,7 +453,7 @@ def test_draws_by_rejection_are_draws_from_the_exact_scores(monkeypatch):
     ctx = bless_module._Context(X, kernel, 1.0, 4.0, 200.0, torch.Generator().manual_seed(5), None, "float64")
     level = bless_module._bless_level(ctx, previous, lam, None)
     assert calls == [lam]
-    assert level.n_candidates == n                         # R_h = q1κ²/λ ≥ n: every point once
+    assert level.n_candidates == n  # R_h = q1κ²/λ ≥ n: every point once
     exact = ctx.dictionary(previous, lam).scores(torch.arange(n))
     total, M = float(exact.sum()), round(level.expected_size)
     assert int(level.counts.sum()) == M > 5000
@@ -450,7 +464,7 @@ def test_draws_by_rejection_are_draws_from_the_exact_scores(monkeypatch):
     observed = torch.zeros(20, dtype=torch.float64).index_add_(0, bin_of[level.indices], level.counts.double())
     expected = M * torch.zeros(20, dtype=torch.float64).index_add_(0, bins, exact[order] / total)
     chi2 = float(((observed - expected) ** 2 / expected).sum())
-    assert chi2 < 50, chi2                                  # 19 degrees of freedom: P(χ² > 50) ≈ 1e-4
+    assert chi2 < 50, chi2  # 19 degrees of freedom: P(χ² > 50) ≈ 1e-4
     ratio = level.probabilities / exact[level.indices]
     torch.testing.assert_close(ratio, torch.full_like(ratio, float(ratio[0])), rtol=1e-9, atol=0)
     torch.testing.assert_close(level.weights, M * level.probabilities / level.counts, rtol=1e-12, atol=0)
@@ -466,12 +480,12 @@ def test_a_level_whose_bounds_accept_too_few_proposals_scores_every_candidate(mo
     X, kernel, lam, previous = _level_dictionary()
     calls = _rejection_everywhere(monkeypatch)
     results = {}
-    for floor in (0.0, 1.01):           # no floor; a floor no bound can reach (acceptance ≤ 1)
+    for floor in (0.0, 1.01):  # no floor; a floor no bound can reach (acceptance ≤ 1)
         monkeypatch.setattr(bless_module, "REJECTION_MIN_ACCEPTANCE", floor)
         ctx = bless_module._Context(X, kernel, 1.0, 4.0, 4.0, torch.Generator().manual_seed(5), None, "float64")
         results[floor] = bless_module._bless_level(ctx, previous, lam, None)
     assert calls == [lam, lam]
-    assert results[0.0].scored < X.shape[0] == results[1.01].scored     # U_h: every point once
+    assert results[0.0].scored < X.shape[0] == results[1.01].scored  # U_h: every point once
 
 
 @pytest.mark.parametrize("data", ["flat", "clustered"])
@@ -480,7 +494,7 @@ def test_racc_band_holds_when_every_level_draws_by_rejection(request, monkeypatc
     calls = _rejection_everywhere(monkeypatch)
     oversampling = {"q1": 16, "q2": 16} if data == "clustered" else {}
     result = lv.bless(X, kernel, lam, seed=0, points="all", **oversampling)
-    assert len(calls) == len(result.levels) - 1            # every level after the first
+    assert len(calls) == len(result.levels) - 1  # every level after the first
     assert any(level.scored < level.n_candidates for level in result.levels[1:])
     assert result.path()["scored"].tolist() == [level.scored for level in result.levels]
     lo, hi, mean = _racc_band(result.scores, exact)
@@ -488,15 +502,19 @@ def test_racc_band_holds_when_every_level_draws_by_rejection(request, monkeypatc
     assert abs(result.d_eff / float(exact.sum()) - 1) < 0.3
 
 
-@pytest.mark.parametrize("sequence, M_h, kept", [
-    ([1, 1, 2, 1, 3, 4, 5, 6], 6, [1, 1, 2, 1, 3]),        # cut after the draw that brings the 3rd point
-    ([1, 1, 1, 2, 1, 3, 4, 5], 4, [1, 1, 1, 2, 1, 3]),     # M_h ≥ 3 but only 2 points: draws on to the 3rd
-    ([1, 2] * 40, 4, [1, 2, 1, 2]),                        # 4·M_h draws fall short: the M_h draws stand
-    ([1, 2, 3, 4], 2, [1, 2]),                             # M_h below the target: not the last level
-])
+@pytest.mark.parametrize(
+    "sequence, M_h, kept",
+    [
+        ([1, 1, 2, 1, 3, 4, 5, 6], 6, [1, 1, 2, 1, 3]),  # cut after the draw that brings the 3rd point
+        ([1, 1, 1, 2, 1, 3, 4, 5], 4, [1, 1, 1, 2, 1, 3]),  # M_h ≥ 3 but only 2 points: draws on to the 3rd
+        ([1, 2] * 40, 4, [1, 2, 1, 2]),  # 4·M_h draws fall short: the M_h draws stand
+        ([1, 2, 3, 4], 2, [1, 2]),  # M_h below the target: not the last level
+    ],
+)
 def test_the_last_level_of_a_descent_keeps_the_draws_up_to_its_target(sequence, M_h, kept):
     source = iter(sequence)
-    ctx = bless_module._Context(torch.zeros(8, 1), GaussianKernel(1.0), 1.0, 4.0, 4.0, torch.Generator(), None,
-                                target_size=3)
+    ctx = bless_module._Context(
+        torch.zeros(8, 1), GaussianKernel(1.0), 1.0, 4.0, 4.0, torch.Generator(), None, target_size=3
+    )
     draws = bless_module._line9_draws(ctx, lambda m: torch.tensor([next(source) for _ in range(m)]), M_h)
     assert draws.tolist() == kept

@@ -7,6 +7,7 @@ test log-loss is no worse and its training objective no higher; its accuracy is 
 of squared-loss FALKON's or above; its Newton steps converge (records). The λ path, the records,
 multiclass, weights, float32 and the messages are checked on small data.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -29,7 +30,7 @@ def _objective(model, X, t, lam):
     """(1/n) Σ log(1 + exp(−t f)) + (λ/2)‖w‖² of a Nystroem + LogisticRegression pipeline."""
     features, lr = model[0].transform(X), model[1]
     f = features @ lr.coef_[0] + lr.intercept_[0]
-    return float(np.mean(np.logaddexp(0, -t * f)) + 0.5 * lam * (lr.coef_ ** 2).sum())
+    return float(np.mean(np.logaddexp(0, -t * f)) + 0.5 * lam * (lr.coef_**2).sum())
 
 
 TABLES = ["breast_cancer", "pima", "biopsy"]
@@ -43,8 +44,10 @@ def _fits(table):
 
     X_train, X_test, y_train, y_test = split(table)
     sigma, n = float(median_heuristic(X_train)), len(y_train)
-    peer = make_pipeline(Nystroem(gamma=1 / (2 * sigma ** 2), n_components=M, random_state=0),
-                         LogisticRegression(C=1 / (LAMBDA * n), tol=1e-10, max_iter=100_000)).fit(X_train, y_train)
+    peer = make_pipeline(
+        Nystroem(gamma=1 / (2 * sigma**2), n_components=M, random_state=0),
+        LogisticRegression(C=1 / (LAMBDA * n), tol=1e-10, max_iter=100_000),
+    ).fit(X_train, y_train)
     centers = peer[0].components_
     model = LogisticFalkon(GaussianKernel(sigma), LAMBDA, centers=centers, tol=1e-10, final_steps=10)
     model.fit(X_train, y_train)
@@ -68,10 +71,19 @@ def test_logistic_falkon_against_logistic_regression_on_nystroem_features(table)
     assert residuals[-1] < 1e-3 * residuals[-3]
 
 
-@pytest.mark.parametrize("table", [
-    pytest.param("breast_cancer", marks=pytest.mark.xfail(
-        strict=True, reason="measured: 96.1% against the squared loss's 96.8% on the 285 test rows (two rows)")),
-    "pima", "biopsy"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        pytest.param(
+            "breast_cancer",
+            marks=pytest.mark.xfail(
+                strict=True, reason="measured: 96.1% against the squared loss's 96.8% on the 285 test rows (two rows)"
+            ),
+        ),
+        "pima",
+        "biopsy",
+    ],
+)
 def test_logistic_accuracy_is_within_half_a_point_of_the_squared_loss(table):
     from sklearn.metrics import accuracy_score
 
@@ -117,12 +129,13 @@ def test_records_follow_the_penalty_path_with_the_cg_iterations_of_each_step():
 def test_newton_step_is_exact_when_cg_is_run_to_the_end():
     """A Newton step with CG to convergence at a fixed λ: the gradient falls quadratically."""
     X, y = _blobs(seed=3)
-    model = LogisticFalkon(GaussianKernel(1.5), 1e-3, M=40, penalty_path=[], final_steps=15, cg_iterations=80,
-                           tol=1e-11).fit(X, y)
+    model = LogisticFalkon(
+        GaussianKernel(1.5), 1e-3, M=40, penalty_path=[], final_steps=15, cg_iterations=80, tol=1e-11
+    ).fit(X, y)
     residuals = [r.residual for r in model.trace_]
     assert residuals[-1] <= 1e-11
     tail = [r for r in residuals[1:] if r < 1e-2]
-    assert all(b < a * a * 100 for a, b in zip(tail, tail[1:]))        # quadratic: r_{k+1} ≲ r_k²
+    assert all(b < a * a * 100 for a, b in zip(tail, tail[1:]))  # quadratic: r_{k+1} ≲ r_k²
 
 
 def test_probabilities_multiclass_one_vs_rest():
@@ -166,5 +179,5 @@ def test_memory_estimate_counts_newton_steps():
     assert "outputs, Hessian weights, gradient terms, labels (4 × n×k)" in names
     falkon = FalkonClassifier(GaussianKernel(1.0), 1e-6, M=500).memory_estimate(50_000, 10)
     assert estimate.peak_bytes > falkon.peak_bytes
-    if estimate.seconds_per_iteration is not None:        # a Newton step: several CG passes and a factorisation
+    if estimate.seconds_per_iteration is not None:  # a Newton step: several CG passes and a factorisation
         assert estimate.seconds_per_iteration > 5 * falkon.seconds_per_iteration

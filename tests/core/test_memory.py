@@ -1,5 +1,6 @@
 """krrcore's one memory policy (krrcore.memory): defaults, a user's budget, refusals, and that no
 other module keeps a policy of its own."""
+
 import pathlib
 import re
 
@@ -21,8 +22,8 @@ def free_16gib(monkeypatch):
 
 
 def test_defaults_are_fractions_of_free_memory(free_16gib):
-    assert scratch_budget() == memory.SCRATCH_CAP == 1 << 30            # 10% of 16 GiB, capped at 1 GiB
-    assert storage_budget() == 8 << 30                                  # half of 16 GiB
+    assert scratch_budget() == memory.SCRATCH_CAP == 1 << 30  # 10% of 16 GiB, capped at 1 GiB
+    assert storage_budget() == 8 << 30  # half of 16 GiB
 
 
 def test_small_machine_scratch_is_ten_percent(monkeypatch):
@@ -42,12 +43,15 @@ def test_bad_budget_is_named(bad):
 
 
 def test_refusal_says_what_was_needed_allowed_and_what_to_do(free_16gib):
-    with pytest.raises(MemoryBudgetError, match=r"thing needs 4 GiB but only 2 GiB may be used "
-                                                r"\(memory_budget\): use less"):
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"thing needs 4 GiB but only 2 GiB may be used "
+        r"\(memory_budget\): use less",
+    ):
         check_fits(4 << 30, "thing", "use less", memory_budget=2 << 30)
     with pytest.raises(MemoryBudgetError, match=r"only 8 GiB may be used \(50% of free memory\)"):
         check_fits(9 << 30, "thing", "use less")
-    check_fits(8 << 30, "thing", "use less")                            # exactly the default: allowed
+    check_fits(8 << 30, "thing", "use less")  # exactly the default: allowed
 
 
 def test_every_consumer_reads_the_same_policy(free_16gib):
@@ -60,10 +64,11 @@ def test_every_consumer_reads_the_same_policy(free_16gib):
         ExactKRR(GaussianKernel(1.0), 1e-2, memory_budget=need_exact - 1).fit(X, y)
     assert resolve_kernel_storage("auto", 40, 8, 40 * 40 * 8, "cpu") == "stored"
     assert resolve_kernel_storage("auto", 40, 8, 40 * 40 * 8 - 1, "cpu") == "on_the_fly"
-    assert resolve_kernel_storage("auto", 40_000, 8, None, "cpu") == "on_the_fly"   # 12.8 GB > 8 GiB
+    assert resolve_kernel_storage("auto", 40_000, 8, None, "cpu") == "on_the_fly"  # 12.8 GB > 8 GiB
     with pytest.raises(MemoryBudgetError):
         exact_scores(X, GaussianKernel(1.0), 1e-2, memory_budget=need_exact - 1)
     import torch
+
     op = KernelOperator(GaussianKernel(1.0), torch.as_tensor(X), torch.as_tensor(X))
     assert op.memory_budget == memory.SCRATCH_CAP
 

@@ -2,6 +2,7 @@
 of every estimator refuses a wrong value with a message naming it, before any work; seeds as
 scikit-learn takes them; ``fit``'s ``stop_event``; tensors that require grad or live on ``meta``;
 ``from krrcore import *``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,6 +32,7 @@ def _data(n=40, d=2, seed=0):
 
 def _no_work(monkeypatch):
     """Fail the test if a fit gets past its checks: converting the data is the first piece of work."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("the fit started working before refusing the parameter")
 
@@ -54,8 +56,10 @@ def test_the_constructor_is_the_declaration(cls):
     for name, field in fields.items():
         assert signature.parameters[name].default == field.default
         assert field.metadata["constraint"].accepts(field.default), (cls.__name__, name)
-    owners = {f.name: next(k for k in reversed(cls.__mro__) if f.name in vars(k).get("__annotations__", {}))
-              for f in dataclasses.fields(cls)}
+    owners = {
+        f.name: next(k for k in reversed(cls.__mro__) if f.name in vars(k).get("__annotations__", {}))
+        for f in dataclasses.fields(cls)
+    }
     knobs = ("maxiter", "tol", "callback", "timeout", "eval_train", "metric", "stall_patience")
     if issubclass(cls, base.IterativeKRR):
         assert {owners[k] for k in knobs} == {base.IterativeKRR}
@@ -91,39 +95,49 @@ def test_the_parameters_are_validated_once_per_fit(monkeypatch):
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"jitter": "x"}, r"jitter must be None or a finite number >= 0, got 'x'"),
-    ({"jitter": float("nan")}, r"jitter must be finite, got nan"),
-    ({"jitter": -1e-3}, r"jitter must be >= 0, got -0.001"),
-    ({"callback": 5}, r"callback must be None or a callable f\(record\) -> bool, got 5"),
-    ({"seed": "abc"}, r"seed must be an integer >= 0, None, a numpy.random.Generator, a numpy.random.RandomState "
-                      r"or a torch.Generator, got 'abc'"),
-    ({"seed": -1}, r"seed must be .*, got -1"),
-    ({"seed": 1.5}, r"seed must be .*, got 1.5"),
-    ({"maxiter": "10"}, r"maxiter must be an integer, got '10'"),
-    ({"tol": -1.0}, r"tol must be >= 0, got -1.0"),
-    ({"eval_train": "yes"}, r"eval_train must be True or False, got 'yes'"),
-    ({"metric": "accuracy"}, r"metric must be one of \('auto', "),
-    ({"device": "meta"}, r"device='meta' holds no values"),
-    ({"device": "gpu7"}, r"device must be None, a torch.device or a name such as 'cpu' or 'cuda', got 'gpu7'"),
-    ({"refine": -1}, r"refine must be >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"jitter": "x"}, r"jitter must be None or a finite number >= 0, got 'x'"),
+        ({"jitter": float("nan")}, r"jitter must be finite, got nan"),
+        ({"jitter": -1e-3}, r"jitter must be >= 0, got -0.001"),
+        ({"callback": 5}, r"callback must be None or a callable f\(record\) -> bool, got 5"),
+        (
+            {"seed": "abc"},
+            r"seed must be an integer >= 0, None, a numpy.random.Generator, a numpy.random.RandomState "
+            r"or a torch.Generator, got 'abc'",
+        ),
+        ({"seed": -1}, r"seed must be .*, got -1"),
+        ({"seed": 1.5}, r"seed must be .*, got 1.5"),
+        ({"maxiter": "10"}, r"maxiter must be an integer, got '10'"),
+        ({"tol": -1.0}, r"tol must be >= 0, got -1.0"),
+        ({"eval_train": "yes"}, r"eval_train must be True or False, got 'yes'"),
+        ({"metric": "accuracy"}, r"metric must be one of \('auto', "),
+        ({"device": "meta"}, r"device='meta' holds no values"),
+        ({"device": "gpu7"}, r"device must be None, a torch.device or a name such as 'cpu' or 'cuda', got 'gpu7'"),
+        ({"refine": -1}, r"refine must be >= 0, got -1"),
+    ],
+)
 def test_bad_parameters_are_named_before_any_work(kwargs, message, monkeypatch):
     X, y = _data()
     _no_work(monkeypatch)
     with pytest.raises(ParameterError, match=message):
         Falkon(KERNEL, 1e-3, M=10, **kwargs).fit(X, y)
-    with pytest.raises(ValueError, match=message):          # a ValueError, as every krrcore check
+    with pytest.raises(ValueError, match=message):  # a ValueError, as every krrcore check
         Falkon(KERNEL, 1e-3, M=10, **kwargs).memory_estimate(40, 2)
 
 
-@pytest.mark.parametrize("make", [lambda: Falkon(KERNEL, 1e-3, M=10, maxiter=2), lambda: ExactKRR(KERNEL, 1e-3)],
-                         ids=["iterative", "direct"])
+@pytest.mark.parametrize(
+    "make", [lambda: Falkon(KERNEL, 1e-3, M=10, maxiter=2), lambda: ExactKRR(KERNEL, 1e-3)], ids=["iterative", "direct"]
+)
 def test_a_stop_event_without_is_set_is_refused_by_name(make, monkeypatch):
     X, y = _data()
     _no_work(monkeypatch)
-    with pytest.raises(ParameterError, match=r"stop_event must be None or a threading.Event \(anything with "
-                                             r"is_set\(\)\), got 'yes'"):
+    with pytest.raises(
+        ParameterError,
+        match=r"stop_event must be None or a threading.Event \(anything with "
+        r"is_set\(\)\), got 'yes'",
+    ):
         make().fit(X, y, stop_event="yes")
 
 
@@ -142,14 +156,17 @@ def test_seeds_as_scikit_learn_takes_them():
         return SketchySAGA(KERNEL, 1e-3, M=20, maxiter=5, seed=seed).fit(X, y)
 
     assert fit(7).seed_ == 7
-    for make in (lambda: np.random.default_rng(3), lambda: np.random.RandomState(3),
-                 lambda: torch.Generator().manual_seed(3)):
+    for make in (
+        lambda: np.random.default_rng(3),
+        lambda: np.random.RandomState(3),
+        lambda: torch.Generator().manual_seed(3),
+    ):
         one, two = fit(make()), fit(make())
-        assert isinstance(one.seed_, int) and one.seed_ == two.seed_          # the same generator state
+        assert isinstance(one.seed_, int) and one.seed_ == two.seed_  # the same generator state
         assert np.array_equal(one.predict(X), two.predict(X))
         assert np.array_equal(one.predict(X), fit(one.seed_).predict(X))
     generator = np.random.default_rng(3)
-    assert fit(generator).seed_ != fit(generator).seed_                         # drawn from, so it advances
+    assert fit(generator).seed_ != fit(generator).seed_  # drawn from, so it advances
     first, second = fit(None), fit(None)
     assert first.seed_ != second.seed_ and not np.array_equal(first.center_indices_, second.center_indices_)
     assert np.array_equal(first.predict(X), fit(first.seed_).predict(X))

@@ -1,4 +1,5 @@
 """The solver registry and the metrics every page reports."""
+
 import inspect
 import subprocess
 import sys
@@ -39,8 +40,10 @@ def test_unknown_solver_is_a_clear_error():
 
 
 def test_krrcore_never_imports_streamlit():
-    code = ("import sys, krrcore, krrcore.datasets, krrcore.diagnostics, krrcore.leverage, "
-            "krrcore.solvers.falkon; assert 'streamlit' not in sys.modules")
+    code = (
+        "import sys, krrcore, krrcore.datasets, krrcore.diagnostics, krrcore.leverage, "
+        "krrcore.solvers.falkon; assert 'streamlit' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

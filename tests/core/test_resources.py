@@ -1,6 +1,7 @@
 """Memory and time estimated before anything is allocated: every solver's ``memory_estimate`` and the
 refusals of fits too large for the machine (each before a single kernel entry is computed, with the numbers
 and advice)."""
+
 import warnings
 
 import numpy as np
@@ -37,12 +38,16 @@ def _data(n, d=10, seed=0):
     return rng.standard_normal((n, d)), rng.standard_normal(n)
 
 
-@pytest.mark.parametrize("make, n, expected", [
-    (lambda k: NystromKRR(k, 1e-6, M=55_000), 60_000, r"lower M to at most [\d,]+"),
-    (lambda k: Falkon(k, 1e-6, M=55_000), 60_000, r"lower M to at most [\d,]+.*SketchySAGA"),
-    (lambda k: Falkon(k, 1e-6, M=150_000), 200_000, r"lower M to at most [\d,]+"),
-    (lambda k: ExactKRR(k, 1e-6), 60_000, r"subsample to at most n=[\d,]+"),
-], ids=["NystromKRR-M55k", "Falkon-M55k", "Falkon-M150k-n200k", "ExactKRR-n60k"])
+@pytest.mark.parametrize(
+    "make, n, expected",
+    [
+        (lambda k: NystromKRR(k, 1e-6, M=55_000), 60_000, r"lower M to at most [\d,]+"),
+        (lambda k: Falkon(k, 1e-6, M=55_000), 60_000, r"lower M to at most [\d,]+.*SketchySAGA"),
+        (lambda k: Falkon(k, 1e-6, M=150_000), 200_000, r"lower M to at most [\d,]+"),
+        (lambda k: ExactKRR(k, 1e-6), 60_000, r"subsample to at most n=[\d,]+"),
+    ],
+    ids=["NystromKRR-M55k", "Falkon-M55k", "Falkon-M150k-n200k", "ExactKRR-n60k"],
+)
 def test_memory_refusals_come_before_any_allocation(make, n, expected):
     """The issue's cases that cannot fit: refused with the peak, its dominant part, the limit and a
     suggestion — before one kernel entry is computed and without allocating anything of note."""
@@ -59,11 +64,15 @@ def test_memory_refusals_come_before_any_allocation(make, n, expected):
         assert mem.extra_bytes < 64 * 2**20, f"{mem.extra_bytes / 2**20:.0f} MiB allocated before refusing"
 
 
-@pytest.mark.parametrize("make, n", [
-    (lambda k: NystromPCG(k, 1e-6, maxiter=1, timeout=30), 200_000),
-    (lambda k: ASkotch(k, 1e-6, blocks=1, maxiter=1, timeout=30), 60_000),
-    (lambda k: SketchySAGA(k, 1e-6, M=70_000, maxiter=1, timeout=30), 80_000),
-], ids=["NystromPCG-n200k", "ASkotch-blocks1-n60k", "SketchySAGA-M70k"])
+@pytest.mark.parametrize(
+    "make, n",
+    [
+        (lambda k: NystromPCG(k, 1e-6, maxiter=1, timeout=30), 200_000),
+        (lambda k: ASkotch(k, 1e-6, blocks=1, maxiter=1, timeout=30), 60_000),
+        (lambda k: SketchySAGA(k, 1e-6, M=70_000, maxiter=1, timeout=30), 80_000),
+    ],
+    ids=["NystromPCG-n200k", "ASkotch-blocks1-n60k", "SketchySAGA-M70k"],
+)
 def test_slow_fits_are_refused_past_their_timeout_and_warned_otherwise(make, n):
     """The issue's cases that fit in memory but take minutes per iteration: with ``timeout`` they are
     refused at once with the estimated time; without one a SlowFitWarning states it before the set-up."""
@@ -72,11 +81,11 @@ def test_slow_fits_are_refused_past_their_timeout_and_warned_otherwise(make, n):
     with pytest.raises(TimeLimitError, match=r"set-up and one iteration would take about .* beyond timeout=30") as info:
         est.fit(X, y)
     estimate = est.memory_estimate(n, X.shape[1])
-    assert estimate.suggestion and str(info.value).endswith(f"; {estimate.suggestion}.")     # what to change
+    assert estimate.suggestion and str(info.value).endswith(f"; {estimate.suggestion}.")  # what to change
     assert estimate.fits and estimate.seconds_for(1) > 30
     est.set_params(timeout=None)
     with pytest.warns(SlowFitWarning, match=r"per iteration on this CPU") as caught, pytest.raises(KernelEvaluated):
-        est.fit(X, y)          # the warning comes first; the tripped kernel then stops the fit
+        est.fit(X, y)  # the warning comes first; the tripped kernel then stops the fit
     assert str(caught[0].message).endswith(f"to go faster: {estimate.suggestion}.")
 
 
@@ -109,7 +118,7 @@ def test_every_registered_solver_estimates_and_records_its_estimate(key):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SlowFitWarning)
         est.fit(X, y)
-    assert est.memory_estimate_.parts == estimate.parts          # the limit follows the free memory
+    assert est.memory_estimate_.parts == estimate.parts  # the limit follows the free memory
 
 
 def test_estimate_follows_dtype_and_budget():
@@ -119,7 +128,7 @@ def test_estimate_follows_dtype_and_budget():
     f32 = Falkon(GaussianKernel(3.0), 1e-6, M=20_000, dtype="float32").memory_estimate(100_000, 20)
     parts64, parts32 = {p.name: p for p in f64.parts}, {p.name: p for p in f32.parts}
     name = next(p for p in parts64 if p.startswith("preconditioner"))
-    assert parts64[name].bytes == parts32[name].bytes == 20_000 ** 2 * 8 and parts64[name].kind == "stored"
+    assert parts64[name].bytes == parts32[name].bytes == 20_000**2 * 8 and parts64[name].kind == "stored"
     assert parts32["training data X, y"].bytes * 2 == parts64["training data X, y"].bytes
     small = NystromKRR(GaussianKernel(3.0), 1e-6, M=2_000, memory_budget=2**20).memory_estimate(10_000, 5)
     assert small.limit_bytes == 2**20 and not small.fits
@@ -129,7 +138,7 @@ def test_estimate_follows_dtype_and_budget():
 
 def test_memory_budget_sets_the_limit_checked():
     """A user's ``memory_budget`` bounds what a fit stores: ExactKRR's two n×n matrices."""
-    X, y = _data(500, 3)          # K and its factor: 4 MB
+    X, y = _data(500, 3)  # K and its factor: 4 MB
     est = ExactKRR(GaussianKernel(3.0), 1e-3, memory_budget=2**20)
     with pytest.raises(MemoryLimitError, match=r"subsample to at most n="):
         est.fit(X, y)

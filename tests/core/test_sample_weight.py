@@ -6,14 +6,27 @@ the same centres, given as an array, since drawing centres from repeated rows dr
 FALKON's preconditioner built from the weights makes the weighted system as easy as the
 unweighted one; the solvers that refuse weights say why.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from krrcore import (CG, ASkotch, ExactKRR, Falkon, FalkonClassifier, FalkonCV, NystromCG, NystromGD, NystromKRR,
-                     NystromPCG, SketchySAGA, Skotch)
+from krrcore import (
+    CG,
+    ASkotch,
+    ExactKRR,
+    Falkon,
+    FalkonClassifier,
+    FalkonCV,
+    NystromCG,
+    NystromGD,
+    NystromKRR,
+    NystromPCG,
+    SketchySAGA,
+    Skotch,
+)
 from krrcore.kernels import GaussianKernel
 from krrcore.ops import KernelOperator
 from krrcore.preconditioner import FalkonPreconditioner
@@ -93,8 +106,9 @@ def test_falkon_preconditioner_built_from_the_weights_solves_the_weighted_system
     assert model.trace_[1].residual < 1e-4
     unweighted = FalkonPreconditioner(KERNEL, model.centers_, 1e-4)
     model.preconditioner_ = unweighted
-    matvec = lambda beta: model._W(beta)     # noqa: E731 — W with the unweighted P
+    matvec = lambda beta: model._W(beta)  # noqa: E731 — W with the unweighted P
     from krrcore.cg import conjugate_gradient
+
     rhs = unweighted.apply_t(model._b)
     states = [s.rel_residual for s, _ in zip(conjugate_gradient(matvec, rhs), range(3))]
     assert states[0] > 100 * model.trace_[1].residual
@@ -117,7 +131,7 @@ def test_float32_falkon_takes_weights():
     weights = np.random.default_rng(0).integers(1, 4, len(y))
     f32 = Falkon(KERNEL, 1e-3, M=40, maxiter=40, dtype="float32").fit(X, y, sample_weight=weights)
     f64 = Falkon(KERNEL, 1e-3, M=40, maxiter=40).fit(X, y, sample_weight=weights)
-    assert f32.trace_[-1].extras["residual_kind"] == "float64 refinement"     # the weighted true residual
+    assert f32.trace_[-1].extras["residual_kind"] == "float64 refinement"  # the weighted true residual
     assert f32.trace_[-1].residual < 1e-4
     np.testing.assert_allclose(f32.predict(X), f64.predict(X), atol=1e-3)
 
@@ -134,8 +148,10 @@ def test_classifier_passes_the_weights_to_its_regressor():
         FalkonClassifier(KERNEL, 1e-3, M=30, maxiter=2).fit(X, labels, sample_weight=only_up)
 
 
-@pytest.mark.parametrize("cls, reason", [(ASkotch, "block preconditioners"), (Skotch, "block preconditioners"),
-                                         (SketchySAGA, "gradient table")])
+@pytest.mark.parametrize(
+    "cls, reason",
+    [(ASkotch, "block preconditioners"), (Skotch, "block preconditioners"), (SketchySAGA, "gradient table")],
+)
 def test_solvers_that_cannot_weigh_say_why(problem, cls, reason):
     X, y, weights = problem
     with pytest.raises(ValueError, match=f"{cls.__name__} does not take sample_weight: its {reason}"):
@@ -144,13 +160,16 @@ def test_solvers_that_cannot_weigh_say_why(problem, cls, reason):
         FalkonCV(M=10).fit(X, y, sample_weight=weights)
 
 
-@pytest.mark.parametrize("weights, message", [
-    (np.ones(79), "sample_weight has 79 entries, but X has 80 rows"),
-    (-np.ones(80), r"sample_weight has 80 negative weight\(s\)"),
-    (np.zeros(80), "sample_weight is zero for every sample"),
-    (np.full(80, np.nan), "sample_weight contains 80 NaN"),
-    (np.ones((80, 2)), "sample_weight must have 1 dimensions"),
-])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        (np.ones(79), "sample_weight has 79 entries, but X has 80 rows"),
+        (-np.ones(80), r"sample_weight has 80 negative weight\(s\)"),
+        (np.zeros(80), "sample_weight is zero for every sample"),
+        (np.full(80, np.nan), "sample_weight contains 80 NaN"),
+        (np.ones((80, 2)), "sample_weight must have 1 dimensions"),
+    ],
+)
 def test_bad_weights_are_named(problem, weights, message):
     X, y, _ = problem
     with pytest.raises(ValueError, match=message):

@@ -4,6 +4,7 @@ Checked against the direct Nyström solution on the same centres (and FALKON's),
 convergence (C.4, Fig. 8), float32, and for never allocating an M×M matrix (peak RSS measured in
 a subprocess against NystromKRR, which must form K_nMᵀK_nM).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,11 +52,20 @@ def test_converges_linearly_to_the_direct_nystrom_solution(problem):
     assert torch.equal(model.centers_, direct.centers_)
     assert rel_error(model.coef_, direct.coef_) < 1e-5
     # Relative suboptimality of the Nyström objective falls on a line in log scale (C.4, Fig. 8).
-    objective = NystromObjective(KERNEL, torch.as_tensor(X), direct.centers_, torch.as_tensor(y)[:, None],
-                                 PENALTY * X.shape[0], memory_budget=1 << 26)
+    objective = NystromObjective(
+        KERNEL,
+        torch.as_tensor(X),
+        direct.centers_,
+        torch.as_tensor(y)[:, None],
+        PENALTY * X.shape[0],
+        memory_budget=1 << 26,
+    )
     _, f_star = objective.evaluate(direct.coef_)
-    pts = [(r.iteration, math.log10(abs(r.objective - f_star) / abs(f_star))) for r in model.trace_
-           if r.iteration > 0 and abs(r.objective - f_star) / abs(f_star) > 1e-12]
+    pts = [
+        (r.iteration, math.log10(abs(r.objective - f_star) / abs(f_star)))
+        for r in model.trace_
+        if r.iteration > 0 and abs(r.objective - f_star) / abs(f_star) > 1e-12
+    ]
     it, logs = np.array(pts).T
     slope, intercept = np.polyfit(it, logs, 1)
     r2 = 1 - (logs - slope * it - intercept).var() / logs.var()
@@ -76,8 +86,7 @@ def test_reaches_falkons_solution(problem):
 
 def test_float32_reaches_a_float64_residual_threshold(problem):
     X, y, direct = problem
-    model = SketchySAGA(KERNEL, PENALTY, M=M, rank=50, batch_size=256, maxiter=400, tol=1e-4,
-                        dtype="float32").fit(X, y)
+    model = SketchySAGA(KERNEL, PENALTY, M=M, rank=50, batch_size=256, maxiter=400, tol=1e-4, dtype="float32").fit(X, y)
     assert model.coef_.dtype == torch.float32
     assert model.stop_reason_.startswith("converged")
     assert rel_error(model.coef_, direct.coef_) < 1e-2
@@ -87,11 +96,11 @@ def test_defaults_follow_the_paper(problem):
     X, y, _ = problem
     model = SketchySAGA(KERNEL, PENALTY, M=M, rank=20, maxiter=1).fit(X, y)
     n = X.shape[0]
-    assert model.precond_batch_size_ == math.isqrt(n)        # b_H1 = ⌊√n⌋ (B.5)
-    assert model.lr_batch_size_ == n // 50                    # b_H2 = ⌊n/50⌋ (B.5)
-    assert model.batch_size_ == 1024                          # b_g (C.2.1)
+    assert model.precond_batch_size_ == math.isqrt(n)  # b_H1 = ⌊√n⌋ (B.5)
+    assert model.lr_batch_size_ == n // 50  # b_H2 = ⌊n/50⌋ (B.5)
+    assert model.batch_size_ == 1024  # b_g (C.2.1)
     assert model.lr_ == pytest.approx(0.5 / model.smoothness_)  # η = α/L_P, α = 1/2
-    assert model.rho_ >= PENALTY * n                          # "damped": λn + Λ̂[r−1]
+    assert model.rho_ >= PENALTY * n  # "damped": λn + Λ̂[r−1]
     assert model.eval_every_ == math.ceil(n / 1024)
 
 
@@ -130,8 +139,13 @@ def test_never_allocates_an_M_by_M_matrix():
     RSS grows by far less than that (measured ≈ 10 MB), while NystromKRR, which forms K_nMᵀK_nM,
     grows by several times that much in the same process."""
     n, m, budget = 3000, 2500, 4 << 20
-    out = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, str(n), str(m), str(budget)],
-                         capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SCRIPT, str(n), str(m), str(budget)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     report = json.loads(out.stdout.strip().splitlines()[-1])
     mm_bytes = m * m * 8
     assert report["sketchysaga"]["finite"] and report["nystrom_direct"]["finite"]
@@ -159,20 +173,23 @@ def test_default_rank_is_capped_at_the_number_of_centers(problem):
     small = SketchySAGA(KERNEL, PENALTY, M=40, maxiter=3).fit(X, y)
     assert small.get_params()["rank"] is None and small.rank_ == 40
     explicit = SketchySAGA(KERNEL, PENALTY, M=40, rank=40, maxiter=3).fit(X, y)
-    assert torch.equal(small.coef_, explicit.coef_)          # None is exactly rank=min(100, M)
+    assert torch.equal(small.coef_, explicit.coef_)  # None is exactly rank=min(100, M)
     assert SketchySAGA(KERNEL, PENALTY, M=150, maxiter=1).fit(X, y).rank_ == 100
     assert SketchySAGA(KERNEL, PENALTY, M=40, rank=7, maxiter=1).fit(X, y).rank_ == 7
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(M=50, rank=60), r"rank must be <= M \(50 centres\), got 60"),
-    (dict(rank=0), "rank must be >= 1"),
-    (dict(batch_size=5000), "batch_size must be <= n"),
-    (dict(precond_batch_size=0), "precond_batch_size must be >= 1"),
-    (dict(lr_scale=0.0), "lr_scale must be > 0"),
-    (dict(damping="loose"), "damping must be"),
-    (dict(eval_every=0), "eval_every must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(M=50, rank=60), r"rank must be <= M \(50 centres\), got 60"),
+        (dict(rank=0), "rank must be >= 1"),
+        (dict(batch_size=5000), "batch_size must be <= n"),
+        (dict(precond_batch_size=0), "precond_batch_size must be >= 1"),
+        (dict(lr_scale=0.0), "lr_scale must be > 0"),
+        (dict(damping="loose"), "damping must be"),
+        (dict(eval_every=0), "eval_every must be >= 1"),
+    ],
+)
 def test_bad_parameters_raise_clear_errors(problem, kwargs, message):
     X, y, _ = problem
     params = dict(M=M, rank=20, maxiter=2)

@@ -1,6 +1,7 @@
 """scikit-learn's contract, for real: its own estimator checks over every registered solver and
 every classifier, NotFittedError, n_features_in_, ConvergenceWarning, classifiers on raw labels,
 the progress bar."""
+
 from __future__ import annotations
 
 import warnings
@@ -47,24 +48,33 @@ def _classifier_keys() -> list[str]:
 #: until the gradient is at round-off): the sample-weight check compares two fits to 1e-7.
 LOGISTIC = LogisticFalkon(GaussianKernel(3.0), 1e-3, M=50, cg_iterations=60, final_steps=12, tol=1e-12)
 
-ESTIMATORS = [SOLVERS[key].make(**_params(key)) for key in SOLVERS] + [
-    CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()] + [LOGISTIC]
+ESTIMATORS = (
+    [SOLVERS[key].make(**_params(key)) for key in SOLVERS]
+    + [CLASSIFIERS[SOLVERS[key].estimator](**_params(key)) for key in _classifier_keys()]
+    + [LOGISTIC]
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_every_solver_and_every_classifier_is_checked():
-    assert {type(e) for e in ESTIMATORS} == ({info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values())
-                                             | {LogisticFalkon})
+    assert {type(e) for e in ESTIMATORS} == (
+        {info.estimator for info in SOLVERS.values()} | set(CLASSIFIERS.values()) | {LogisticFalkon}
+    )
     assert len(ESTIMATORS) == len(SOLVERS) + len(CLASSIFIERS) + 1
 
 
 #: scikit-learn's checks of ``sample_weight``, which the solvers that refuse it fail by design.
-SAMPLE_WEIGHT_CHECKS = ("check_sample_weights_pandas_series", "check_sample_weights_not_an_array",
-                        "check_sample_weights_list", "check_all_zero_sample_weights_error",
-                        "check_sample_weights_shape", "check_sample_weights_not_overwritten",
-                        "check_sample_weight_equivalence_on_dense_data")
+SAMPLE_WEIGHT_CHECKS = (
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_list",
+    "check_all_zero_sample_weights_error",
+    "check_sample_weights_shape",
+    "check_sample_weights_not_overwritten",
+    "check_sample_weight_equivalence_on_dense_data",
+)
 
 
 def _expected_failures(estimator) -> dict[str, str]:
@@ -75,20 +85,23 @@ def _expected_failures(estimator) -> dict[str, str]:
     if reason:
         return {name: f"refuses sample_weight: {reason}" for name in SAMPLE_WEIGHT_CHECKS}
     if isinstance(estimator, NystromGD):
-        return {"check_sample_weight_equivalence_on_dense_data":
-                "gradient descent after 300 steps is short of the solution by more than the check's 1e-7, and the "
-                "weighted and repeated systems are conditioned differently, so their iterates differ"}
+        return {
+            "check_sample_weight_equivalence_on_dense_data": "gradient descent after 300 steps is short of the "
+            "solution by more than the check's 1e-7, and the "
+            "weighted and repeated systems are conditioned differently, so their iterates differ"
+        }
     return {}
 
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)        # "M=50 centres requested but n=10": by design
+        warnings.simplefilter("ignore", UserWarning)  # "M=50 centres requested but n=10": by design
         check(estimator)
 
 
 # -- the pieces of the contract, named ---------------------------------------------------------------
+
 
 def _regression(n=120, d=3, seed=0):
     rng = np.random.default_rng(seed)
@@ -115,7 +128,7 @@ def test_maxiter_short_of_tol_warns_and_says_not_converged():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         reached = Falkon(GaussianKernel(2.0), 1e-3, M=40, maxiter=100, tol=1e-6).fit(X, y)
-        no_tol = Falkon(GaussianKernel(2.0), 1e-3, M=40, maxiter=2).fit(X, y)       # no target: no warning
+        no_tol = Falkon(GaussianKernel(2.0), 1e-3, M=40, maxiter=2).fit(X, y)  # no target: no warning
     assert reached.converged_ is True and reached.trace_[-1].residual <= 1e-6
     assert no_tol.converged_ is False
     assert ExactKRR(GaussianKernel(2.0), 1e-3).fit(X, y).converged_ is True
@@ -123,12 +136,13 @@ def test_maxiter_short_of_tol_warns_and_says_not_converged():
 
 def test_more_centers_than_points_warns_and_uses_every_point():
     X, y = _regression(n=60)
-    with pytest.warns(UserWarning, match="M=500 centres requested but the training set has only n=60 points: "
-                                         "using M=60"):
+    with pytest.warns(
+        UserWarning, match="M=500 centres requested but the training set has only n=60 points: using M=60"
+    ):
         model = Falkon(GaussianKernel(2.0), 1e-3, M=500, maxiter=60).fit(X, y)
     assert model.centers_.shape[0] == 60
     exact = ExactKRR(GaussianKernel(2.0), 1e-3).fit(X, y)
-    np.testing.assert_allclose(model.predict(X), exact.predict(X), atol=1e-6)   # Nyström on all points = KRR
+    np.testing.assert_allclose(model.predict(X), exact.predict(X), atol=1e-6)  # Nyström on all points = KRR
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +155,7 @@ def test_classifier_on_raw_digit_labels_cross_validates_with_accuracy(digits):
     X, y = digits
     model = FalkonClassifier(GaussianKernel(5.0), 1e-4, M=300, maxiter=15)
     accuracy = cross_val_score(model, X, y, cv=3, scoring="accuracy")
-    assert accuracy.min() > 0.9                 # the regressor on integer labels scored 0 here
+    assert accuracy.min() > 0.9  # the regressor on integer labels scored 0 here
     model.fit(X, y)
     np.testing.assert_array_equal(model.classes_, np.arange(10))
     assert model.decision_function(X[:5]).shape == (5, 10)
@@ -150,9 +164,10 @@ def test_classifier_on_raw_digit_labels_cross_validates_with_accuracy(digits):
 
 def test_grid_search_on_raw_labels_picks_a_penalty(digits):
     X, y = digits
-    grid = GridSearchCV(FalkonClassifier(GaussianKernel(5.0), M=200, maxiter=10),
-                        {"penalty": [1e-4, 10.0]}, cv=2, scoring="accuracy").fit(X, y)
-    assert grid.best_params_ == {"penalty": 1e-4}         # λ = 10 smooths every digit into one
+    grid = GridSearchCV(
+        FalkonClassifier(GaussianKernel(5.0), M=200, maxiter=10), {"penalty": [1e-4, 10.0]}, cv=2, scoring="accuracy"
+    ).fit(X, y)
+    assert grid.best_params_ == {"penalty": 1e-4}  # λ = 10 smooths every digit into one
     assert grid.best_score_ > 0.9
 
 
@@ -173,8 +188,8 @@ def test_each_classifier_is_its_solver_on_encoded_labels(key):
     """decision_function = the same solver's predict on ±1 (binary) or one-hot (multiclass) targets."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((90, 2))
-    y = np.digitize(X[:, 0], [-0.5, 0.5])                      # three classes
-    params = {**_params(key), **dict(SOLVERS[key].defaults)}      # the entry's variant, for both
+    y = np.digitize(X[:, 0], [-0.5, 0.5])  # three classes
+    params = {**_params(key), **dict(SOLVERS[key].defaults)}  # the entry's variant, for both
     regressor = SOLVERS[key].make(**params).fit(X, np.eye(3)[y])
     classifier = CLASSIFIERS[type(regressor)](**params).fit(X, y)
     np.testing.assert_allclose(classifier.decision_function(X), regressor.predict(X), atol=1e-10)
@@ -208,9 +223,9 @@ def test_unseen_validation_labels_and_one_class_are_named():
 def test_progress_bar_follows_the_record_stream(capsys):
     X, y = _regression()
     model = Falkon(GaussianKernel(2.0), 1e-3, M=30, maxiter=7).fit(X, y, X[:20], y[:20], progress=True)
-    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]      # the bar's last state
+    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]  # the bar's last state
     assert final.startswith("Falkon: 100%") and "7/7" in final
     assert f"residual={model.trace_[-1].residual:.3g}" in final
     assert f"val mse={model.trace_[-1].val_metric:.4g}" in final
-    Falkon(GaussianKernel(2.0), 1e-3, M=30, maxiter=7).fit(X, y)            # opt-in: silent by default
+    Falkon(GaussianKernel(2.0), 1e-3, M=30, maxiter=7).fit(X, y)  # opt-in: silent by default
     assert capsys.readouterr().err == ""

@@ -1,4 +1,5 @@
 """The shared estimator plumbing of krrcore.solvers.base: lazy step values, stop rules, records."""
+
 from __future__ import annotations
 
 import time
@@ -48,12 +49,12 @@ def test_lazy_step_values_are_evaluated_once_after_the_timer_pauses():
     steps = [Step.deferred(slow_evaluation, extras={"k": i}) for i in range(3)]
     X, y = _data()
     model = _ScriptedSolver(steps).fit(X, y)
-    assert len(calls) == 3                                  # residual and objective share one call
+    assert len(calls) == 3  # residual and objective share one call
     records = model.trace_[1:]
     assert [r.residual for r in records] == pytest.approx([0.5, 0.25, 0.5 / 3])
     assert [r.objective for r in records] == [-1.0, -2.0, -3.0]
     assert all(r.eval_seconds >= 0.2 for r in records)
-    assert records[-1].seconds < 0.2                         # the sleeps are evaluation, not solver time
+    assert records[-1].seconds < 0.2  # the sleeps are evaluation, not solver time
     # A plain zero-argument callable is the same contract.
     model = _ScriptedSolver([Step(residual=lambda: 0.25, objective=lambda: 3.0)]).fit(X, y)
     assert (model.trace_[-1].residual, model.trace_[-1].objective) == (0.25, 3.0)
@@ -75,7 +76,7 @@ def test_run_stops_once_the_residual_is_below_working_precision(dtype, stops_at)
 
 def test_float32_solver_reporting_float64_residuals_keeps_the_float64_floor():
     class Float64Residuals(_ScriptedSolver):
-        residual = "float64"          # as ASkotch/NystromPCG's default residual mode
+        residual = "float64"  # as ASkotch/NystromPCG's default residual mode
 
     X, y = _data()
     model = Float64Residuals([Step(residual=r) for r in (1e-3, 1e-8, 1e-12)], dtype="float32").fit(X, y)

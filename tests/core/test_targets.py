@@ -1,5 +1,6 @@
 """Targets far from 1: every solver solves y ≈ 1e160–1e300 (or 1e-300) as ExactKRR does, by
 solving for y scaled by a power of two (krrcore.solvers.base.target_scale) and scaling back."""
+
 from __future__ import annotations
 
 import math
@@ -36,9 +37,9 @@ def _make(key, **extra):
 def test_the_scale_is_one_inside_the_safe_range_and_a_power_of_two_outside():
     y = torch.tensor([[3.0], [-2.0]], dtype=torch.float64)
     assert target_scale(y) == 1.0 and target_scale(y * 1e100) == 1.0 and target_scale(y * 1e-100) == 1.0
-    assert target_scale(y * 1e160) == 2.0 ** -534 and 0.5 <= float((y * 1e160 * 2.0 ** -534).abs().max()) < 1
-    assert target_scale(y * 1e-300) == 2.0 ** 994
-    assert target_scale(y.float() * 1e25) == 2.0 ** -85            # float32's range is smaller
+    assert target_scale(y * 1e160) == 2.0**-534 and 0.5 <= float((y * 1e160 * 2.0**-534).abs().max()) < 1
+    assert target_scale(y * 1e-300) == 2.0**994
+    assert target_scale(y.float() * 1e25) == 2.0**-85  # float32's range is smaller
     assert target_scale(torch.zeros(3, 1)) == 1.0
 
 
@@ -48,18 +49,23 @@ def test_every_solver_gives_the_same_solution_scaled_exactly(problem, key):
     relative residuals; before, every solver but the direct ones raised "residual became nan"."""
     X, y = problem
     reference = _make(key).fit(X, y)
-    scaled = _make(key).fit(X, y * 2.0 ** 600)
-    assert torch.equal(scaled.coef_, reference.coef_ * 2.0 ** 600)
-    assert np.array_equal(scaled.predict(X), reference.predict(X) * 2.0 ** 600)
+    scaled = _make(key).fit(X, y * 2.0**600)
+    assert torch.equal(scaled.coef_, reference.coef_ * 2.0**600)
+    assert np.array_equal(scaled.predict(X), reference.predict(X) * 2.0**600)
     assert [r.residual for r in scaled.trace_] == [r.residual for r in reference.trace_]
     assert scaled._target_scale == 1.0
 
 
 @pytest.mark.parametrize("factor", [1e160, 1e300, 1e-300])
-@pytest.mark.parametrize("make", [lambda: Falkon(KERNEL, 1e-3, M=300, maxiter=40),
-                                  lambda: CG(KERNEL, 1e-3, maxiter=300, tol=1e-12),
-                                  lambda: ASkotch(KERNEL, 1e-3, blocks=3, rank=50, maxiter=600, tol=1e-12)],
-                         ids=["falkon", "cg", "askotch"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Falkon(KERNEL, 1e-3, M=300, maxiter=40),
+        lambda: CG(KERNEL, 1e-3, maxiter=300, tol=1e-12),
+        lambda: ASkotch(KERNEL, 1e-3, blocks=3, rank=50, maxiter=600, tol=1e-12),
+    ],
+    ids=["falkon", "cg", "askotch"],
+)
 def test_falkon_cg_and_askotch_solve_huge_and_tiny_targets_as_exact_krr_does(problem, factor, make):
     X, y = problem
     exact = ExactKRR(KERNEL, 1e-3).fit(X, y * factor).predict(X)
@@ -71,7 +77,7 @@ def test_falkon_cg_and_askotch_solve_huge_and_tiny_targets_as_exact_krr_does(pro
 
 def test_records_and_a_prediction_mid_fit_are_in_the_targets_units(problem):
     X, y = problem
-    factor = 2.0 ** 600
+    factor = 2.0**600
     reference = Falkon(KERNEL, 1e-3, M=30, maxiter=5, metric="mae")
     scaled = Falkon(KERNEL, 1e-3, M=30, maxiter=5, metric="mae")
     ref_records = reference.iter_fit(X, y, X, y)

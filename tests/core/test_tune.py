@@ -2,6 +2,7 @@
 Cholesky route, the tuned model against a 10 × 10 grid of FALKON fits (test error), the call shape, ARD on
 Friedman-1, FalkonCV as a scikit-learn estimator, the record stream, Stop, bad input, and FALKON's
 "residual still high" advice."""
+
 from __future__ import annotations
 
 import math
@@ -86,7 +87,7 @@ def test_a_tuning_by_the_cg_route(friedman):
     X, y, Xt, yt = friedman
     result = tune(X[:500], y[:500], M=80, objective="holdout", hypergradient="cg", max_steps=12, seed=0)
     assert result.trace[1].extras["stage"] == 1 and np.isfinite(result.objective_value)
-    assert result.objective_value < result.trace[0].objective        # it improved on the start
+    assert result.objective_value < result.trace[0].objective  # it improved on the start
     with pytest.raises(ValueError, match="hypergradient='cg' tunes the hold-out objective"):
         FalkonCV(M=10, hypergradient="cg").fit(X[:50], y[:50])
 
@@ -128,9 +129,12 @@ def test_tuned_model_is_within_5_percent_of_the_best_point_of_a_10x10_grid(name,
     result = tune(X, y, M=100, seed=0)
     sigmas, penalties = grid_axes(X, 10)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResidualWarning)           # the grid's corners at tiny λ
-        grid = [_mse(Falkon(GaussianKernel(float(s)), float(p), M=100, maxiter=MAXITER, seed=0).fit(X, y), Xt, yt)
-                for s in sigmas for p in penalties]
+        warnings.simplefilter("ignore", ResidualWarning)  # the grid's corners at tiny λ
+        grid = [
+            _mse(Falkon(GaussianKernel(float(s)), float(p), M=100, maxiter=MAXITER, seed=0).fit(X, y), Xt, yt)
+            for s in sigmas
+            for p in penalties
+        ]
     assert len(grid) == 100
     assert _mse(result.estimator, Xt, yt) <= 1.05 * min(grid), (result.sigma, result.penalty, min(grid))
 
@@ -192,7 +196,9 @@ def test_result_trace_and_estimator(friedman):
     assert all(math.isfinite(r.objective) and math.isfinite(r.val_metric) for r in trace)
     assert all(r.seconds <= s.seconds for r, s in zip(trace, trace[1:]))
     first = trace[0].extras
-    assert first["sigma"] == pytest.approx(result.path[0]["sigma"]) and first["penalty"] == pytest.approx(1 / math.sqrt(400))   # 1/√n, GCV reads every row
+    assert first["sigma"] == pytest.approx(result.path[0]["sigma"]) and first["penalty"] == pytest.approx(
+        1 / math.sqrt(400)
+    )  # 1/√n, GCV reads every row
     # The model of the last record is the returned estimator, at the tuned values.
     assert trace[-1].extras["sigma"] == pytest.approx(result.sigma)
     assert trace[-1].val_metric == pytest.approx(_mse(result.estimator, Xt, yt), rel=1e-9)
@@ -210,7 +216,7 @@ def test_stop_event_and_time_budget_end_the_search(friedman):
         if len(seen) == 3:
             stop.set()
     assert "stopped by the user" in model.stop_reason_
-    assert len(seen) == 4                      # three, then the final fit at the best point so far
+    assert len(seen) == 4  # three, then the final fit at the best point so far
     assert model.predict(X[:5]).shape == (5,)
     # A budget below one evaluation (above the estimate the fit is admitted with): the start, then the final fit.
     timed = FalkonCV(M=60, max_steps=500, timeout=0.003).fit(X[:400], y[:400])
@@ -222,22 +228,28 @@ def test_float32_model():
     data = load("diabetes", seed=0)
     result = tune(data.X_train, data.y_train, M=80, seed=0, dtype="float32", max_steps=6)
     assert result.estimator.coef_.dtype == torch.float32 and result.estimator.centers_.dtype == torch.float32
-    assert result.penalty >= 1e-6                            # float32's floor
+    assert result.penalty >= 1e-6  # float32's floor
     assert np.isfinite(result.estimator.predict(data.X_test)).all()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"objective": "loo"}, "objective must be one of"),
-    ({"ard": "yes"}, "ard must be True or False"),
-    ({"penalty_search": "grid"}, r"penalty_search must be one of \('profile', 'gradient'\), got 'grid'"),
-    ({"validation_fraction": 1.5}, r"validation_fraction must be a number between 0 and 1 \(exclusive\), got 1.5"),
-    ({"tune_rows": 3}, "tune_rows must be >= 5, got 3"),
-    ({"hypergradient": "cg"}, "hypergradient='cg' tunes the hold-out objective .*got objective='gcv'"),
-    ({"kernel": GaussianKernel([1.0, 2.0, 1.0])}, "sigma has 3 per-feature lengths but ard=False"),
-    ({"kernel": GaussianKernel([1.0, 2.0]), "ard": True}, "sigma has 2 per-feature lengths but X has 3 features"),
-    ({"kernel": "rbf"}, r"kernel must be None or a GaussianKernel \(where the search starts; FalkonCV tunes the "
-                        r"Gaussian kernel's σ\), got 'rbf'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"objective": "loo"}, "objective must be one of"),
+        ({"ard": "yes"}, "ard must be True or False"),
+        ({"penalty_search": "grid"}, r"penalty_search must be one of \('profile', 'gradient'\), got 'grid'"),
+        ({"validation_fraction": 1.5}, r"validation_fraction must be a number between 0 and 1 \(exclusive\), got 1.5"),
+        ({"tune_rows": 3}, "tune_rows must be >= 5, got 3"),
+        ({"hypergradient": "cg"}, "hypergradient='cg' tunes the hold-out objective .*got objective='gcv'"),
+        ({"kernel": GaussianKernel([1.0, 2.0, 1.0])}, "sigma has 3 per-feature lengths but ard=False"),
+        ({"kernel": GaussianKernel([1.0, 2.0]), "ard": True}, "sigma has 2 per-feature lengths but X has 3 features"),
+        (
+            {"kernel": "rbf"},
+            r"kernel must be None or a GaussianKernel \(where the search starts; FalkonCV tunes the "
+            r"Gaussian kernel's σ\), got 'rbf'",
+        ),
+    ],
+)
 def test_bad_parameters_are_named(kwargs, message):
     X = np.random.default_rng(0).standard_normal((40, 3))
     with pytest.raises(ValueError, match=message):
@@ -261,7 +273,7 @@ def test_pipeline_and_cross_validation():
 @parametrize_with_checks([FalkonCV(M=20, max_steps=3)])
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)        # "M=20 centres requested but n=10": by design
+        warnings.simplefilter("ignore", UserWarning)  # "M=20 centres requested but n=10": by design
         check(estimator)
 
 
@@ -315,7 +327,7 @@ def test_bless_centers_that_win_by_less_than_the_noise_are_not_kept():
     data = load("digits", n=600, seed=0)
     result = tune(data.X_train, data.y_train, M=100, seed=0)
     comparison = result.centers_comparison
-    assert comparison["nystrom_error"] > comparison["penalty"]                      # compared at all
+    assert comparison["nystrom_error"] > comparison["penalty"]  # compared at all
     assert comparison["measured"] == "held-out error" and comparison["margin"] > 0
     assert comparison["bless"] >= comparison["uniform"] - comparison["margin"], comparison
     assert result.centers == "uniform" and "not lower by more than one standard error" in result.stop_reason

@@ -2,6 +2,7 @@
 fit, so it holds where GCV alone fails (dense clusters and a few far rows: the Nyström hat matrix
 cannot see rows far from its centres), says how sure it is, names its bounds, finds M, and never
 loses to the Dataset page's untuned defaults on the real tables of docs/data.md."""
+
 from __future__ import annotations
 
 import itertools
@@ -33,9 +34,12 @@ def _grid_best(X, y, Xt, yt, M: int) -> float:
     grid, chosen on the test rows themselves: an oracle)."""
     sigmas, penalties = grid_axes(X, 10)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResidualWarning)           # the grid's corners at tiny λ
-        return min(_mse(Falkon(GaussianKernel(float(s)), float(p), M=M, maxiter=MAXITER, seed=0).fit(X, y), Xt, yt)
-                   for s in sigmas for p in penalties)
+        warnings.simplefilter("ignore", ResidualWarning)  # the grid's corners at tiny λ
+        return min(
+            _mse(Falkon(GaussianKernel(float(s)), float(p), M=M, maxiter=MAXITER, seed=0).fit(X, y), Xt, yt)
+            for s in sigmas
+            for p in penalties
+        )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +52,17 @@ def clustered():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = tune(X, y, M=M_CLUSTERED, seed=0)
-        runs.append({"X": X, "y": y, "Xt": Xt, "yt": yt, "result": result, "warnings": caught,
-                     "grid": _grid_best(X, y, Xt, yt, M_CLUSTERED)})
+        runs.append(
+            {
+                "X": X,
+                "y": y,
+                "Xt": Xt,
+                "yt": yt,
+                "result": result,
+                "warnings": caught,
+                "grid": _grid_best(X, y, Xt, yt, M_CLUSTERED),
+            }
+        )
     return runs
 
 
@@ -83,15 +96,17 @@ def test_the_validated_error_its_standard_error_and_rows(clustered):
     result = run["result"]
     assert result.M == M_CLUSTERED
     rows = result.validation_rows
-    assert result.validation_folds == 5 and sorted(rows.tolist()) == list(range(N_CLUSTERED))   # 5 folds: every row
+    assert result.validation_folds == 5 and sorted(rows.tolist()) == list(range(N_CLUSTERED))  # 5 folds: every row
     assert 0 < result.validation_stderr < result.validation_error
     # Of the same order as the test error of the model on new rows (one draw: within a factor 2).
     tuned = _mse(result.estimator, run["Xt"], run["yt"])
     assert 0.5 * tuned < result.validation_error < 2 * tuned
     start = next(c for c in result.candidates if c["name"] == "start")
     for r in (run["result"] for run in clustered):
-        assert next(c for c in r.candidates if c["chosen"])["validated"] <= \
-            next(c for c in r.candidates if c["name"] == "start")["validated"]
+        assert (
+            next(c for c in r.candidates if c["chosen"])["validated"]
+            <= next(c for c in r.candidates if c["name"] == "start")["validated"]
+        )
     assert start["sigma"] > 0 and math.isfinite(start["validated"])
 
 
@@ -144,8 +159,10 @@ def test_M_auto_grows_by_doubling_and_returns_its_curve():
     # (or M reached n); the M kept is the one with the lowest validated error, up to that tolerance.
     kept = errors[result.M]
     assert all(e >= kept * (1 - 0.01) for m, e in result.M_curve if m > result.M)
-    assert Ms[-1] == len(X) or (Ms.index(result.M) == len(Ms) - 3 and
-                                f"M = {Ms[-1]:,} lowered the validated error by less than" in result.stop_reason)
+    assert Ms[-1] == len(X) or (
+        Ms.index(result.M) == len(Ms) - 3
+        and f"M = {Ms[-1]:,} lowered the validated error by less than" in result.stop_reason
+    )
     assert _mse(result.estimator, Xt, yt) < 0.2 * np.var(yt)
     model = FalkonCV(M="auto", seed=0, max_steps=20).fit(X[:600], y[:600])
     assert model.M_curve_ and model.centers_.shape[0] == model.M_curve_[-1][0] or len(model.M_curve_) >= 2
@@ -161,11 +178,14 @@ def test_lambda_on_its_bound_is_named_with_what_to_do():
     assert result.penalty == pytest.approx(1e-7, rel=0.05) and "larger M" in result.bound_note
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"M": "many"}, "M must be"),
-    ({"validation_folds": 0}, "validation_folds must be"),
-    ({"M_tolerance": -1.0}, "M_tolerance must be"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"M": "many"}, "M must be"),
+        ({"validation_folds": 0}, "validation_folds must be"),
+        ({"M_tolerance": -1.0}, "M_tolerance must be"),
+    ],
+)
 def test_bad_options_are_named(bad, message):
     X = np.random.default_rng(0).standard_normal((40, 3))
     with pytest.raises(ValueError, match=message):
@@ -173,10 +193,15 @@ def test_bad_options_are_named(bad, message):
 
 
 #: docs/data.md's seven tables (tests/test_tables.py's TABLES).
-TABLES = [("ggplot2movies", "movies", "rating"), ("nycflights13", "flights", "arr_delay"),
-          ("palmerpenguins", "penguins", "species"), ("Stat2Data", "Titanic", "Survived"),
-          ("mosaicData", "Weather", "avg_wind"), ("modeldata", "credit_data", "Status"),
-          ("modeldata", "Sacramento", "price")]
+TABLES = [
+    ("ggplot2movies", "movies", "rating"),
+    ("nycflights13", "flights", "arr_delay"),
+    ("palmerpenguins", "penguins", "species"),
+    ("Stat2Data", "Titanic", "Survived"),
+    ("mosaicData", "Weather", "avg_wind"),
+    ("modeldata", "credit_data", "Status"),
+    ("modeldata", "Sacramento", "price"),
+]
 
 
 @pytest.mark.parametrize("package, item, target", TABLES, ids=[t[1] for t in TABLES])
@@ -203,4 +228,6 @@ def test_on_the_real_tables_tuning_never_loses_to_the_dataset_page_s_defaults(pa
     slack = 0.0 if ds.task == "regression" else 1.0 / len(ds.y_test)
     assert ours <= 1.02 * theirs + slack, (ours, theirs, result.sigma, result.penalty, result.candidates)
     start = next(c for c in result.candidates if c["name"] == "start")
-    assert start["sigma"] == pytest.approx(ds.suggested_sigma) and start["penalty"] == pytest.approx(ds.suggested_penalty)
+    assert start["sigma"] == pytest.approx(ds.suggested_sigma) and start["penalty"] == pytest.approx(
+        ds.suggested_penalty
+    )

@@ -3,6 +3,7 @@
 Exact agreement with scikit-learn's GaussianProcessRegressor at the matched GP (signal variance
 σ̂²/(λn), noise σ̂²), Falkon on all training points equal to ExactKRR, the DTC formula checked
 against explicit inverses, calibration of 90% intervals, and the refusals."""
+
 import warnings
 
 import numpy as np
@@ -22,12 +23,15 @@ from krrcore.solvers.pcg import CG
 from krrcore.solvers.sketchysaga import SketchySAGA
 from krrcore.solvers.uncertainty import UncertaintyError
 
-Z90 = 1.6448536269514722          # the normal's 95% quantile: a central 90% interval is mean ± Z90·std
+Z90 = 1.6448536269514722  # the normal's 95% quantile: a central 90% interval is mean ± Z90·std
 
 
 def smooth_data(seed, n, n_test=0, noise=0.1, d=2):
     rng = np.random.default_rng(seed)
-    f = lambda X: np.sin(2 * X[:, 0]) + 0.5 * np.cos(3 * X[:, -1]) 
+
+    def f(X):
+        return np.sin(2 * X[:, 0]) + 0.5 * np.cos(3 * X[:, -1])
+
     X = rng.uniform(-2, 2, (n, d))
     Xt = rng.uniform(-2, 2, (n_test, d))
     return X, f(X) + noise * rng.standard_normal(n), Xt, f(Xt) + noise * rng.standard_normal(n_test)
@@ -35,13 +39,12 @@ def smooth_data(seed, n, n_test=0, noise=0.1, d=2):
 
 def test_exact_std_equals_sklearn_gaussian_process():
     X, y, _, _ = smooth_data(0, 300)
-    Xq = np.random.default_rng(1).uniform(-3, 3, (200, 2))         # inside and outside the data
+    Xq = np.random.default_rng(1).uniform(-3, 3, (200, 2))  # inside and outside the data
     sigma, lam, n = 0.8, 1e-4, len(X)
     model = ExactKRR(GaussianKernel(sigma), lam, uncertainty=True).fit(X, y)
     mean, std = model.predict(Xq, return_std=True)
-    noise_var = model.noise_std_ ** 2
-    kernel = (ConstantKernel(noise_var / (lam * n), "fixed") * RBF(sigma, "fixed")
-              + WhiteKernel(noise_var, "fixed"))
+    noise_var = model.noise_std_**2
+    kernel = ConstantKernel(noise_var / (lam * n), "fixed") * RBF(sigma, "fixed") + WhiteKernel(noise_var, "fixed")
     gp = GaussianProcessRegressor(kernel, alpha=0.0, optimizer=None, normalize_y=False).fit(X, y)
     gp_mean, gp_std = gp.predict(Xq, return_std=True)
     assert np.abs(std - gp_std).max() < 1e-8
@@ -75,15 +78,25 @@ def test_falkon_on_all_training_points_equals_exact():
 def dtc_std(X, y, C, sigma, lam, coef):
     """The DTC predictive std from explicit inverses (the module docstring's formula)."""
     k = GaussianKernel(sigma)
-    t = lambda A: torch.as_tensor(A, dtype=torch.float64)    
+
+    def t(A):
+        return torch.as_tensor(A, dtype=torch.float64)
+
     KnM, KMM = k(t(X), t(C)).numpy(), k(t(C), t(C)).numpy()
     n = len(X)
     H = KnM.T @ KnM + lam * n * KMM
     S = np.linalg.inv(H)
     df = np.trace(KnM @ S @ KnM.T)
     noise_var = np.sum((y - KnM @ coef) ** 2) / (n - df)
-    return S, KMM, noise_var, df, lambda Kq: np.sqrt(noise_var * (
-        1 + (1 - np.einsum("ij,jk,ik->i", Kq, np.linalg.inv(KMM) - lam * n * S, Kq)) / (lam * n)))
+    return (
+        S,
+        KMM,
+        noise_var,
+        df,
+        lambda Kq: np.sqrt(
+            noise_var * (1 + (1 - np.einsum("ij,jk,ik->i", Kq, np.linalg.inv(KMM) - lam * n * S, Kq)) / (lam * n))
+        ),
+    )
 
 
 @pytest.mark.parametrize("cls", [NystromKRR, Falkon, NystromCG])
@@ -92,7 +105,7 @@ def test_nystrom_std_is_the_dtc_posterior_of_the_same_centers(cls):
     Xq = np.random.default_rng(4).uniform(-3, 3, (100, 2))
     options = {} if cls is NystromKRR else {"tol": 1e-12, "maxiter": 300}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")          # NystromCG may stall just short of tol=1e-12
+        warnings.simplefilter("ignore")  # NystromCG may stall just short of tol=1e-12
         model = cls(GaussianKernel(0.6), 1e-3, M=40, uncertainty=True, seed=5, **options).fit(X, y)
     C = model.centers_.numpy()
     _, _, noise_var, df, std = dtc_std(X, y, C, 0.6, 1e-3, model.coef_.numpy()[:, 0])
@@ -125,7 +138,7 @@ def test_uncertainty_grows_away_from_the_centers():
     assert far > 10 * near
     # Far from every centre f(x) reverts to the prior: std = √(signal variance) = σ̂/√(λn).
     assert far == pytest.approx(model.noise_std_ / np.sqrt(1e-4 * 500), rel=1e-6)
-    assert model.predict_std(np.array([[0.0]]))[0] > near              # the observation adds the noise
+    assert model.predict_std(np.array([[0.0]]))[0] > near  # the observation adds the noise
 
 
 def test_blocks_of_test_rows_torch_input_multi_output_and_compact():
@@ -136,7 +149,7 @@ def test_blocks_of_test_rows_torch_input_multi_output_and_compact():
     assert std.shape == (500, 2) and np.allclose(std[:, 1], 3 * std[:, 0], rtol=1e-6)
     assert model.noise_std_.shape == (2,)
     small = NystromKRR(GaussianKernel(0.7), 1e-3, M=50, uncertainty=True, memory_budget=1 << 20).fit(X, Y)
-    assert np.allclose(small.predict_std(Xq), std, rtol=1e-12, atol=1e-14)     # many blocks, same values
+    assert np.allclose(small.predict_std(Xq), std, rtol=1e-12, atol=1e-14)  # many blocks, same values
     _, std_t = model.compact().predict(torch.as_tensor(Xq), return_std=True)
     assert isinstance(std_t, torch.Tensor) and np.allclose(std_t.numpy(), std)
 
@@ -155,21 +168,24 @@ def test_memory_estimate_counts_the_posterior_and_refuses_what_does_not_fit():
     with_std = Falkon(M=2000, uncertainty=True).memory_estimate(100_000, 5)
     names = [p.name for p in with_std.parts]
     assert any(name.startswith("posterior") for name in names)
-    assert with_std.peak_bytes >= plain.peak_bytes + 3 * 2000 ** 2 * 8
+    assert with_std.peak_bytes >= plain.peak_bytes + 3 * 2000**2 * 8
     assert with_std.setup_seconds > plain.setup_seconds
     X, y, _, _ = smooth_data(0, 3000)
-    budget = Falkon(M=1000).memory_estimate(3000, 2).stored_bytes + 1000 ** 2 * 8
-    Falkon(M=1000, memory_budget=budget, maxiter=1).fit(X, y)                # fits without the posterior
+    budget = Falkon(M=1000).memory_estimate(3000, 2).stored_bytes + 1000**2 * 8
+    Falkon(M=1000, memory_budget=budget, maxiter=1).fit(X, y)  # fits without the posterior
     with pytest.raises(MemoryLimitError, match="posterior"):
         Falkon(M=1000, memory_budget=budget, maxiter=1, uncertainty=True).fit(X, y)
 
 
-@pytest.mark.parametrize("model, reason", [
-    (ASkotch(maxiter=2, rank=5), "solves full KRR, whose posterior variance needs a solve with K"),
-    (CG(maxiter=2), "solves full KRR"),
-    (SketchySAGA(M=10, maxiter=2, rank=5), "without any M×M matrix.*Falkon\\(uncertainty=True\\)"),
-    (ExactKRR(), "holds no posterior: it was fitted without uncertainty=True"),
-])
+@pytest.mark.parametrize(
+    "model, reason",
+    [
+        (ASkotch(maxiter=2, rank=5), "solves full KRR, whose posterior variance needs a solve with K"),
+        (CG(maxiter=2), "solves full KRR"),
+        (SketchySAGA(M=10, maxiter=2, rank=5), "without any M×M matrix.*Falkon\\(uncertainty=True\\)"),
+        (ExactKRR(), "holds no posterior: it was fitted without uncertainty=True"),
+    ],
+)
 def test_refused_with_the_reason(model, reason):
     X, y, _, _ = smooth_data(0, 60)
     model.fit(X, y)
@@ -201,10 +217,10 @@ def test_falkon_with_weighted_bless_centers_whitens_by_T_and_D_to_the_same_dtc_p
     DTC posterior of the centres (D preconditions, the problem is Eq. 8's)."""
     X, y, _, _ = smooth_data(6, 600)
     Xq = np.random.default_rng(7).uniform(-3, 3, (100, 2))
-    model = Falkon(GaussianKernel(0.6), 1e-3, M=60, centers="bless", uncertainty=True, tol=1e-12, maxiter=300,
-                   seed=1).fit(X, y)
-    assert model.center_weights_ is not None and not torch.allclose(model.center_weights_,
-                                                                    model.center_weights_[0])
+    model = Falkon(
+        GaussianKernel(0.6), 1e-3, M=60, centers="bless", uncertainty=True, tol=1e-12, maxiter=300, seed=1
+    ).fit(X, y)
+    assert model.center_weights_ is not None and not torch.allclose(model.center_weights_, model.center_weights_[0])
     C = model.centers_.numpy()
     _, _, noise_var, df, std = dtc_std(X, y, C, 0.6, 1e-3, model.coef_.numpy()[:, 0])
     Kq = GaussianKernel(0.6)(torch.as_tensor(Xq), torch.as_tensor(C)).numpy()
