@@ -219,7 +219,7 @@ def summarise(results: list[dict]):
         "(no log-loss).",
         "Each method draws its own M uniform centres, so a log-loss difference of a percent is the draw's: on the "
         "same centres and λ the two logistic models minimise the same objective, and LogisticFalkon's test "
-        "log-loss is then no worse (tests/test_logistic.py). final gradient: LogisticFalkon's relative gradient "
+        "log-loss is then no worse (tests/core/test_logistic.py). final gradient: LogisticFalkon's relative gradient "
         "after its default schedule (the λ path, 5 steps at the final λ, 8 CG iterations each).",
     ]
     return {"summary": summary}, figures, notes

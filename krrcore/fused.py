@@ -31,7 +31,7 @@ shifted by the centres' mean before scaling (distances do not change; the expand
 Triton is optional: without it (or off CUDA) :func:`for_operator` returns None and the blocked
 path runs. With ``TRITON_INTERPRET=1`` set before triton is first imported, the same kernels run
 on CPU tensors through Triton's interpreter (slowly): that is how the tests check them without a
-card (tests/test_fused_kernels.py).
+card (tests/core/test_fused_kernels.py).
 """
 
 from __future__ import annotations

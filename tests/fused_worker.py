@@ -1,4 +1,4 @@
-"""Runs krrcore.fused's products on the cases tests/test_fused_kernels.py saved, in a process whose
+"""Runs krrcore.fused's products on the cases tests/core/test_fused_kernels.py saved, in a process whose
 environment set TRITON_INTERPRET=1 before triton was imported (Triton's CPU interpreter), and
 saves what they returned: ``python tests/fused_worker.py CASES.pt OUT.pt``."""
 

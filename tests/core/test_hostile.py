@@ -14,7 +14,7 @@ Each call is classified as
   numpy or Python, or one that names nothing), **crash** (``MemoryError``, a non-``Exception``),
   **hang** (past :data:`CALL_SECONDS`).
 
-The test fails on any of the last four. ``python -m pytest tests/test_hostile.py -s`` prints the
+The test fails on any of the last four. ``python -m pytest tests/core/test_hostile.py -s`` prints the
 count of each class.
 """
 

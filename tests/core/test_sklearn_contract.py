@@ -80,7 +80,7 @@ SAMPLE_WEIGHT_CHECKS = (
 def _expected_failures(estimator) -> dict[str, str]:
     """The sample-weight checks of a solver that refuses ``sample_weight``, with its reason; and
     NystromGD's equivalence check, which compares two unconverged iterates (the converged ones agree
-    to 1e-10: tests/test_sample_weight.py)."""
+    to 1e-10: tests/core/test_sample_weight.py)."""
     reason = estimator._SAMPLE_WEIGHT_REFUSAL
     if reason:
         return {name: f"refuses sample_weight: {reason}" for name in SAMPLE_WEIGHT_CHECKS}

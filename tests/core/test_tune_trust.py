@@ -138,7 +138,7 @@ def test_on_smooth_data_the_default_is_within_5_percent_of_the_grid(friedman):
 
 
 def test_qm9_within_5_percent_of_the_grid():
-    """The fifth data set of the tune benchmark (the other four: tests/test_tune.py)."""
+    """The fifth data set of the tune benchmark (the other four: tests/core/test_tune.py)."""
     data = load("qm9_homo", n=1000, seed=0)
     X, y, Xt, yt = data.X_train, data.y_train, data.X_test, data.y_test
     result = tune(X, y, M=100, seed=0)
@@ -192,7 +192,7 @@ def test_bad_options_are_named(bad, message):
         FalkonCV(**bad).fit(X, X[:, 0])
 
 
-#: docs/data.md's seven tables (tests/test_tables.py's TABLES).
+#: docs/data.md's seven tables (tests/core/test_tables.py's TABLES).
 TABLES = [
     ("ggplot2movies", "movies", "rating"),
     ("nycflights13", "flights", "arr_delay"),
