@@ -4,11 +4,17 @@ at its end; ``in_process`` swaps in the in-process one where the point of a test
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# A test module may import another room's test module for its helpers (test_load drives
+# test_browser's chromium): every room's folder is importable, whichever is collected first.
+for _room in ("core", "app", "browser"):
+    if str(ROOT / "tests" / _room) not in sys.path:
+        sys.path.append(str(ROOT / "tests" / _room))
 #: Generous: the first script run imports torch and plotly on a loaded 2-core machine.
 APP_TIMEOUT = 120
 

@@ -9,7 +9,7 @@ the exceptions, the peak resident memory of the server and
 of the Dask workers (its process tree, sampled every 0.25 s) and the CPU the browsers took.
 
 N is ``KRR_LOAD_SESSIONS`` (8 by default, what CI runs; docs/measurements.md has a run with 30):
-``KRR_LOAD_SESSIONS=30 python -m pytest tests/app/test_load.py -s``. It asserts what must hold — every
+``KRR_LOAD_SESSIONS=30 python -m pytest tests/browser/test_load.py -s``. It asserts what must hold — every
 run completes, no exception, the server stays under :data:`SERVER_RSS_LIMIT` — and prints the
 timings next to the target for the last result (twice the solver seconds spread over the workers),
 never asserting one.
