@@ -58,7 +58,7 @@ def _extras(extras: dict) -> dict[str, float]:
 def record_state(record, data=None) -> dict:
     """One record for the browser; with the run's ``data``, its test metric in the units the page's
     charts show (:mod:`krr_app.units`: a regression's RMSE in the target's units)."""
-    from . import units
+    from krr_app import units
 
     state = {
         **{f: _number(getattr(record, f)) for f in RECORD_FIELDS},
