@@ -6,13 +6,15 @@ control is not seen."""
 from __future__ import annotations
 
 from krr_app.teaching import teacher
+from krr_app.tiles import TILE_CSS
 from krr_app.text import shown_as
 
 QUIET = {"auto_run": "false"}
 
 
 def _style(at) -> str:
-    return "\n".join(h.proto.body for h in at.get("html"))
+    """The teacher's style on the page (every page also carries the tiles' own, krr_app.tiles)."""
+    return "\n".join(h.proto.body for h in at.get("html") if TILE_CSS not in h.proto.body)
 
 
 def _notes(at) -> str:
