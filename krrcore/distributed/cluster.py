@@ -89,11 +89,18 @@ class ClusterUnavailable(ConnectionError):
 SCHEDULER_TIMEOUT = 3.0
 
 
-def _check_local_port(address: str) -> None:
-    """A scheduler address on this machine whose port nothing listens on is refused at once (a
-    connection attempt is answered immediately by the kernel), instead of after the whole timeout
-    the client would spend retrying. Remote addresses are left to the client."""
+#: How long a closed port on this machine is tried again before it is refused: a scheduler started
+#: a moment before the client (a script, a test, a class's server) opens its port within it.
+LOCAL_PORT_GRACE = 10.0
+
+
+def _check_local_port(address: str, timeout: float) -> None:
+    """A scheduler address on this machine whose port nothing listens on is refused after
+    :data:`LOCAL_PORT_GRACE` seconds at most (or ``timeout``, if shorter), each attempt answered at
+    once by the kernel, instead of after the whole timeout the client would spend retrying. Remote
+    addresses are left to the client."""
     import socket
+    import time
     from urllib.parse import urlsplit
 
     parts = urlsplit(address if "://" in address else f"tcp://{address}")
@@ -103,16 +110,20 @@ def _check_local_port(address: str) -> None:
         raise ValueError(f"address {address!r} has no valid port; expected e.g. 'tcp://127.0.0.1:8786'") from None
     if parts.hostname not in ("127.0.0.1", "localhost", "::1") or port is None:
         return
-    try:
-        with socket.create_connection((parts.hostname, port), timeout=SCHEDULER_TIMEOUT):
-            pass
-    except ConnectionRefusedError:
-        raise ClusterUnavailable(
-            f"no scheduler listens at {address} (the port is closed on this machine): start "
-            f"one there, or connect() without an address for the embedded cluster"
-        ) from None
-    except OSError:
-        return  # anything else: the client says what it finds
+    deadline = time.monotonic() + min(LOCAL_PORT_GRACE, timeout)
+    while True:
+        try:
+            with socket.create_connection((parts.hostname, port), timeout=SCHEDULER_TIMEOUT):
+                return
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                raise ClusterUnavailable(
+                    f"no scheduler listens at {address} (the port is closed on this machine): start "
+                    f"one there, or connect() without an address for the embedded cluster"
+                ) from None
+            time.sleep(0.2)
+        except OSError:
+            return  # anything else: the client says what it finds
 
 
 @dataclass
@@ -224,7 +235,7 @@ def connect(
         raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
     address = address or os.environ.get(SCHEDULER_ENV) or None
     if address:
-        _check_local_port(address)
+        _check_local_port(address, timeout)
         client = Client(address, timeout=timeout, set_as_default=False)
         return ClusterConnection(client=client, address=address)
 

@@ -572,7 +572,7 @@ def _table_cases() -> list[Case]:
         Case("csv-gzip-damaged", read(b"\x1f\x8b\x08\x00broken"), "refuse", ("gzip",)),
         Case("connect-timeout", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=-1), "refuse", ("timeout",)),
         Case(
-            "connect-closed-port", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=60), "refuse", ("no scheduler",)
+            "connect-closed-port", lambda: sharded.connect("tcp://127.0.0.1:1", timeout=1), "refuse", ("no scheduler",)
         ),
     ]
     return cases
