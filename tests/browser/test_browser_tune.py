@@ -112,8 +112,8 @@ def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the
             for m in main.get_by_test_id("stMetric").all()
         }
         assert float(metrics["Tuned σ"]) > 0 and float(metrics["Tuned λ"]) > 0, metrics
-        value, spread = metrics["Validated RMSE"].split(" ± ")
-        assert float(value) > 0 and float(spread) > 0, metrics
+        value, spread = metrics["Validated RMSE"].split(" ± ")  # "0.2143 ± 0.012 y": the target's units
+        assert float(value.replace(",", "")) > 0 and float(spread.split(" ")[0].replace(",", "")) > 0, metrics
         assert page.get_by_text("Why it stopped.").count() >= 1
         assert page.locator(".js-plotly-plot").count() == 3  # steps, the M curve, the map
         _save(page, "screenshot-tune-M.png", tmp_path)
