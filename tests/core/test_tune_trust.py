@@ -146,7 +146,7 @@ def test_qm9_within_5_percent_of_the_grid():
 
 
 def test_M_auto_grows_by_doubling_and_returns_its_curve():
-    X, y = clustered_with_outliers(2000, 7)
+    X, y = clustered_with_outliers(1000, 7)  # modest: every doubling of M is a tuning run
     Xt, yt = clustered_with_outliers(1000, 8)
     result = tune(X, y, M="auto", seed=0)
     Ms = [m for m, _ in result.M_curve]
