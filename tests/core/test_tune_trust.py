@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_friedman1
 
 from benchmarks.bench_tune import MAXITER, clustered_with_outliers, grid_axes
 from krrcore import Falkon, FalkonCV, GaussianKernel, tune
@@ -122,13 +121,7 @@ def test_one_held_out_part_when_folds_is_one():
     assert chosen["validated"] == pytest.approx(result.validation_error)
 
 
-@pytest.fixture(scope="module")
-def friedman():
-    X, y = make_friedman1(n_samples=1250, n_features=10, noise=1.0, random_state=0)
-    mean, std = X[:1000].mean(0), X[:1000].std(0)
-    X = (X - mean) / std
-    y = (y - y[:1000].mean()) / y[:1000].std()
-    return X[:1000], y[:1000], X[1000:], y[1000:]
+from test_tune import friedman  # noqa: E402, F401  (the fixture: Friedman-1, standardised on its training rows)
 
 
 def test_on_smooth_data_the_default_is_within_5_percent_of_the_grid(friedman):
