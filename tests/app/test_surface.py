@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from krrcore import datasets, surface
+from krrcore import datasets
 from krrcore.kernels import GaussianKernel
 from krrcore.solvers import Falkon, NystromCG
+from krr_app.jobs import surface
 from krr_app.jobs.surface import GRID_2D, LiveSurface, fit_surface, plotting_grid
 
 
