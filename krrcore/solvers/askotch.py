@@ -45,7 +45,8 @@ from ..linalg import lanczos_ritz_values
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import operator_bytes
-from .base import IterativeKRR, Step
+from .base import Step
+from .loops import IterativeKRR
 from .params import BOOLEAN, COUNT, DAMPING, EVERY, NONE, POSITIVE, UNIT_INTERVAL, Options, default, param
 
 #: The authors' default block size is n/100 (field notes: "block size n/100").

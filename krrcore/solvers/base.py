@@ -6,7 +6,7 @@
   is checked; scikit-learn's own estimator checks pass (tests/core/test_sklearn_contract.py).
 * Parameters are declared once, with their constraints (:mod:`krrcore.solvers.params`): those every
   estimator has on :class:`KRRBase`, ``seed`` on :class:`Seeded`, the iterative solvers' runtime
-  knobs on :class:`IterativeKRR`; every subclass is made a dataclass of its parameters, so
+  knobs on :class:`~krrcore.solvers.loops.IterativeKRR`; every subclass is made a dataclass of its parameters, so
   ``__init__`` is written from the declarations. ``fit`` validates them all before any work.
 * ``converged_`` says whether a fit reached ``tol`` (or working precision); a fit that ends on
   ``maxiter`` or a stall with ``tol`` unmet also warns with ``ConvergenceWarning``.
@@ -19,48 +19,36 @@
   solve the weighted system says why (``_SAMPLE_WEIGHT_REFUSAL``).
 * Every solver has ``iter_fit(X, y, X_val=None, y_val=None, stop_event=None)``, a generator of
   :class:`~krrcore.stream.IterationRecord`, and ``fit`` drains it into ``trace_``.
-  Iterative solvers implement two hooks, ``_setup`` and ``_steps``; :meth:`IterativeKRR.iter_fit`
-  owns the loop that times, evaluates, records, stops, and detects NaN or a stalled residual.
-  Direct solvers implement ``_solve``; :meth:`DirectKRR.iter_fit` yields its single record.
-  Both build records with one :class:`~krrcore.solvers.records.Recorder`, so every solver's stream
-  is evaluated alike.
+  The two loops that drain it, iterative and direct, live in :mod:`krrcore.solvers.loops`.
+* The checks a fit runs on its input and its answer (one fit per instance at a time, a failed fit
+  leaves the model as it was, far offsets, λ against the kernel's scale, a model no better than
+  zero) live in :mod:`krrcore.solvers.checks`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
 import threading
 import warnings
 from typing import ClassVar
 
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_tensor, check_feature_names, check_features, check_sample_weight, check_X_y, feature_names
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
-from ..linalg import residual_and_objective
 from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
 from ..rows import rows_of
-from ..stream import SolverDivergedError, Stopper, Timer
 from .params import (
-    BOOLEAN,
-    CALLBACKS,
     CENTERS,
     COUNT,
     DEVICES,
     DTYPES,
     KERNELS,
     MEMORY_BUDGETS,
-    METRIC_NAMES,
     PENALTIES,
-    TIMEOUTS,
-    TOLERANCE,
-    Integer,
     ParameterError,
     Seed,
     check_stop_event,
@@ -69,24 +57,19 @@ from .params import (
     resolve_seed,
     validate,
 )
+from .checks import (
+    check_penalty_scale,
+    choose_origin,
+    fit_guard,
+)
 from .records import Recorder, Step, target_scale
 from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
 
 __all__ = [
-    "ConcurrentFitError",
-    "ModelWarning",
-    "OffsetWarning",
-    "check_model_not_zero",
-    "PenaltyWarning",
-    "choose_origin",
-    "check_penalty_scale",
-    "fit_guard",
     "KRRBase",
     "Seeded",
     "NystromCenters",
-    "IterativeKRR",
-    "DirectKRR",
     "Step",
     "distributed_backend",
 ]
@@ -102,203 +85,6 @@ def distributed_backend(data):
     from .. import distributed
 
     return distributed
-
-
-class ConcurrentFitError(RuntimeError):
-    """``fit`` called on an estimator that another thread is fitting: the two fits would write
-    one set of attributes and leave a model that is neither. Fit a ``sklearn.base.clone`` instead."""
-
-
-#: Estimators being fitted now (by ``id``) and the thread fitting each, with its nesting depth (a
-#: classifier's ``iter_fit`` wraps its regressor's).
-_FITTING: dict[int, list] = {}
-_FITTING_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def fit_guard(estimator):
-    """Around a fit: refuses a second thread's fit of the same instance (:class:`ConcurrentFitError`),
-    and when the fit fails leaves the estimator exactly as it was before — the fitted model it had,
-    or unfitted — so a refused or failed refit never leaves a half-written model behind. Two
-    outcomes keep what the fit wrote: a generator closed early (a stop the caller asked for, the
-    iterate so far is the model) and :class:`SolverDivergedError` (documented: it keeps the best
-    iterate and the records so far)."""
-    key, me = id(estimator), threading.get_ident()
-    with _FITTING_LOCK:
-        entry = _FITTING.get(key)
-        if entry is not None and entry[0] != me:
-            raise ConcurrentFitError(
-                f"{type(estimator).__name__} is being fitted by another thread: one instance "
-                f"fits one data set at a time; fit sklearn.base.clone(model) in each thread"
-            )
-        outermost = entry is None
-        if outermost:
-            _FITTING[key] = entry = [me, 0]
-        entry[1] += 1
-    state = dict(vars(estimator)) if outermost else None
-    try:
-        yield
-    except (GeneratorExit, SolverDivergedError):
-        raise
-    except BaseException:
-        if outermost:
-            vars(estimator).clear()
-            vars(estimator).update(state)
-        raise
-    finally:
-        with _FITTING_LOCK:
-            entry[1] -= 1
-            if entry[1] == 0:
-                _FITTING.pop(key, None)
-
-
-class OffsetWarning(UserWarning):
-    """X lies far from the origin against its spread, where the kernel cannot be moved to it."""
-
-
-#: The data's mean is moved to the origin when it lies this many times its spread away from it.
-OFFSET_RATIO = 10.0
-
-
-def choose_origin(kernel: Kernel, X: torch.Tensor, name: str) -> torch.Tensor | None:
-    """The point a translation-invariant kernel measures from (``x_origin_``): the training mean when
-    it lies more than :data:`OFFSET_RATIO` times the data's spread from 0 (X + 1e8: the expanded
-    distances would otherwise cancel to noise), else None (nothing changes). A kernel that is not
-    translation invariant (linear, polynomial) cannot be moved, and such data is named in an
-    :class:`OffsetWarning`; so is an offset that the dtype itself cannot resolve."""
-    if not X.is_floating_point() or X.shape[0] < 2:
-        return None
-    X64 = X.double()
-    mean = X64.mean(0)
-    spread = float(torch.linalg.norm(X64.std(0)))
-    offset = float(torch.linalg.norm(mean))
-    if offset <= OFFSET_RATIO * spread:
-        return None
-    kind = str(X.dtype).removeprefix("torch.")
-    if spread == 0.0:
-        return None  # every row the same point: nothing to measure
-    if offset * torch.finfo(X.dtype).eps > 1e-3 * spread:
-        warnings.warn(
-            f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}; {kind} resolves "
-            f"only {offset * torch.finfo(X.dtype).eps:.2g} at that distance, so the features have lost "
-            f"digits before any kernel is computed: centre X before fitting (X - X.mean(0)) or use "
-            f"dtype='float64'",
-            OffsetWarning,
-            stacklevel=5,
-        )
-    if not kernel.translation_invariant:
-        warnings.warn(
-            f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}, and "
-            f"{type(kernel).__name__} is not translation invariant, so krrcore cannot move it: its "
-            f"values are dominated by the offset; centre X before fitting (X - X.mean(0), or "
-            f"sklearn's StandardScaler)",
-            OffsetWarning,
-            stacklevel=5,
-        )
-        return None
-    return mean.cpu()
-
-
-class ModelWarning(UserWarning):
-    """The fitted model is not what the fit's report says: zero on the data it was fitted to."""
-
-
-def check_model_not_zero(estimator, X: torch.Tensor, Y: torch.Tensor) -> None:
-    """After a fit: the model on (up to 256 of) its own training rows. A residual ‖f(X) − y‖ of at
-    least 0.97‖y‖ means the fit is no better than the zero model on the very data it was fitted to
-    — a kernel degenerate on these X (PolynomialKernel(degree=30): a few rows of huge norm carry all
-    of K) or a penalty that drowns it — whatever the solver's own residual said: ``converged_``
-    becomes False, ``stop_reason_`` says so and a :class:`ModelWarning` names the kernel and penalty."""
-    if not isinstance(Y, torch.Tensor) or not isinstance(getattr(estimator, "coef_", None), torch.Tensor):
-        return
-    if not getattr(estimator, "_squared_loss", True):  # its outputs are not fitted to Y in norm
-        return
-    rows = slice(0, min(256, X.shape[0]))
-    target = Y[rows].double()
-    norm = float(torch.linalg.norm(target))
-    if norm == 0.0:
-        return
-    with torch.no_grad():
-        outputs = estimator._predict_tensor(X[rows]).double()
-    ratio = float(torch.linalg.norm(outputs - target)) / norm
-    if ratio >= ZERO_MODEL_RATIO:
-        summary = (
-            f"the model is no better than zero on its training data (‖f(X) − y‖ / ‖y‖ = {ratio:.3g}, "
-            f"‖f(X)‖ / ‖y‖ = {float(torch.linalg.norm(outputs)) / norm:.2g}, first {rows.stop} rows)"
-        )
-        estimator.converged_ = False
-        estimator.stop_reason_ = f"{estimator.stop_reason_}; but {summary}"
-        warnings.warn(
-            f"{type(estimator).__name__}: {summary}: kernel={estimator._kernel()!r} with "
-            f"penalty={estimator.penalty!r} does not fit these data; lower the penalty, or use a kernel "
-            f"whose values are of one scale on X",
-            ModelWarning,
-            stacklevel=4,
-        )
-
-
-#: A fit whose training residual is at least this fraction of ‖y‖ explains (almost) nothing.
-ZERO_MODEL_RATIO = 0.97
-
-
-class PenaltyWarning(UserWarning):
-    """``penalty`` so small or so large against the kernel's scale that the dtype cannot tell the
-    regularised system from an unregularised one, or the model from zero."""
-
-
-def check_penalty_scale(estimator, X: torch.Tensor) -> None:
-    """λn against the kernel's scale s = max k(x, x) over (up to 4,096 of) the training rows, in the
-    fit's dtype: λn overflowing the dtype, or a kernel whose values do, is refused (the system would
-    hold inf); λn below eps·s warns that the regularisation is lost in round-off (K + λnI is then
-    K, singular in general: the solution is unstable); λn above s/eps is refused, since K would be
-    lost in round-off (the model is zero to working precision). Each names ``penalty`` and the value
-    that would do."""
-    if getattr(estimator, "penalty", None) is None:
-        return  # a penalty the fit chooses (FalkonCV's tuning): checked as it goes
-    name = type(estimator).__name__
-    lam, n = estimator._penalty(), X.shape[0]
-    info = torch.finfo(X.dtype)
-    kind = str(X.dtype).removeprefix("torch.")
-    lam_n = lam * n
-    if lam_n > info.max:
-        raise ParameterError(
-            f"penalty={lam:g} makes λn = {lam_n:.3g} (n={n:,}) beyond {kind}'s range ({info.max:.3g}): lower penalty"
-        )
-    with torch.no_grad():
-        diag = estimator._kernel().diag(X[:4096])
-    scale = float(diag.abs().max())
-    if not math.isfinite(scale):
-        raise ParameterError(
-            f"kernel={estimator._kernel()!r} overflows {kind} on these X (k(x, x) = {scale}): "
-            f"scale X down, or choose a kernel whose values stay finite"
-        )
-    if scale == 0.0:
-        raise ParameterError(
-            f"kernel={estimator._kernel()!r} is zero on the diagonal of these X (k(x, x) = 0): "
-            f"the model would be zero; choose another kernel"
-        )
-    eps = info.eps
-    if lam_n < eps * scale:
-        warnings.warn(
-            f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, below {kind}'s round-off of the kernel "
-            f"(eps·max k(x, x) = {eps * scale:.3g}): the regularisation is lost and the system is "
-            f"singular to working precision, so the model may be unstable; raise penalty to at least "
-            f"{eps * scale / n:.2g}"
-            + (
-                f" (max k(x, x) = {scale:.3g}: a kernel whose values span that many orders of magnitude "
-                f"is degenerate on these X; scale X or lower the degree)"
-                if scale > 1e8
-                else ""
-            ),
-            PenaltyWarning,
-            stacklevel=4,
-        )
-    elif lam_n > scale / eps:
-        raise ParameterError(
-            f"{name}: penalty={lam:g} gives λn = {lam_n:.3g}, beyond max k(x, x) / eps = "
-            f"{scale / eps:.3g}: the kernel would be lost in round-off next to λnI and the model "
-            f"would be zero to working precision; lower penalty below {scale / eps / n:.2g}"
-        )
 
 
 @parameters
@@ -585,258 +371,6 @@ class NystromCenters(Seeded):
 
     M: int = param(100, COUNT, positional=True)
     centers: object = param("uniform", CENTERS)
-
-
-class IterativeKRR(Seeded):
-    """Base of iterative solvers: one loop, one stream.
-
-    Subclasses implement ``_setup(X, Y)`` (fitted attributes, preconditioner; sets ``centers_``
-    and a zero ``coef_``) and ``_steps(X, Y)``, a generator that updates ``coef_`` and yields a
-    :class:`Step` per reported iteration. Their runtime knobs, declared here once: ``maxiter``,
-    ``tol`` (stop when the residual is at most it), ``callback`` (f(record) -> True stops),
-    ``timeout`` (seconds of solver time), ``eval_train`` (the training metric in every record),
-    ``metric`` (of the records' train/validation values; "auto": by the targets) and
-    ``stall_patience`` (iterations without improvement before a stall ends the run).
-    """
-
-    maxiter: int = param(100, Integer(0))
-    tol: float | None = param(None, TOLERANCE)
-    callback: object = param(None, CALLBACKS)
-    timeout: float | None = param(None, TIMEOUTS)
-    eval_train: bool = param(False, BOOLEAN)
-    metric: str = param("auto", METRIC_NAMES)
-    stall_patience: int = param(50, COUNT)
-
-    #: Read by the loop; the solvers that offer them declare them as parameters: ``eval_every``
-    #: (a record every so many iterations; None: the solver's own default) and ``residual``
-    #: ("float64": the reported residual is recomputed in float64).
-    eval_every = None
-    residual = None
-
-    def _progress_total(self) -> int:
-        return self.maxiter
-
-    def _records(self, X, y, X_val, y_val, *, stop_event: threading.Event | None):
-        """Generator of :class:`IterationRecord` (:meth:`iter_fit`); after it ends the estimator is fitted.
-
-        Iteration 0 is the state after set-up (its ``seconds`` include the set-up time).
-        Ends on: ``maxiter``; residual ≤ ``tol``; a residual below the working-precision floor
-        ``residual_floor_`` (10·eps of the dtype the residual is evaluated in, see
-        :meth:`_residual_dtype`: beyond it further iterations only move round-off); ``stop_event``
-        set; ``callback(record)`` returning True; ``timeout``; a stalled residual.
-        ``stop_reason_`` says which; a stalled run keeps its best iterate (smallest residual);
-        ``converged_`` is True when the run reached ``tol`` or working
-        precision. When ``tol`` is set and the run ends on ``maxiter`` or a stall short of it, a
-        ``ConvergenceWarning`` says so (a stop asked for — ``stop_event``, ``callback``,
-        ``timeout`` — does not warn). A diverging run (:meth:`krrcore.stream.Stopper.divergence`: a
-        NaN or infinite residual, or one grown by orders of magnitude over its best) raises
-        :class:`SolverDivergedError` naming the settings to change, leaving the best iterate in
-        ``coef_`` and the records so far in ``trace_``. After the loop, unless a
-        stop was asked for, :meth:`_finish` may add records (FALKON's float64 refinement).
-        """
-        X, Y, recorder = self._start_fit(
-            X,
-            y,
-            X_val,
-            y_val,
-            stop_event=stop_event,
-            timeout=self.timeout,
-            metric=self.metric,
-            eval_train=self.eval_train,
-        )
-        maxiter, tol, patience = self.maxiter, self.tol, self.stall_patience
-        self.converged_ = False
-        stopper = Stopper(stop_event, self.callback, self.timeout)
-        timer = Timer()
-        self._setup(X, Y)
-        floor_dtype = self._residual_dtype(X)
-        self.residual_floor_ = 10 * torch.finfo(floor_dtype).eps
-
-        zero_targets = isinstance(Y, torch.Tensor) and not bool(Y.any())
-        rec = recorder.record(0, Step(residual=0.0) if zero_targets else self._initial_step(X, Y), timer)
-        stopper.divergence(rec)
-        self.trace_.append(rec)
-        yield rec
-        if zero_targets:  # y = 0: the zero model, the starting point, is the exact solution
-            self.n_iter_, self.converged_ = 0, True
-            self.stop_reason_ = "converged: y is all zero, and the zero model solves the system exactly"
-            return
-        if maxiter == 0:
-            self.stop_reason_ = "maxiter=0: no iterations run"
-            return
-        best, since_best, best_iteration = rec.residual, 0, 0
-        best_coef = self.coef_.clone()
-        timer.resume()
-        iteration = 0
-        for step in self._steps(X, Y):
-            iteration = step.iteration if step.iteration is not None else iteration + 1
-            rec = recorder.record(iteration, step, timer)
-            diverged = stopper.divergence(rec, self.residual_floor_, bool(torch.isfinite(self.coef_).all()))
-            if diverged:
-                self.coef_ = best_coef
-                self.stop_reason_ = (
-                    f"{diverged}; kept the best iterate (iteration {best_iteration}, residual "
-                    f"{best:.3g}). {self._divergence_advice()}"
-                )
-                raise SolverDivergedError(f"{type(self).__name__} {self.stop_reason_}")
-            self.trace_.append(rec)
-            yield rec
-            if rec.residual < best * (1 - 1e-6):
-                best, since_best, best_iteration, best_coef = rec.residual, 0, iteration, self.coef_.clone()
-            else:
-                since_best += 1
-            short_of_tol = False
-            if tol is not None and rec.residual <= tol:
-                self.stop_reason_ = f"converged: residual {rec.residual:.3g} <= tol {tol:g}"
-                self.converged_ = True
-            elif rec.residual < self.residual_floor_:
-                self.stop_reason_ = (
-                    f"converged to working precision: residual {rec.residual:.3g} is below "
-                    f"10·eps of {str(floor_dtype).removeprefix('torch.')} "
-                    f"({self.residual_floor_:.2g}); more iterations would only move round-off"
-                )
-                self.converged_ = True
-            elif iteration >= maxiter:
-                self.stop_reason_ = f"reached maxiter={maxiter}"
-                short_of_tol = tol is not None
-            elif stopper.should_stop(rec):
-                self.stop_reason_ = stopper.reason
-            elif since_best >= patience:
-                # Round-off can carry the iterate away from its best (float32 drift): keep the best.
-                self.coef_ = best_coef
-                self.stop_reason_ = (
-                    f"stalled: the residual has not improved for {patience} iterations; "
-                    f"the model is the best iterate, from iteration {best_iteration} "
-                    f"(residual {best:.3g})"
-                )
-                short_of_tol = tol is not None
-                if best_iteration == 0:  # no step ever helped: the model is the starting point (zero)
-                    warnings.warn(
-                        f"{type(self).__name__} never improved on its starting point (the zero model) "
-                        f"in {iteration} iterations. {self._divergence_advice()}",
-                        ConvergenceWarning,
-                        stacklevel=2,
-                    )
-            if short_of_tol:
-                warnings.warn(
-                    f"{type(self).__name__} did not reach tol={tol:g}: {self.stop_reason_} with "
-                    f"residual {rec.residual:.3g}; raise maxiter or tol",
-                    ConvergenceWarning,
-                    stacklevel=2,
-                )
-            if self.stop_reason_:
-                break
-            timer.resume()
-        else:
-            self.stop_reason_ = self.stop_reason_ or "solver finished"
-        self.n_iter_ = iteration
-        if stopper.reason:  # a stop asked for ends the fit here
-            return
-        timer.resume()
-        for step in self._finish(X, Y):
-            rec = recorder.record(step.iteration, step, timer)
-            self.trace_.append(rec)
-            yield rec
-            timer.resume()
-        if self.converged_:
-            check_model_not_zero(self, X, Y)
-
-    #: What to change when this solver's iterates diverge, each with its value now (``{name}``:
-    #: a parameter or fitted attribute): the advice of :class:`SolverDivergedError`.
-    DIVERGENCE_ADVICE: ClassVar[tuple[str, ...]] = (
-        "raise penalty (now {penalty!r})",
-        "use dtype='float64' (now {dtype!r})",
-    )
-
-    def _divergence_advice(self) -> str:
-        """'Lower lr_scale (now 4) or raise batch_size (now 1).': the settings that cure a divergence."""
-        parts = []
-        for template in self.DIVERGENCE_ADVICE:
-            try:
-                parts.append(template.format(**vars(self)))
-            except (KeyError, AttributeError):  # a subclass without that setting
-                continue
-        if not parts:
-            return "Change the solver's settings."
-        text = ", ".join(parts[:-1]) + (" or " if len(parts) > 1 else "") + parts[-1]
-        return text[0].upper() + text[1:] + "."
-
-    def _set_eval_every(self, default: int) -> None:
-        """``eval_every_``: the ``eval_every`` parameter, or the solver's ``default`` when it is None."""
-        self.eval_every_ = default if self.eval_every is None else self.eval_every
-
-    def _report_due(self, iteration: int) -> bool:
-        """Whether ``iteration`` gets a record: every ``eval_every_`` iterations and at ``maxiter``."""
-        return iteration % self.eval_every_ == 0 or iteration == self.maxiter
-
-    def _residual_dtype(self, X) -> torch.dtype:
-        """The dtype the reported residual is computed in, which sets the working-precision floor:
-        float64 for the solvers whose ``residual`` option is "float64" (ASkotch, Skotch, NystromPCG,
-        CG: recomputed in float64 even for float32 solves), else the solve's dtype (FALKON's CG
-        residual, the "estimate" modes). A solver evaluating otherwise overrides this."""
-        return torch.float64 if self.residual == "float64" else X.dtype
-
-    def _finish(self, X, Y):
-        """Steps after the loop has stopped, each with its ``iteration`` (FALKON's float64 refinement
-        of a float32 solve); not run when a stop was asked for. None by default."""
-        return iter(())
-
-    def _initial_step(self, X, Y) -> Step:
-        """Residual of the starting point (coef_ = 0): 1.0 for relative residuals."""
-        return Step(residual=1.0)
-
-    def _setup(self, X, Y) -> None:
-        raise NotImplementedError
-
-    def _steps(self, X, Y):
-        raise NotImplementedError
-
-
-class DirectKRR(KRRBase):
-    """Base of direct solvers: one factorisation, one record.
-
-    Subclasses implement ``_solve(X, Y) -> Step``: set ``centers_`` and ``coef_`` and return a
-    :class:`Step` whose residual is the relative residual of the linear system just solved, as a
-    lazy value (so its cost is evaluation time). :meth:`iter_fit` gives the same stream as an
-    iterative solver's, with a single record: the app, the tests and the benchmarks need no
-    special case for direct solvers.
-    """
-
-    def _records(self, X, y, X_val, y_val, *, stop_event: threading.Event | None):
-        """Generator of exactly one :class:`IterationRecord` (iteration 1): ``seconds`` is the solve
-        time, ``residual`` the solved system's relative residual, ``val_metric`` filled when
-        validation data is given. ``stop_event`` is accepted for a uniform signature; a direct
-        solve cannot be interrupted. Sets ``trace_``, ``stop_reason_``, ``n_iter_`` = 1 and
-        ``converged_`` = True.
-        """
-        X, Y, recorder = self._start_fit(X, y, X_val, y_val, stop_event=stop_event)
-        timer = Timer()
-        step = self._solve(X, Y)
-        rec = recorder.record(1, step, timer)
-        del step  # it may hold the system matrix for its residual
-        self.trace_.append(rec)
-        self.n_iter_ = 1
-        self.converged_ = True
-        self.stop_reason_ = "direct solve finished"
-        check_model_not_zero(self, X, Y)
-        yield rec
-
-    def _solve(self, X, Y) -> Step:
-        raise NotImplementedError
-
-    def _solved_system_step(
-        self, A: torch.Tensor, b: torch.Tensor, constant: float = 0.0, *, coef: torch.Tensor | None = None
-    ) -> Step:
-        """The step after solving A coef_ = b (or A ``coef`` = b, when the system solved is in other
-        variables than ``coef_``: ExactKRR's weighted form): residual and objective of those
-        coefficients in float64 against A as given (without the jitter the factorisation may have
-        added), one product with A, evaluated lazily."""
-
-        def evaluate():
-            c = (self.coef_ if coef is None else coef).double()
-            return residual_and_objective(A @ c, c, b, constant)
-
-        return Step.deferred(evaluate, extras={"residual_kind": "direct solve (float64, system without jitter)"})
 
 
 NystromCentres = NystromCenters  # former spelling, kept so that code written against it still runs

@@ -26,7 +26,8 @@ from sklearn.utils.validation import column_or_1d
 
 from .._validation import as_tensor
 from .askotch import ASkotch, Skotch
-from .base import distributed_backend, fit_guard
+from .base import distributed_backend
+from .checks import fit_guard
 from .exact import ExactKRR, NystromKRR
 from .falkon import Falkon, NystromCG, NystromGD
 from .pcg import CG, NystromPCG
@@ -113,7 +114,7 @@ class KRRClassifierMixin(ClassifierMixin):
         """The regressor's record stream on the encoded labels; sets ``classes_`` first.
         ``sample_weight`` goes to the regressor (weighted KRR on the encoded labels); the classes
         are those of the samples with a positive weight, of which there must be two at least. A fit
-        that fails leaves ``classes_`` and the model as they were (:func:`~krrcore.solvers.base.fit_guard`)."""
+        that fails leaves ``classes_`` and the model as they were (:func:`~krrcore.solvers.checks.fit_guard`)."""
         with fit_guard(self):
             if distributed_backend(y) is not None:
                 raise ValueError(

@@ -1,6 +1,6 @@
 """Direct solvers: exact KRR (Cholesky of K + λnI) and Nyström KRR (FALKON paper Eq. 8).
 
-Both are :class:`~krrcore.solvers.base.DirectKRR`: ``iter_fit`` yields one record whose residual is
+Both are :class:`~krrcore.solvers.loops.DirectKRR`: ``iter_fit`` yields one record whose residual is
 the float64 relative residual of the system solved (one product with the matrix already formed,
 timed as evaluation) and whose objective is that system's quadratic (the same measures as the
 iterative solvers of the same problem: ASkotch/NystromPCG for ExactKRR, SketchySAGA for NystromKRR).
@@ -14,7 +14,8 @@ from ..centers import center_count, select_centers
 from ..linalg import jitter_cholesky
 from ..memory import CostModel
 from ..ops import KernelOperator, operator_bytes
-from .base import DirectKRR, NystromCenters, Step
+from .base import NystromCenters, Step
+from .loops import DirectKRR
 from .uncertainty import (
     PosteriorVariance,
     hold_nystrom_posterior,

@@ -30,7 +30,8 @@ from ..memory import CostModel, MemoryBudgetError
 from ..ops import operator_bytes
 from ..preconditioner import FalkonPreconditioner, PrecisionWarning, buffer_dtype
 from ..rows import rows_of
-from .base import IterativeKRR, NystromCenters, Step
+from .base import NystromCenters, Step
+from .loops import IterativeKRR
 from .params import NON_NEGATIVE, NONE, Integer, Options, default, param
 from .uncertainty import PosteriorVariance, float64_blocks, hold_nystrom_posterior, kmm_factor_solvers, nystrom_factor
 

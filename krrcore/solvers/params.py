@@ -9,7 +9,7 @@ each made by :func:`param` with its default and its :class:`Constraint`. So
   inherited — the runtime knobs (``maxiter``, ``tol``, ``seed``, ``dtype``, ``device``,
   ``memory_budget``, ``callback``, ``timeout``, ``eval_train``, ``metric``, ``stall_patience``)
   on :class:`~krrcore.solvers.base.KRRBase`, :class:`~krrcore.solvers.base.Seeded` and
-  :class:`~krrcore.solvers.base.IterativeKRR`; a subclass that needs another default writes
+  :class:`~krrcore.solvers.loops.IterativeKRR`; a subclass that needs another default writes
   ``maxiter: int = default(1000)`` and keeps the constraint;
 * :func:`validate` checks every parameter once, at the start of ``fit`` (and of
   ``memory_estimate``) before any work, and the message names the parameter, the value given and

@@ -17,7 +17,8 @@ from ..full_system import KERNEL_STORAGE, RESIDUAL_MODES, FullKernelSystem, reso
 from ..nystrom import NystromPreconditioner, randomized_nystrom, resolve_damping
 from ..memory import CostModel
 from ..rows import rows_of
-from .base import IterativeKRR, Step
+from .base import Step
+from .loops import IterativeKRR
 from .params import COUNT, DAMPING, EVERY, Options, param
 
 

@@ -1,6 +1,6 @@
 """What a fit streams: a solver's :class:`Step`, turned into an :class:`~krrcore.stream.IterationRecord`
 by one :class:`Recorder` for every solver, iterative or direct, so every stream is timed and
-evaluated alike (:mod:`krrcore.solvers.base` runs the loops).
+evaluated alike (:mod:`krrcore.solvers.loops` runs the loops).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from ..linalg import residual_and_objective
 from ..memory import CostModel
 from ..nystrom import GET_L_ITERATIONS, NystromPreconditioner, get_L, randomized_nystrom, resolve_damping
 from ..ops import KernelOperator, operator_bytes
-from .base import IterativeKRR, NystromCenters, Step
+from .base import NystromCenters, Step
+from .loops import IterativeKRR
 from .params import COUNT, DAMPING, EVERY, NONE, POSITIVE, default, param
 
 

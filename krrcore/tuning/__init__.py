@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .estimator import PENALTY_BOUNDS, STAGES, FalkonCV, TuningBoundWarning, TuningDisagreement
+from .choice import TuningBoundWarning, TuningDisagreement
+from .estimator import STAGES, FalkonCV
+from .search import PENALTY_BOUNDS
 from .maps import validation_map
 from .objectives import OBJECTIVES
 

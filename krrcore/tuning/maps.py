@@ -5,7 +5,7 @@ One blocked pass and one eigenproblem per σ give the objective at every λ in c
 s × (number of λ) fits. It is computed on the rows, split and centres a :class:`FalkonCV` with the
 same ``objective``, ``M``, ``tune_rows``, ``validation_fraction`` and ``seed`` tunes on, so its
 valley is the one the search descends (for a single σ: ARD paths are drawn at the geometric mean of
-the σ_j of the features in use, :func:`~krrcore.tuning.estimator.typical_sigma`).
+the σ_j of the features in use, :func:`~krrcore.tuning.choice.typical_sigma`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from .._validation import as_tensor, check_int
 from ..centers import select_centers
 from ..kernels import GaussianKernel, median_heuristic
-from .estimator import PENALTY_BOUNDS
+from .search import PENALTY_BOUNDS
 from .objectives import PenaltyProfile, check_objective, gaussian_block, row_stats, tuning_problem
 
 

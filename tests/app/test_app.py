@@ -25,7 +25,8 @@ from krr_app.jobs.runs import Run, RunRegistry
 from krr_app.teaching.snippet import reproduce_snippet
 from krr_app.text import shown_as
 from krrcore.registry import SOLVERS, SolverInfo
-from krrcore.solvers.base import IterativeKRR, Step
+from krrcore.solvers.base import Step
+from krrcore.solvers.loops import IterativeKRR
 
 SMALL = {"n": 200, "M": 40, "maxiter": 4, "auto_run": "false"}  # runs start on Run only
 

@@ -14,7 +14,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from krrcore.kernels import LaplacianKernel
 from krrcore.registry import SOLVERS
-from krrcore.solvers.base import IterativeKRR, Step
+from krrcore.solvers.base import Step
+from krrcore.solvers.loops import IterativeKRR
 from krrcore.solvers.sketchysaga import SketchySAGA
 from krrcore.stream import DIVERGENCE_FACTOR, IterationRecord, SolverDivergedError, Stopper
 from solver_problems import make_problem, one_thread  # noqa: F401 (one_thread: a fixture)

@@ -12,7 +12,8 @@ import torch
 from krrcore.cg import conjugate_gradient
 from krrcore.kernels import GaussianKernel
 from krrcore.preconditioner import FalkonPreconditioner, PrecisionWarning
-from krrcore.solvers.base import IterativeKRR, Step
+from krrcore.solvers.base import Step
+from krrcore.solvers.loops import IterativeKRR
 from krrcore.solvers.falkon import Falkon
 
 from solver_problems import make_problem, one_thread  # noqa: F401  (fixture)

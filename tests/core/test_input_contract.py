@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import check_dataframe_column_names_consiste
 from krrcore import CLASSIFIERS
 from krrcore.kernels import GaussianKernel, LinearKernel, PolynomialKernel
 from krrcore.registry import SOLVERS
-from krrcore.solvers.base import ConcurrentFitError, ModelWarning, OffsetWarning, PenaltyWarning
+from krrcore.solvers.checks import ConcurrentFitError, ModelWarning, OffsetWarning, PenaltyWarning
 from krrcore.solvers.params import ParameterError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from krrcore.kernels import GaussianKernel
-from krrcore.solvers.base import IterativeKRR, Step
+from krrcore.solvers.base import Step
+from krrcore.solvers.loops import IterativeKRR
 
 
 class _ScriptedSolver(IterativeKRR):
