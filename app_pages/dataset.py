@@ -23,7 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from krr_app import settings as limits
-from krr_app.charts import figures as charts
+from krr_app.charts import data as data_charts
 from krr_app.jobs.config import format_number
 from krr_app.parts import sidebar, state, upload, views
 from krr_app.text import plain
@@ -180,8 +180,8 @@ if not views.after_first_picture("dataset_charts"):
 col_target, col_scales = st.columns(2)
 with col_target:
     st.markdown(f"**Target: {plain(dataset.target_name)}**")
-    views.plot(charts.target_figure(dataset), key="data_target", filename="krr-target")
-    views.download_csv(charts.target_frame(dataset), key="data_target_csv", filename="krr-target.csv")
+    views.plot(data_charts.target_figure(dataset), key="data_target", filename="krr-target")
+    views.download_csv(data_charts.target_frame(dataset), key="data_target_csv", filename="krr-target.csv")
 features = summary["feature_table"].copy()
 with col_scales:
     st.markdown(
@@ -190,7 +190,7 @@ with col_scales:
         if dataset.preprocess is not None
         else "**Feature scales** (before z-scoring; the model sees z-scored features)"
     )
-    views.plot(charts.feature_scales_figure(features), key="data_scales", filename="krr-feature-scales")
+    views.plot(data_charts.feature_scales_figure(features), key="data_scales", filename="krr-feature-scales")
 with st.expander(f"Model inputs: means and scales ({dataset.d} features)", expanded=dataset.d <= 12):
     st.dataframe(features, hide_index=True, width="stretch")
     views.download_csv(features, key="data_features_csv", filename="krr-features.csv", label="Download (CSV)")
@@ -232,7 +232,7 @@ marks = {"sidebar λ": settings.penalty}
 if suggestion is not None:
     marks["suggested λ"] = suggestion["penalty"]
 if curves:
-    views.plot(charts.deff_figure(curves, marks=marks, n=len(X)), key="data_deff", filename="krr-deff")
+    views.plot(data_charts.deff_figure(curves, marks=marks, n=len(X)), key="data_deff", filename="krr-deff")
     views.download_csv(
         pd.concat([c.assign(kernel=label) for label, c in curves.items()], ignore_index=True),
         key="data_deff_csv",

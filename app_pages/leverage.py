@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from krr_app import settings as limits
-from krr_app.charts import figures as charts, images as image_charts
+from krr_app.charts import images as image_charts, leverage as leverage_charts
 from krr_app.jobs.config import format_number
 from krr_app.parts import sidebar, state, views
 from krrcore.leverage import DEFAULT_Q2, SAMPLERS
@@ -138,11 +138,11 @@ if report is not None:
     with col_hist:
         st.markdown("**Distribution of the scores**")
         if charts_due:
-            views.plot(charts.score_histogram(points), key="lev_hist", filename="krr-leverage-histogram")
+            views.plot(leverage_charts.score_histogram(points), key="lev_hist", filename="krr-leverage-histogram")
     with col_scatter:
         st.markdown("**Approximate against exact**, with the R-ACC band")
         if charts_due:
-            views.plot(charts.score_scatter(points, r_acc), key="lev_scatter", filename="krr-leverage-scatter")
+            views.plot(leverage_charts.score_scatter(points, r_acc), key="lev_scatter", filename="krr-leverage-scatter")
         else:  # the page's first picture: an image, painted before plotly.js has loaded
             st.markdown(image_charts.scores_image(points, r_acc))
     views.download_csv(
@@ -152,7 +152,7 @@ if report is not None:
     st.subheader("d_eff(λ) and d_∞(λ) along the λ path")
     path = report.path
     if charts_due:
-        views.plot(charts.path_figure(path), key="lev_path", filename="krr-leverage-path")
+        views.plot(leverage_charts.path_figure(path), key="lev_path", filename="krr-leverage-path")
     views.download_csv(path, key="lev_path_csv", filename="krr-leverage-path.csv", label="Download the path (CSV)")
 
 # -- uniform vs BLESS centres --------------------------------------------------------------------
@@ -179,7 +179,7 @@ if centers is not None:
     for col, (name, info) in zip(st.columns(2), centers["sets"].items()):
         with col:
             if charts_due:
-                fig = charts.centers_figure(
+                fig = leverage_charts.centers_figure(
                     centers["coords"],
                     centers["axes"],
                     info["indices"],

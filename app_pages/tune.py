@@ -15,7 +15,7 @@ import streamlit as st
 
 from krr_app import explain, units
 from krr_app import settings as limits
-from krr_app.charts import figures as charts, tuning as tuning_charts
+from krr_app.charts import data as data_charts, tuning as tuning_charts
 from krr_app.jobs.config import format_number, make_config, problems
 from krr_app.parts import live_chart, sidebar, state, views
 from krr_app.teaching import links
@@ -266,7 +266,7 @@ def _render(runs):
     if estimator is not None and not isinstance(estimator.sigma_, float):
         st.markdown("**Relevance of each feature** (1/σ_j): how strongly the model moves with it")
         views.plot(
-            charts.relevance_figure(current.data.feature_names, estimator.relevance_),
+            data_charts.relevance_figure(current.data.feature_names, estimator.relevance_),
             key="tune_relevance",
             filename=f"krr-relevance-{current.id}",
         )

@@ -5,11 +5,11 @@
   (FALKON Fig. 1; ASkotch Fig. 2 and 3 use solver time on the x axis).
 * The fitted function / prediction surface of a run: :mod:`krr_app.charts.fit`.
 * :func:`traces_frame` / :func:`summary_frame`: what the CSV downloads and the Compare table hold.
-* The diagnostic pages' figures (spectra, κ against λ and M, ASkotch's blocks, leverage scores,
-  centres, d_eff, the dataset, the features' relevance from a tuning): every figure plots exactly
-  the table the page offers as a CSV download, so what a student downloads is what they saw. Estimated values
-  (Lanczos, Nyström) are
-  drawn with open markers and say so in the legend.
+* The Conditioning page's figures (spectra, κ against λ and M, ASkotch's blocks); the Leverage
+  page's are :mod:`krr_app.charts.leverage`, the Dataset page's :mod:`krr_app.charts.data`. Every
+  figure plots exactly the table the page offers as a CSV download, so what a student downloads is
+  what they saw. Estimated values (Lanczos, Nyström) are drawn with open markers and say so in the
+  legend; :func:`guide`, :func:`bar_axis` and :func:`positive_span` are the rules they share.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from krr_app import units
-from krr_app.text import chart_text
 from krr_app.units import METRIC_NAMES, metric_title  # noqa: F401  (re-exported: pages name metrics through charts)
 from krrcore.numbers import D3_FORMAT, readable
 
@@ -205,15 +204,12 @@ def summary_frame(runs, metrics: tuple[str, ...] | None = TABLE_METRICS) -> pd.D
 
 # -- the diagnostic pages (Conditioning, Leverage scores, Dataset) ------------------------------
 
-#: Points drawn in a scatter (more only slows the browser down).
-MAX_POINTS = 3000
-
 
 def estimate_suffix(method: str) -> str:
     return "" if method == "exact" else f" — estimate, {method}"
 
 
-def _guide(
+def guide(
     fig: go.Figure,
     *,
     x: float | None = None,
@@ -245,7 +241,7 @@ def _guide(
     )
 
 
-def _bar_axis(values) -> str:
+def bar_axis(values) -> str:
     """ "log" when bar heights span more than a decade, else "linear": bars on a log axis start at
     the axis' bottom, which exaggerates small differences."""
     v = np.asarray(values, dtype=np.float64)
@@ -253,7 +249,7 @@ def _bar_axis(values) -> str:
     return "log" if v.size and v.max() / v.min() > 10 else "linear"
 
 
-def _positive_span(values) -> tuple[float, float]:
+def positive_span(values) -> tuple[float, float]:
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v) & (v > 0)]
     return (float(v.min()), float(v.max())) if v.size else (1.0, 10.0)
@@ -348,9 +344,9 @@ def kappa_figure(
         )
     ys = list(frame["condition_number"]) + ([reference[1]] if reference is not None else [])
     if reference is not None:
-        _guide(fig, y=reference[1], label=reference[0], span=_positive_span(frame[x]), dash="dash")
+        guide(fig, y=reference[1], label=reference[0], span=positive_span(frame[x]), dash="dash")
     if current is not None:
-        _guide(fig, x=current, label="sidebar", span=_positive_span(ys))
+        guide(fig, x=current, label="sidebar", span=positive_span(ys))
     fig.update_yaxes(type="log", exponentformat="power", title_text="condition number κ = λ_max/λ_min")
     fig.update_xaxes(type="log", exponentformat="power", title_text="λ" if x == "penalty" else "M (centres)")
     return layout(fig, height)
@@ -370,7 +366,7 @@ def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
         )
     )
     fig.update_yaxes(
-        type=_bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
+        type=bar_axis(pd.concat([frame["kappa_block"], frame["kappa_preconditioned"]])),
         exponentformat="power",
         title_text="κ",
     )
@@ -378,252 +374,3 @@ def askotch_figure(frame: pd.DataFrame, *, height: int = 340) -> go.Figure:
 
 
 # -- leverage scores ----------------------------------------------------------------------------
-
-
-def score_histogram(points: pd.DataFrame, *, height: int = 340) -> go.Figure:
-    """Distribution of exact and approximate scores over log₁₀ bins (scores span many decades)."""
-    fig = go.Figure()
-    positive = points[(points["exact"] > 0) & (points["approximate"] > 0)]
-    lo = float(np.log10(positive[["exact", "approximate"]].to_numpy().min()))
-    hi = float(np.log10(positive[["exact", "approximate"]].to_numpy().max()))
-    bins = {"start": lo, "end": hi + 1e-9, "size": max((hi - lo) / 40, 1e-3)}
-    for col, color, label in (
-        ("exact", PALETTE[0], "exact ℓ(i, λ)"),
-        ("approximate", PALETTE[1], "approximate ℓ̃(i, λ)"),
-    ):
-        fig.add_trace(go.Histogram(x=np.log10(positive[col]), xbins=bins, name=label, marker_color=color, opacity=0.6))
-    fig.update_xaxes(title_text="log₁₀ leverage score")
-    fig.update_yaxes(title_text="points")
-    return layout(fig, height, barmode="overlay")
-
-
-def score_scatter_points(points: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """What the scores' scatter draws (:func:`score_scatter`, :func:`krr_app.charts.images.scores_image`):
-    up to MAX_POINTS evenly spaced points with both scores positive (a log-log plot), and 50
-    log-spaced exact scores over their range, where the line ℓ̃ = ℓ and the R-ACC band are drawn."""
-    shown = points.iloc[np.linspace(0, len(points) - 1, min(len(points), MAX_POINTS)).astype(int)]
-    shown = shown[(shown["exact"] > 0) & (shown["approximate"] > 0)]
-    return shown, np.geomspace(float(shown["exact"].min()), float(shown["exact"].max()), 50)
-
-
-def score_scatter(points: pd.DataFrame, r_acc: dict, *, height: int = 380) -> go.Figure:
-    """Approximate against exact scores (log-log) with the line ℓ̃ = ℓ and the R-ACC band between
-    the 5th and 95th percentiles of ℓ̃/ℓ (the accuracy BLESS Fig. 1 reports)."""
-    shown, xs = score_scatter_points(points)
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=np.concatenate([xs, xs[::-1]]),
-            y=np.concatenate([xs * r_acc["q95"], (xs * r_acc["q05"])[::-1]]),
-            fill="toself",
-            fillcolor="rgba(31,119,180,0.15)",
-            line={"width": 0},
-            name=f"R-ACC 5–95% band [{r_acc['q05']:.2f}, {r_acc['q95']:.2f}]",
-            hoverinfo="skip",
-        )
-    )
-    fig.add_trace(go.Scatter(x=xs, y=xs, mode="lines", name="ℓ̃ = ℓ", line={"color": "#444", "dash": "dash"}))
-    fig.add_trace(
-        go.Scatter(
-            x=shown["exact"],
-            y=shown["approximate"],
-            mode="markers",
-            name="points",
-            marker={"size": 5, "color": PALETTE[1], "opacity": 0.6},
-            customdata=shown["index"],
-            hovertemplate="point %{customdata}<br>ℓ=%{x:.3g}<br>ℓ̃=%{y:.3g}<extra></extra>",
-        )
-    )
-    fig.update_xaxes(type="log", exponentformat="power", title_text="exact ℓ(i, λ)")
-    fig.update_yaxes(type="log", exponentformat="power", title_text="approximate ℓ̃(i, λ)")
-    return layout(fig, height)
-
-
-def path_figure(path: pd.DataFrame, *, height: int = 380) -> go.Figure:
-    """d_eff(λ_h) (the sampler's estimate and exact), d_∞(λ_h) and |J_h| along the λ path."""
-    fig = go.Figure()
-    series = (
-        ("d_eff", "d_eff estimate (sampler)", PALETTE[1], "solid"),
-        ("d_eff exact", "d_eff(λ) exact", PALETTE[0], "solid"),
-        ("d_inf exact", "d_∞(λ) = n·max ℓ exact", PALETTE[3], "dash"),
-        ("size", "dictionary size |J_h|", PALETTE[2], "dot"),
-    )
-    for col, label, color, dash in series:
-        if col in path:
-            fig.add_trace(
-                go.Scatter(
-                    x=path["penalty"],
-                    y=path[col],
-                    name=label,
-                    mode="lines+markers",
-                    line={"color": color, "dash": dash},
-                    marker={"size": 6},
-                    hovertemplate=f"{label}<br>λ=%{{x:.3g}}<br>%{{y:.4g}}<extra></extra>",
-                )
-            )
-    fig.update_xaxes(
-        type="log", exponentformat="power", title_text="λ_h (the path runs right to left)", autorange="reversed"
-    )
-    fig.update_yaxes(type="log", exponentformat="power", title_text="dimension / points")
-    return layout(fig, height)
-
-
-def centers_figure(
-    coords: np.ndarray,
-    axes: tuple[str, str],
-    indices: np.ndarray,
-    *,
-    colour=None,
-    colour_title: str = "",
-    weights=None,
-    title: str = "",
-    height: int = 380,
-) -> go.Figure:
-    """All points (grey, or coloured by ``colour``) and the selected centres on top (red crosses,
-    sized by their FALKON weight D_jj when given)."""
-    fig = go.Figure()
-    idx = np.linspace(0, len(coords) - 1, min(len(coords), MAX_POINTS)).astype(int)
-    marker = {"size": 5, "color": "#bbbbbb"}
-    if colour is not None:
-        marker = {
-            "size": 5,
-            "color": np.log10(np.clip(np.asarray(colour)[idx], 1e-300, None)),
-            "colorscale": "Viridis",
-            "colorbar": {"title": colour_title, "len": 0.8},
-        }
-    fig.add_trace(
-        go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers", name="data", marker=marker, hoverinfo="skip")
-    )
-    size = 10
-    if weights is not None:
-        w = np.asarray(weights, dtype=np.float64)
-        size = (7 + 9 * (w - w.min()) / (np.ptp(w) or 1.0)).tolist()
-    fig.add_trace(
-        go.Scatter(
-            x=coords[indices, 0],
-            y=coords[indices, 1],
-            mode="markers",
-            name=f"{len(indices)} centres",
-            customdata=indices,
-            marker={"symbol": "x", "size": size, "color": "#d62728", "line": {"width": 1, "color": "white"}},
-            hovertemplate="centre: point %{customdata}<extra></extra>",
-        )
-    )
-    fig.update_xaxes(title_text=axes[0])
-    fig.update_yaxes(title_text=axes[1])
-    return layout(fig, height, title={"text": title, "x": 0, "font": {"size": 14}})
-
-
-# -- dataset diagnostics -----------------------------------------------------------------------
-
-
-def target_figure(dataset, *, height: int = 320) -> go.Figure:
-    """Histogram of the regression target (original units), or class counts per split."""
-    fig = go.Figure()
-    if dataset.task == "regression":
-        for split, y, color in (("train", dataset.y_train, PALETTE[0]), ("test", dataset.y_test, PALETTE[1])):
-            fig.add_trace(
-                go.Histogram(x=dataset.to_original_units(np.asarray(y)), name=split, opacity=0.65, marker_color=color)
-            )
-        unit = f" ({dataset.target_unit})" if dataset.target_unit else ""
-        fig.update_xaxes(title_text=chart_text(f"{dataset.target_name}{unit}"))
-        fig.update_yaxes(title_text="rows")
-        return layout(fig, height, barmode="overlay")
-    return layout(_class_counts(fig, target_frame(dataset)), height, barmode="group")
-
-
-def _class_counts(fig: go.Figure, frame: pd.DataFrame) -> go.Figure:
-    for i, split in enumerate(("train", "test")):
-        fig.add_trace(go.Bar(x=frame["class"].map(chart_text), y=frame[split], name=split, marker_color=PALETTE[i]))
-    fig.update_xaxes(title_text="class", type="category")
-    fig.update_yaxes(title_text="rows")
-    return fig
-
-
-def target_frame(dataset) -> pd.DataFrame:
-    """The target's values (regression) or class counts per split (classification), as a table."""
-    if dataset.task == "regression":
-        return pd.concat(
-            [
-                pd.DataFrame({"split": split, dataset.target_name: dataset.to_original_units(np.asarray(y))})
-                for split, y in (("train", dataset.y_train), ("test", dataset.y_test))
-            ],
-            ignore_index=True,
-        )
-    rows = []
-    for c in dataset.classes.tolist():
-        rows.append(
-            {
-                "class": str(c),
-                "train": int(np.sum(dataset.labels_train == c)),
-                "test": int(np.sum(dataset.labels_test == c)),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def feature_scales_figure(features: pd.DataFrame, *, height: int = 320) -> go.Figure:
-    """Standard deviation of each feature in its original units: the spread z-scoring removes."""
-    std = features["std (original units)"].where(features["std (original units)"] > 0)
-    fig = go.Figure(go.Bar(x=features["feature"].map(chart_text), y=std, marker_color=PALETTE[0], name="std"))
-    fig.update_yaxes(type=_bar_axis(std), exponentformat="power", title_text="std in original units")
-    fig.update_xaxes(title_text="feature", type="category")
-    return layout(fig, height)
-
-
-def deff_figure(
-    curves: dict[str, pd.DataFrame], *, marks: dict[str, float] | None = None, n: int | None = None, height: int = 360
-) -> go.Figure:
-    """d_eff(λ) = Tr K(K + λnI)⁻¹ for each kernel in ``curves``; ``marks`` are labelled vertical lines."""
-    fig = go.Figure()
-    for i, (label, frame) in enumerate(curves.items()):
-        method = frame["method"].iloc[0]
-        fig.add_trace(
-            go.Scatter(
-                x=frame["penalty"],
-                y=frame["d_eff"],
-                name=label + estimate_suffix(method),
-                mode="lines+markers",
-                line={"color": PALETTE[i % len(PALETTE)]},
-                hovertemplate="λ=%{x:.3g}<br>d_eff=%{y:.4g}<extra></extra>",
-            )
-        )
-    penalties = np.concatenate([c["penalty"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])
-    values = np.concatenate([c["d_eff"].to_numpy() for c in curves.values()]) if curves else np.array([1.0])
-    if n is not None:
-        _guide(fig, y=n, label=f"n = {n:,}", span=_positive_span(penalties), dash="dash")
-    by_value: dict[float, list[str]] = {}
-    for label, value in (marks or {}).items():  # marks at the same λ share one line and one label
-        by_value.setdefault(value, []).append(label)
-    for value, labels in by_value.items():
-        _guide(fig, x=value, label=" = ".join(labels), span=_positive_span(np.append(values, n or 1)))
-    fig.update_xaxes(type="log", exponentformat="power", title_text="λ")
-    fig.update_yaxes(type="log", exponentformat="power", title_text="d_eff(λ)")
-    return layout(fig, height)
-
-
-#: A feature whose relevance 1/σ_j is below this share of the largest is drawn as switched off.
-OFF_SHARE = 1e-6
-
-
-def relevance_figure(features, relevance, *, height: int = 320) -> go.Figure:
-    """Each feature's relevance 1/σ_j from a tuning with one σ per feature (ARD): how strongly the
-    kernel, hence the fitted function, moves with it. Features the tuning switched off (relevance
-    below :data:`OFF_SHARE` of the largest) are drawn as such at zero."""
-    relevance = np.asarray(relevance, dtype=float)
-    off = relevance < OFF_SHARE * relevance.max()
-    colours = [PALETTE[7] if o else PALETTE[0] for o in off]
-    fig = go.Figure(
-        go.Bar(
-            x=[str(f) for f in features],
-            y=np.where(off, 0.0, relevance),
-            marker_color=colours,
-            name="relevance 1/σ_j",
-            text=["off" if o else "" for o in off],
-            textposition="outside",
-            hovertemplate="%{x}: 1/σ = %{y:.3g}<extra></extra>",
-        )
-    )
-    fig.update_xaxes(title_text="feature", type="category")
-    fig.update_yaxes(title_text="relevance 1/σ_j")
-    return layout(fig, height)

@@ -4,7 +4,7 @@ has loaded — as :mod:`krr_app.charts.preview` draws Explore's data.
 
 :func:`spectra_image` is Conditioning's eigenvalue spectra and :func:`scores_image` the Leverage
 page's approximate-against-exact scores: the tables the pages offer as CSV downloads, drawn like
-:func:`krr_app.charts.figures.spectra_figure` and :func:`krr_app.charts.figures.score_scatter` (same axes,
+:func:`krr_app.charts.figures.spectra_figure` and :func:`krr_app.charts.leverage.score_scatter` (same axes,
 colours, open markers for estimates). Plain data in, Markdown out; no Streamlit here.
 """
 
@@ -17,7 +17,8 @@ from html import escape
 import numpy as np
 import pandas as pd
 
-from krr_app.charts.figures import PALETTE, estimate_suffix, score_scatter_points, system_color
+from krr_app.charts.figures import PALETTE, estimate_suffix, system_color
+from krr_app.charts.leverage import score_scatter_points
 from krr_app.charts.preview import _label, dots, svg_markdown, ticks
 from krrcore.numbers import readable
 
@@ -171,7 +172,7 @@ def spectra_image(frame: pd.DataFrame) -> str:
 
 
 def scores_image(points: pd.DataFrame, r_acc: dict) -> str:
-    """:func:`krr_app.charts.figures.score_scatter` as a Markdown image: approximate against exact scores,
+    """:func:`krr_app.charts.leverage.score_scatter` as a Markdown image: approximate against exact scores,
     the line ℓ̃ = ℓ and the R-ACC band between the 5th and 95th percentiles of ℓ̃/ℓ."""
     shown, xs = score_scatter_points(points)
     series = [

@@ -8,7 +8,7 @@
 * :func:`m_curve_figure`: the validated error against M when M is searched (``M="auto"``).
 * :func:`stop_words`: why the search stopped, in sentences.
 
-The per-feature relevance bars (1/σ_j) are :func:`krr_app.charts.figures.relevance_figure`, shared with
+The per-feature relevance bars (1/σ_j) are :func:`krr_app.charts.data.relevance_figure`, shared with
 the Dataset page.
 """
 

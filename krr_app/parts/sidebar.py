@@ -37,7 +37,7 @@ from krr_app.jobs.config import (
     knob_default,
     solver_keys,
 )
-from krr_app.parts import state, upload, views
+from krr_app.parts import background, state, upload, views
 from krr_app.teaching import lessons, links, teacher
 
 CSV_OPTION = upload.CSV_OPTION
@@ -461,7 +461,7 @@ def render(*, page: str, solver_section: bool = True) -> None:
     Each part goes in a container reserved here, so the page looks the same whatever the order."""
     st.session_state.pop(SETTINGS_KEY, None)
     st.session_state[views.PAGE_RUNS_KEY] = st.session_state.get(views.PAGE_RUNS_KEY, 0) + 1
-    state.rest_waits(False)
+    background.rest_waits(False)
     links.read_url_once()
     teacher.apply(teacher.teacher_view())
     lesson = lessons.sync(page)

@@ -19,7 +19,7 @@ from krr_app.charts import figures as charts, fit as fit_charts
 from krr_app.jobs.executor import format_bytes, started_executor
 from krr_app.jobs.runs import Run
 from krr_app.jobs.surface import FitSurface, plotting_grid
-from krr_app.parts import state
+from krr_app.parts import background, state
 from krr_app.parts.inputs import bound_number, bound_widget, download_csv, kernel_key  # noqa: F401  (re-exported)
 from krr_app.parts.inputs import last_valid, remember, require_data  # noqa: F401  (re-exported)
 from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
@@ -391,9 +391,9 @@ def live(
 
 
 def pending(result, waiting: list, *, draw: bool = True) -> bool:
-    """Whether ``result`` is still computing on the workers (:class:`krr_app.parts.state.Pending`); then it
+    """Whether ``result`` is still computing on the workers (:class:`krr_app.parts.background.Pending`); then it
     joins ``waiting`` (for :func:`stream_in`) and, with ``draw``, its place on the page says so."""
-    if not isinstance(result, state.Pending):
+    if not isinstance(result, background.Pending):
         return False
     if result.key not in {p.key for p in waiting}:
         waiting.append(result)
@@ -404,29 +404,29 @@ def pending(result, waiting: list, *, draw: bool = True) -> bool:
 
 def first_picture(*calls) -> None:
     """Start the diagnostics ``calls`` (each a krr_app.parts.state function call) that make a page's first
-    picture, ahead of computations queued before (:func:`krr_app.parts.state.first_picture_calls`), and
+    picture, ahead of computations queued before (:func:`krr_app.parts.background.first_picture_calls`), and
     wait up to FIRST_PICTURE_WAIT_SECONDS for them: results that are nearly in come with this page
     run instead of a rerun later (an error is left to the page's own call). In a session's first
     page run the page's other computations then wait for its next run
-    (:func:`krr_app.parts.state.rest_waits`)."""
+    (:func:`krr_app.parts.background.rest_waits`)."""
     keys = []
     for call in calls:
         try:
-            with state.first_picture_calls():
+            with background.first_picture_calls():
                 result = call()
         except ValueError:
             continue
-        if isinstance(result, state.Pending):
+        if isinstance(result, background.Pending):
             keys.append(result.key)
     if keys:
         state.results.wait_for(keys, FIRST_PICTURE_WAIT_SECONDS)
-    state.rest_waits(st.session_state.get(PAGE_RUNS_KEY, 0) <= 1)
+    background.rest_waits(st.session_state.get(PAGE_RUNS_KEY, 0) <= 1)
 
 
 def stream_in(waiting: list) -> None:
     """Rerun the page as soon as one of the ``waiting`` results is in, so it is drawn, or at the
     first look when none of them has started (they wait for this rerun: the first picture is in,
-    :func:`krr_app.parts.state.rest_waits`). A fragment looks every STREAM_POLL_SECONDS; the page run
+    :func:`krr_app.parts.background.rest_waits`). A fragment looks every STREAM_POLL_SECONDS; the page run
     that draws the last one registers none."""
     if not waiting:
         return

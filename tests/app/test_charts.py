@@ -15,7 +15,8 @@ import plotly.io as pio
 import pytest
 from plotly.colors import get_colorscale
 
-from krr_app.charts import figures as charts, fit as fit_charts, tuning as tuning_charts
+from krr_app.charts import data as data_charts, figures as charts, fit as fit_charts, leverage as leverage_charts
+from krr_app.charts import tuning as tuning_charts
 from krrcore import datasets
 from krrcore.stream import IterationRecord
 from krr_app.jobs.surface import GRID_2D, FitSurface, grid_axes
@@ -83,16 +84,19 @@ def _figures():
             pd.DataFrame({"block": [0, 1], "kappa_block": [10.0, 20.0], "kappa_preconditioned": [1.5, 2.0]})
         ),
     )
-    yield "score histogram", charts.score_histogram(scores)
-    yield "score scatter", charts.score_scatter(scores, {"q05": 0.8, "q95": 1.2})
-    yield "path", charts.path_figure(pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0], "size": [12, 8, 4]}))
-    yield "centres", charts.centers_figure(moons.X_train, ("x1", "x2"), np.arange(5))
-    yield "target", charts.target_figure(moons)
+    yield "score histogram", leverage_charts.score_histogram(scores)
+    yield "score scatter", leverage_charts.score_scatter(scores, {"q05": 0.8, "q95": 1.2})
+    yield (
+        "path",
+        leverage_charts.path_figure(pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0], "size": [12, 8, 4]})),
+    )
+    yield "centres", leverage_charts.centers_figure(moons.X_train, ("x1", "x2"), np.arange(5))
+    yield "target", data_charts.target_figure(moons)
     yield (
         "feature scales",
-        charts.feature_scales_figure(pd.DataFrame({"feature": ["x1", "x2"], "std (original units)": [1.0, 2.0]})),
+        data_charts.feature_scales_figure(pd.DataFrame({"feature": ["x1", "x2"], "std (original units)": [1.0, 2.0]})),
     )
-    yield "relevance", charts.relevance_figure(["x1", "x2", "x3"], [0.5, 1e-14, 0.2])
+    yield "relevance", data_charts.relevance_figure(["x1", "x2", "x3"], [0.5, 1e-14, 0.2])
     frame = tuning_charts.tuning_frame(
         [
             IterationRecord(
@@ -117,7 +121,7 @@ def _figures():
     yield "tuning map", tuning_charts.map_figure(grid, frame)
     yield (
         "d_eff",
-        charts.deff_figure(
+        data_charts.deff_figure(
             {"gaussian": pd.DataFrame({"penalty": penalties, "d_eff": [9.0, 5.0, 2.0], "method": "exact"})}, n=80
         ),
     )

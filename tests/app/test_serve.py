@@ -24,7 +24,7 @@ from krr_app.jobs import executor as executor_module
 from krr_app.jobs.config import DataSpec, make_config
 from krr_app.jobs.executor import DaskExecutor
 from krr_app.jobs.runs import RunRegistry
-from krr_app.parts import state
+from krr_app.parts import background
 from krrcore import datasets
 from krr_app.jobs import worker as remote
 from krrcore.distributed import ClusterUnavailable
@@ -373,13 +373,13 @@ def _slept(_):
 def test_a_diagnostic_the_killed_scheduler_took_starts_again_on_a_fresh_cluster(app_executor):
     """A diagnostic page's computation under way when the embedded scheduler is killed: the page's
     next look finds it started again on a fresh cluster (no message), then gets its result."""
-    results = state.BackgroundResults(4)
+    results = background.BackgroundResults(4)
     look = lambda: results.get(("slow section",), "A slow section", time.sleep, 3, then=_slept)  # noqa: E731
     first = executor_module.get_executor()
-    assert isinstance(look(), state.Pending)
+    assert isinstance(look(), background.Pending)
     os.kill(first.connection.cluster.scheduler.process.pid, signal.SIGKILL)
     _wait_for(lambda: results.ready(("slow section",)), 30, "the computation to end with its scheduler")
-    assert isinstance(look(), state.Pending)
+    assert isinstance(look(), background.Pending)
     fresh = executor_module.started_executor()
     assert fresh is not first and fresh.healthy() and fresh.connection.address != first.connection.address
     results.wait(60)
@@ -399,9 +399,9 @@ def test_an_external_scheduler_gone_mid_run_is_named_and_a_restarted_one_is_used
         _wait_for(lambda: len(executor.connection.workers()) == 1, 60, "the worker to join")
         run = RunRegistry().start(_config(**ENDLESS), moons)
         _wait_for(lambda: len(run.records) >= 2, 120, "the run to compute")
-        results = state.BackgroundResults(4)  # and a diagnostic page's computation
+        results = background.BackgroundResults(4)  # and a diagnostic page's computation
         look = lambda: results.get(("slow section",), "A slow section", time.sleep, 60)  # noqa: E731
-        assert isinstance(look(), state.Pending)
+        assert isinstance(look(), background.Pending)
         processes[0].kill()  # the scheduler goes away
         assert run.wait(30) and run.status == "error"
         assert run.message == (
