@@ -79,6 +79,14 @@ def kernel_code(kernel: Kernel) -> int | None:
 if triton is not None:
 
     @triton.jit
+    def _scaled_chunk(X, idx, ok, stride, offs, d_ok, shift_chunk, inv_chunk):
+        """Rows ``idx`` of X at feature columns ``offs``, centred and scaled ((x − shift)·inv): the one
+        load both tile forms (GEMM and L1) share. Masked entries load as 0 (a feature past ``d`` has
+        inv = 0, so it adds nothing; rows past the end are masked out of the tile by its caller)."""
+        rows = tl.load(X + idx[:, None] * stride + offs[None, :], mask=ok[:, None] & d_ok[None, :], other=0.0)
+        return (rows - shift_chunk[None, :]) * inv_chunk[None, :]
+
+    @triton.jit
     def _tile(
         A,
         a_idx,
@@ -108,18 +116,8 @@ if triton is not None:
                 d_ok = offs < d
                 s = tl.load(inv + offs, mask=d_ok, other=0.0)
                 m = tl.load(shift + offs, mask=d_ok, other=0.0)
-                a = (
-                    tl.load(
-                        A + a_idx[:, None] * stride_a + offs[None, :], mask=a_ok[:, None] & d_ok[None, :], other=0.0
-                    )
-                    - m[None, :]
-                ) * s[None, :]
-                b = (
-                    tl.load(
-                        B + b_idx[:, None] * stride_b + offs[None, :], mask=b_ok[:, None] & d_ok[None, :], other=0.0
-                    )
-                    - m[None, :]
-                ) * s[None, :]
+                a = _scaled_chunk(A, a_idx, a_ok, stride_a, offs, d_ok, m, s)
+                b = _scaled_chunk(B, b_idx, b_ok, stride_b, offs, d_ok, m, s)
                 acc += tl.sum(tl.abs(a[:, None, :] - b[None, :, :]), axis=2)
             K = tl.exp(-acc)
         else:
@@ -131,18 +129,8 @@ if triton is not None:
                 d_ok = offs < d
                 s = tl.load(inv + offs, mask=d_ok, other=0.0)
                 m = tl.load(shift + offs, mask=d_ok, other=0.0)
-                a = (
-                    tl.load(
-                        A + a_idx[:, None] * stride_a + offs[None, :], mask=a_ok[:, None] & d_ok[None, :], other=0.0
-                    )
-                    - m[None, :]
-                ) * s[None, :]
-                b = (
-                    tl.load(
-                        B + b_idx[:, None] * stride_b + offs[None, :], mask=b_ok[:, None] & d_ok[None, :], other=0.0
-                    )
-                    - m[None, :]
-                ) * s[None, :]
+                a = _scaled_chunk(A, a_idx, a_ok, stride_a, offs, d_ok, m, s)
+                b = _scaled_chunk(B, b_idx, b_ok, stride_b, offs, d_ok, m, s)
                 dot += tl.dot(a, tl.trans(b), input_precision="ieee")
                 an += tl.sum(a * a, axis=1)
                 bn += tl.sum(b * b, axis=1)
