@@ -90,39 +90,24 @@ class _Dictionary:
         if precision == "float32":  # K(J, ·)'s dictionary side, S and L, rounded once
             self._float32 = (kernel.prepare(X[indices].float()), self._s.float(), self._L.float())
 
+    #: The attributes :meth:`state` carries, in order (the factor, not the data).
+    _STATE = ("kernel", "ridge", "_given_budget", "size", "_PJ", "_s", "_L", "precision", "_float32")
+    #: What an empty dictionary has no value for.
+    _FACTOR = ("_PJ", "_s", "_L", "_float32")
+
     def state(self) -> tuple:
         """What :meth:`from_state` needs to score rows elsewhere (a Dask worker holding a shard):
         the factor, not the data."""
-        if self.size == 0:
-            return (self.kernel, self.ridge, self._given_budget, 0, None, None, None, self.precision, None)
-        return (
-            self.kernel,
-            self.ridge,
-            self._given_budget,
-            self.size,
-            self._PJ,
-            self._s,
-            self._L,
-            self.precision,
-            self._float32,
-        )
+        empty = self.size == 0
+        return tuple(None if empty and name in self._FACTOR else getattr(self, name) for name in self._STATE)
 
     @classmethod
     def from_state(cls, state: tuple, X: torch.Tensor) -> "_Dictionary":
         """The dictionary of :meth:`state`, scoring rows of ``X`` (no new factorisation) with a
         scratch budget from this process's memory (a worker's limit, on a worker)."""
         self = cls.__new__(cls)
-        (
-            self.kernel,
-            self.ridge,
-            self._given_budget,
-            self.size,
-            self._PJ,
-            self._s,
-            self._L,
-            self.precision,
-            self._float32,
-        ) = state
+        for name, value in zip(cls._STATE, state, strict=True):
+            setattr(self, name, value)
         self.indices = None  # J's rows stay on the client: here only K(J, ·) is needed
         self.memory_budget = scratch_budget(self._given_budget, available=worker_memory_left())
         self.X = X
