@@ -17,7 +17,7 @@ from krrcore.numbers import LARGEST, SMALLEST, readable
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
 
-from krr_app.jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
+from krr_app.jobs.spec import DataSpec, FitSpec, Params, frozen  # noqa: F401  (DataSpec re-exported)
 from krr_app.settings import APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N  # noqa: F401  (re-exported)
 from krr_app.settings import EXACT_KRR_MAX_N
 
@@ -43,7 +43,7 @@ class RunConfig:
 
     data: DataSpec
     kernel: str
-    kernel_params: tuple[tuple[str, object], ...]
+    kernel_params: Params
     penalty: float
     solver: str
     M: int | None = None
@@ -51,7 +51,7 @@ class RunConfig:
     dtype: str = "float64"
     solver_seed: int = 0
     memory_budget: int | None = None  # bytes
-    solver_params: tuple[tuple[str, object], ...] = field(default=())
+    solver_params: Params = field(default=())
     eval_train: bool = False  # also record the training error every iteration
 
     @property
@@ -66,7 +66,7 @@ class RunConfig:
             solver=self.solver,
             kernel=self.kernel,
             kernel_params=self.kernel_params,
-            params=tuple(sorted(self.estimator_kwargs().items())),
+            params=frozen(self.estimator_kwargs()),
         )
 
     def memory_estimate(self, dataset):
@@ -192,8 +192,8 @@ def make_config(
     info = get_solver(solver)
     accepted = accepted_params(solver)
     names = kernel_param_names(kernel)
-    kparams = tuple(sorted((k, v) for k, v in kernel_params.items() if k in names))
-    extra = tuple(sorted((k, v) for k, v in (solver_params or {}).items() if k in accepted and k in info.knobs))
+    kparams = frozen({k: v for k, v in kernel_params.items() if k in names})
+    extra = frozen({k: v for k, v in (solver_params or {}).items() if k in accepted and k in info.knobs})
     return RunConfig(
         data=data,
         kernel=kernel,
@@ -216,7 +216,7 @@ def with_value(config: RunConfig, name: str, value) -> RunConfig:
         return replace(config, **{name: value})
     params = dict(config.solver_params)
     params[name] = value
-    return replace(config, solver_params=tuple(sorted(params.items())))
+    return replace(config, solver_params=frozen(params))
 
 
 #: What Compare's sweep can vary, with the values it offers first.

@@ -15,6 +15,14 @@ from dataclasses import dataclass, replace
 from krrcore.kernels import make_kernel
 from krrcore.registry import get_solver
 
+#: Parameters as the spec and the pages' cache keys carry them: hashable, in name order.
+Params = tuple[tuple[str, object], ...]
+
+
+def frozen(mapping) -> Params:
+    """``mapping`` as :data:`Params` (a dict's items in name order); :func:`dict` turns it back."""
+    return tuple(sorted(dict(mapping).items()))
+
 
 @dataclass(frozen=True)
 class DataSpec:
@@ -26,11 +34,11 @@ class DataSpec:
     name: str
     n: int | None = None
     seed: int = 0
-    knobs: tuple[tuple[str, object], ...] = ()
+    knobs: Params = ()
     csv_digest: str | None = None
     csv_target: str | None = None
     csv_filename: str | None = None
-    csv_options: tuple[tuple[str, object], ...] = ()
+    csv_options: Params = ()
 
     def csv_kwargs(self) -> dict:
         """``csv_options`` as from_csv's keyword arguments (``roles`` as a dict)."""
@@ -62,8 +70,8 @@ class FitSpec:
     data: DataSpec
     solver: str
     kernel: str
-    kernel_params: tuple[tuple[str, object], ...]
-    params: tuple[tuple[str, object], ...]
+    kernel_params: Params
+    params: Params
 
     def build_estimator(self):
         kernel = make_kernel(self.kernel, **dict(self.kernel_params))
@@ -74,4 +82,4 @@ class FitSpec:
         report every few, e.g. ASkotch's every B block steps): a stepped run's step is one iteration."""
         if "eval_every" not in inspect.signature(get_solver(self.solver).estimator).parameters:
             return self
-        return replace(self, params=tuple(sorted({**dict(self.params), "eval_every": 1}.items())))
+        return replace(self, params=frozen({**dict(self.params), "eval_every": 1}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from krr_app.jobs.spec import frozen
 from krr_app.teaching import links
 from krr_app.text import plain
 
@@ -40,7 +41,7 @@ def require_data(settings):
 
 def kernel_key(settings) -> tuple[str, tuple]:
     """The sidebar's kernel as plain cache-key values: (name, sorted parameter tuple)."""
-    return settings.kernel, tuple(sorted(settings.kernel_params.items()))
+    return settings.kernel, frozen(settings.kernel_params)
 
 
 def download_csv(frame: pd.DataFrame, *, key: str, filename: str, label: str = "Download data (CSV)") -> None:

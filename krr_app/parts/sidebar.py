@@ -25,6 +25,7 @@ from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
 from krrcore.registry import SOLVERS
 
+from krr_app.jobs.spec import frozen
 from krr_app import explain
 from krr_app.jobs.config import (
     APP_MAX_M,
@@ -252,7 +253,7 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
             help=info.noise_help or explain.HELP["noise"],
         )
     seed = _number("Data seed", "seed", 0, min_value=0, step=1, help=explain.HELP["seed"])
-    spec = DataSpec(name=name, n=int(n), seed=int(seed), knobs=tuple(sorted(knobs.items())))
+    spec = DataSpec(name=name, n=int(n), seed=int(seed), knobs=frozen(knobs))
     try:
         return spec, state.load_spec(spec), None
     except (ValueError, ImportError, OSError) as exc:

@@ -18,6 +18,7 @@ import streamlit as st
 from krrcore.datasets import MISSING_RULES, ROLES
 from krrcore.datasets.columns import SAMPLE_ROWS
 
+from krr_app.jobs.spec import frozen
 from krr_app import explain
 from krr_app.jobs.config import APP_MAX_N, DataSpec
 from krr_app.parts import state
@@ -141,7 +142,7 @@ def options(chosen_roles: dict, missing: str, task: str) -> tuple:
     """:attr:`~krr_app.jobs.spec.DataSpec.csv_options`: from_csv's arguments that differ from its defaults."""
     out = []
     if chosen_roles:
-        out.append(("roles", tuple(sorted(chosen_roles.items()))))
+        out.append(("roles", frozen(chosen_roles)))
     if missing != "impute":
         out.append(("missing", missing))
     if task != "auto":
@@ -257,7 +258,7 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
     chosen_roles = {c: r for c, r in roles(columns).items() if c != target}
     missing = missing_rule()
     task = links.widget(st.selectbox, "Task", options=TASKS, key="task", help=explain.HELP["task"])
-    report = state.inspect_table(raw, digest, target, tuple(sorted(chosen_roles.items())), missing, task)
+    report = state.inspect_table(raw, digest, target, frozen(chosen_roles), missing, task)
     usable = report.usable_rows or report.n_rows
     n = usable
     if usable >= 4:
