@@ -21,7 +21,7 @@ from krr_app.jobs.runs import Run
 from krr_app.jobs.surface import FitSurface, plotting_grid
 from krr_app.parts import state
 from krr_app.parts.inputs import bound_number, bound_widget, download_csv, kernel_key  # noqa: F401  (re-exported)
-from krr_app.parts.inputs import last_valid, remember, require_data  # noqa: F401  (re-exported)
+from krr_app.parts.inputs import last_valid, remember, require_data, target_rule_note  # noqa: F401  (re-exported)
 from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
 from krr_app.settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
 from krr_app.teaching import links, teacher
@@ -44,6 +44,8 @@ def data_messages(settings) -> None:
     an error when the chosen data failed (a lesson's text is drawn above every page by the sidebar)."""
     if settings.data_error:
         (st.info if settings.data is None else st.error)(settings.data_error)
+    elif settings.dataset is not None:
+        target_rule_note(settings)
 
 
 def estimate_caption(config, dataset) -> None:

@@ -120,20 +120,40 @@ def _offenders(texts: list[str]) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("dataset", list(DATASETS))
-@pytest.mark.parametrize("page", list(PAGES))
-def test_no_page_writes_a_number_in_scientific_notation_inside_the_range(app, page, dataset):
-    at = app(dataset=dataset, n=200, M=40, maxiter=4)
-    assert not at.exception, at.exception
+def _visit(at, page: str):
+    """Open ``page`` in the session of ``at``, run what it runs (its Run button), and let its
+    diagnostics settle."""
     if PAGES[page]:
         at = at.switch_page(PAGES[page]).run()
     button = RUN_BUTTONS.get(page)
     if button and any(b.key == button for b in at.button) and not at.button(key=button).disabled:
         at = wait_for_runs(at.button(key=button).click().run())
-    at = settle(at)
+    return settle(at)
+
+
+def _self_warnings(at) -> list[str]:
+    """The warnings and errors a page shows about its own settings (every one, with its defaults)."""
+    from krr_app.text import shown_as
+
+    return [shown_as(str(e.value)) for kind in ("warning", "error") for e in at.get(kind)]
+
+
+@pytest.mark.parametrize("dataset", list(DATASETS))
+def test_every_page_reads_plainly_and_its_defaults_run_without_a_warning(app, dataset):
+    """One session per data set walks every page, as a visitor would (what one page computed, the
+    next may reuse): no number in scientific notation inside the range, no tile cut with "…", and
+    no warning or error about the page's own default settings."""
+    at = app(dataset=dataset, n=200, M=40, maxiter=4)
     assert not at.exception, at.exception
-    texts = page_texts(at)
-    assert texts, "the page showed nothing"
-    assert not _offenders(texts), "\n".join(_offenders(texts))
-    tiles = [t for m in at.metric for t in (m.label, str(m.value))]
-    assert not [t for t in tiles if "…" in t], tiles
+    found = {}
+    for page in PAGES:
+        at = _visit(at, page)
+        assert not at.exception, (page, at.exception)
+        texts = page_texts(at)
+        assert texts, f"{page} showed nothing"
+        tiles = [t for m in at.metric for t in (m.label, str(m.value))]
+        problems = _offenders(texts) + [f"tile cut: {t!r}" for t in tiles if "…" in t]
+        problems += [f"warns about its defaults: {w[:300]!r}" for w in _self_warnings(at)]
+        if problems:
+            found[page] = problems
+    assert not found, "\n".join(f"{page}: {p}" for page, problems in found.items() for p in problems)
