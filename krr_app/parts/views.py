@@ -307,12 +307,15 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
             "Each fit is redrawn as its solver iterates; once all have finished, a slider shows them "
             "all after the same iteration."
         )
+    if finished:  # every fit after the slider's iteration, on one colour scale
+        pictures = {r.id: r.surface.at(iteration) for r in runs}
+        surfaces = {r.id: FitSurface(axes=r.surface.axes, values=pictures[r.id][1]) for r in runs}
+        color_range = fit_charts.shared_color_range(runs[0].data, surfaces.values())
     for row in range(0, len(runs), 2):
         for col, run in zip(st.columns(2), runs[row : row + 2]):
             with col:
                 if finished:
-                    shown, values = run.surface.at(iteration)
-                    surface = FitSurface(axes=run.surface.axes, values=values)
+                    shown, surface = pictures[run.id][0], surfaces[run.id]
                     with st.container(key=fit_target(f"{key}_{run.id}")):
                         st.markdown(
                             f"**{run.label}** "
@@ -323,7 +326,7 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
                             )
                         )
                         plot(
-                            fit_charts.fit_figure(run.data, surface),
+                            fit_charts.fit_figure(run.data, surface, color_range=color_range),
                             key=f"{key}_{run.id}",
                             filename=f"krr-fit-{run.id}-t{shown}",
                         )
