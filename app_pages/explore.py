@@ -73,8 +73,10 @@ with head:
         st.caption(storage_advice(dataset.n_train, 4 if config.dtype == "float32" else 8, config.memory_budget))
     if can_run:
         views.estimate_caption(config, dataset)
-    col_run, col_step, col_stop, col_auto, col_x = st.columns([1, 1, 1, 2, 3], vertical_alignment="center")
-    with col_run:
+    # One row of controls as wide as their labels, wrapping when it must: fixed columns cut the
+    # labels to "…" at 1,000 px. Stop is drawn once the run is known, into its place in the row.
+    controls = st.container(horizontal=True, vertical_alignment="center", key="explore_controls")
+    with controls:
         clicked = st.button(
             "Run",
             type="primary",
@@ -83,7 +85,7 @@ with head:
             help=None if can_run else "Fix the messages above first.",
             key="run",
         )
-    with col_step:
+    with controls:
         step_clicked = st.button(
             "Step",
             disabled=not can_run or (run is not None and run.active and not run.stepped),
@@ -91,7 +93,8 @@ with head:
             key="step",
             help=explain.HELP["step"],
         )
-    with col_auto:
+        col_stop = st.container(width="content")
+    with controls:
         auto_run = links.widget(
             st.toggle,
             "Run on every change",
@@ -100,7 +103,7 @@ with head:
             persist=False,
             help=f"{explain.HELP['auto_run']} Small means {SMALL_TEXT}.",
         )
-    with col_x:
+    with controls:
         x_axis = links.widget(
             st.radio,
             "x axis",
@@ -194,8 +197,6 @@ else:
         with metrics_slot:
             views.metric_cards(shown)
     if not shown.active:
-        col_csv, _ = st.columns([1, 3])
-        with col_csv:
-            views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")
+        views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")
     views.reproduce(shown.config, key="explore_notebook")
     views.explanation("residual", "falkon", "askotch", "lambda", "d_eff", "condition")

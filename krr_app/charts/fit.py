@@ -16,15 +16,33 @@ from krr_app.charts.figures import layout
 from krr_app.charts.preview import browser_values, point_traces
 
 
-def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
+def fit_figure(data, surface, *, height: int = 420, color_range: tuple[float, float] | None = None) -> go.Figure | None:
     """The fitted function (1-D data) or prediction surface (2-D data) over the points, from the
     grid predictions a worker computed (:class:`krr_app.jobs.surface.FitSurface`); None otherwise.
 
     Axes are the z-scored features the model sees; regression targets are in their own units.
+    ``color_range`` (2-D regression or two classes): the colour scale's (min, max), so that figures
+    drawn side by side colour one value alike (:func:`shared_color_range`); default: this fit's own.
     """
     if surface is None or data.d not in (1, 2):
         return None
-    return (_fit_1d if data.d == 1 else _fit_2d)(data, surface, height)
+    if data.d == 1:
+        return _fit_1d(data, surface, height)
+    return _fit_2d(data, surface, height, color_range)
+
+
+def shared_color_range(data, surfaces) -> tuple[float, float] | None:
+    """One colour scale for fits of ``data`` shown side by side: (min, max) of f over all their
+    grids (regression), ±max|f| (two classes: white stays f = 0); None when there is no scale."""
+    shown = [fit_display(data, s.values) for s in surfaces if s is not None]
+    shown = [v[np.isfinite(v)] for v in shown]
+    shown = [v for v in shown if v.size]
+    if data.d != 2 or data.task not in ("regression", "binary") or not shown:
+        return None
+    if data.task == "binary":
+        bound = max(float(np.abs(v).max()) for v in shown) or 1.0
+        return -bound, bound
+    return min(float(v.min()) for v in shown), max(float(v.max()) for v in shown)
 
 
 #: The fit figure's traces that a new picture of the model changes (the live chart's fit panel
@@ -84,7 +102,7 @@ def _zero_crossings(z: np.ndarray) -> np.ndarray:
     return np.rint(z * (32767 / (float(np.abs(z).max()) or 1.0))).astype(np.int16)
 
 
-def _fit_2d(data, surface, height):
+def _fit_2d(data, surface, height, color_range=None):
     (gx, gy) = surface.axes
     shape = (len(gy), len(gx))
     gx, gy = browser_values(gx), browser_values(gy)
@@ -97,13 +115,14 @@ def _fit_2d(data, surface, height):
                 y=gy,
                 z=browser_values(z),
                 colorscale="Viridis",
+                **({"zmin": color_range[0], "zmax": color_range[1]} if color_range else {}),
                 opacity=0.75,
                 name=FIT_SURFACE,
                 colorbar={"title": data.target_name},
             )
         )
     elif data.task == "binary":
-        bound = float(np.nanmax(np.abs(z))) or 1.0
+        bound = color_range[1] if color_range else float(np.nanmax(np.abs(z))) or 1.0
         fig.add_trace(
             go.Contour(
                 x=gx,

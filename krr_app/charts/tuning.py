@@ -21,6 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from krrcore.numbers import readable
 from krrcore.tuning import OBJECTIVES, STAGES
 
 from krr_app.charts.figures import PALETTE, layout, metric_title
@@ -166,7 +167,7 @@ def map_figure(grid: dict | None, frame: pd.DataFrame, *, height: int = 440) -> 
                 x=[math.log10(best["λ"])],
                 y=[math.log10(best["σ (geometric mean)"])],
                 mode="markers",
-                name=f"tuned (σ = {best['σ (geometric mean)']:.3g}, λ = {best['λ']:.2g})",
+                name=f"tuned (σ = {readable(best['σ (geometric mean)'], 3)}, λ = {readable(best['λ'], 2)})",
                 marker={"symbol": "star", "size": 18, "color": "#ffd700", "line": {"width": 1, "color": "black"}},
             )
         )

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from krr_app.jobs.spec import frozen
+from krr_app.parts import upload
 from krr_app.teaching import links
 from krr_app.text import plain
 
@@ -23,7 +24,16 @@ def bound_number(label: str, key: str, default, **kwargs):
 
 
 def bound_widget(widget, label: str, key: str, default, **kwargs):
-    """Any widget (``st.select_slider``, ``st.selectbox``, ...) bound to the URL, with a first-visit default."""
+    """Any widget (``st.select_slider``, ``st.selectbox``, ...) bound to the URL, with a first-visit default.
+
+    A choice shown through a ``format_func`` goes through :func:`krr_app.teaching.links.widget`'s
+    ``url_keys``: Streamlit's binding would write the shown label in the URL, links carry the key."""
+    if widget in (st.selectbox, st.radio, st.multiselect) and "format_func" in kwargs:
+        if widget is st.multiselect:
+            kwargs.setdefault("default", list(default))
+        else:
+            kwargs.setdefault("index", list(kwargs["options"]).index(default))
+        return links.widget(widget, label, key=key, url_keys=True, **kwargs)
     links.check(widget, key, kwargs, default=default)
     st.session_state.setdefault(key, default)
     kwargs["disabled"] = kwargs.get("disabled", False) or links.locked(key)
@@ -31,12 +41,25 @@ def bound_widget(widget, label: str, key: str, default, **kwargs):
 
 
 def require_data(settings):
-    """The sidebar's dataset, or a message and ``st.stop()`` when there is none (nothing to diagnose)."""
+    """The sidebar's dataset, or a message and ``st.stop()`` when there is none (nothing to diagnose);
+    an uploaded table's target taken by the rule is said first (:func:`target_rule_note`)."""
     if settings.dataset is None:
         message = settings.data_error or "Choose a dataset in the sidebar."
         (st.info if settings.data is None else st.error)(message)
         st.stop()
+    target_rule_note(settings)
     return settings.dataset
+
+
+def target_rule_note(settings) -> None:
+    """Above everything a page computes for an uploaded table whose target no one chose: which
+    column the rule took (:func:`krr_app.parts.upload.target_rule`), and where to choose another."""
+    spec = settings.data
+    if spec is None or not spec.csv_digest or spec.csv_target is None:
+        return
+    rule = upload.target_rule(spec.csv_digest, spec.csv_target)
+    if rule:
+        st.info(rule, icon=":material/ads_click:")
 
 
 def kernel_key(settings) -> tuple[str, tuple]:

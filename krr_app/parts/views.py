@@ -21,7 +21,7 @@ from krr_app.jobs.runs import Run
 from krr_app.jobs.surface import FitSurface, plotting_grid
 from krr_app.parts import background, state
 from krr_app.parts.inputs import bound_number, bound_widget, download_csv, kernel_key  # noqa: F401  (re-exported)
-from krr_app.parts.inputs import last_valid, remember, require_data  # noqa: F401  (re-exported)
+from krr_app.parts.inputs import last_valid, remember, require_data, target_rule_note  # noqa: F401  (re-exported)
 from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
 from krr_app.settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
 from krr_app.teaching import links, teacher
@@ -44,6 +44,8 @@ def data_messages(settings) -> None:
     an error when the chosen data failed (a lesson's text is drawn above every page by the sidebar)."""
     if settings.data_error:
         (st.info if settings.data is None else st.error)(settings.data_error)
+    elif settings.dataset is not None:
+        target_rule_note(settings)
 
 
 def estimate_caption(config, dataset) -> None:
@@ -305,12 +307,15 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
             "Each fit is redrawn as its solver iterates; once all have finished, a slider shows them "
             "all after the same iteration."
         )
+    if finished:  # every fit after the slider's iteration, on one colour scale
+        pictures = {r.id: r.surface.at(iteration) for r in runs}
+        surfaces = {r.id: FitSurface(axes=r.surface.axes, values=pictures[r.id][1]) for r in runs}
+        color_range = fit_charts.shared_color_range(runs[0].data, surfaces.values())
     for row in range(0, len(runs), 2):
         for col, run in zip(st.columns(2), runs[row : row + 2]):
             with col:
                 if finished:
-                    shown, values = run.surface.at(iteration)
-                    surface = FitSurface(axes=run.surface.axes, values=values)
+                    shown, surface = pictures[run.id][0], surfaces[run.id]
                     with st.container(key=fit_target(f"{key}_{run.id}")):
                         st.markdown(
                             f"**{run.label}** "
@@ -321,7 +326,7 @@ def fits_side_by_side(runs: list[Run], *, key: str) -> None:
                             )
                         )
                         plot(
-                            fit_charts.fit_figure(run.data, surface),
+                            fit_charts.fit_figure(run.data, surface, color_range=color_range),
                             key=f"{key}_{run.id}",
                             filename=f"krr-fit-{run.id}-t{shown}",
                         )

@@ -8,6 +8,7 @@ wait for the runs (``wait_for_runs``) and rerun the script themselves.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -335,6 +336,16 @@ def test_compare_overlays_solvers_with_table_and_removal(app):
     assert all(r.status == "done" for r in runs)
     # Two figures (iterations, seconds), each overlaying both runs in both panels; the two fits.
     assert len(at.get("plotly_chart")) == 4 and len(_chart_points(at, 0)) == 4
+    # The two fits on one colour scale: ±max|f| over both grids, so one colour means one f.
+    surfaces = [
+        next(t for t in json.loads(chart.proto.spec)["data"] if t.get("name") == fit_charts.FIT_SURFACE)
+        for chart in at.get("plotly_chart")[2:]
+    ]
+    scales = [(t["zmin"], t["zmax"]) for t in surfaces]
+    grids = [np.frombuffer(base64.b64decode(t["z"]["bdata"]), dtype=t["z"]["dtype"]) for t in surfaces]
+    bounds = [float(np.abs(z).max()) for z in grids]
+    assert scales[0] == scales[1] and bounds[0] != pytest.approx(bounds[1]), (scales, bounds)
+    assert scales[0] == pytest.approx((-max(bounds), max(bounds)), rel=1e-6), (scales, bounds)
     table = at.dataframe[0].value
     assert list(table["status"]) == ["done", "done"]
     assert table["test classification error"].between(0, 0.3).all()

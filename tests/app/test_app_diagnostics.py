@@ -284,6 +284,32 @@ def test_a_target_taken_by_the_rule_is_said_above_the_report_until_one_is_chosen
     assert metrics(at)["Task"] == "regression" and at.dataframe[0].value["column"].iloc[0] == "price"
 
 
+def test_every_page_computing_for_a_target_taken_by_the_rule_says_so_first(app):
+    """Explore, Compare, Tune, Conditioning and Leverage compute for the uploaded table's target: while
+    no one chose it, each page's main area opens with the rule that took it (its first element), not
+    only the sidebar; once a target is chosen, no page says it any more."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"price": 1000 + 500 * rng.random(60), "trend": np.arange(60)})
+    at = upload(app(auto_run="false", **SMALL), "computers.csv", frame.to_csv(index=False).encode())
+    rule = "Target: “trend”, the table's last column (the rule when none is chosen)."
+    pages = {"explore": "app_pages/explore.py", "compare": "app_pages/compare.py", "tune": "app_pages/tune.py", **PAGES}
+    del pages["dataset"]  # its report says it (the test above)
+    for page, path in pages.items():
+        at = at.switch_page(path).run()
+        assert not at.exception, (page, at.exception)
+        said = [shown_as(i.value) for i in at.main.info if "the rule when none is chosen" in i.value]
+        assert len(said) == 1 and said[0].startswith(rule), (page, said)
+        # Above everything computed: no chart, tile, table or picture comes before it.
+        order = [e.type for e in at.main if e.type in ("plotly_chart", "metric", "arrow_data_frame", "imgs", "info")]
+        said_at = next(i for i, e in enumerate(at.main) if e.type == "info" and "the rule when" in e.value)
+        computed = [i for i, e in enumerate(at.main) if e.type in ("plotly_chart", "metric", "arrow_data_frame")]
+        assert not computed or said_at < min(computed), (page, order)
+    at = at.selectbox(key="csv_target").set_value("price").run()
+    for page, path in pages.items():
+        at = at.switch_page(path).run()
+        assert not [i for i in at.main.info if "the rule when none is chosen" in i.value], page
+
+
 @pytest.mark.parametrize(
     "content, message",
     [

@@ -1,11 +1,11 @@
 """Numbers a person reads: one format (krrcore.numbers.readable) on every page, for every shipped
 data set, and a regression's errors in the target's own units.
 
-The sweep opens each page with its default settings on each data set (n kept small so that it
-runs in minutes), runs what the page runs, and reads every text a person sees: tiles, captions,
-messages, table headers, chart titles, legends, axis titles, hover templates and the SVG pictures'
-labels. None may write a number between 10⁻³ and 10⁹ in scientific notation, and no tile may hold
-a "…".
+The sweep opens every page in one session per shipped data set, with the default settings (n kept
+small so that it runs in minutes), runs what the page runs, and reads every text a person sees:
+tiles, captions, messages, table headers, chart titles, legends, axis titles, hover templates and
+the SVG pictures' labels. None may write a number between 10⁻³ and 10⁹ in scientific notation, no
+tile may hold a "…", and no page may warn about its own default settings.
 """
 
 from __future__ import annotations
@@ -120,20 +120,56 @@ def _offenders(texts: list[str]) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("dataset", list(DATASETS))
-@pytest.mark.parametrize("page", list(PAGES))
-def test_no_page_writes_a_number_in_scientific_notation_inside_the_range(app, page, dataset):
-    at = app(dataset=dataset, n=200, M=40, maxiter=4)
-    assert not at.exception, at.exception
+def _visit(at, page: str):
+    """Open ``page`` in the session of ``at``, run what it runs (its Run button), and let its
+    diagnostics settle."""
     if PAGES[page]:
         at = at.switch_page(PAGES[page]).run()
     button = RUN_BUTTONS.get(page)
     if button and any(b.key == button for b in at.button) and not at.button(key=button).disabled:
         at = wait_for_runs(at.button(key=button).click().run())
-    at = settle(at)
+    return settle(at)
+
+
+def _self_warnings(at) -> list[str]:
+    """The warnings and errors a page shows about its own settings (every one, with its defaults)."""
+    from krr_app.text import shown_as
+
+    return [shown_as(str(e.value)) for kind in ("warning", "error") for e in at.get(kind)]
+
+
+#: Data sets on which a page still warns about its defaults, with what it says (known, not loosened).
+KNOWN_DEFAULT_WARNINGS = {
+    "clustered_outliers": "Tune's default search (M from the sidebar, not searched) on n = 200 ends on the λ "
+    "search's lower bound, 1e-7 for float64, and says so: the dense clusters ask for less regularisation "
+    "than the bound gives (the page's suggestion: a larger M)",
+}
+
+
+@pytest.mark.parametrize(
+    "dataset",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_DEFAULT_WARNINGS[name], strict=True))
+        if name in KNOWN_DEFAULT_WARNINGS
+        else name
+        for name in DATASETS
+    ],
+)
+def test_every_page_reads_plainly_and_its_defaults_run_without_a_warning(app, dataset):
+    """One session per data set walks every page, as a visitor would (what one page computed, the
+    next may reuse): no number in scientific notation inside the range, no tile cut with "…", and
+    no warning or error about the page's own default settings."""
+    at = app(dataset=dataset, n=200)  # every other setting at its default; n small, so it runs in seconds
     assert not at.exception, at.exception
-    texts = page_texts(at)
-    assert texts, "the page showed nothing"
-    assert not _offenders(texts), "\n".join(_offenders(texts))
-    tiles = [t for m in at.metric for t in (m.label, str(m.value))]
-    assert not [t for t in tiles if "…" in t], tiles
+    found = {}
+    for page in PAGES:
+        at = _visit(at, page)
+        assert not at.exception, (page, at.exception)
+        texts = page_texts(at)
+        assert texts, f"{page} showed nothing"
+        tiles = [t for m in at.metric for t in (m.label, str(m.value))]
+        problems = _offenders(texts) + [f"tile cut: {t!r}" for t in tiles if "…" in t]
+        problems += [f"warns about its defaults: {w[:300]!r}" for w in _self_warnings(at)]
+        if problems:
+            found[page] = problems
+    assert not found, "\n".join(f"{page}: {p}" for page, problems in found.items() for p in problems)

@@ -18,11 +18,15 @@ pytestmark = pytest.mark.browser
 
 NARROW = {"width": 1000, "height": 1500}
 
-#: Elements inside the metric tiles whose text is wider than their box (cut, or "…" drawn by CSS).
+#: Elements of the metric tiles, and the main area's buttons and widget labels (Run, Step, Stop, "Run
+#: on every change", the downloads), whose text is wider than their box (cut, or "…" drawn by CSS).
 _OVERFLOWING = """() => [...document.querySelectorAll(
-    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *')]
+    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *, '
+    + '[data-testid="stMainBlockContainer"] button *, [data-testid="stMainBlockContainer"] label *')]
+  .filter(e => e.offsetParent !== null && e.innerText && e.innerText.trim())
   .filter(e => e.scrollWidth > e.clientWidth + 1 || getComputedStyle(e).textOverflow === 'ellipsis'
-               && getComputedStyle(e).overflow === 'hidden' && getComputedStyle(e).whiteSpace === 'nowrap')
+               && getComputedStyle(e).overflow === 'hidden' && getComputedStyle(e).whiteSpace === 'nowrap'
+               && e.scrollWidth > e.clientWidth)
   .map(e => e.innerText)"""
 
 
