@@ -258,11 +258,11 @@ else:
         )
 
     def _apply(values: dict) -> None:
-        lo, hi = sidebar.LOG_LAMBDA_RANGE
+        lo, hi = sidebar.LOG10_PENALTY_RANGE
         st.session_state["kernel"] = values["kernel"]
         for name, value in values["kernel_params"].items():  # sidebar keys are the parameter names
             st.session_state[name] = float(f"{value:.4g}") if name == "sigma" else value
-        st.session_state["log_lambda"] = min(hi, max(lo, round(math.log10(values["penalty"]) * 4) / 4))
+        st.session_state["log10_penalty"] = min(hi, max(lo, round(math.log10(values["penalty"]) * 4) / 4))
         st.session_state["M"] = int(values["M"])
 
     st.button(

@@ -25,7 +25,7 @@ SAMPLER_LABELS = {
     "uniform": "Uniform",
 }
 DEFAULT_ROWS = 500
-LOG_LAMBDA_RANGE = (-8.0, 0.0)
+LOG10_PENALTY_RANGE = (-8.0, 0.0)
 
 settings = sidebar.current()
 st.title("Leverage scores")
@@ -55,13 +55,13 @@ with col_method:
         help="The sampler whose approximate scores ℓ̃ (Eq. 3) are compared with the exact ones.",
     )
 with col_lambda:
-    log_lambda = views.bound_widget(
+    log10_penalty = views.bound_widget(
         st.slider,
         "log₁₀ λ of the leverage scores",
-        "lev_log_lambda",
+        "lev_log10_penalty",
         -3.0,
-        min_value=LOG_LAMBDA_RANGE[0],
-        max_value=LOG_LAMBDA_RANGE[1],
+        min_value=LOG10_PENALTY_RANGE[0],
+        max_value=LOG10_PENALTY_RANGE[1],
         step=0.25,
         help="The λ in ℓ(i, λ). BLESS's λ is usually much larger than FALKON's: it only "
         "has to resolve the scale the M centres can represent.",
@@ -79,7 +79,7 @@ with col_q2:
             disabled=method == "uniform",
         )
     )
-leverage_penalty = 10.0**log_lambda
+leverage_penalty = 10.0**log10_penalty
 
 X, data_key, caption = views.training_rows(dataset, settings.data, rows, seed=settings.solver_seed)
 n = X.shape[0]

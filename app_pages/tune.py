@@ -174,7 +174,7 @@ def _apply(estimator) -> None:
     values = {
         "kernel": "gaussian",
         "sigma": float(f"{sigma:.6g}"),
-        "log_lambda": round(math.log10(estimator.penalty_), 4),
+        "log10_penalty": round(math.log10(estimator.penalty_), 4),
         "M": int(estimator.centers_.shape[0]),
         "solver": "falkon_bless" if estimator.centers_choice_ == "bless" else "falkon",
     }

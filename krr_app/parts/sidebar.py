@@ -45,7 +45,7 @@ CSV_OPTION = upload.CSV_OPTION
 DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
 DEFAULT_SOLVER = "falkon"
 DEFAULT_M = 100
-LOG_LAMBDA_RANGE = (-12.0, 1.0)
+LOG10_PENALTY_RANGE = (-12.0, 1.0)
 SETTINGS_KEY = "_krr_settings"
 DATA_KEY = "_krr_data"
 FINISH_KEY = "_krr_sidebar_rest"  # this script run's rest of the sidebar, until a page asks for it
@@ -148,8 +148,8 @@ def _kernel_defaults(kernel: str) -> dict:
     return {k: p.default for k, p in params.items() if k != "self" and p.default is not inspect.Parameter.empty}
 
 
-def _log_lambda(penalty: float) -> float:
-    lo, hi = LOG_LAMBDA_RANGE
+def _log10_penalty(penalty: float) -> float:
+    lo, hi = LOG10_PENALTY_RANGE
     return min(hi, max(lo, round(math.log10(penalty) * 4) / 4))
 
 
@@ -170,7 +170,7 @@ def _apply_dataset_suggestions() -> None:
     st.session_state["kernel"] = kernel
     for param, value in suggested.items():
         st.session_state[param] = value
-    st.session_state["log_lambda"] = _log_lambda(info.suggested_penalty)
+    st.session_state["log10_penalty"] = _log10_penalty(info.suggested_penalty)
 
 
 def _apply_solver_defaults() -> None:
@@ -270,7 +270,7 @@ def _apply_table_suggestions(dataset, key: tuple) -> None:
     st.session_state["kernel"] = suggested.pop("name", "gaussian")
     for param, value in suggested.items():
         st.session_state[param] = float(f"{value:.4g}") if isinstance(value, float) else value
-    st.session_state["log_lambda"] = _log_lambda(dataset.suggested_penalty)
+    st.session_state["log10_penalty"] = _log10_penalty(dataset.suggested_penalty)
 
 
 def _suggestions(dataset) -> tuple[dict, float]:
@@ -333,17 +333,17 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
                 step=1 if is_int else 0.1,
                 max_value=KERNEL_MAXIMA.get(name),
             )
-    log_lambda = links.widget(
+    log10_penalty = links.widget(
         st.slider,
         "log₁₀ λ (regularisation)",
-        min_value=LOG_LAMBDA_RANGE[0],
-        max_value=LOG_LAMBDA_RANGE[1],
-        value=_log_lambda(suggested_penalty),
+        min_value=LOG10_PENALTY_RANGE[0],
+        max_value=LOG10_PENALTY_RANGE[1],
+        value=_log10_penalty(suggested_penalty),
         step=0.25,
-        key="log_lambda",
+        key="log10_penalty",
         help=explain.HELP["lambda"],
     )
-    penalty = 10.0**log_lambda
+    penalty = 10.0**log10_penalty
     st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
     M = _number(
         "M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10, help=explain.HELP["M"]

@@ -26,7 +26,7 @@ between ``+++`` lines (TOML is read by the standard library's ``tomllib``)::
 
 Each ``## `` heading starts a step; its optional ``+++`` block holds the settings the step
 applies. A setting's name is the URL parameter of the control it sets (``dataset``, ``n``,
-``log_lambda``, ``M``, ``solver``, ``dtype``, ``cmp_solvers``, ... — see
+``log10_penalty``, ``M``, ``solver``, ``dtype``, ``cmp_solvers``, ... — see
 :func:`krr_app.teaching.links.known_parameters`), plus ``page`` (explore, compare, conditioning, leverage,
 dataset, tune). Steps add up: step k's experiment is the settings of steps 1..k, later steps
 overriding earlier ones, so a link to any step (``?lesson=<name>&step=<k>``) sets the same
@@ -36,7 +36,6 @@ experiment as walking there with Next. A setting goes through the same check as 
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,9 +119,7 @@ def _check_settings(settings: dict, where: str) -> tuple[tuple[tuple[str, object
         raise LessonError(f"{where}: page = {page!r} is not one of {', '.join(PAGES)}")
     for key, value in settings.items():
         if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise LessonError(f"{where}: {key!r} is not a setting of this app{hint}")
+            raise LessonError(f"{where}: {key!r} is not a setting of this app{links.unknown_hint(key, known)}")
         items = value if isinstance(value, list) else [value]
         if not all(isinstance(v, (str, int, float, bool)) for v in items):
             raise LessonError(f"{where}: {key} = {value!r} must be a number, a string, true/false or a list")

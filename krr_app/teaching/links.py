@@ -11,7 +11,9 @@ widget's own arguments — its options, ``min_value``, ``max_value``, integer or
   minimum: **refused**, the widget's default is used;
 * above the maximum: **adjusted** to the maximum (the largest this server allows);
 * a parameter given twice (``?M=50&M=60``): the last one is used, and the repetition is named;
-* a name the app does not read (``?lamda=...``): ignored and named, with the closest known name.
+* a name the app does not read (``?lamda=...``): ignored and named, with the closest known name;
+* a name the app used to read (:data:`RENAMED`, e.g. ``?log_lambda=``): read under its new name,
+  and the renaming named.
 
 A teacher's link (:mod:`krr_app.teaching.teacher`: ``?hide=``, ``?lock=``, ``?present=``) is checked the
 same way: a name that is no control is refused and named.
@@ -52,6 +54,10 @@ LESSON_PARAMS = ("lesson", "step")
 TEACHER_PARAMS = ("hide", "lock", "present")
 TEACHER_KEY = "_krr_teacher_view"
 
+#: URL parameters that were renamed, old name → new: an old link still sets what it set, and says so.
+#: (λ keeps one name from the link to the solver: ``log10_penalty`` is log₁₀ of ``penalty``.)
+RENAMED = {"log_lambda": "log10_penalty", "lev_log_lambda": "lev_log10_penalty"}
+
 _BIND = {"bind": "query-params"}
 _SESSION = {"persist_state": "session"}
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -69,7 +75,7 @@ def known_parameters() -> frozenset[str]:
         "seed",
         "kernel",
         "sigma",
-        "log_lambda",
+        "log10_penalty",
         "M",
         "solver",
         "maxiter",
@@ -99,7 +105,7 @@ def known_parameters() -> frozenset[str]:
         "rank",  # Conditioning
         "lev_n",
         "lev_method",
-        "lev_log_lambda",
+        "lev_log10_penalty",
         "lev_q2",  # Leverage scores
         "data_n",
         "missing",
@@ -113,6 +119,19 @@ def known_parameters() -> frozenset[str]:
         "tune_find_M",
     }  # Tune
     return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS) | set(TEACHER_PARAMS))
+
+
+#: Words a user may type for a parameter, and the parameter meant (for "did you mean …?").
+SYNONYMS = {**RENAMED, "lambda": "log10_penalty", "penalty": "log10_penalty", "lev_lambda": "lev_log10_penalty"}
+
+
+def unknown_hint(name: str, known) -> str:
+    """What to say of a name that is not in ``known``: its new name if it was renamed, else the
+    closest known name (a synonym such as ``lambda`` counts as the parameter it means), or ""."""
+    if name in RENAMED:
+        return f" (it is now called {RENAMED[name]!r})"
+    close = difflib.get_close_matches(name, sorted(set(known) | set(SYNONYMS)), n=1)
+    return f" (did you mean {SYNONYMS.get(close[0], close[0])!r}?)" if close else ""
 
 
 def controls() -> frozenset[str]:
@@ -373,17 +392,30 @@ def show_notes() -> None:
 
 # -- reading the URL -----------------------------------------------------------------------------
 def read_url_once() -> None:
-    """On a session's first script run: name and drop the parameters no page reads."""
+    """On a session's first script run: read renamed parameters under their new names, and name
+    and drop the parameters no page reads."""
     if st.session_state.get(URL_READ_KEY):
         return
     st.session_state[URL_READ_KEY] = True
+    renamed = [old for old in RENAMED if old in st.query_params]
+    for old in renamed:
+        new = RENAMED[old]
+        given = st.query_params.get_all(old)
+        del st.query_params[old]
+        if new in st.query_params:
+            add_note(
+                Note(old, ", ".join(given), f"is now called {new!r}, which the link also gives — that one is used")
+            )
+        else:
+            st.query_params[new] = given
+            add_note(Note(old, ", ".join(given), f"is now called {new!r} — read as {new}"))
     known = known_parameters()
     for key in [k for k in st.query_params if k not in known]:
         given = ", ".join(st.query_params.get_all(key))
-        close = difflib.get_close_matches(key, sorted(known), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        add_note(Note(key, given, f"is not a parameter of this app — ignored{hint}"))
+        add_note(Note(key, given, f"is not a parameter of this app — ignored{unknown_hint(key, known)}"))
         del st.query_params[key]
+    if renamed:
+        st.rerun()  # a bound widget seeds from the URL the run started with: start again from the new one
 
 
 def _from_url(key: str, rule: Rule, bound: bool = True) -> None:

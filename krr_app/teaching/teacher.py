@@ -1,7 +1,7 @@
 """A teacher's link: which controls students see, and the presenter view.
 
 ``?hide=solver,kernel,dataset`` hides those controls (named by their URL parameter; the run uses
-the link's or the default value), ``?lock=M,log_lambda`` shows them read-only, and ``?present=1``
+the link's or the default value), ``?lock=M,log10_penalty`` shows them read-only, and ``?present=1``
 is the presenter view for a projector: larger type, the sidebar collapsed, one chart per row
 (the live convergence chart's two panels one above the other). Like every link value they are
 checked (:mod:`krr_app.teaching.links`): a name that is no control is named in the link's message and
@@ -11,7 +11,6 @@ page, so it survives page switches and a copied link carries it.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 import streamlit as st
@@ -37,9 +36,11 @@ def _names(param: str, raw: list[str]) -> frozenset[str]:
     """The control names of ``?param=a,b&param=c``; a name that is no control is named and dropped."""
     known = links.controls()
     names = [n.strip() for text in raw for n in text.split(",") if n.strip()]
+    for name in dict.fromkeys(n for n in names if n in links.RENAMED):
+        links.add_note(links.Note(param, name, f"is now called {links.RENAMED[name]!r} — read as that"))
+    names = [links.RENAMED.get(n, n) for n in names]
     for name in dict.fromkeys(n for n in names if n not in known):
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = links.unknown_hint(name, known)
         links.add_note(links.Note(param, name, f"names no control of this app — ignored{hint}"))
     return frozenset(n for n in names if n in known)
 

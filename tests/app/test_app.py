@@ -151,10 +151,10 @@ def test_reproduce_snippet_gives_the_same_model():
 
 def test_url_sets_the_view(app):
     """(Lessons, and what a lesson hides, are tested in tests/app/test_lessons.py.)"""
-    at = app(dataset="sine1d", M=30, log_lambda=-6, solver="nystrom_direct")
+    at = app(dataset="sine1d", M=30, log10_penalty=-6, solver="nystrom_direct")
     assert at.selectbox(key="dataset").value == "sine1d"
     assert at.number_input(key="M").value == 30
-    assert at.slider(key="log_lambda").value == -6.0
+    assert at.slider(key="log10_penalty").value == -6.0
     assert at.selectbox(key="solver").value == "nystrom_direct"
     labels = {w.label for w in at.number_input} | {w.label for w in at.radio}
     assert {"dtype", "Solver seed"} <= labels
@@ -168,7 +168,7 @@ def test_changing_dataset_applies_its_suggestions_and_median_button(app):
 
     info = DATASETS["sine1d"]
     assert at.number_input(key="sigma").value == info.suggested_sigma
-    assert at.slider(key="log_lambda").value == round(math.log10(info.suggested_penalty) * 4) / 4
+    assert at.slider(key="log10_penalty").value == round(math.log10(info.suggested_penalty) * 4) / 4
     at.button(key="median_sigma").click().run()
     expected = median_heuristic(load("sine1d", n=info.default_n, seed=0, noise=0.2).X_train)
     assert at.number_input(key="sigma").value == pytest.approx(expected, rel=1e-3)
@@ -241,9 +241,9 @@ def test_step_computes_one_iteration_per_press_and_run_goes_on_from_there(app):
 def test_going_back_to_a_configuration_already_run_is_instant(app):
     at = wait_for_runs(_click_run(app(**SMALL, solver="nystrom_direct")))
     first = at.session_state["explore_run"]
-    at.slider(key="log_lambda").set_value(-5.0).run()
+    at.slider(key="log10_penalty").set_value(-5.0).run()
     assert "Showing the last run" in _texts(at.caption)
-    at.slider(key="log_lambda").set_value(-3.0).run()
+    at.slider(key="log10_penalty").set_value(-3.0).run()
     assert "Showing the last run" not in _texts(at.caption)
     assert "finished" in _texts(at.success)
     assert at.session_state["_krr_runs"].runs() == [first]  # reused, not re-run

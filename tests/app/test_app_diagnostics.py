@@ -83,7 +83,7 @@ def dense_kappa(A: np.ndarray) -> float:
 
 
 def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app):
-    at = open_page(app, "conditioning", log_lambda=-3)
+    at = open_page(app, "conditioning", log10_penalty=-3)
     assert not at.exception and not errors(at)
     shown = metrics(at)
     X = moons_train()
@@ -94,7 +94,7 @@ def test_conditioning_numbers_match_dense_algebra_and_move_with_lambda_and_M(app
     assert kappa_H > 1e5 and kappa_W < 100 and kappa_H / kappa_W > 1e4  # FALKON's preconditioner at work
     assert "At λ = 0.001, M = 40" in [s.value for s in at.subheader]
 
-    at = settle(at.slider(key="log_lambda").set_value(-1.0).run())
+    at = settle(at.slider(key="log10_penalty").set_value(-1.0).run())
     at = settle(at.number_input(key="M").set_value(20).run())
     shown = metrics(at)
     assert "At λ = 0.1, M = 20" in [s.value for s in at.subheader]
@@ -131,7 +131,7 @@ def test_askotch_blocks_are_preconditioned_and_get_L_matches_the_exact_top_eigen
 def test_askotch_whole_partition_constants_match_dense_algebra(app):
     """The page shows the partition the ASkotch solver itself builds (same seed), and its μ_P,
     λ_min(K + λnI) and Theorem 5.1's factors agree with dense eigensolves done here."""
-    at = open_page(app, "conditioning", blocks=4, rank=10, log_lambda=-3)
+    at = open_page(app, "conditioning", blocks=4, rank=10, log10_penalty=-3)
     assert not at.exception and not errors(at)
     shown = metrics(at)
     X = torch.as_tensor(moons_train(), dtype=torch.float64)
@@ -189,7 +189,7 @@ def test_the_default_rank_is_capped_at_the_block_size_without_a_warning(app):
 
 
 def test_leverage_page_scores_agree_with_the_trace_formula(app):
-    at = open_page(app, "leverage", lev_log_lambda=-2)
+    at = open_page(app, "leverage", lev_log10_penalty=-2)
     assert not at.exception and not errors(at)
     X = moons_train()
     n = len(X)
@@ -216,9 +216,9 @@ def test_leverage_page_scores_agree_with_the_trace_formula(app):
 
 
 def test_leverage_penalty_above_the_kernel_scale_is_an_error_and_keeps_the_scores(app):
-    at = open_page(app, "leverage", lev_log_lambda=-2)
+    at = open_page(app, "leverage", lev_log10_penalty=-2)
     before = metrics(at)["d_eff(λ) exact"]
-    at = settle(at.slider(key="lev_log_lambda").set_value(0.0).run())  # λ = 1 = κ² of a Gaussian kernel
+    at = settle(at.slider(key="lev_log10_penalty").set_value(0.0).run())  # λ = 1 = κ² of a Gaussian kernel
     assert any("is not below the kernel scale" in e for e in errors(at))
     assert metrics(at)["d_eff(λ) exact"] == before
 
@@ -243,7 +243,7 @@ def test_dataset_page_reports_shape_distance_and_suggestions(app):
     # The button copies the suggestion into the sidebar's widgets.
     at.button(key="data_apply").click().run()
     assert at.number_input(key="M").value == int(shown["M"].replace(",", ""))
-    assert at.slider(key="log_lambda").value == -3.0 and at.number_input(key="sigma").value == 0.5
+    assert at.slider(key="log10_penalty").value == -3.0 and at.number_input(key="sigma").value == 0.5
 
 
 def upload(at, name: str, content: bytes):

@@ -71,7 +71,7 @@ def test_an_uploaded_csv_gets_its_suggested_sigma_like_a_built_in_set(app):
     expected = from_csv(io.BytesIO(content), "target").suggested_kernel["sigma"]
     assert expected == pytest.approx(median_heuristic(from_csv(io.BytesIO(content), "target").X_train, max_points=1000))
     assert at.number_input(key="sigma").value == pytest.approx(expected, rel=1e-3) and not math.isclose(expected, 1)
-    assert at.slider(key="log_lambda").value == -4.0  # the CSV's suggested λ = 1e-4
+    assert at.slider(key="log10_penalty").value == -4.0  # the CSV's suggested λ = 1e-4
     # A change by the user stays (the suggestion is applied once per file and target).
     at = at.number_input(key="sigma").set_value(0.7).run()
     assert at.number_input(key="sigma").value == 0.7

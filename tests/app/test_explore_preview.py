@@ -57,7 +57,7 @@ def test_small_problems_run_by_themselves_on_every_change(app):
     assert at.toggle(key="auto_run").value is True
     assert [r.status for r in at.session_state["_krr_runs"].runs()] == ["done"]
     assert SMALL_TEXT in at.toggle(key="auto_run").help
-    at = wait_for_runs(at.slider(key="log_lambda").set_value(-5.0).run())
+    at = wait_for_runs(at.slider(key="log10_penalty").set_value(-5.0).run())
     runs = at.session_state["_krr_runs"].runs()
     assert [r.config.penalty for r in runs] == [1e-3, 1e-5] and "finished" in _texts(at.success)
     # The finished run's fit goes beside the data's picture, which stays (a decision surface over the points).
@@ -148,7 +148,7 @@ def test_the_picture_is_drawn_before_the_model_and_solver_controls(app, monkeypa
         drawn_before.append(
             {
                 k
-                for k in ("dataset", "n", "seed", "kernel", "sigma", "log_lambda", "M", "solver")
+                for k in ("dataset", "n", "seed", "kernel", "sigma", "log10_penalty", "M", "solver")
                 if k in st.session_state
             }
         )

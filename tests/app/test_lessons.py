@@ -18,7 +18,7 @@ PAGE_KEYS = {
     "explore": {"auto_run", "x_axis"},
     "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration"},
     "conditioning": {"cond_n", "blocks", "rank"},
-    "leverage": {"lev_n", "lev_method", "lev_log_lambda", "lev_q2"},
+    "leverage": {"lev_n", "lev_method", "lev_log10_penalty", "lev_q2"},
     "dataset": {"data_n"},
     "tune": {"tune_objective", "tune_ard", "tune_steps"},
 }
@@ -150,7 +150,7 @@ def test_start_a_lesson_from_the_sidebar(app):
     at.session_state[lessons.INDEX_KEY] = True
     at = at.run().button(key="lesson_start_lambda-overfitting").click().run()
     assert at.query_params["lesson"] == "lambda-overfitting" and at.session_state["eval_train"] is True
-    assert at.session_state["log_lambda"] == -1.0
+    assert at.session_state["log10_penalty"] == -1.0
 
 
 def test_a_teacher_adds_a_lesson_with_a_file(app, tmp_path, monkeypatch):
@@ -172,7 +172,11 @@ def test_a_teacher_adds_a_lesson_with_a_file(app, tmp_path, monkeypatch):
         ('+++\ntitle = "T"\nidea = "I"\n+++\nno steps', "a lesson needs at least one step"),
         (
             '+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nlamda = 3\n+++\n',
-            "'lamda' is not a setting of this app (did you mean 'log_lambda'?)",
+            "'lamda' is not a setting of this app (did you mean 'log10_penalty'?)",
+        ),
+        (
+            '+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\nlog_lambda = -3\n+++\n',
+            "'log_lambda' is not a setting of this app (it is now called 'log10_penalty')",
         ),
         ('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\npage = "home"\n+++\n', "page = 'home' is not one of explore"),
         (

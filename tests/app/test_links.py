@@ -59,8 +59,22 @@ CASES = [
     ("explore", {"sigma": "nan"}, "sigma", "is not a finite number — using the default, 0.5", 0.5, None),
     ("explore", {"sigma": "inf"}, "sigma", "is not a finite number — using the default, 0.5", 0.5, None),
     ("explore", {"kernel": "matern", "nu": "0.7"}, "nu", "is not one of the choices (0.5, 1.5, 2.5)", 1.5, None),
-    ("explore", {"log_lambda": "5"}, "log_lambda", "is above the maximum — using the largest allowed, 1", 1.0, "1"),
-    ("explore", {"log_lambda": "-20"}, "log_lambda", "is below the minimum -12 — using the default, -3", -3.0, None),
+    (
+        "explore",
+        {"log10_penalty": "5"},
+        "log10_penalty",
+        "is above the maximum — using the largest allowed, 1",
+        1.0,
+        "1",
+    ),
+    (
+        "explore",
+        {"log10_penalty": "-20"},
+        "log10_penalty",
+        "is below the minimum -12 — using the default, -3",
+        -3.0,
+        None,
+    ),
     ("explore", {"M": "-5"}, "M", "is below the minimum 1 — using the default, 100", 100, None),
     ("explore", {"M": "abc"}, "M", "is not a number — using the default, 100", 100, None),
     ("explore", {"M": "1.5"}, "M", "is not a whole number — using the default, 100", 100, None),
@@ -128,8 +142,8 @@ CASES = [
     ("leverage", {"lev_method": "exact"}, "lev_method", "is not one of the choices (bless, bless_r", "bless", None),
     (
         "leverage",
-        {"lev_log_lambda": "3"},
-        "lev_log_lambda",
+        {"lev_log10_penalty": "3"},
+        "lev_log10_penalty",
         "is above the maximum — using the largest allowed, 0",
         0.0,
         "0",
@@ -170,11 +184,11 @@ def test_a_refused_or_adjusted_link_value_is_named_with_the_value_used(app, page
 
 
 def test_good_values_and_option_keys_pass_without_a_message(app):
-    at = app(**QUIET, dataset="sine1d", n="300", M="1e2", log_lambda="-6", solver="nystrom_direct", sigma="0.25")
+    at = app(**QUIET, dataset="sine1d", n="300", M="1e2", log10_penalty="-6", solver="nystrom_direct", sigma="0.25")
     assert not [w for w in at.warning if "refused or adjusted" in w.value]
     assert at.session_state["dataset"] == "sine1d" and at.session_state["M"] == 100
     assert at.query_params["dataset"] == "sine1d"  # the data set's key stays in the URL
-    assert at.session_state["sigma"] == 0.25 and at.session_state["log_lambda"] == -6.0
+    assert at.session_state["sigma"] == 0.25 and at.session_state["log10_penalty"] == -6.0
 
 
 def test_the_data_set_key_stays_in_the_url_and_a_label_is_still_read(app):
@@ -197,6 +211,19 @@ def test_a_huge_number_keeps_a_short_form_in_the_url(app):
     assert Rule("number", 0.5).url_text(2.0) == "2" and Rule("number", 0.5).url_text(0.25) == "0.25"
 
 
+def test_an_old_parameter_name_is_read_under_its_new_name_and_said(app):
+    """λ keeps one name from the link to the solver (log10_penalty = log₁₀ penalty); a link written
+    with the old name sets the same λ, says so, and the address bar holds the new name."""
+    at = app(**QUIET, log_lambda="-2")
+    assert at.session_state["log10_penalty"] == -2.0
+    assert "“log_lambda=-2” is now called 'log10_penalty' — read as log10_penalty." in _message(at)
+    assert "log_lambda" not in at.query_params and at.query_params["log10_penalty"] == "-2"
+    at = app(**QUIET, log_lambda="-2", log10_penalty="-3", lamda="1")  # both: the new name wins, and that is said
+    assert at.session_state["log10_penalty"] == -3.0
+    assert "is now called 'log10_penalty', which the link also gives — that one is used" in _message(at)
+    assert "“lamda=1” is not a parameter of this app" in _message(at)  # the other names are still read
+
+
 def test_many_bad_values_give_one_message_and_it_can_be_dismissed(app):
     at = app(**QUIET, M="-5", dataset="nope", solver="nope", sigma="0", n="10000000000", maxiter="0", lamda="1e-3")
     text = _message(at)
@@ -207,7 +234,7 @@ def test_many_bad_values_give_one_message_and_it_can_be_dismissed(app):
         "“sigma=0”",
         "“n=10000000000”",
         "“maxiter=0”",
-        "“lamda=1e-3” is not a parameter of this app — ignored (did you mean 'log_lambda'?)",
+        "“lamda=1e-3” is not a parameter of this app — ignored (did you mean 'log10_penalty'?)",
     ):
         assert part in text
     assert "lamda" not in at.query_params

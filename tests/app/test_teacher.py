@@ -48,11 +48,17 @@ def test_a_name_that_is_no_control_is_named_and_ignored(app):
     at = app(**QUIET, hide="solevr,M", lock="lambda", present="yes")
     notes = _notes(at)
     assert "“hide=solevr” names no control of this app — ignored (did you mean 'solver'?)." in notes
-    assert "“lock=lambda” names no control of this app — ignored (did you mean 'log_lambda'?)." in notes
+    assert "“lock=lambda” names no control of this app — ignored (did you mean 'log10_penalty'?)." in notes
     assert "“present=yes” is neither 1 nor 0 — the presenter view is off." in notes
     assert at.query_params["hide"] == "M" and "lock" not in at.query_params and "present" not in at.query_params
     assert not at.selectbox(key="solver").disabled and at.number_input(key="M").disabled
     assert teacher.PRESENT_CSS not in _style(at)
+
+
+def test_an_old_control_name_locks_the_control_under_its_new_name(app):
+    at = app(**QUIET, lock="log_lambda")
+    assert "“lock=log_lambda” is now called 'log10_penalty' — read as that." in _notes(at)
+    assert at.slider(key="log10_penalty").disabled and at.query_params["lock"] == "log10_penalty"
 
 
 def test_a_plain_link_has_no_teacher_style(app):

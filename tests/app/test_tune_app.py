@@ -66,10 +66,10 @@ def test_a_tuning_run_shows_its_values_steps_and_map_and_applies_to_explore(app)
     assert f"step {run.records[-1].iteration} of at most 30 · final fit · σ " in line and "objective" in line
     at.button(key="tune_apply").click().run()
     assert at.session_state["sigma"] == pytest.approx(estimator.sigma_, rel=1e-5)
-    assert at.session_state["log_lambda"] == pytest.approx(math.log10(estimator.penalty_), abs=1e-4)
+    assert at.session_state["log10_penalty"] == pytest.approx(math.log10(estimator.penalty_), abs=1e-4)
     assert at.session_state["M"] == 80 and at.session_state["solver"] in ("falkon", "falkon_bless")
     assert at.query_params["sigma"] == f"{estimator.sigma_:.6g}"  # the link carries the tuned values
-    assert float(at.query_params["log_lambda"]) == pytest.approx(math.log10(estimator.penalty_), abs=1e-4)
+    assert float(at.query_params["log10_penalty"]) == pytest.approx(math.log10(estimator.penalty_), abs=1e-4)
 
 
 def test_finding_M_draws_the_validated_error_against_M(app):
@@ -113,7 +113,9 @@ def test_stop_ends_a_tuning_run_at_its_best_point(app):
 
 
 def test_a_falkon_run_whose_residual_stays_high_says_what_to_try(app):
-    at = app(dataset="concrete", solver="falkon", sigma="3.5", log_lambda="-9", M="300", maxiter="5", auto_run="false")
+    at = app(
+        dataset="concrete", solver="falkon", sigma="3.5", log10_penalty="-9", M="300", maxiter="5", auto_run="false"
+    )
     at = wait_for_runs(at.button(key="run").click().run())
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("Falkon's residual is still") and "Try BLESS centres" in w for w in warnings), warnings

@@ -44,7 +44,7 @@ FIT_STATE = f"""() => {{
 #: A run long enough for several looks: FALKON at λ = 10⁻⁶ goes the whole 40 iterations here (at
 #: n = 100,000 a run took 2.8 s and once ended before the test's second look; twice the points,
 #: twice the time).
-LONG_FIT = "dataset=moons&n=200000&M=1000&log_lambda=-6&maxiter=40&solver=falkon&auto_run=false"
+LONG_FIT = "dataset=moons&n=200000&M=1000&log10_penalty=-6&maxiter=40&solver=falkon&auto_run=false"
 #: Conditioning's first picture: its spectra, an image in a new visitor's first page run (a plotly
 #: chart with its traces once the charts are due).
 SPECTRA = '[data-testid=stMarkdownContainer] img[alt^="Eigenvalue spectra"], .js-plotly-plot .trace'
@@ -117,7 +117,7 @@ def test_the_decision_surface_moves_while_falkon_runs(server, tmp_path):
 def test_step_computes_one_iteration_per_press(server, tmp_path):
     with _visit(server, tmp_path) as (url, page):
         page.goto(
-            f"{url}/?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&solver=nystrom_cg&maxiter=30&auto_run=false"
+            f"{url}/?dataset=moons&n=2000&sigma=1&log10_penalty=-4&M=300&solver=nystrom_cg&maxiter=30&auto_run=false"
         )
         step = _main(page).get_by_role("button", name="Step", exact=True)
         step.wait_for()
@@ -192,7 +192,7 @@ def test_conditioning_shows_its_first_picture_within_two_seconds_on_a_warm_serve
 def test_compare_shows_two_solvers_fits_at_one_iteration(server, tmp_path):
     with _visit(server, tmp_path) as (url, page):
         page.goto(
-            f"{url}/compare?dataset=moons&n=2000&sigma=1&log_lambda=-4&M=300&maxiter=30"
+            f"{url}/compare?dataset=moons&n=2000&sigma=1&log10_penalty=-4&M=300&maxiter=30"
             "&cmp_solvers=falkon&cmp_solvers=nystrom_cg&cmp_iteration=3"
         )
         page.get_by_role("button", name=re.compile(r"^Run 2 configurations")).click()

@@ -82,7 +82,7 @@ def test_tune_streams_stops_and_applies_to_explore(server, tmp_path):
         query = parse_qs(urlparse(page.url).query)
         assert query["M"] == ["400"] and "sigma" in query, query
         assert query.get("solver", ["falkon"])[0] in ("falkon", "falkon_bless"), query  # FALKON: the default
-        assert float(query["log_lambda"][0]) == pytest.approx(math.log10(float(shown_lambda)), abs=2e-3)
+        assert float(query["log10_penalty"][0]) == pytest.approx(math.log10(float(shown_lambda)), abs=2e-3)
         assert re.search(r"λ = ", page.get_by_test_id("stSidebar").inner_text())
         page.close()
 
