@@ -72,6 +72,7 @@ def known_parameters() -> frozenset[str]:
         "log_lambda",
         "M",
         "solver",
+        "loss",
         "maxiter",
         "eval_train",
         "dtype",

@@ -398,3 +398,41 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         """log of :meth:`predict_proba`."""
         proba = self.predict_proba(X)
         return torch.log(proba) if isinstance(proba, torch.Tensor) else np.log(proba)
+
+
+class EncodedLogisticFalkon(LogisticFalkon):
+    """:class:`LogisticFalkon` on targets encoded for least squares (:func:`krrcore.datasets.core.encode_targets`:
+    ±1 for two classes, one-hot columns for more), with the logits f = K_·M α + b as its predictions
+    in the same layout — what a front end that runs every solver on a data set's encoded targets
+    (the app's runs, :data:`krrcore.registry.SOLVERS`' regressors) needs: the sign or the arg-max of
+    ``predict`` is the class, as for a squared-loss fit, and ``predict_proba`` gives the probabilities."""
+
+    @staticmethod
+    def _decoded(y, name: str):
+        """The class of each row of encoded targets: a ±1 vector as is, a one-hot row's column."""
+        if y is None:
+            return None
+        Y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        if Y.ndim == 2 and Y.shape[1] > 1:
+            if not np.all((Y == 0) | (Y == 1)) or not np.all(Y.sum(1) == 1):
+                raise ValueError(f"{name} of {Y.shape[1]} columns must be one-hot rows (one 1, the rest 0)")
+            return Y.argmax(1)
+        return Y.reshape(-1)
+
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event=None):
+        """:meth:`LogisticFalkon.iter_fit` on the classes the encoded ``y`` and ``y_val`` hold;
+        one-hot targets need a training row of every column's class (the logits keep their layout)."""
+        labels = self._decoded(y, "y")
+        Y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        if Y.ndim == 2 and Y.shape[1] > 1 and len(np.unique(labels)) != Y.shape[1]:
+            absent = sorted(set(range(Y.shape[1])) - set(np.unique(labels).tolist()))
+            raise ValueError(
+                f"the logistic loss needs training rows of every class; the one-hot columns {absent} have none"
+            )
+        yield from super().iter_fit(
+            X, labels, X_val, self._decoded(y_val, "y_val"), sample_weight=sample_weight, stop_event=stop_event
+        )
+
+    def predict(self, X):
+        """The logits (:meth:`decision_function`): (n,) for ±1 targets, (n, k) for one-hot ones."""
+        return self.decision_function(X)
