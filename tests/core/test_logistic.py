@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.bench_logistic import split
-from krrcore import FalkonClassifier, LogisticFalkon, median_heuristic
+from benchmarks.bench_logistic import shared_center_fits
+from krrcore import FalkonClassifier, LogisticFalkon
 from krrcore.kernels import GaussianKernel
 from krrcore.solvers.logistic import FINAL_CG, PATH_CG, matching_penalty
 
@@ -43,20 +43,7 @@ TABLES = ["breast_cancer", "pima", "biopsy"]
 
 def _fits(table, lam=LOGISTIC_LAMBDA):
     """LogisticRegression on Nystroem features and LogisticFalkon on the same M centres and λ."""
-    from sklearn.kernel_approximation import Nystroem
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-
-    X_train, X_test, y_train, y_test = split(table)
-    sigma, n = float(median_heuristic(X_train)), len(y_train)
-    peer = make_pipeline(
-        Nystroem(gamma=1 / (2 * sigma**2), n_components=M, random_state=0),
-        LogisticRegression(C=1 / (lam * n), tol=1e-10, max_iter=100_000),
-    ).fit(X_train, y_train)
-    centers = peer[0].components_
-    model = LogisticFalkon(GaussianKernel(sigma), lam, centers=centers, tol=1e-10, final_steps=10)
-    model.fit(X_train, y_train)
-    return (X_train, X_test, y_train, y_test), sigma, centers, peer, model
+    return shared_center_fits(table, lam, M=M)
 
 
 @pytest.mark.parametrize("table", TABLES)
