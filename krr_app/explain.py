@@ -28,6 +28,10 @@ HELP = {
     "solver": "The algorithm that solves the linear system. All solve the same problem; they differ in "
     "speed, memory and how they converge.",
     "maxiter": "Iterations of an iterative solver. FALKON needs about log(1/ε) of them.",
+    "loss": "Squared: regress on the ±1 (or one-hot) labels, one linear solve. Logistic: kernel logistic "
+    "regression, which gives class probabilities; FALKON solves it by Newton's method along a decreasing λ, "
+    "each Newton step a few preconditioned CG iterations, so the chart draws one point per Newton step. It "
+    "runs at λ/4, which regularises as the squared loss's λ does near f = 0.",
     "dtype": "float64 is safe; float32 is faster and halves memory but can stall at tiny λ.",
     "solver_seed": "Seed for sampling the centres (and any randomness in the solver).",
     "budget": "Memory the kernel products may use at once (MB); kernel matrices are built in blocks "

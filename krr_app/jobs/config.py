@@ -17,7 +17,9 @@ from krrcore.numbers import LARGEST, SMALLEST, readable
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
 
-from krr_app.jobs.spec import DataSpec, FitSpec, Params, frozen  # noqa: F401  (DataSpec re-exported)
+from krrcore.solvers.logistic import matching_penalty
+
+from krr_app.jobs.spec import LOGISTIC_SOLVERS, LOSSES, DataSpec, FitSpec, Params, frozen  # noqa: F401  (DataSpec re-exported)
 from krr_app.settings import APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N  # noqa: F401  (re-exported)
 from krr_app.settings import EXACT_KRR_MAX_N
 
@@ -53,6 +55,7 @@ class RunConfig:
     memory_budget: int | None = None  # bytes
     solver_params: Params = field(default=())
     eval_train: bool = False  # also record the training error every iteration
+    loss: str = "squared"  # "logistic": LogisticFalkon at matching_penalty(penalty) (classification data)
 
     @property
     def info(self) -> SolverInfo:
@@ -67,6 +70,7 @@ class RunConfig:
             kernel=self.kernel,
             kernel_params=self.kernel_params,
             params=frozen(self.estimator_kwargs()),
+            loss=self.loss,
         )
 
     def memory_estimate(self, dataset):
@@ -88,7 +92,8 @@ class RunConfig:
     def estimator_kwargs(self) -> dict:
         """Constructor parameters besides ``kernel``: only those the solver accepts, no Nones."""
         candidates = {
-            "penalty": self.penalty,
+            # the logistic loss at the λ that regularises as the squared loss's λ does (λ/4)
+            "penalty": matching_penalty(self.penalty) if self.loss == "logistic" else self.penalty,
             "M": self.M,
             "maxiter": self.maxiter,
             "dtype": self.dtype,
@@ -111,7 +116,8 @@ class RunConfig:
             **dict(self.solver_params),
         }
         shown = [f"{k}={format_number(v)}" for k, v in knobs.items() if v is not None and (not vary or k in vary)]
-        return " · ".join([self.info.label, *shown, *([self.dtype] if self.dtype != "float64" else [])])
+        loss = ["logistic loss"] if self.loss == "logistic" else []
+        return " · ".join([self.info.label, *loss, *shown, *([self.dtype] if self.dtype != "float64" else [])])
 
     def as_dict(self) -> dict:
         """Flat plain dict (for tables and CSV downloads)."""
@@ -123,6 +129,7 @@ class RunConfig:
             "kernel": self.kernel,
             **{f"kernel_{k}": v for k, v in self.kernel_params},
             "solver": self.solver,
+            "loss": self.loss,
         }
         out.update(self.estimator_kwargs())
         return out
@@ -186,9 +193,16 @@ def make_config(
     memory_budget: int | None = None,
     solver_params: dict | None = None,
     eval_train: bool = False,
+    loss: str = "squared",
 ) -> RunConfig:
     """A normalised RunConfig: knobs the solver ignores are set to None, so that e.g. moving the M
-    slider does not make exact KRR look like a new, not-yet-run configuration."""
+    slider does not make exact KRR look like a new, not-yet-run configuration. ``loss``: one of
+    :data:`~krr_app.jobs.spec.LOSSES`; "logistic" only with :data:`~krr_app.jobs.spec.LOGISTIC_SOLVERS`
+    (the page offers it on classification data alone)."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    if loss == "logistic" and solver not in LOGISTIC_SOLVERS:
+        raise ValueError(f"the logistic loss runs with {', '.join(LOGISTIC_SOLVERS)}, not {solver!r}")
     info = get_solver(solver)
     accepted = accepted_params(solver)
     names = kernel_param_names(kernel)
@@ -207,6 +221,7 @@ def make_config(
         memory_budget=memory_budget if "memory_budget" in accepted else None,
         solver_params=extra,
         eval_train=bool(eval_train) and info.iterative and "eval_train" in accepted,
+        loss=loss,
     )
 
 

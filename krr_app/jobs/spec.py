@@ -14,6 +14,13 @@ from dataclasses import dataclass, replace
 
 from krrcore.kernels import make_kernel
 from krrcore.registry import get_solver
+from krrcore.solvers.logistic import EncodedLogisticFalkon
+
+#: The losses a classification run may fit: the squared loss (every solver, on the encoded labels)
+#: and the logistic loss (:class:`~krrcore.solvers.logistic.LogisticFalkon`'s Newton steps) ...
+LOSSES = ("squared", "logistic")
+#: ... the latter with these solvers' centres and parameters.
+LOGISTIC_SOLVERS = ("falkon",)
 
 #: Parameters as the spec and the pages' cache keys carry them: hashable, in name order.
 Params = tuple[tuple[str, object], ...]
@@ -72,10 +79,19 @@ class FitSpec:
     kernel: str
     kernel_params: Params
     params: Params
+    loss: str = "squared"  # "logistic": the solver's logistic model on classification data (LOSSES)
 
     def build_estimator(self):
         kernel = make_kernel(self.kernel, **dict(self.kernel_params))
-        return get_solver(self.solver).make(kernel=kernel, **dict(self.params))
+        info = get_solver(self.solver)
+        if self.loss == "squared":
+            return info.make(kernel=kernel, **dict(self.params))
+        if self.solver not in LOGISTIC_SOLVERS:
+            raise ValueError(
+                f"the logistic loss runs with {', '.join(get_solver(k).label for k in LOGISTIC_SOLVERS)}, "
+                f"not {info.label}"
+            )
+        return EncodedLogisticFalkon(kernel=kernel, **{**dict(info.defaults), **dict(self.params)})
 
     def reporting_every_iteration(self) -> FitSpec:
         """This run with a record after every iteration (``eval_every=1`` for the solvers that

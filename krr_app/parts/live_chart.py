@@ -389,6 +389,19 @@ _CSS = """
 _component = st.components.v2.component("krr_live_chart", js=_JS, css=_CSS)
 
 
+#: The iteration axis of logistic-loss runs, whose records are Newton steps (one per step).
+NEWTON_AXIS = "Newton step (logistic loss)"
+
+
+def x_title(runs, x: str) -> str:
+    """The convergence chart's x-axis title: "Newton step" when every run's records are Newton
+    steps (the logistic loss), both names when some are, else :data:`krr_app.charts.X_AXES`'."""
+    logistic = [getattr(getattr(run, "config", None), "loss", "squared") == "logistic" for run in runs]
+    if x != "iteration" or not any(logistic):
+        return charts.X_AXES[x]
+    return NEWTON_AXIS if all(logistic) else f"{charts.X_AXES[x]}; {NEWTON_AXIS}"
+
+
 def convergence_panel(runs, x: str, *, columns: int = 2) -> dict:
     """The residual and test-metric panels of ``runs`` against ``x`` ("iteration" or "seconds")."""
     data = next((run.data for run in runs if getattr(run, "data", None) is not None), None)
@@ -397,7 +410,7 @@ def convergence_panel(runs, x: str, *, columns: int = 2) -> dict:
         "kind": "convergence",
         "runs": [run.id for run in runs],
         "x": x,
-        "x_title": charts.X_AXES[x],
+        "x_title": x_title(runs, x),
         "residual_title": charts.RESIDUAL_TITLE,
         "metric_names": names,
         "columns": columns,

@@ -31,6 +31,8 @@ from krr_app.jobs.config import (
     APP_MAX_M,
     APP_MAX_N,
     INT_KNOBS,
+    LOGISTIC_SOLVERS,
+    LOSSES,
     DataSpec,
     RunConfig,
     format_number,
@@ -74,19 +76,22 @@ class Settings:
     memory_budget: int | None = None
     solver_params: dict = field(default_factory=dict)
     eval_train: bool = False
+    loss: str = "squared"  # "logistic" only on classification data with a LOGISTIC_SOLVERS solver
 
     @property
     def advanced(self) -> bool:
         return self.lesson is None
 
     def config(self, solver: str | None = None) -> RunConfig:
-        """The RunConfig of ``solver`` (default: the sidebar's) on this problem."""
+        """The RunConfig of ``solver`` (default: the sidebar's) on this problem (the logistic loss
+        for the solvers that fit it, when chosen; the squared loss for the others)."""
+        solver = solver or self.solver
         return make_config(
             self.data,
             kernel=self.kernel,
             kernel_params=self.kernel_params,
             penalty=self.penalty,
-            solver=solver or self.solver,
+            solver=solver,
             M=self.M,
             maxiter=self.maxiter,
             dtype=self.dtype,
@@ -94,6 +99,7 @@ class Settings:
             memory_budget=self.memory_budget,
             solver_params=self.solver_params,
             eval_train=self.eval_train,
+            loss=self.loss if solver in LOGISTIC_SOLVERS else "squared",
         )
 
 
@@ -184,6 +190,8 @@ def _apply_solver_defaults() -> None:
     for knob in info.knobs:
         if knob in INT_KNOBS and knob != "maxiter":
             st.session_state[knob] = knob_default(solver, knob)
+    if solver not in LOGISTIC_SOLVERS:
+        st.session_state["loss"] = "squared"  # the others fit the squared loss alone
 
 
 def _set_median_sigma(dataset, data_key: tuple) -> None:
@@ -356,7 +364,51 @@ def solver_label(key: str) -> str:
     return SOLVERS[key].label
 
 
-def _solver_section(shown) -> dict:
+CLASSIFICATION_TASKS = ("binary", "multiclass")
+
+
+def _loss_refusal(solver: str, task: str | None) -> str | None:
+    """Why the logistic loss cannot run here (None: it can)."""
+    if task not in CLASSIFICATION_TASKS:
+        return f"the logistic loss is for classification data (this data's task: {task or 'unknown'})"
+    if solver not in LOGISTIC_SOLVERS:
+        names = ", ".join(SOLVERS[k].label for k in LOGISTIC_SOLVERS)
+        return f"the logistic loss runs with {names}, not {SOLVERS[solver].label}"
+    return None
+
+
+def _loss_section(solver: str, task: str | None, shown) -> str:
+    """The loss of a classification run: squared (every solver) or logistic (LOGISTIC_SOLVERS).
+    A link's ``loss=logistic`` where it cannot run is refused with the reason, not dropped silently."""
+    refusal = _loss_refusal(solver, task)
+    given = st.query_params.get_all("loss")
+    if refusal and given and given[-1] == "logistic" and "loss" not in st.session_state:
+        links.add_note(links.Note("loss", given[-1], f"is refused: {refusal} — using the squared loss"))
+        del st.query_params["loss"]
+    if task not in CLASSIFICATION_TASKS or not shown("loss"):
+        return "squared"
+    if refusal and st.session_state.get("loss") == "logistic":
+        st.session_state["loss"] = "squared"
+    loss = links.widget(
+        st.radio,
+        "Loss",
+        options=list(LOSSES),
+        key="loss",
+        horizontal=True,
+        help=explain.HELP["loss"],
+        disabled=refusal is not None,
+    )
+    if refusal:
+        st.caption(f"Squared loss: {refusal}.")
+    elif loss == "logistic":
+        st.caption(
+            "Logistic FALKON: Newton steps along a decreasing λ path, each a weighted FALKON solve, at "
+            "λ/4 (Marteau-Ferey, Bach, Rudi 2019). Max iterations counts Newton steps."
+        )
+    return loss if refusal is None else "squared"
+
+
+def _solver_section(shown, task: str | None = None) -> dict:
     st.subheader("Solver")
     keys = solver_keys()
     solver = links.widget(
@@ -372,7 +424,7 @@ def _solver_section(shown) -> dict:
     )
     info = SOLVERS[solver]
     st.caption(f"{info.description} *({info.reference})*")
-    out = {"solver": solver, "solver_params": {}}
+    out = {"solver": solver, "solver_params": {}, "loss": _loss_section(solver, task, shown)}
     label, minimum, _, help_text = INT_KNOBS["maxiter"]
     maxiter_default = knob_default(solver, "maxiter") if info.iterative else INT_KNOBS["maxiter"][2]
     out["maxiter"] = int(
@@ -489,7 +541,7 @@ def render(*, page: str, solver_section: bool = True) -> None:
                 _apply_table_suggestions(dataset, (spec.csv_digest, spec.csv_target, spec.csv_options))
             kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
             solver = (
-                _solver_section(shown)
+                _solver_section(shown, getattr(dataset, "task", None))
                 if solver_section
                 else {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]}
             )

@@ -22,7 +22,7 @@ from krr_app.jobs.surface import FitSurface, plotting_grid
 from krr_app.parts import background, state
 from krr_app.parts.inputs import bound_number, bound_widget, download_csv, kernel_key  # noqa: F401  (re-exported)
 from krr_app.parts.inputs import last_valid, remember, require_data, target_rule_note  # noqa: F401  (re-exported)
-from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart
+from krr_app.parts.live_chart import LIVE_FIGURE_MARK, convergence_panel, fit_panel, live_chart, x_title
 from krr_app.settings import EMPTY_CHART_DELAY_SECONDS, FIRST_PICTURE_WAIT_SECONDS, STREAM_POLL_SECONDS
 from krr_app.teaching import links, teacher
 from krr_app.teaching.snippet import notebook_json, reproduce_snippet
@@ -152,7 +152,9 @@ def convergence_chart(runs: list[Run], x: str, key: str) -> None:
     signature = (x, tuple((run.id, run.status, len(run.records)) for run in runs))
     figures = st.session_state.setdefault("_krr_figures", {})
     if key not in figures or figures[key][0] != signature:
-        figures[key] = (signature, charts.convergence_figure(runs, x))
+        figure = charts.convergence_figure(runs, x)
+        figure.update_xaxes(title_text=x_title(runs, x))  # a logistic run's iterations are Newton steps
+        figures[key] = (signature, figure)
     plot(figures[key][1], key=key, filename=f"krr-convergence-vs-{x}")
 
 

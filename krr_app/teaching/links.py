@@ -78,6 +78,7 @@ def known_parameters() -> frozenset[str]:
         "log10_penalty",
         "M",
         "solver",
+        "loss",
         "maxiter",
         "eval_train",
         "dtype",

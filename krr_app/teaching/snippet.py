@@ -57,21 +57,34 @@ def sections(config: RunConfig) -> list[Section]:
             f"from krrcore.datasets import {loader}\n\ndata = {config.data.load_call()}",
         )
     registry = "SOLVERS" if config.solver in SOLVERS else "TUNERS"  # a tuning run's estimator is in TUNERS
-    model_code = (
-        f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {registry}\n"
-        "\n"
-        f"kernel = {kernel_call}\n"
-        f"model = {registry}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})"
-    )
+    if config.loss == "logistic":  # LogisticFalkon on the encoded labels, its logits as predictions
+        model_code = (
+            "from krrcore.kernels import make_kernel\nfrom krrcore.solvers.logistic import EncodedLogisticFalkon\n"
+            "\n"
+            f"kernel = {kernel_call}\n"
+            f"model = EncodedLogisticFalkon(kernel=kernel, {_kwargs(config.estimator_kwargs())})"
+        )
+    else:
+        model_code = (
+            f"from krrcore.kernels import make_kernel\nfrom krrcore.registry import {registry}\n"
+            "\n"
+            f"kernel = {kernel_call}\n"
+            f"model = {registry}[{config.solver!r}].make(kernel=kernel, {_kwargs(config.estimator_kwargs())})"
+        )
     if table:
         model_code += (
             "\n# the table's preprocessing (fitted on the training rows), then the model, answering in the\n"
             "# target's own units (the model itself is fitted on the standardised data.y_train)\n"
             "pipeline = data.pipeline(model)"
         )
+    described = (
+        "Logistic FALKON (Marteau-Ferey, Bach, Rudi 2019: Newton's method along a λ path) at λ/4"
+        if config.loss == "logistic"
+        else f"{config.info.label} ({config.info.reference})"
+    )
     model = Section(
         "Model",
-        f"{config.info.label} ({config.info.reference}) with the app's settings"
+        f"{described} with the app's settings"
         + (", after the table's preprocessing in one scikit-learn Pipeline." if table else "."),
         model_code,
     )

@@ -18,8 +18,14 @@ start at a large λ, where Newton's method converges from α = 0, and divide λ 
 each step, so that every iterate stays in the region of fast convergence of the next problem
 (their Alg. 1–2); a few more steps at the final λ finish the fit.
 
-The squared loss's λ of (K + λnI) is the same λ here: with the ½ in (λ/2)‖f‖², the Newton system
-is exactly (K_nMᵀ H K_nM + λn K_MM) δ = ..., FALKON's system with weights H.
+The squared loss's λ of (K + λnI) enters the Newton system the same way: with the ½ in
+(λ/2)‖f‖², it is exactly (K_nMᵀ H K_nM + λn K_MM) δ = ..., FALKON's system with weights H. But the
+same λ is not the same regularisation: near f = 0, where the path starts, log(1 + e^{−tf}) =
+log 2 − tf/2 + f²/8 + O(f³), so L_λ is a quarter of the squared-loss objective
+(1/2n)‖2t − f‖² + (4λ/2)‖f‖² — FALKON's problem at 4λ (targets 2t, the same signs). The logistic
+model at λ is regularised as the squared loss at 4λ at least (further from 0 its curvature
+σ(1 − σ) is below 1/4, so more): :func:`matching_penalty` gives the λ that matches a squared-loss
+λ, λ/4, for comparing the two losses on one λ.
 
 With ``fit_intercept`` (the default, as scikit-learn's ``LogisticRegression``) f = K_·M α + b with
 an unpenalised b per class, started at the log-odds of the class's weighted frequency. The Newton
@@ -53,9 +59,22 @@ from .records import Step
 PATH_START = 1e-2
 #: ... and divides λ by this factor per Newton step (the FALKON library's docstring: 10²–10³).
 PATH_FACTOR = 100.0
-#: CG iterations of a Newton step on the path and at the final λ ("auto": the FALKON library's
-#: example, about 3–4 on the way down and 8 at the end).
-PATH_CG, FINAL_CG = 4, 8
+#: CG iterations of a Newton step on the path ("auto": the FALKON library's example, 3–4 on the way
+#: down), and at most at the final λ, where "auto" stops CG at the relative residual min(0.1, r)
+#: for a Newton step from relative gradient r (Dembo, Eisenstat, Steihaug 1982: an inexact Newton
+#: step solved to a relative residual O(‖∇L‖) keeps Newton's quadratic convergence; a fixed 8 left
+#: CG at a relative residual of 0.1–0.3 with given centres, and Newton linear at that rate).
+PATH_CG, FINAL_CG = 4, 30
+
+
+#: The squared loss's curvature over the logistic loss's at f = 0 (1 against 1/4; module docstring).
+CURVATURE_RATIO = 4.0
+
+
+def matching_penalty(squared_penalty: float) -> float:
+    """The logistic λ regularising as the squared loss's ``squared_penalty`` does near f = 0: λ/4
+    (module docstring: L_λ is a quarter of FALKON's objective at 4λ to second order in f)."""
+    return squared_penalty / CURVATURE_RATIO
 
 
 def _check_penalty_path(path) -> None:
@@ -98,7 +117,8 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     memory_budget, jitter, seed)
     ----------
     penalty : float
-        The final λ of (1/n) Σ ωᵢ ℓ(tᵢ fᵢ) + (λ/2)‖f‖².
+        The final λ of (1/n) Σ ωᵢ ℓ(tᵢ fᵢ) + (λ/2)‖f‖² (:func:`matching_penalty` of a squared-loss λ
+        regularises as that λ does).
     penalty_path : "auto" | sequence of float
         The λ of the Newton steps before the final λ. "auto": penalty·PATH_FACTOR^j, ...,
         penalty·PATH_FACTOR, starting at the first at or above :data:`PATH_START` (none when
@@ -108,7 +128,8 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     final_steps : int
         Newton steps at the final λ after the path (fewer when ``tol`` is reached).
     cg_iterations : "auto" | int
-        CG iterations per Newton step: "auto" :data:`PATH_CG` on the path, :data:`FINAL_CG` at the end.
+        CG iterations per Newton step: "auto" :data:`PATH_CG` on the path, at the final λ until the
+        relative CG residual min(0.1, r) (r: the relative gradient before the step) or :data:`FINAL_CG`.
     maxiter : int
         At most this many Newton steps in all. tol : stop when the relative gradient
         ‖∇L_λ(α)‖/‖∇L_λ(0)‖ at the final λ is at most ``tol`` (the records' residual).
@@ -224,6 +245,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
             memory_budget=self.memory_budget,
             n_rhs=b.shape[1],
         )
+        self._center_outputs = self.intercept_.expand(self.centers_.shape[0], k).clone()
         self.penalty_ = self._penalty()
         self.coef_ = torch.zeros(b.shape, dtype=X.dtype, device=X.device)
         self.cg_iterations_ = 0
@@ -265,18 +287,25 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         p = torch.sigmoid(self._f)
         return self._omega * p * (1 - p)
 
-    def _center_weights(self, h: torch.Tensor) -> torch.Tensor:
-        """The Hessian weights at the centres, averaged over classes (one preconditioner for all);
-        their overall mean at every centre when the centres are no rows of X."""
-        mean = h.mean(1).double()
-        if self.center_indices_ is None:
-            return torch.full((self.centers_.shape[0],), float(mean.mean()), dtype=torch.float64, device=h.device)
-        return mean[self.center_indices_]
+    def _center_weights(self) -> torch.Tensor:
+        """The Hessian weights at the centres, σ(f(c))(1 − σ(f(c))) from the model's outputs there
+        (K_MM α + b, kept by :meth:`_gradient`), averaged over classes (one preconditioner for all),
+        times the sample weight of the row a centre is. As the public FALKON library's logistic
+        preconditioner: the outputs at the centres, not the mean weight, so that P fits the Newton
+        system when the fit grows confident (σ(1 − σ) → 0 on well-classified rows, ≈ 1/4 near the
+        boundary) — whether the centres were drawn from the rows or given."""
+        p = torch.sigmoid(self._center_outputs)
+        h = (p * (1 - p)).mean(1)
+        if self._weights is not None and self.center_indices_ is not None:
+            h = h * self._weights.double().reshape(-1)[self.center_indices_]
+        return h
 
     def _steps(self, X, Y):
         n, op, final = self.n_, self.operator_, self._penalty()
         refresh = 0 if self.refresh_every == "auto" else self.refresh_every
+        residual = 1.0  # the relative gradient before the step (the initial record's)
         for step, (lam, iterations) in enumerate(self._schedule, 1):
+            forcing = min(0.1, residual) if self.cg_iterations == "auto" and lam == final else 0.0
             h = self._hessian_weights()
             self.penalty_ = lam
             self.preconditioner_ = pc = FalkonPreconditioner(
@@ -286,7 +315,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
                 weights=self.center_weights_,
                 data_dtype=X.dtype,
                 jitter=self.jitter,
-                row_weights=self._center_weights(h),
+                row_weights=self._center_weights(),
             )
             self.jitter_ = pc.jitter_
             self.unresolved_directions_ = pc.unresolved_
@@ -311,7 +340,8 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
 
             state = None
             for state in conjugate_gradient(matvec, rhs, refresh_every=refresh):
-                if state.iteration >= iterations or state.converged:
+                forced = state.iteration > 0 and state.rel_residual <= forcing  # the inexact Newton stop
+                if state.iteration >= iterations or state.converged or forced:
                     break
             self.cg_iterations_ += state.iteration
             delta = pc.apply(state.x)
@@ -341,6 +371,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         self._f = kernel_f + self.intercept_.to(kernel_f.dtype)
         self._kernel_grad = self._kernel_part(self._gradient_terms())
         K_alpha = self._center_products.matvec(self._alpha)
+        self._center_outputs = K_alpha + self.intercept_
         gradient = self._kernel_grad.double() + lam * K_alpha
         if self.fit_intercept:
             gradient = torch.cat([gradient, self._intercept_gradient().unsqueeze(0)])
@@ -350,7 +381,7 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
 
     def _finish(self, X, Y):
         """Nothing after the Newton steps; the operator and the outputs are let go."""
-        for name in ("_f", "_t", "_kernel_grad", "_centre_products", "_omega"):
+        for name in ("_f", "_t", "_kernel_grad", "_center_products", "_center_outputs", "_omega"):
             self.__dict__.pop(name, None)
         return iter(())
 
@@ -367,3 +398,41 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
         """log of :meth:`predict_proba`."""
         proba = self.predict_proba(X)
         return torch.log(proba) if isinstance(proba, torch.Tensor) else np.log(proba)
+
+
+class EncodedLogisticFalkon(LogisticFalkon):
+    """:class:`LogisticFalkon` on targets encoded for least squares (:func:`krrcore.datasets.core.encode_targets`:
+    ±1 for two classes, one-hot columns for more), with the logits f = K_·M α + b as its predictions
+    in the same layout — what a front end that runs every solver on a data set's encoded targets
+    (the app's runs, :data:`krrcore.registry.SOLVERS`' regressors) needs: the sign or the arg-max of
+    ``predict`` is the class, as for a squared-loss fit, and ``predict_proba`` gives the probabilities."""
+
+    @staticmethod
+    def _decoded(y, name: str):
+        """The class of each row of encoded targets: a ±1 vector as is, a one-hot row's column."""
+        if y is None:
+            return None
+        Y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        if Y.ndim == 2 and Y.shape[1] > 1:
+            if not np.all((Y == 0) | (Y == 1)) or not np.all(Y.sum(1) == 1):
+                raise ValueError(f"{name} of {Y.shape[1]} columns must be one-hot rows (one 1, the rest 0)")
+            return Y.argmax(1)
+        return Y.reshape(-1)
+
+    def iter_fit(self, X, y, X_val=None, y_val=None, *, sample_weight=None, stop_event=None):
+        """:meth:`LogisticFalkon.iter_fit` on the classes the encoded ``y`` and ``y_val`` hold;
+        one-hot targets need a training row of every column's class (the logits keep their layout)."""
+        labels = self._decoded(y, "y")
+        Y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        if Y.ndim == 2 and Y.shape[1] > 1 and len(np.unique(labels)) != Y.shape[1]:
+            absent = sorted(set(range(Y.shape[1])) - set(np.unique(labels).tolist()))
+            raise ValueError(
+                f"the logistic loss needs training rows of every class; the one-hot columns {absent} have none"
+            )
+        yield from super().iter_fit(
+            X, labels, X_val, self._decoded(y_val, "y_val"), sample_weight=sample_weight, stop_event=stop_event
+        )
+
+    def predict(self, X):
+        """The logits (:meth:`decision_function`): (n,) for ±1 targets, (n, k) for one-hot ones."""
+        return self.decision_function(X)

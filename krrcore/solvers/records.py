@@ -130,7 +130,9 @@ class PointOutputs:
             self._centers = centers
         if self._operator is None:
             return est._predict_tensor(self.X)
-        return self._operator.matvec(est.coef_)
+        out = self._operator.matvec(est.coef_)
+        intercept = getattr(est, "intercept_", None)  # an unpenalised offset (LogisticFalkon's b)
+        return out if intercept is None else out + intercept.to(out.dtype)
 
 
 class IteratePredictions:
@@ -168,8 +170,10 @@ class IteratePredictions:
 
         est = self.estimator
         coef = est.coef_
-        if not bool(torch.any(coef != 0)):  # the starting point: f = 0, no kernel to evaluate
-            return torch.zeros((len(self.points), coef.shape[1]), dtype=torch.float64).numpy()
+        if not bool(torch.any(coef != 0)):  # the starting point: f = b (0 without an offset), no kernel to evaluate
+            start = torch.zeros((len(self.points), coef.shape[1]), dtype=torch.float64)
+            intercept = getattr(est, "intercept_", None)
+            return (start if intercept is None else start + intercept.double().cpu()).numpy()
         if self._outputs is None:
             self._outputs = PointOutputs(est, torch.as_tensor(self.points, dtype=coef.dtype, device=coef.device))
         fresh = self._outputs.kept_bytes is None

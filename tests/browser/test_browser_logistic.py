@@ -1,0 +1,66 @@
+"""The logistic loss in chromium against ``streamlit run app.py`` (the server and helpers of
+test_browser): a logistic FALKON run on Two moons streams its Newton steps into the convergence
+chart while it runs — one point per step on an axis named "Newton step" — and ends with the fit
+drawn as every classifier's.
+
+``screenshot-logistic-newton.png`` (the run mid-way, its Newton steps so far) goes to
+``$KRR_SAVE_SCREENSHOTS`` when set (docs/): ``KRR_SAVE_SCREENSHOTS=docs python -m pytest
+tests/browser/test_browser_logistic.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+
+from krr_app.parts.live_chart import NEWTON_AXIS
+
+pytestmark = pytest.mark.browser
+
+#: Long enough for several looks: at n = 40,000 and M = 500 a Newton step (its CG iterations and two
+#: passes for the gradient) takes a good part of a second; λ/4 = 2.5·10⁻⁷ gives 3 path steps and 5 at the end.
+LOGISTIC_FIT = "dataset=moons&n=40000&M=500&log10_penalty=-6&maxiter=20&solver=falkon&loss=logistic&auto_run=false"
+POINTS = "() => document.querySelectorAll('.krr-live-point').length"
+
+
+def test_a_logistic_run_streams_its_newton_steps(server, tmp_path):
+    url, log_path = server
+    with chromium() as browser:
+        page = browser.new_context(viewport=VIEWPORT).new_page()
+        page.set_default_timeout(180_000)
+        try:
+            page.goto(f"{url}/?{LOGISTIC_FIT}")
+            main = page.get_by_test_id("stMainBlockContainer")
+            main.get_by_role("button", name="Run", exact=True).wait_for()
+            _wait_idle(page)
+            main.get_by_role("button", name="Run", exact=True).click()
+            # Mid-run: some Newton steps drawn (a residual and a test-error point each), more to come.
+            page.wait_for_function(f"() => ({POINTS})() >= 4")
+            seen, deadline = [], time.time() + 300
+            while time.time() < deadline and len(seen) < 2:
+                text = page.locator(".krr-live-text").first.inner_text()
+                points = page.evaluate(POINTS)
+                if "finished" in text:
+                    break
+                if not seen or points > seen[-1][0]:
+                    seen.append((points, text))
+                    if len(seen) == 1:
+                        assert page.get_by_text(NEWTON_AXIS).count() >= 1  # the live chart's axis
+                        _save(page, "screenshot-logistic-newton.png", tmp_path)
+                time.sleep(0.2)
+            assert len(seen) == 2 and seen[1][0] > seen[0][0], seen  # steps arrived while it ran
+            assert all(re.search(r"iteration \d+ / 20", text) for _, text in seen), seen
+            page.get_by_text(re.compile(r"FALKON · logistic loss .* finished — ")).first.wait_for(timeout=300_000)
+            # Finished: the chart keeps its Newton-step axis, the decision surface is drawn.
+            page.get_by_text(NEWTON_AXIS).first.wait_for()
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.st-key-explore_fit_box .js-plotly-plot')]"
+                ".some(p => p._fullData && p._fullData[0] && p._fullData[0].z)"
+            )
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            print(f"page: {page.url}\nserver log:\n{log_path.read_text()[-5000:]}")
+            raise
