@@ -44,7 +44,7 @@ from .._validation import as_tensor, check_feature_names, check_features, check_
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
 from ..linalg import residual_and_objective
-from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
+from ..memory import warn_if_slow
 from ..rows import rows_of
 from ..stream import SolverDivergedError, Stopper, Timer
 from .params import (
@@ -169,18 +169,23 @@ def choose_origin(kernel: Kernel, X: torch.Tensor, name: str) -> torch.Tensor | 
     if not X.is_floating_point() or X.shape[0] < 2:
         return None
     X64 = X.double()
-    mean = X64.mean(0)
-    spread = float(torch.linalg.norm(X64.std(0)))
+    return origin_from_moments(kernel, X64.mean(0), X64.std(0), X.dtype, name)
+
+
+def origin_from_moments(kernel: Kernel, mean: torch.Tensor, std: torch.Tensor, dtype, name: str):
+    """:func:`choose_origin` from X's column means and standard deviations (float64), which sharded
+    data give without being gathered (:meth:`krrcore.distributed.ShardedArray.moments`)."""
+    spread = float(torch.linalg.norm(std))
     offset = float(torch.linalg.norm(mean))
     if offset <= OFFSET_RATIO * spread:
         return None
-    kind = str(X.dtype).removeprefix("torch.")
+    kind = str(dtype).removeprefix("torch.")
     if spread == 0.0:
         return None  # every row the same point: nothing to measure
-    if offset * torch.finfo(X.dtype).eps > 1e-3 * spread:
+    if offset * torch.finfo(dtype).eps > 1e-3 * spread:
         warnings.warn(
             f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}; {kind} resolves "
-            f"only {offset * torch.finfo(X.dtype).eps:.2g} at that distance, so the features have lost "
+            f"only {offset * torch.finfo(dtype).eps:.2g} at that distance, so the features have lost "
             f"digits before any kernel is computed: centre X before fitting (X - X.mean(0)) or use "
             f"dtype='float64'",
             OffsetWarning,
@@ -474,14 +479,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
                 X.shape[0], X.shape[1], Y.shape[1], n_val=0 if X_val is None else len(X_val), weighted=weighted
             )
         self.memory_estimate_ = estimate.check(timeout=timeout)
-        first = estimate.seconds_for(1)
-        if first is not None and first > SLOW_FIT_SECONDS:
-            faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
-            warnings.warn(
-                f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
-                SlowFitWarning,
-                stacklevel=3,
-            )
+        warn_if_slow(estimate, stacklevel=3)
         if distributed is None:
             check_penalty_scale(self, X)
         recorder = Recorder(self, X, Y, X_val, y_val, metric=metric, eval_train=eval_train)
