@@ -107,11 +107,7 @@ def start_fit(estimator, X, y):
     estimator._y_was_1d = Y.was_1d
     vars(estimator).pop("x_origin_", None)  # the kernel measures from this data's origin, as in memory
     if n >= 2:
-        from ..solvers.base import origin_from_moments  # the estimators' rule; solvers import this package
-
-        origin = origin_from_moments(estimator._kernel(), *X.moments(), dtype, type(estimator).__name__)
-        if origin is not None:
-            estimator.x_origin_ = origin
+        estimator._origin_from_moments(*X.moments(), dtype)
     scratch_blocks = estimator._kernel().scratch_blocks
     estimates = []
     for rows, (address, available, limit, used) in zip(X.sizes, X.client.gather(X.map(_worker_memory))):

@@ -364,6 +364,14 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
         self._y_was_1d = was_1d
         return X, Y
 
+    def _origin_from_moments(self, mean: torch.Tensor, std: torch.Tensor, dtype) -> None:
+        """``x_origin_`` from X's column means and standard deviations (:func:`origin_from_moments`),
+        or none: the start of a sharded fit gives them (:mod:`krrcore.distributed`)."""
+        vars(self).pop("x_origin_", None)
+        origin = origin_from_moments(self._kernel(), mean, std, dtype, type(self).__name__)
+        if origin is not None:
+            self.x_origin_ = origin
+
     # -- the record stream -------------------------------------------------------------------
     def fit(
         self,
