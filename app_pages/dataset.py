@@ -135,10 +135,12 @@ def table_section(table) -> None:
 if choice.table is not None:
     table_section(choice.table)
     if choice.table.report.problems:
+        sidebar.finish()  # the rest of the sidebar, and above the page the link's notes
         st.stop()
 dataset = choice.dataset  # an uploaded table is built when first asked for
 if dataset is None:
     (st.info if choice.spec is None else st.error)(choice.error or "Choose a dataset in the sidebar.")
+    sidebar.finish()
     st.stop()
 summary = state.dataset_summary(dataset, choice.spec)
 

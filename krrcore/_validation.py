@@ -83,6 +83,11 @@ def as_tensor(
                 f"{name} must be real-valued: Complex data not supported (got dtype {arr.dtype}); "
                 f"pass {name}.real if the imaginary parts are meant to be dropped"
             )
+        if arr.dtype.kind in "US":  # as scikit-learn: text is not read as numbers, even "1"
+            raise ValueError(
+                f"{name} must contain only numbers; found text (dtype {arr.dtype}): convert it to numbers "
+                f"explicitly ({name}.astype(float)) if it holds them"
+            )
         if arr.dtype.kind not in "biuf":
             try:
                 arr = arr.astype(np.float64)

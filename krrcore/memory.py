@@ -29,6 +29,7 @@ the set-up and per-iteration seconds. ``fit`` checks it first: :class:`MemoryLim
 from __future__ import annotations
 
 import math
+import warnings
 import numbers
 import os
 from dataclasses import dataclass
@@ -301,11 +302,27 @@ class MemoryEstimate:
         first = self.seconds_for(1)
         if timeout is not None and first is not None and first > timeout:
             raise TimeLimitError(
-                f"{self.describe()} Refused before starting: set-up and one iteration would take about "
+                f"{self.describe()} Refused before starting: {self._first_part()} would take about "
                 f"{_duration(first)}, beyond timeout={timeout:g} s; {self.suggestion}.",
                 self,
             )
         return self
+
+    def _first_part(self) -> str:
+        """What :meth:`seconds_for` (1) counts: an iterative fit's set-up and first iteration, or
+        the whole of a computation without iterations (a leverage path)."""
+        return "set-up and one iteration" if self.seconds_per_iteration else "it"
+
+
+def warn_if_slow(estimate: MemoryEstimate, stacklevel: int = 2) -> None:
+    """A :class:`SlowFitWarning` when ``estimate``'s set-up plus first iteration exceeds
+    :data:`SLOW_FIT_SECONDS` (``stacklevel`` as :func:`warnings.warn`'s, from the caller)."""
+    first = estimate.seconds_for(1)
+    if first is None or first <= SLOW_FIT_SECONDS:
+        return
+    faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
+    what = "Set-up and the first iteration" if estimate.seconds_per_iteration else "It"
+    warnings.warn(f"{estimate.describe()} {what} may take a while{faster}.", SlowFitWarning, stacklevel=stacklevel + 1)
 
 
 class CostModel:

@@ -40,8 +40,21 @@ ROWS_DEFAULT_KEY = "_krr_table_rows_default"
 #: The missing-value rule's widget (drawn on the Dataset page) and its choices' captions.
 MISSING_KEY = "missing"
 MISSING_CAPTIONS = ("gaps get the training median and a column marking them", "rows with a gap are dropped")
-#: File types the uploader offers ("gz": a gzip-compressed table, ``.csv.gz``, which the reader unpacks).
+#: File types the page reads ("gz": a gzip-compressed table, ``.csv.gz``, which the reader unpacks).
 FILE_TYPES = ["csv", "tsv", "txt", "parquet", "gz"]
+#: What the page reads, as a refusal says it.
+ACCEPTED = "a CSV, TSV or TXT table (any common delimiter and encoding, also gzip-compressed as .gz) or a Parquet file"
+
+
+def refused_type(name: str) -> str | None:
+    """Why a file named ``name`` is refused before it is read (None: its extension is one of
+    :data:`FILE_TYPES`). The uploader takes any file, so that this is said on the page: given a
+    ``type`` list, Streamlit's uploader refuses other files in the browser with a red icon only."""
+    suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if suffix in FILE_TYPES:
+        return None
+    what = f"a .{suffix} file" if suffix else "a file without an extension"
+    return f"This file ({quoted(name)}) is {what}, not a table this page reads: upload {ACCEPTED}."
 
 
 def upload_limit_mb() -> int:
@@ -150,6 +163,67 @@ def options(chosen_roles: dict, missing: str, task: str) -> tuple:
     return tuple(out)
 
 
+# -- a link's table settings before the file ----------------------------------------------------------
+def _link_choice(key: str, widget_fn, kwargs: dict, default_said: str | None = None) -> object | None:
+    """The link's value for a table widget not drawn yet (None: the link gives none). A refused or
+    adjusted value is noted now, with the reason the widget would give, and the address bar is set
+    to the value used, so the widget drawn after the upload seeds from it. ``default_said``: how to
+    name the default where it depends on the file (the rows used)."""
+    if key in st.session_state or key not in st.query_params:
+        return None
+    raw = st.query_params.get_all(key)
+    rule = links.rule_for(widget_fn, kwargs)
+    verdict = links.decide(raw, rule)
+    if not verdict.noted:
+        return verdict.value
+    reason = verdict.reason
+    if default_said is not None and " — using the default, " in reason:
+        reason = f"{reason.split(' — using the default, ')[0]} — using the default, {default_said}"
+    links.add_note(links.Note(key, f"&{key}=".join(raw), reason))
+    wanted = rule.url_text(verdict.value)
+    if wanted is None:
+        del st.query_params[key]
+    else:
+        st.query_params[key] = wanted
+    return None
+
+
+def link_settings() -> str | None:
+    """What a link sets for the table before any file is uploaded: the target, the column roles, the
+    missing-value rule, the task and the rows used, said in one sentence (None: the link sets none).
+    Each is checked now as its widget will check it; a refused value is a link note (its default is
+    used), and what can only be checked against the file — a column's name, the rows it has — is
+    said to be checked then."""
+    said = []
+    target = st.query_params.get("csv_target") if "csv_target" not in st.session_state else None
+    if target:
+        said.append(f"target column {quoted(target)}")
+    if ROLE_PARAM in st.query_params:
+        chosen = roles()
+        write_roles(chosen)  # refused roles leave the address bar, as the notes say
+        if chosen:
+            said.append("column roles " + ", ".join(f"{quoted(c)} → {r}" for c, r in sorted(chosen.items())))
+    missing = _link_choice(MISSING_KEY, st.radio, {"options": MISSING_RULES})
+    if missing is not None and missing != "impute":
+        said.append(f"missing values: {missing} ({MISSING_CAPTIONS[MISSING_RULES.index(missing)]})")
+    task = _link_choice("task", st.selectbox, {"options": TASKS})
+    if task is not None and task != "auto":
+        said.append(f"task: {task}")
+    rows = _link_choice(
+        "csv_n",
+        st.number_input,
+        {"value": APP_MAX_N, "min_value": 4, "max_value": TABLE_MAX_N, "step": 1000},
+        default_said=f"all the table's usable rows, at most {APP_MAX_N:,}",
+    )
+    if rows is not None:
+        said.append(f"rows used: {rows:,} (at most the table's usable rows)")
+    if not said:
+        return None
+    by_name = target or ROLE_PARAM in st.query_params
+    names = " Column names are checked against the file once it is read." if by_name else ""
+    return f"This link's table settings apply to the file you upload: {'; '.join(said)}.{names}"
+
+
 # -- the sidebar section ---------------------------------------------------------------------------
 class Table:
     """The uploaded table's dataset, built on first use (:attr:`dataset`) and then kept."""
@@ -227,19 +301,22 @@ def target_rule(digest: str, target: str) -> str | None:
 def section() -> tuple[DataSpec | None, Table | None, str | None]:
     """Draw the upload controls; return the spec, the :class:`Table` (None when there is nothing
     to build) and a message for the sidebar (None when all is well)."""
-    uploaded = st.file_uploader(
-        "Table file (CSV or Parquet)", type=FILE_TYPES, key="csv_file", help=explain.HELP["csv"]
-    )
+    uploaded = st.file_uploader("Table file (CSV or Parquet)", key="csv_file", help=explain.HELP["csv"])
     if uploaded is None:
-        return None, None, f"Upload a table to use your own data. {limit_text()}"
+        pending = link_settings()
+        return None, None, f"Upload a table to use your own data. {pending + ' ' if pending else ''}{limit_text()}"
     raw = uploaded.getvalue()
     digest = state.file_digest(raw)
+    refused = refused_type(uploaded.name)
+    if refused:
+        return DataSpec(name=CSV_OPTION, csv_digest=digest, csv_filename=uploaded.name), None, refused
     try:
         frame, fmt = state.read_table(raw, digest)
     except (ValueError, ImportError) as exc:
         spec = DataSpec(name=CSV_OPTION, csv_digest=digest, csv_filename=uploaded.name)
         # "source" is from_csv's argument; here the file is what the user gave.
-        return spec, None, f"This file cannot be read: {plain(str(exc).removeprefix('source: '), limit=None)}"
+        reason = plain(str(exc).removeprefix("source: "), limit=None)
+        return spec, None, f"This file ({quoted(uploaded.name)}) cannot be read: {reason}. The page reads {ACCEPTED}."
     columns = [str(c) for c in frame.columns]
     _new_file(digest, columns)
     target = links.widget(

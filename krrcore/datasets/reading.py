@@ -187,6 +187,12 @@ def sniff(data: bytes) -> str:
                 f"source: this is not a text table but {what}; export it as CSV (or Parquet) and upload that"
             )
     encoding = detect_encoding(data[:SAMPLE_BYTES])
+    head = data[:SAMPLE_BYTES].decode(encoding, errors="replace").lstrip("\ufeff \t\r\n")
+    if head[:1] in ("{", "[") and re.match(r'^[\[{]\s*("|\{|\[|\]|\}|\d|-|true|false|null)', head):
+        raise ValueError(
+            "source: this is JSON, not a table (it opens with a JSON object or array); convert it to CSV "
+            "(pandas: pd.read_json(path).to_csv(out, index=False)) or Parquet and upload that"
+        )
     if not encoding.startswith(("utf-16", "utf-32")) and b"\x00" in data[:SAMPLE_BYTES]:
         raise ValueError(
             "source: this is a binary file, not a CSV (it holds zero bytes, which text never "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .._validation import feature_names
 from ..memory import CostModel, MemoryEstimate, MemoryLimitError, gib, worker_memory_left
 from .array import ShardedArray
 from .data import from_dask
@@ -94,11 +95,19 @@ def start_fit(estimator, X, y):
             "sharded fits keep the client's matrices on the CPU: leave device unset (see "
             "docs/distributed.md for GPU workers)"
         )
+    names = feature_names(X)  # a dask DataFrame's columns, as an in-memory fit records them
     X, Y = as_sharded(X, y, dtype=dtype)
     n, d = X.shape
     k = Y.shape[1]
     estimator.n_features_in_ = d
+    if names is not None:
+        estimator.feature_names_in_ = names
+    else:
+        vars(estimator).pop("feature_names_in_", None)
     estimator._y_was_1d = Y.was_1d
+    vars(estimator).pop("x_origin_", None)  # the kernel measures from this data's origin, as in memory
+    if n >= 2:
+        estimator._origin_from_moments(*X.moments(), dtype)
     scratch_blocks = estimator._kernel().scratch_blocks
     estimates = []
     for rows, (address, available, limit, used) in zip(X.sizes, X.client.gather(X.map(_worker_memory))):

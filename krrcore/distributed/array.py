@@ -35,6 +35,12 @@ def _sum_of_squares(Y):
     return float((Y.double() ** 2).sum())
 
 
+def _moments(X):
+    X64 = X.double()
+    mean = X64.mean(0)
+    return X.shape[0], mean, ((X64 - mean) ** 2).sum(0)
+
+
 def _distinct_rows(Y, limit):
     return torch.unique(Y, dim=0)[: limit + 1]
 
@@ -178,6 +184,23 @@ class ShardedArray:
     def sum_of_squares(self) -> float:
         """Σ of the squared entries, in float64 on the workers."""
         return math.fsum(self.client.gather(self.map(_sum_of_squares)))
+
+    def moments(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Column means and (unbiased) standard deviations in float64: each shard's mean and centred
+        sum of squares, combined pairwise (Chan, Golub & LeVeque's update), so that an offset far
+        larger than the spread (X + 1e8) costs no digits, as Σx² − n·mean² would."""
+        n, mean, m2 = 0, None, None
+        for count, m, s in self.client.gather(self.map(_moments)):
+            if count == 0:
+                continue
+            if mean is None:
+                n, mean, m2 = count, m, s
+                continue
+            delta, total = m - mean, n + count
+            mean = mean + delta * (count / total)
+            m2 = m2 + s + delta**2 * (n * count / total)
+            n = total
+        return mean, (m2 / max(n - 1, 1)).sqrt()
 
     def distinct_rows(self, limit: int = 3) -> torch.Tensor:
         """Up to ``limit + 1`` distinct rows from every shard: enough to tell ±1 or one-hot targets

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import check_int, check_positive
-from ..memory import check_fits
 from ..kernels import Kernel
+from ..memory import check_fits
 from ._inputs import _generator, _sampler_inputs
+from .cost import check_time, path_estimate
 from .dictionary import PRECISIONS, _Dictionary
 from .results import LeverageLevel, LeverageResult
 
@@ -402,6 +403,7 @@ def _bottom_up(
     target_size,
     memory_budget,
     precision,
+    timeout=None,
     extra_params=None,
 ) -> LeverageResult:
     """The loop shared by Alg. 1 and Alg. 2: λ_1 > … > λ_H, each level sampling from the last.
@@ -423,12 +425,14 @@ def _bottom_up(
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     ctx = _Context(X, kernel, kappa2, q1, q2, _generator(seed), memory_budget, precision, target_size)
+    penalties = lambda_path(lambda0, lam, q)
+    check_time(path_estimate(method, X, kernel, q1, q2, penalties, memory_budget), timeout)
     state = make_state(ctx)
     levels: list[LeverageLevel] = []
     note = ""
     t0 = time.perf_counter()
     previous = None
-    for lam_h in lambda_path(lambda0, lam, q):
+    for lam_h in penalties:
         t = time.perf_counter()
         level = level_fn(ctx, previous, lam_h, state)
         level.seconds = time.perf_counter() - t
@@ -496,6 +500,7 @@ def bless(
     target_size: int | None = None,
     memory_budget: int | None = None,
     precision: str = "float32",
+    timeout: float | None = None,
 ) -> LeverageResult:
     """BLESS, Alg. 1: leverage-score sampling with replacement along λ_0 > λ_1 > … > λ_H = λ.
 
@@ -525,6 +530,9 @@ def bless(
         on each level's smallest scores and the level falls back to float64 when it matters
         (:class:`~krrcore.leverage.dictionary._Dictionary`). The dictionary's factor, the scores
         returned for ``points`` and everything else stay float64.
+    timeout : seconds; a path whose estimated time exceeds it is refused before it starts
+        (:class:`~krrcore.memory.TimeLimitError`), and one estimated past a minute warns
+        (:class:`~krrcore.memory.SlowFitWarning`), as for the estimators (:mod:`krrcore.leverage.cost`).
     """
     return _bottom_up(
         "bless",
@@ -542,6 +550,7 @@ def bless(
         target_size=target_size,
         memory_budget=memory_budget,
         precision=precision,
+        timeout=timeout,
     )
 
 
@@ -560,6 +569,7 @@ def bless_r(
     memory_budget: int | None = None,
     weight_rule: str = "marginal",
     precision: str = "float32",
+    timeout: float | None = None,
 ) -> LeverageResult:
     """BLESS-R, Alg. 2: Bernoulli (without replacement) sampling along the same λ path.
 
@@ -587,5 +597,6 @@ def bless_r(
         target_size=target_size,
         memory_budget=memory_budget,
         precision=precision,
+        timeout=timeout,
         extra_params={"weight_rule": weight_rule},
     )

@@ -12,6 +12,7 @@ from .._validation import check_int, check_positive
 from ..memory import check_fits
 from ..ops import dense_kernel
 from ._inputs import _as_float64, _check_kernel
+from .cost import check_time, exact_estimate
 
 
 @dataclass
@@ -37,11 +38,15 @@ def check_eigh_fits(n: int, memory_budget: int | None = None, device=None) -> No
     )
 
 
-def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None) -> ExactLeveragePath:
+def exact_scores_path(
+    X, kernel, penalties, *, memory_budget: int | None = None, timeout: float | None = None
+) -> ExactLeveragePath:
     """Exact leverage scores for every λ in ``penalties`` from one ``eigh`` of K (float64).
 
     With K = U diag(s) Uᵀ: ℓ(·, λ) = (U∘U) s/(s + λn) and d_eff(λ) = Σ s/(s + λn) (Eq. 1).
     Needs about three n×n float64 matrices; raises ``ValueError`` with the GiB needed otherwise.
+    ``timeout``: seconds; an estimated time above it is refused before starting (and past a minute
+    warns), as for the estimators (:mod:`krrcore.leverage.cost`).
     """
     kernel = _check_kernel(kernel)
     X = _as_float64(X)
@@ -54,6 +59,7 @@ def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None)
         check_positive(lam, f"penalties[{j}]")  # a bool is refused, not read as 1
     lams = np.asarray(given, dtype=np.float64)
     check_eigh_fits(n, memory_budget, X.device)
+    check_time(exact_estimate("eigh", n, X.shape[1], len(lams), X.device, memory_budget), timeout)
     K = dense_kernel(kernel, X, X)
     s, U = torch.linalg.eigh(K)
     del K
@@ -67,7 +73,14 @@ def exact_scores_path(X, kernel, penalties, *, memory_budget: int | None = None)
 
 
 def exact_scores(
-    X, kernel, penalty, *, method: str = "auto", block_size: int = 1024, memory_budget: int | None = None
+    X,
+    kernel,
+    penalty,
+    *,
+    method: str = "auto",
+    block_size: int = 1024,
+    memory_budget: int | None = None,
+    timeout: float | None = None,
 ) -> torch.Tensor:
     """Exact ℓ(i, λ) = (K(K + λnI)⁻¹)_ii for all i, in float64 (Eq. 1).
 
@@ -76,7 +89,8 @@ def exact_scores(
     or "eigh" (one eigendecomposition, as :func:`exact_scores_path`: ~10× the flops, but no
     cancellation, so scores near machine precision keep their relative accuracy); "auto" is
     "cholesky" — for one λ it is always the cheaper route (docs/measurements.md). Raises
-    :class:`~krrcore.memory.MemoryBudgetError` with the GiB needed when K does not fit.
+    :class:`~krrcore.memory.MemoryBudgetError` with the GiB needed when K does not fit; ``timeout``
+    as :func:`exact_scores_path`'s.
     """
     kernel = _check_kernel(kernel)
     lam = check_positive(penalty, "penalty")
@@ -85,7 +99,7 @@ def exact_scores(
     X = _as_float64(X)
     n = X.shape[0]
     if method == "eigh":
-        return exact_scores_path(X, kernel, [lam], memory_budget=memory_budget).scores[0]
+        return exact_scores_path(X, kernel, [lam], memory_budget=memory_budget, timeout=timeout).scores[0]
     block_size = check_int(block_size, "block_size")
     check_fits(
         2 * n * n * 8,
@@ -94,6 +108,7 @@ def exact_scores(
         memory_budget,
         X.device,
     )
+    check_time(exact_estimate("cholesky", n, X.shape[1], 1, X.device, memory_budget), timeout)
     K = dense_kernel(kernel, X, X)
     ridge = lam * n
     K.diagonal().add_(ridge)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import warnings
 from typing import ClassVar
 
 import torch
@@ -39,7 +38,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import as_tensor, check_feature_names, check_features, check_sample_weight, check_X_y, feature_names
 from ..device import default_device, resolve_dtype
 from ..kernels import GaussianKernel, Kernel
-from ..memory import SLOW_FIT_SECONDS, SlowFitWarning
+from ..memory import warn_if_slow
 from ..rows import rows_of
 from .params import (
     CENTERS,
@@ -57,11 +56,7 @@ from .params import (
     resolve_seed,
     validate,
 )
-from .checks import (
-    check_penalty_scale,
-    choose_origin,
-    fit_guard,
-)
+from .checks import check_penalty_scale, choose_origin, fit_guard, origin_from_moments
 from .records import Recorder, Step, target_scale
 from .refusals import UncertaintyError, std_refusal
 from .resources import EstimatedResources
@@ -144,6 +139,14 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
             vars(self).pop("feature_names_in_", None)
         self._y_was_1d = was_1d
         return X, Y
+
+    def _origin_from_moments(self, mean: torch.Tensor, std: torch.Tensor, dtype) -> None:
+        """``x_origin_`` from X's column means and standard deviations (:func:`origin_from_moments`),
+        or none: the start of a sharded fit gives them (:mod:`krrcore.distributed`)."""
+        vars(self).pop("x_origin_", None)
+        origin = origin_from_moments(self._kernel(), mean, std, dtype, type(self).__name__)
+        if origin is not None:
+            self.x_origin_ = origin
 
     # -- the record stream -------------------------------------------------------------------
     def fit(
@@ -260,14 +263,7 @@ class KRRBase(EstimatedResources, RegressorMixin, BaseEstimator):
                 X.shape[0], X.shape[1], Y.shape[1], n_val=0 if X_val is None else len(X_val), weighted=weighted
             )
         self.memory_estimate_ = estimate.check(timeout=timeout)
-        first = estimate.seconds_for(1)
-        if first is not None and first > SLOW_FIT_SECONDS:
-            faster = f"; to go faster: {estimate.suggestion}" if estimate.suggestion else ""
-            warnings.warn(
-                f"{estimate.describe()} Set-up and the first iteration may take a while{faster}.",
-                SlowFitWarning,
-                stacklevel=3,
-            )
+        warn_if_slow(estimate, stacklevel=3)
         if distributed is None:
             check_penalty_scale(self, X)
         recorder = Recorder(self, X, Y, X_val, y_val, metric=metric, eval_train=eval_train)

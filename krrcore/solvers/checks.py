@@ -29,6 +29,7 @@ __all__ = [
     "check_model_not_zero",
     "check_penalty_scale",
     "choose_origin",
+    "origin_from_moments",
     "fit_guard",
 ]
 
@@ -98,18 +99,23 @@ def choose_origin(kernel: Kernel, X: torch.Tensor, name: str) -> torch.Tensor | 
     if not X.is_floating_point() or X.shape[0] < 2:
         return None
     X64 = X.double()
-    mean = X64.mean(0)
-    spread = float(torch.linalg.norm(X64.std(0)))
+    return origin_from_moments(kernel, X64.mean(0), X64.std(0), X.dtype, name)
+
+
+def origin_from_moments(kernel: Kernel, mean: torch.Tensor, std: torch.Tensor, dtype, name: str):
+    """:func:`choose_origin` from X's column means and standard deviations (float64), which sharded
+    data give without being gathered (:meth:`krrcore.distributed.ShardedArray.moments`)."""
+    spread = float(torch.linalg.norm(std))
     offset = float(torch.linalg.norm(mean))
     if offset <= OFFSET_RATIO * spread:
         return None
-    kind = str(X.dtype).removeprefix("torch.")
+    kind = str(dtype).removeprefix("torch.")
     if spread == 0.0:
         return None  # every row the same point: nothing to measure
-    if offset * torch.finfo(X.dtype).eps > 1e-3 * spread:
+    if offset * torch.finfo(dtype).eps > 1e-3 * spread:
         warnings.warn(
             f"{name}: X lies {offset:.3g} from 0 against a spread of {spread:.3g}; {kind} resolves "
-            f"only {offset * torch.finfo(X.dtype).eps:.2g} at that distance, so the features have lost "
+            f"only {offset * torch.finfo(dtype).eps:.2g} at that distance, so the features have lost "
             f"digits before any kernel is computed: centre X before fitting (X - X.mean(0)) or use "
             f"dtype='float64'",
             OffsetWarning,

@@ -294,7 +294,7 @@ def test_m_larger_than_n_blocks_the_run_with_a_message(app):
         (b"x1,x2,y\n1,2,0.5\n", "the table has 1 data row(s); at least 4 are needed"),
         (b"x1,x2,y\n", "the file has a header (x1, x2, y) but no data rows"),
         (b"x1,y\n1,\n2,\n3,\n4,\n", "target column 'y' has no values (all 4 rows are missing)"),
-        (b"", "This file cannot be read: the file is empty (0 bytes)"),
+        (b"", "This file (“bad.csv”) cannot be read: the file is empty (0 bytes)"),
     ],
     ids=["one-row", "header-only", "target-all-missing", "empty"],
 )

@@ -126,23 +126,48 @@ def test_the_upload_limit_is_explained_on_the_page(app):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (b"", "This file cannot be read: the file is empty (0 bytes)"),
+        (b"", "This file (“mine.csv”) cannot be read: the file is empty (0 bytes)"),
         (b"a,b,y\n", "the file has a header (a, b, y) but no data rows"),
         (b"x y target\n1 2 3\n4 5 6\n7 8 9\n1 1 2\n", "only one column was found (read as comma-separated)"),
         (b"a,y\n1,\n2,\n3,\n4,\n", "cannot be used yet: target column 'y' has no values (all 4 rows are missing)"),
         (
             b"PK\x03\x04\x14\x00\x06\x00" + bytes(200),
-            "This file cannot be read: this is not a text table but a ZIP archive",
+            "This file (“mine.csv”) cannot be read: this is not a text table but a ZIP archive",
         ),
-        (bytes(range(256)) * 4, "This file cannot be read: this is a binary file, not a CSV"),
+        (bytes(range(256)) * 4, "This file (“mine.csv”) cannot be read: this is a binary file, not a CSV"),
+        (b'[{"a": 1, "y": 2}, {"a": 3, "y": 4}]', "cannot be read: this is JSON, not a table"),
     ],
-    ids=["empty", "header-only", "one-column", "target-all-missing", "xlsx-renamed", "binary"],
+    ids=["empty", "header-only", "one-column", "target-all-missing", "xlsx-renamed", "binary", "json-renamed"],
 )
 def test_a_bad_file_gets_a_message_naming_what_is_wrong(app, content, message):
     at = _upload(app, content)
     assert not at.exception
     assert message in _texts(at.error) and "non-numeric" not in _texts(at.error)
     assert at.button(key="run").disabled is True
+
+
+@pytest.mark.parametrize(
+    "name, content, what",
+    [
+        ("rows.json", b'[{"a": 1, "y": 2}, {"a": 3, "y": 4}]', "a .json file"),
+        ("junk.bin", bytes(range(256)) * 4, "a .bin file"),
+        ("book.xlsx", b"PK\x03\x04" + bytes(200), "a .xlsx file"),
+        ("README", b"a,y\n1,2\n", "a file without an extension"),
+    ],
+    ids=["json", "binary", "xlsx", "no-extension"],
+)
+def test_a_file_not_a_table_is_refused_in_words_naming_it_and_what_is_read(app, in_process, name, content, what):
+    """The uploader takes any file (its ``type`` filter refuses others in the browser with only a red
+    icon): one the page does not read is refused on the page, by name, with what it reads."""
+    at = _upload(app, content, name=name)
+    assert not at.exception
+    expected = (
+        f"This file (“{name}”) is {what}, not a table this page reads: upload a CSV, TSV or TXT table (any "
+        "common delimiter and encoding, also gzip-compressed as .gz) or a Parquet file."
+    )
+    assert expected in _texts(at.warning)
+    at = at.switch_page("app_pages/dataset.py").run()
+    assert expected in _texts(at.error) and not at.exception
 
 
 def test_column_choices_come_from_the_link_through_its_checks(app):
@@ -171,6 +196,63 @@ def test_column_choices_come_from_the_link_through_its_checks(app):
     # x1 is the target now, so its link role was dropped; x2 and y are the features
     assert next(m.value for m in at.metric if m.label == "Features d") == "2"
     assert next(m.value for m in at.metric if m.label == "Task") == "regression"
+
+
+def test_a_links_table_settings_are_announced_before_any_file_and_apply_to_the_upload(app, in_process):
+    """A link's table settings (target, roles, missing-value rule, task, rows used) are said on the
+    Dataset page before a file is uploaded — those it refuses in the link notes, with the reason —
+    and the accepted ones are what the uploaded table then gets."""
+    at = app(
+        dataset="csv",
+        auto_run="false",
+        missing="drop",
+        role=["label:ignore", "x2:maybe"],
+        task="sometimes",
+        csv_n="30",
+        csv_target="y",
+    )
+    at = at.switch_page("app_pages/dataset.py").run()
+    assert not at.exception
+    said = _texts(at.info)
+    assert (
+        "This link's table settings apply to the file you upload: target column “y”; column roles “label” → "
+        "ignore; missing values: drop (rows with a gap are dropped); rows used: 30 (at most the table's usable "
+        "rows). Column names are checked against the file once it is read." in said
+    )
+    notes = _texts(at.warning)
+    assert "“role=x2:maybe” is not one of the choices (feature, categorical, ignore) — ignored." in notes
+    assert (
+        "“task=sometimes” is not one of the choices (auto, regression, binary, multiclass) — using the default, "
+        "auto." in notes
+    )
+    assert at.query_params["role"] in ("label:ignore", ["label:ignore"]) and "task" not in at.query_params
+    # The upload takes what was announced: label left out, gaps' rows dropped, 30 rows used.
+    content = b"x1,x2,label,y\n" + b"".join(
+        f"{i * 0.5},{'' if i % 5 == 1 else i % 7},{'ab'[i % 2]},{i % 3}.5\n".encode() for i in range(40)
+    )
+    at = at.file_uploader(key="csv_file").set_value(("mine.csv", content, "text/csv")).run()
+    assert not at.exception
+    shown = _texts(at.markdown)
+    assert "8 of 40 rows dropped for a gap in a column used." in shown and "Left out: label (marked ignore)." in shown
+    assert at.selectbox(key="csv_target").value == "y" and at.number_input(key="csv_n").value == 30
+    assert next(m.value for m in at.metric if m.label == "Rows (train / test)") == "24 / 6"
+
+
+@pytest.mark.parametrize(
+    "query, note",
+    [
+        ({"csv_n": "abc"}, "“csv_n=abc” is not a number — using the default, all the table's usable rows, at most "),
+        ({"csv_n": "2"}, "“csv_n=2” is below the minimum 4 — using the default, all the table's usable rows"),
+        ({"missing": "zero"}, "“missing=zero” is not one of the choices (impute, drop) — using the default, impute."),
+    ],
+    ids=["rows-not-a-number", "rows-below-minimum", "missing-unknown"],
+)
+def test_a_refused_table_setting_in_a_link_is_named_before_any_file(app, in_process, query, note):
+    at = app(dataset="csv", auto_run="false", **query).switch_page("app_pages/dataset.py").run()
+    assert not at.exception
+    assert note in _texts(at.warning)
+    assert "This link's table settings" not in _texts(at.info)  # nothing left to apply
+    assert next(iter(query)) not in at.query_params
 
 
 def test_a_parquet_file_is_accepted(app, tmp_path):

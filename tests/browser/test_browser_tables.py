@@ -263,3 +263,28 @@ def test_the_dataset_page_draws_its_first_picture_within_two_seconds_on_a_warm_s
     )
     for name, seconds in painted.items():
         assert statistics.median(seconds) < 2.0, (name, seconds)
+
+
+def test_a_file_that_is_not_a_table_is_refused_in_words_and_a_gzip_table_is_read(server, tmp_path):
+    """The uploader takes any file: a .json one is refused on the page by name, with what the page
+    reads — not by the browser with only a red icon on the file chip — and a .csv.gz is read."""
+    import gzip
+
+    url, log_path = server
+    json_file = tmp_path / "rows.json"
+    json_file.write_text('[{"a": 1, "y": 2}, {"a": 3, "y": 4}]')
+    table = tmp_path / "small.csv.gz"
+    table.write_bytes(gzip.compress(("a,b,y\n" + "".join(f"{i},{i % 7},{i % 3}\n" for i in range(60))).encode()))
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(120_000)
+        with _reported(page, tmp_path, log_path):
+            _open_upload(page, url)
+            page.locator("input[type=file]").set_input_files(str(json_file))
+            main = page.get_by_test_id("stMainBlockContainer")
+            main.get_by_text(
+                "This file (“rows.json”) is a .json file, not a table this page reads: upload a CSV, TSV or TXT table"
+            ).first.wait_for(timeout=60_000)
+            page.locator("input[type=file]").set_input_files(str(table))
+            main.get_by_text("Your table: small.csv.gz, 60 rows × 3 columns").first.wait_for(timeout=60_000)
+            _no_error_boxes(page)

@@ -255,3 +255,35 @@ def test_a_fit_through_a_separate_dask_scheduler_and_two_workers(problem, tmp_pa
             del shards, distributed
         finally:
             connection.close()
+
+
+def test_a_sharded_fit_moves_an_offset_x_to_its_origin_and_checks_feature_names_as_in_memory(cluster, problem):
+    """X + 1e8 on two workers: the same origin as the in-memory fit (the shards' moments combined,
+    not Σx² − n·mean², which cancels), so the same model; a dask DataFrame's column names are
+    recorded and checked at predict, and a sharded refit on bare arrays forgets the names and the
+    origin of an earlier fit."""
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y, X_test = problem
+    moved, moved_test = X + 1e8, X_test + 1e8
+    local = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(moved, y)
+    distributed = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(*sharded.scatter(moved, y, cluster=cluster))
+    torch.testing.assert_close(distributed.x_origin_, local.x_origin_, rtol=1e-14, atol=0)
+    assert relative(local.predict(moved_test), distributed.predict(moved_test)) < 1e-8
+    plain = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(X, y)
+    assert relative(plain.predict(X_test), distributed.predict(moved_test)) < 1e-6  # as good as centred X
+
+    columns = [f"x{j}" for j in range(X.shape[1])]
+    frame = pd.DataFrame(X, columns=columns)
+    with cluster.client.as_current():
+        model = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(
+            dd.from_pandas(frame, npartitions=4), dd.from_pandas(pd.Series(y), npartitions=4)
+        )
+    assert list(model.feature_names_in_) == columns and model.n_features_in_ == X.shape[1]
+    with pytest.raises(ValueError, match="Feature names"):
+        model.predict(pd.DataFrame(X_test, columns=columns)[columns[::-1]])
+    model.fit(*sharded.scatter(X, y, cluster=cluster))
+    assert not hasattr(model, "feature_names_in_") and not hasattr(model, "x_origin_")
+    model.fit(moved, y)  # in memory, then sharded: the origin is this data's
+    model.fit(*sharded.scatter(X, y, cluster=cluster))
+    assert not hasattr(model, "x_origin_")

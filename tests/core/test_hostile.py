@@ -20,6 +20,7 @@ count of each class.
 
 from __future__ import annotations
 
+import copy
 import math
 import signal
 import threading
@@ -34,7 +35,7 @@ import pytest
 import torch
 from sklearn.exceptions import NotFittedError
 
-from krrcore import CLASSIFIERS, leverage
+from krrcore import CLASSIFIERS, LogisticFalkon, leverage
 from krrcore.kernels import GaussianKernel, LaplacianKernel, LinearKernel, PolynomialKernel, median_heuristic
 from krrcore.registry import SOLVERS
 from krrcore.stream import SolverDivergedError
@@ -82,21 +83,25 @@ LABELS = np.where(X0[:, 0] > 0, "up", "down")
 def _estimators():
     out = []
     for key, info in SOLVERS.items():
-        base = {"kernel": GaussianKernel(1.0), **{k: v for k, v in SMALL.items() if k in info.knobs}}
-        out.append((key, False, lambda p, info=info, base=base: info.make(**{**base, **p})))
+        base = {k: v for k, v in SMALL.items() if k in info.knobs}
+        out.append((key, False, lambda p, info=info, base=base: info.make(**{"kernel": _kernel(), **base, **p})))
     seen = set()
     for info in SOLVERS.values():
         if info.estimator in seen:
             continue
         seen.add(info.estimator)
-        base = {
-            "kernel": GaussianKernel(1.0),
-            **dict(info.defaults),
-            **{k: v for k, v in SMALL.items() if k in info.knobs},
-        }
+        base = {**dict(info.defaults), **{k: v for k, v in SMALL.items() if k in info.knobs}}
         cls = CLASSIFIERS[info.estimator]
-        out.append((f"{cls.__name__}", True, lambda p, cls=cls, base=base: cls(**{**base, **p})))
+        out.append((f"{cls.__name__}", True, lambda p, cls=cls, base=base: cls(**{"kernel": _kernel(), **base, **p})))
+    logistic = {"M": 10, "maxiter": 4, "final_steps": 2}
+    out.append(("LogisticFalkon", True, lambda p: LogisticFalkon(**{"kernel": _kernel(), **logistic, **p})))
     return out
+
+
+def _kernel():
+    """A new kernel for every estimator made: ``set_params(kernel__sigma=2)`` changes the kernel it
+    is given in place, so a kernel shared by the cases would carry one case's σ into the next."""
+    return GaussianKernel(1.0)
 
 
 def _predictions_ok(model, X, classifier):
@@ -222,6 +227,89 @@ def _predict_cases(model_factory, classifier):
     ]
 
 
+#: ``sample_weight`` values every estimator must refuse by name (the weights' own checks, or, for a
+#: solver that cannot solve the weighted system, its refusal of any weights).
+BAD_WEIGHTS = {
+    "short": np.ones(N - 3),
+    "long": np.ones(N + 1),
+    "negative": np.where(np.arange(N) == 4, -1.0, 1.0),
+    "nan": np.where(np.arange(N) == 4, np.nan, 1.0),
+    "inf": np.where(np.arange(N) == 4, np.inf, 1.0),
+    "zeros": np.zeros(N),
+    "2-d": np.ones((N, 2)),
+    "text": "heavy",
+    "strings": np.array(["1"] * N),
+    "dict": {"w": 1.0},
+    "complex": np.ones(N) + 1j,
+}
+
+
+def _weighted(factory, weights, classifier):
+    """A fit with ``weights``; a result must be a right model (its predictions the labels it knows, or finite)."""
+
+    def run():
+        y = LABELS if classifier else Y0
+        model = factory({}).fit(X0, y, sample_weight=weights)
+        return _predictions_ok(model, X0, classifier)
+
+    return run
+
+
+def _uniform_weights(factory, classifier):
+    """Equal weights (3 for every row) are the unweighted problem: weights are rescaled to mean 1."""
+
+    def run():
+        y = LABELS if classifier else Y0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            weighted = factory({}).fit(X0, y, sample_weight=np.full(N, 3.0))
+        plain = _fitted(factory, classifier)
+        if classifier:
+            return np.array_equal(weighted.predict(X0), plain.predict(X0))
+        return np.allclose(weighted.predict(X0), plain.predict(X0), rtol=1e-6, atol=1e-8)
+
+    return run
+
+
+def _with_std(factory, params, classifier):
+    """``predict(X, return_std=True)``: the pair (mean, std) where the model has a posterior — the
+    mean its plain prediction, the std finite and positive — else refused by name."""
+
+    def run():
+        if params:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = factory(params).fit(X0, LABELS if classifier else Y0)
+        else:
+            model = _fitted(factory, classifier)
+        mean, std = model.predict(X0[:7], return_std=True)
+        mean, std = np.asarray(mean), np.asarray(std)
+        return (
+            np.allclose(mean, np.asarray(model.predict(X0[:7])))
+            and std.shape == mean.shape
+            and bool(np.isfinite(std).all() and (std > 0).all())
+        )
+
+    return run
+
+
+#: Each estimator's model of (X0, y) with its battery settings, fitted once (by the first case that
+#: asks) and copied for every case that starts from a fitted model: the refits and predictions
+#: test what follows the fit, and copying is ~100 times cheaper than fitting again.
+_FITTED: dict = {}
+
+
+def _fitted(factory, classifier, X=None):
+    """A copy of the estimator fitted on ``X`` (X0 or its DataFrame) and the battery's targets."""
+    X = X0 if X is None else X
+    key = (id(factory), classifier, isinstance(X, pd.DataFrame))
+    if key not in _FITTED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _FITTED[key] = factory({}).fit(X, LABELS if classifier else Y0)
+    return copy.deepcopy(_FITTED[key])
+
+
 def _fit_and_check(factory, params, X, y, classifier, Xp=None):
     def run():
         model = factory(params).fit(X, y)
@@ -339,6 +427,30 @@ def build_cases() -> list[Case]:
             Case(f"{name}-set-params-unknown", lambda f=factory: f({}).set_params(kernel__nope=1), "refuse", ("nope",))
         )
         cases.append(Case(f"{name}-threads", _threads(factory, classifier), "result", (), check=bool))
+        weight = ("sample_weight",)
+        for weight_id, weights in BAD_WEIGHTS.items():
+            cases.append(Case(f"{name}-weights-{weight_id}", _weighted(factory, weights, classifier), "refuse", weight))
+        cases.append(Case(f"{name}-weights-uniform", _uniform_weights(factory, classifier), "any", weight, check=bool))
+        posterior = "uncertainty" in declared and not classifier
+        cases.append(
+            Case(
+                f"{name}-return-std",
+                _with_std(factory, {}, classifier),
+                "refuse",
+                ("return_std", "uncertainty", "posterior"),
+                check=bool,
+            )
+        )
+        if posterior:
+            cases.append(
+                Case(
+                    f"{name}-return-std-uncertainty",
+                    _with_std(factory, {"uncertainty": True}, classifier),
+                    "result",
+                    (),
+                    check=bool,
+                )
+            )
     cases += _leverage_cases()
     cases += _table_cases()
     return cases
@@ -358,9 +470,9 @@ def _classifier_target(y):
 def _offset_quality(factory, classifier):
     def run():
         y = LABELS if classifier else Y0
+        plain = _fitted(factory, classifier).score(X0, y)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            plain = factory({}).fit(X0, y).score(X0, y)
             moved = factory({}).fit(X0 + 1e8, y).score(X0 + 1e8, y)
         return abs(plain - moved) < 0.05
 
@@ -371,10 +483,7 @@ def _refit(factory, params, classifier):
     """A fitted model whose refit with a bad parameter fails keeps its predictions exactly."""
 
     def run():
-        y = LABELS if classifier else Y0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = factory({}).fit(X0, y)
+        model = _fitted(factory, classifier)
         before = model.predict(X0)
         original = model.get_params(deep=False)
         model.set_params(**params)
@@ -392,10 +501,7 @@ def _refit(factory, params, classifier):
 
 def _refit_data(factory, X, y, classifier):
     def run():
-        target = LABELS if classifier else Y0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = factory({}).fit(X0, target)
+        model = _fitted(factory, classifier)
         before = model.predict(X0)
         attributes = set(vars(model))
         new_y = y
@@ -412,10 +518,7 @@ def _refit_data(factory, X, y, classifier):
 
 def _predict(factory, Xf, Xp, y, classifier):
     def run():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = factory({}).fit(Xf, y)
-        return model.predict(Xp)
+        return _fitted(factory, classifier, Xf).predict(Xp)
 
     return run
 

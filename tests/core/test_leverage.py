@@ -518,3 +518,48 @@ def test_the_last_level_of_a_descent_keeps_the_draws_up_to_its_target(sequence, 
     )
     draws = bless_module._line9_draws(ctx, lambda m: torch.tensor([next(source) for _ in range(m)]), M_h)
     assert draws.tolist() == kept
+
+
+# -- time: the estimators' policy (krrcore.leverage.cost) ------------------------------------------
+def test_a_leverage_path_past_its_timeout_is_refused_before_it_starts_and_runs_within_one():
+    """BLESS-R at λ = 1e-10 on 300 points walks 34 levels of ~300 points each: its estimate names
+    the work, and a timeout below it refuses the call before any level runs; within it, it runs."""
+    from krrcore.memory import TimeLimitError
+
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    kernel = GaussianKernel(1.0)
+    with pytest.raises(
+        TimeLimitError,
+        match=r"Refused before starting: it would take about .* beyond timeout=0.01 s; "
+        r"raise penalty \(34 levels down to λ=1e-10, the last of about 3\d\d points\)",
+    ) as info:
+        lv.bless_r(X, kernel, 1e-10, timeout=0.01)
+    assert info.value.estimate.solver == "bless_r" and info.value.estimate.n == 300
+    result = lv.bless_r(X, kernel, 1e-3, timeout=600)  # a path estimated within its timeout runs
+    assert len(result.levels) == 10 and result.levels[-1].size > 0
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds or None, got -1"):
+        lv.bless(X, kernel, 1e-3, timeout=-1)
+
+
+def test_a_leverage_computation_estimated_past_a_minute_warns_before_it_starts():
+    """The same SlowFitWarning as an estimator's, raised here as an error so that nothing runs."""
+    import warnings
+
+    from krrcore.memory import SlowFitWarning, TimeLimitError
+
+    X = np.random.default_rng(0).normal(size=(20_000, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SlowFitWarning)
+        with pytest.raises(
+            SlowFitWarning,
+            match=r"bless_r on n=20,000 points .* It may take a while; to go faster: "
+            r"raise penalty",
+        ):
+            lv.bless_r(X, GaussianKernel(1.0), 1e-10)
+    X = np.random.default_rng(0).normal(size=(3000, 3))
+    with pytest.raises(
+        TimeLimitError, match=r"exact leverage scores \(eigh\) on n=3,000 points .* beyond timeout=0.01 s"
+    ):
+        lv.exact_scores_path(X, GaussianKernel(1.0), [1e-3], timeout=0.01)
+    with pytest.raises(TimeLimitError, match=r"exact leverage scores \(cholesky\) on n=3,000 points"):
+        lv.exact_scores(X, GaussianKernel(1.0), 1e-3, timeout=0.01)
