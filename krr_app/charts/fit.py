@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from krrcore.metrics import predicted_labels
 
+from krr_app.charts import uncertainty
 from krr_app.charts.figures import layout
 from krr_app.charts.preview import browser_values, point_traces
 
@@ -20,11 +21,16 @@ def fit_figure(data, surface, *, height: int = 420) -> go.Figure | None:
     """The fitted function (1-D data) or prediction surface (2-D data) over the points, from the
     grid predictions a worker computed (:class:`krr_app.jobs.surface.FitSurface`); None otherwise.
 
-    Axes are the z-scored features the model sees; regression targets are in their own units.
+    Axes are the z-scored features the model sees; regression targets are in their own units. A
+    surface with the posterior on its grid gets the 90% band over 1-D data
+    (:mod:`krr_app.charts.uncertainty`, which also draws the 2-D map).
     """
     if surface is None or data.d not in (1, 2):
         return None
-    return (_fit_1d if data.d == 1 else _fit_2d)(data, surface, height)
+    figure = (_fit_1d if data.d == 1 else _fit_2d)(data, surface, height)
+    if data.d == 1 and getattr(surface, "uncertainty", None) is not None:
+        figure = uncertainty.with_band(figure, data, surface)  # the 2-D map is a figure of its own
+    return figure
 
 
 #: The fit figure's traces that a new picture of the model changes (the live chart's fit panel

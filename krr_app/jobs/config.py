@@ -16,6 +16,7 @@ from krrcore.kernels import KERNELS
 from krrcore.numbers import LARGEST, SMALLEST, readable
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
+from krrcore.solvers.refusals import std_refusal
 
 from krr_app.jobs.spec import DataSpec, FitSpec  # noqa: F401  (DataSpec re-exported)
 from krr_app.settings import APP_MAX_M, APP_MAX_N, AUTO_RUN_MAX_M, AUTO_RUN_MAX_N  # noqa: F401  (re-exported)
@@ -53,6 +54,7 @@ class RunConfig:
     memory_budget: int | None = None  # bytes
     solver_params: tuple[tuple[str, object], ...] = field(default=())
     eval_train: bool = False  # also record the training error every iteration
+    uncertainty: bool = False  # also set up the posterior: predictive std on the plotting grid
 
     @property
     def info(self) -> SolverInfo:
@@ -95,6 +97,7 @@ class RunConfig:
             "seed": self.solver_seed,
             "memory_budget": self.memory_budget,
             "eval_train": True if self.eval_train else None,
+            "uncertainty": True if self.uncertainty else None,
             **dict(self.solver_params),
         }
         accepted = accepted_params(self.solver)
@@ -111,7 +114,8 @@ class RunConfig:
             **dict(self.solver_params),
         }
         shown = [f"{k}={format_number(v)}" for k, v in knobs.items() if v is not None and (not vary or k in vary)]
-        return " · ".join([self.info.label, *shown, *([self.dtype] if self.dtype != "float64" else [])])
+        extra = ([self.dtype] if self.dtype != "float64" else []) + (["± std"] if self.uncertainty else [])
+        return " · ".join([self.info.label, *shown, *extra])
 
     def as_dict(self) -> dict:
         """Flat plain dict (for tables and CSV downloads)."""
@@ -186,6 +190,7 @@ def make_config(
     memory_budget: int | None = None,
     solver_params: dict | None = None,
     eval_train: bool = False,
+    uncertainty: bool = False,
 ) -> RunConfig:
     """A normalised RunConfig: knobs the solver ignores are set to None, so that e.g. moving the M
     slider does not make exact KRR look like a new, not-yet-run configuration."""
@@ -207,7 +212,27 @@ def make_config(
         memory_budget=memory_budget if "memory_budget" in accepted else None,
         solver_params=extra,
         eval_train=bool(eval_train) and info.iterative and "eval_train" in accepted,
+        uncertainty=bool(uncertainty) and "uncertainty" in accepted,
     )
+
+
+def uncertainty_refusal(solver: str, task: str) -> str | None:
+    """Why a run of ``solver`` on data of ``task`` gives no predictive standard deviation (None: it
+    gives one, from :mod:`krrcore.solvers.uncertainty`); the solver's reason is the library's own."""
+    if "uncertainty" not in accepted_params(solver):
+        return f"{get_solver(solver).label} gives no predictive uncertainty: {std_refusal(get_solver(solver).make())}."
+    if task == "multiclass":
+        return (
+            "No uncertainty map for several classes: the model has one output per class, each with its own "
+            "spread, and the map shows one; pick a regression or two-class data set."
+        )
+    return None
+
+
+def with_uncertainty(config: RunConfig, wanted: bool, task: str) -> RunConfig:
+    """``config`` fitted with the posterior set up when ``wanted`` and the solver and task allow it
+    (:func:`uncertainty_refusal`); otherwise without."""
+    return replace(config, uncertainty=bool(wanted) and uncertainty_refusal(config.solver, task) is None)
 
 
 def with_value(config: RunConfig, name: str, value) -> RunConfig:
