@@ -230,7 +230,10 @@ def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
     with st.container(key=fit_target(key)):
         if title:
             st.markdown(f"**{heading}** over the data")
-        plot(figure, key=key, filename=f"krr-fit-{run.id}")
+        # The band's figure under a key of its own: drawn under the running figure's key, the browser
+        # kept showing the running figure (the band's traces never arrived).
+        banded = not run.active and surface.uncertainty is not None
+        plot(figure, key=f"{key}_band" if banded else key, filename=f"krr-fit-{run.id}")
         if not run.active:
             pictures_caption(run)
     if not run.active and surface.uncertainty is not None:
