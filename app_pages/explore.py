@@ -63,13 +63,16 @@ if dataset is not None:
 
 settings = sidebar.current()
 config = settings.config() if settings.data is not None else None
+weighted = dataset is not None and getattr(dataset, "weight_train", None) is not None  # a table's weight column
 if config is not None and dataset is not None and wants_uncertainty:
     # The posterior is set up in the fit on the worker, so it is part of the run's configuration.
-    config = with_uncertainty(config, True, dataset.task)
-    refusal = uncertainty_refusal(config.solver, dataset.task)
+    config = with_uncertainty(config, True, dataset.task, weighted)
+    refusal = uncertainty_refusal(config.solver, dataset.task, weighted)
     if refusal:
         refusal_slot.info(refusal)
-issues = problems(config, dataset.n_train if dataset is not None else None) if config is not None else []
+issues = (
+    problems(config, dataset.n_train if dataset is not None else None, weighted=weighted) if config is not None else []
+)
 can_run = dataset is not None and config is not None and not issues
 small = can_run and is_small(config, dataset.n_train + dataset.n_test)
 run = registry.get(config) if config is not None else None

@@ -216,9 +216,27 @@ def make_config(
     )
 
 
-def uncertainty_refusal(solver: str, task: str) -> str | None:
+def weight_refusal(solver: str) -> str | None:
+    """Why ``solver`` cannot fit a table's weight column (None: it fits weighted KRR); the reason is
+    the solver's own (``_SAMPLE_WEIGHT_REFUSAL``, as its ``fit`` would raise it)."""
+    reason = getattr(get_solver(solver).estimator, "_SAMPLE_WEIGHT_REFUSAL", None)
+    if reason is None:
+        return None
+    return (
+        f"{get_solver(solver).label} does not take sample weights: {reason}. Pick another solver, or give the "
+        f"weight column another role on the Dataset page."
+    )
+
+
+def uncertainty_refusal(solver: str, task: str, weighted: bool = False) -> str | None:
     """Why a run of ``solver`` on data of ``task`` gives no predictive standard deviation (None: it
-    gives one, from :mod:`krrcore.solvers.uncertainty`); the solver's reason is the library's own."""
+    gives one, from :mod:`krrcore.solvers.uncertainty`); the solver's reason is the library's own.
+    ``weighted``: the data carry sample weights, whose posterior the library does not give."""
+    if weighted and "uncertainty" in accepted_params(solver):
+        return (
+            "No uncertainty with a weight column: the posterior and its noise estimate are those of unweighted "
+            "KRR. Give the weight column another role on the Dataset page for the band."
+        )
     if "uncertainty" not in accepted_params(solver):
         return f"{get_solver(solver).label} gives no predictive uncertainty: {std_refusal(get_solver(solver).make())}."
     if task == "multiclass":
@@ -229,10 +247,11 @@ def uncertainty_refusal(solver: str, task: str) -> str | None:
     return None
 
 
-def with_uncertainty(config: RunConfig, wanted: bool, task: str) -> RunConfig:
-    """``config`` fitted with the posterior set up when ``wanted`` and the solver and task allow it
+def with_uncertainty(config: RunConfig, wanted: bool, task: str, weighted: bool = False) -> RunConfig:
+    """``config`` fitted with the posterior set up when ``wanted`` and the solver and data allow it
     (:func:`uncertainty_refusal`); otherwise without."""
-    return replace(config, uncertainty=bool(wanted) and uncertainty_refusal(config.solver, task) is None)
+    allowed = uncertainty_refusal(config.solver, task, weighted) is None
+    return replace(config, uncertainty=bool(wanted) and allowed)
 
 
 def with_value(config: RunConfig, name: str, value) -> RunConfig:
@@ -298,9 +317,12 @@ def _solver_size_problem(config: RunConfig, n_train: int) -> str | None:
     return None
 
 
-def problems(config: RunConfig, n_train: int | None) -> list[str]:
-    """Reasons this configuration cannot run, as sentences for the page (empty when it can)."""
+def problems(config: RunConfig, n_train: int | None, *, weighted: bool = False) -> list[str]:
+    """Reasons this configuration cannot run, as sentences for the page (empty when it can);
+    ``weighted``: the data carry a weight column (refused by the solvers that take no weights)."""
     out = []
+    if weighted and weight_refusal(config.solver):
+        out.append(weight_refusal(config.solver))
     if not is_valid_penalty(config.penalty):
         out.append(f"λ must be > 0 (got {config.penalty:g}): {PENALTY_REASON}.")
     sigma = config.kernel_kwargs().get("sigma")

@@ -183,7 +183,12 @@ def run_fit(
         with PeakMemory() as memory:
             try:
                 for record in estimator.iter_fit(
-                    data.X_train, data.y_train, data.X_test, data.y_test, stop_event=stop_event
+                    data.X_train,
+                    data.y_train,
+                    data.X_test,
+                    data.y_test,
+                    sample_weight=getattr(data, "weight_train", None),  # a table's weight column
+                    stop_event=stop_event,
                 ):
                     outcome.trace.append(record)
                     k = len(outcome.trace) - 1
