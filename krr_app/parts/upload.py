@@ -120,7 +120,8 @@ def write_roles(chosen: dict) -> None:
 def apply_role_edits(edits: dict, names: list[str], detected: dict) -> None:
     """The column table's edits (``{row: {"role": role}}``, rows of ``names``): a row set to
     "target" makes its column the target; another role is kept where it differs from the detected
-    one (``detected``: column → role); "weight" leaves the column that had it as detected. The target's own row cannot be changed there: choosing
+    one (``detected``: column → role); "weight" leaves the column that had it as detected. The
+    target's own row cannot be changed there: choosing
     another column as the target is how it changes."""
     chosen = roles()
     for row, change in edits.items():
