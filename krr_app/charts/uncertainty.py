@@ -104,15 +104,14 @@ def uncertainty_map(data, surface, *, height: int = 420) -> go.Figure:
     z = std_in_units(data, surface.uncertainty).reshape(len(gy), len(gx))
     unit = data.target_name if data.task == "regression" else "f(x)"
     fig = go.Figure(
-        go.Contour(
+        go.Heatmap(
             x=browser_values(gx),
             y=browser_values(gy),
             z=browser_values(z),
-            colorscale="Magma",
-            reversescale=True,
+            colorscale="Viridis",  # monotone: the brighter, the less sure
+            zsmooth="best",
             name=STD_MAP,
             colorbar={"title": f"std ({unit})"},
-            contours={"coloring": "heatmap"},
         )
     )
     points, x_title, y_title = point_traces(data, colorbar=False)

@@ -188,7 +188,10 @@ def table_notes(
         )
     if missing == "drop" and gap_rows:
         notes.append(f"{gap_rows:,} of {n_rows:,} rows dropped for a gap in a column used.")
-    left_out = [d for d in decisions if not d.used]
+    weights = [d for d in decisions if d.role == "weight"]
+    if weights:
+        notes.append(f"Sample weights of the fit (not a feature): {_names(d.name for d in weights)}.")
+    left_out = [d for d in decisions if not d.used and d.role != "weight"]
     if left_out:
         notes.append(f"Left out: {_names((f'{d.name} ({d.reason})' for d in left_out), limit=12)}.")
     return tuple(notes)
