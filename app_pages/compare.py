@@ -98,7 +98,8 @@ if input_error:
     st.error(plain(input_error, None))
 issues = {}
 for config in configs:
-    found = problems(config, dataset.n_train if dataset is not None else None)
+    weighted = dataset is not None and getattr(dataset, "weight_train", None) is not None
+    found = problems(config, dataset.n_train if dataset is not None else None, weighted=weighted)
     if found:
         issues[config] = found
 for config, found in issues.items():

@@ -3,7 +3,7 @@
 For the sidebar's dataset (a built-in one or an uploaded table), in sections:
 
 1. **Your table** (uploaded tables): one row per column — what it holds, its role (editable:
-   feature, categorical, ignore, target), missing cells and what it becomes — the missing-value
+   feature, categorical, ignore, weight, target), missing cells and what it becomes — the missing-value
    rule, and every decision in one sentence (:func:`krrcore.datasets.inspect_frame`). Drawn from the
    file at once, before the preprocessing is fitted.
 2. **Shape**: rows, the n × d the model sees after preprocessing, task, median distance.
@@ -35,7 +35,7 @@ from krrcore.numbers import readable
 PENALTY_GRID = tuple(10.0 ** (e / 2) for e in range(-20, 1))
 DEFAULT_ROWS = 1000
 #: Roles the column table offers (the target is a role there; the library takes it separately).
-TABLE_ROLES = ("feature", "categorical", "ignore", "target")
+TABLE_ROLES = ("feature", "categorical", "ignore", "weight", "target")
 #: session_state: a counter that gives the column table a fresh key after each applied edit.
 EDITOR_VERSION_KEY = "_krr_table_editor"
 
@@ -97,7 +97,8 @@ def table_section(table) -> None:
     st.caption(
         f"Read as {plain(fmt)}. Each column's role "
         "can be changed in the table (feature: used as it is detected; categorical: one-hot; ignore: left "
-        "out; target: the column to predict); every choice is kept in the page's address."
+        "out; weight: each row's sample weight in the fit, one column at most; target: the column to predict); "
+        "every choice is kept in the page's address."
     )
     frame = column_table(report)
     detected = {d.name: d.role for d in state.inspect_table(table.raw, spec.csv_digest, report.target).decisions}

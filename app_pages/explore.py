@@ -9,13 +9,17 @@ once from the session's registry.
 The data are drawn before any run (:mod:`krr_app.charts.preview`), and a small problem
 (:func:`krr_app.jobs.config.is_small`) runs by itself on every change unless "Run on every change" is
 switched off — as in the TensorFlow Playground, a student sees the effect of every knob at once.
+
+"Show uncertainty" (1-D and 2-D data, ``?uncertainty=true``) fits with the library's posterior set up
+on the worker and draws the 90% band around the fit (1-D) or the map of the predictive standard
+deviation (2-D); a solver without a posterior is refused with the library's reason.
 """
 
 import streamlit as st
 
 from krr_app import explain
 from krr_app.charts import preview
-from krr_app.jobs.config import SMALL_TEXT, is_small, problems
+from krr_app.jobs.config import SMALL_TEXT, is_small, problems, uncertainty_refusal, with_uncertainty
 from krr_app.parts import sidebar, state, views
 from krr_app.settings import AUTO_RUN_WAIT_SECONDS
 from krr_app.teaching import links
@@ -41,18 +45,34 @@ st.caption(
 # data), so the picture a student sees first is never replaced by a chart that still has to load
 # plotly.
 head, live_slot, metrics_slot = st.container(), st.container(), st.container()
-fit_slot = None
+fit_slot = refusal_slot = None
+wants_uncertainty = False
 if dataset is not None:
     data_col, fit_col = st.columns(2) if dataset.d in (1, 2) else (st.container(), None)
     with data_col:
         st.markdown(f"**The data** — {plain(preview.summary(dataset), limit=None)}")  # names a table's target
         # An image, not a chart (no plotly to load first), sent as Markdown (see preview.data_image_markdown).
         st.markdown(state.data_picture(dataset, data.spec))
+    if fit_col is not None:
+        with fit_col:  # the band (1-D) or the map (2-D) needs the plotting grid: 1-D and 2-D data only
+            wants_uncertainty = links.widget(
+                st.toggle, "Show uncertainty", value=False, key="uncertainty", help=explain.HELP["uncertainty"]
+            )
+            refusal_slot = st.empty()
     fit_slot = fit_col.empty() if fit_col is not None else None
 
 settings = sidebar.current()
 config = settings.config() if settings.data is not None else None
-issues = problems(config, dataset.n_train if dataset is not None else None) if config is not None else []
+weighted = dataset is not None and getattr(dataset, "weight_train", None) is not None  # a table's weight column
+if config is not None and dataset is not None and wants_uncertainty:
+    # The posterior is set up in the fit on the worker, so it is part of the run's configuration.
+    config = with_uncertainty(config, True, dataset.task, weighted)
+    refusal = uncertainty_refusal(config.solver, dataset.task, weighted, config.loss)
+    if refusal:
+        refusal_slot.info(refusal)
+issues = (
+    problems(config, dataset.n_train if dataset is not None else None, weighted=weighted) if config is not None else []
+)
 can_run = dataset is not None and config is not None and not issues
 small = can_run and is_small(config, dataset.n_train + dataset.n_test)
 run = registry.get(config) if config is not None else None

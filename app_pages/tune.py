@@ -94,7 +94,7 @@ config = make_config(
     memory_budget=settings.memory_budget,
     solver_params={"objective": objective, "ard": bool(ard), "max_steps": steps, **({"M": "auto"} if find_M else {})},
 )
-issues = problems(config, dataset.n_train)
+issues = problems(config, dataset.n_train, weighted=getattr(dataset, "weight_train", None) is not None)
 views.show_problems(issues)
 can_run = not issues
 run = registry.get(config)

@@ -39,6 +39,10 @@ HELP = {
     "x_axis": "Plot against iterations (how fast per step) or solver seconds (how fast in time).",
     "eval_train": "Also compute the training error after every iteration (one more pass over the data; "
     "not counted in solver time). The gap between the two curves is overfitting.",
+    "uncertainty": "Also set up the Gaussian-process posterior whose mean is the fit (exact KRR: the exact one; "
+    "Nyström solvers: the DTC posterior of the same centres) and draw where the model is unsure: a 90% band "
+    "around a 1-D fit, a map of the predictive standard deviation over 2-D data. The noise level is estimated "
+    "from the training residuals.",
     "auto_run": "Start a run by itself whenever a setting changes (for small problems).",
     "step": "One iteration at a time: the first press starts a run that pauses after its first iteration; "
     "each press then computes one more (ASkotch: one block step) and redraws the convergence chart and "

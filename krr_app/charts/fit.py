@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from krrcore.metrics import predicted_labels
 
+from krr_app.charts import uncertainty
 from krr_app.charts.figures import layout
 from krr_app.charts.preview import browser_values, point_traces
 
@@ -23,12 +24,17 @@ def fit_figure(data, surface, *, height: int = 420, color_range: tuple[float, fl
     Axes are the z-scored features the model sees; regression targets are in their own units.
     ``color_range`` (2-D regression or two classes): the colour scale's (min, max), so that figures
     drawn side by side colour one value alike (:func:`shared_color_range`); default: this fit's own.
+    A surface with the posterior on its grid gets the 90% band over 1-D data
+    (:mod:`krr_app.charts.uncertainty`, which also draws the 2-D map).
     """
     if surface is None or data.d not in (1, 2):
         return None
-    if data.d == 1:
-        return _fit_1d(data, surface, height)
-    return _fit_2d(data, surface, height, color_range)
+    if data.d == 2:
+        return _fit_2d(data, surface, height, color_range)
+    figure = _fit_1d(data, surface, height)
+    if getattr(surface, "uncertainty", None) is not None:
+        figure = uncertainty.with_band(figure, data, surface)  # the 2-D map is a figure of its own
+    return figure
 
 
 def shared_color_range(data, surfaces) -> tuple[float, float] | None:

@@ -16,6 +16,7 @@ from krrcore.kernels import KERNELS
 from krrcore.numbers import LARGEST, SMALLEST, readable
 from krrcore.registry import SOLVERS, SolverInfo, get_solver
 from krrcore.solvers.params import PENALTY_REASON, is_valid_penalty
+from krrcore.solvers.refusals import std_refusal
 
 from krrcore.solvers.logistic import matching_penalty
 
@@ -56,6 +57,7 @@ class RunConfig:
     solver_params: Params = field(default=())
     eval_train: bool = False  # also record the training error every iteration
     loss: str = "squared"  # "logistic": LogisticFalkon at matching_penalty(penalty) (classification data)
+    uncertainty: bool = False  # also set up the posterior: predictive std on the plotting grid
 
     @property
     def info(self) -> SolverInfo:
@@ -100,6 +102,7 @@ class RunConfig:
             "seed": self.solver_seed,
             "memory_budget": self.memory_budget,
             "eval_train": True if self.eval_train else None,
+            "uncertainty": True if self.uncertainty else None,
             **dict(self.solver_params),
         }
         accepted = accepted_params(self.solver)
@@ -117,7 +120,8 @@ class RunConfig:
         }
         shown = [f"{k}={format_number(v)}" for k, v in knobs.items() if v is not None and (not vary or k in vary)]
         loss = ["logistic loss"] if self.loss == "logistic" else []
-        return " · ".join([self.info.label, *loss, *shown, *([self.dtype] if self.dtype != "float64" else [])])
+        extra = ([self.dtype] if self.dtype != "float64" else []) + (["± std"] if self.uncertainty else [])
+        return " · ".join([self.info.label, *loss, *shown, *extra])
 
     def as_dict(self) -> dict:
         """Flat plain dict (for tables and CSV downloads)."""
@@ -194,6 +198,7 @@ def make_config(
     solver_params: dict | None = None,
     eval_train: bool = False,
     loss: str = "squared",
+    uncertainty: bool = False,
 ) -> RunConfig:
     """A normalised RunConfig: knobs the solver ignores are set to None, so that e.g. moving the M
     slider does not make exact KRR look like a new, not-yet-run configuration. ``loss``: one of
@@ -222,7 +227,52 @@ def make_config(
         solver_params=extra,
         eval_train=bool(eval_train) and info.iterative and "eval_train" in accepted,
         loss=loss,
+        uncertainty=bool(uncertainty) and "uncertainty" in accepted,
     )
+
+
+def weight_refusal(solver: str) -> str | None:
+    """Why ``solver`` cannot fit a table's weight column (None: it fits weighted KRR); the reason is
+    the solver's own (``_SAMPLE_WEIGHT_REFUSAL``, as its ``fit`` would raise it)."""
+    reason = getattr(get_solver(solver).estimator, "_SAMPLE_WEIGHT_REFUSAL", None)
+    if reason is None:
+        return None
+    return (
+        f"{get_solver(solver).label} does not take sample weights: {reason}. Pick another solver, or give the "
+        f"weight column another role on the Dataset page."
+    )
+
+
+def uncertainty_refusal(solver: str, task: str, weighted: bool = False, loss: str = "squared") -> str | None:
+    """Why a run of ``solver`` on data of ``task`` gives no predictive standard deviation (None: it
+    gives one, from :mod:`krrcore.solvers.uncertainty`); the solver's reason is the library's own.
+    ``weighted``: the data carry sample weights, whose posterior the library does not give;
+    ``loss="logistic"``: the posterior is the squared loss's (a Gaussian likelihood)."""
+    if loss != "squared":
+        return (
+            "No uncertainty with the logistic loss: the band is the Gaussian-process posterior of the squared "
+            "loss, which a logistic model does not have. Choose the squared loss for the band."
+        )
+    if weighted and "uncertainty" in accepted_params(solver):
+        return (
+            "No uncertainty with a weight column: the posterior and its noise estimate are those of unweighted "
+            "KRR. Give the weight column another role on the Dataset page for the band."
+        )
+    if "uncertainty" not in accepted_params(solver):
+        return f"{get_solver(solver).label} gives no predictive uncertainty: {std_refusal(get_solver(solver).make())}."
+    if task == "multiclass":
+        return (
+            "No uncertainty map for several classes: the model has one output per class, each with its own "
+            "spread, and the map shows one; pick a regression or two-class data set."
+        )
+    return None
+
+
+def with_uncertainty(config: RunConfig, wanted: bool, task: str, weighted: bool = False) -> RunConfig:
+    """``config`` fitted with the posterior set up when ``wanted`` and the solver and data allow it
+    (:func:`uncertainty_refusal`); otherwise without."""
+    allowed = uncertainty_refusal(config.solver, task, weighted, config.loss) is None
+    return replace(config, uncertainty=bool(wanted) and allowed)
 
 
 def with_value(config: RunConfig, name: str, value) -> RunConfig:
@@ -288,9 +338,12 @@ def _solver_size_problem(config: RunConfig, n_train: int) -> str | None:
     return None
 
 
-def problems(config: RunConfig, n_train: int | None) -> list[str]:
-    """Reasons this configuration cannot run, as sentences for the page (empty when it can)."""
+def problems(config: RunConfig, n_train: int | None, *, weighted: bool = False) -> list[str]:
+    """Reasons this configuration cannot run, as sentences for the page (empty when it can);
+    ``weighted``: the data carry a weight column (refused by the solvers that take no weights)."""
     out = []
+    if weighted and weight_refusal(config.solver):
+        out.append(weight_refusal(config.solver))
     if not is_valid_penalty(config.penalty):
         out.append(f"λ must be > 0 (got {config.penalty:g}): {PENALTY_REASON}.")
     sigma = config.kernel_kwargs().get("sigma")

@@ -11,6 +11,10 @@ stays within :data:`FRAME_SHARE` of the fit's wall time (every iteration for a s
 a bounded rate for a large one, whose grid predictions cost more), or on request (a stepped
 run); a fit keeps at most :data:`MAX_KEPT_FRAMES` of them, evenly spaced in iterations, for
 replaying it afterwards.
+
+:func:`add_uncertainty` adds a model's predictive standard deviation on the same grid, from the
+library's ``predict(X, return_std=True)`` (:mod:`krrcore.solvers.uncertainty`), with the noise level
+the fit estimated and its centres, so a front end draws the band or the map without the posterior.
 """
 
 from __future__ import annotations
@@ -32,17 +36,21 @@ FRAME_SHARE = 0.05
 FRAME_ALLOWANCE_SECONDS = 0.2
 #: Pictures a fit keeps for replay (every ``stride``-th iteration, the stride doubling as needed).
 MAX_KEPT_FRAMES = 64
+#: Centres sent with an uncertainty surface for drawing (more say nothing a picture can show).
+MAX_DRAWN_CENTERS = 2000
 
 
 @dataclass
 class FitSurface:
     """``axes``: one grid vector per feature; ``values``: the model's raw output on the grid
     (1-D: (GRID_1D, k); 2-D: (GRID_2D², k), row-major with the first feature varying fastest).
-    ``frames``: the pictures kept while the model was fitted, by iteration (same layout, float32)."""
+    ``frames``: the pictures kept while the model was fitted, by iteration (same layout, float32).
+    ``uncertainty``: the predictive standard deviation on the grid (:func:`add_uncertainty`), or None."""
 
     axes: tuple[np.ndarray, ...]
     values: np.ndarray
     frames: dict[int, np.ndarray] = field(default_factory=dict)
+    uncertainty: GridUncertainty | None = None
 
     def at(self, iteration: int) -> tuple[int | None, np.ndarray]:
         """(the iteration shown, the grid values) of the model after ``iteration``: the picture
@@ -55,6 +63,26 @@ class FitSurface:
             return last, self.values
         kept = max((k for k in self.frames if k <= iteration), default=min(self.frames))
         return kept, self.frames[kept]
+
+
+@dataclass(frozen=True)
+class GridUncertainty:
+    """A model's posterior on the plotting grid, as the library states it: ``mean`` and ``std`` of a
+    new observation ((points, k), the fit's scaled units, from ``predict(grid, return_std=True)``),
+    ``noise_std`` σ̂ (same units), ``effective_dof`` df, ``noise_source`` the library's sentence on
+    how σ̂ was obtained, ``kind`` ("exact GP" or "DTC (Nyström)"), ``centers`` the model's centres
+    (None when there are more than :data:`MAX_DRAWN_CENTERS`), ``n_centers`` their number and
+    ``seconds`` the posterior's set-up plus the grid's standard deviations on the worker."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    noise_std: float
+    effective_dof: float
+    noise_source: str
+    kind: str
+    centers: np.ndarray | None
+    n_centers: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -79,11 +107,36 @@ def plotting_grid(X: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] not in (1, 2):
         raise ValueError(f"a fit surface needs 1 or 2 features, got {X.shape[1] if X.ndim == 2 else X.shape}")
-    if X.shape[1] == 1:
-        axes = grid_axes(X, GRID_1D)
-        return axes, axes[0][:, None]
-    axes = grid_axes(X, GRID_2D)
-    return axes, np.stack(np.meshgrid(*axes), -1).reshape(-1, 2)
+    axes = grid_axes(X, GRID_1D if X.shape[1] == 1 else GRID_2D)
+    return axes, grid_points(axes)
+
+
+def grid_points(axes: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The points of the grid with these ``axes`` (:func:`plotting_grid`'s layout)."""
+    if len(axes) == 1:
+        return axes[0][:, None]
+    return np.stack(np.meshgrid(*axes), -1).reshape(-1, len(axes))
+
+
+def add_uncertainty(surface: FitSurface, estimator) -> FitSurface:
+    """``surface`` with the fitted ``estimator``'s predictive standard deviation on its grid
+    (an estimator fitted with ``uncertainty=True``; the library refuses the others with the reason)."""
+    start = time.perf_counter()
+    mean, std = estimator.predict(grid_points(surface.axes), return_std=True)
+    mean, std = np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+    centers = np.asarray(estimator.centers_, dtype=np.float64)
+    surface.uncertainty = GridUncertainty(
+        mean=mean.reshape(len(mean), -1),
+        std=std.reshape(len(std), -1),
+        noise_std=float(np.max(estimator.noise_std_)),
+        effective_dof=float(estimator.effective_dof_),
+        noise_source=estimator.noise_source_,
+        kind=estimator.posterior_.kind,
+        centers=centers if len(centers) <= MAX_DRAWN_CENTERS else None,
+        n_centers=len(centers),
+        seconds=getattr(estimator, "uncertainty_seconds_", 0.0) + time.perf_counter() - start,
+    )
+    return surface
 
 
 def fit_surface(X: np.ndarray, estimator) -> FitSurface:

@@ -8,7 +8,9 @@ by every executor: it streams each :class:`~krrcore.stream.IterationRecord` to `
 ``stop_event``, and returns a :class:`FitOutcome` holding only what a front end keeps: the trace,
 the metrics, the timings, the worker's peak memory, the compact model (centres and
 coefficients, see :meth:`~krrcore.solvers.base.KRRBase.compact`) and the predictions on a plotting
-grid for 1-D/2-D data — never K, K_nM or a preconditioner. Given ``on_frame``, it also pictures the
+grid for 1-D/2-D data, with the predictive standard deviation there for a fit with
+``uncertainty=True`` (:func:`~krr_app.jobs.surface.add_uncertainty`) — never K, K_nM, a preconditioner
+or the posterior's factor. Given ``on_frame``, it also pictures the
 current iterate on that grid while the solver runs (:class:`~krr_app.jobs.surface.LiveSurface`, outside
 the solver's time); given a :class:`StepGate`, it waits after each record until the gate lets it go on.
 
@@ -37,7 +39,7 @@ from krrcore.registry import get_solver
 from krrcore.stream import IterationRecord, SolverDivergedError
 
 from .spec import DataSpec, FitSpec
-from .surface import FitSurface, LiveSurface, SurfaceFrame, fit_surface
+from .surface import FitSurface, LiveSurface, SurfaceFrame, add_uncertainty, fit_surface
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +183,12 @@ def run_fit(
         with PeakMemory() as memory:
             try:
                 for record in estimator.iter_fit(
-                    data.X_train, data.y_train, data.X_test, data.y_test, stop_event=stop_event
+                    data.X_train,
+                    data.y_train,
+                    data.X_test,
+                    data.y_test,
+                    sample_weight=getattr(data, "weight_train", None),  # a table's weight column
+                    stop_event=stop_event,
                 ):
                     outcome.trace.append(record)
                     k = len(outcome.trace) - 1
@@ -200,6 +207,10 @@ def run_fit(
             outcome.surface = live.finish(estimator, outcome.trace[-1].iteration)
         elif grid_data is not None:
             outcome.surface = fit_surface(grid_data, outcome.model)
+        if outcome.surface is not None and getattr(estimator, "posterior_", None) is not None:
+            add_uncertainty(outcome.surface, estimator)
+        # The posterior's factor is M×M (n×n for exact KRR): the grid's std is what comes back.
+        outcome.model.__dict__.pop("posterior_", None)
         stopped = stop_event.is_set() and get_solver(spec.solver).iterative
         outcome.status = "stopped" if stopped else "done"
         outcome.message = getattr(estimator, "stop_reason_", "") or "finished"

@@ -134,13 +134,17 @@ def write_roles(chosen: dict) -> None:
 def apply_role_edits(edits: dict, names: list[str], detected: dict) -> None:
     """The column table's edits (``{row: {"role": role}}``, rows of ``names``): a row set to
     "target" makes its column the target; another role is kept where it differs from the detected
-    one (``detected``: column → role). The target's own row cannot be changed there: choosing
+    one (``detected``: column → role); "weight" leaves the column that had it as detected. The
+    target's own row cannot be changed there: choosing
     another column as the target is how it changes."""
     chosen = roles()
     for row, change in edits.items():
         name, role = names[int(row)], change.get("role")
         if role is None or name == st.session_state.get("csv_target"):
             continue
+        if role == "weight":  # one weight column: a new one takes the role from the last
+            for other in [c for c, r in chosen.items() if r == "weight" and c != name]:
+                chosen.pop(other)
         if role == "target":
             st.session_state["csv_target"] = name
             chosen.pop(name, None)

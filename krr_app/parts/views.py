@@ -15,7 +15,7 @@ import streamlit as st
 from krrcore.diagnostics.data import subsample
 
 from krr_app import explain, units
-from krr_app.charts import figures as charts, fit as fit_charts
+from krr_app.charts import figures as charts, fit as fit_charts, uncertainty as uncertainty_charts
 from krr_app.jobs.executor import format_bytes, started_executor
 from krr_app.jobs.runs import Run
 from krr_app.jobs.surface import FitSurface, plotting_grid
@@ -234,9 +234,32 @@ def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
     with st.container(key=fit_target(key)):
         if title:
             st.markdown(f"**{heading}** over the data")
-        plot(figure, key=key, filename=f"krr-fit-{run.id}")
+        # The band's figure under a key of its own: drawn under the running figure's key, the browser
+        # kept showing the running figure (the band's traces never arrived).
+        banded = not run.active and surface.uncertainty is not None
+        plot(figure, key=f"{key}_band" if banded else key, filename=f"krr-fit-{run.id}")
         if not run.active:
             pictures_caption(run)
+    if not run.active and surface.uncertainty is not None:
+        uncertainty_chart(run, key)
+
+
+def uncertainty_chart(run: Run, key: str) -> None:
+    """What the run's posterior says (:mod:`krr_app.charts.uncertainty`): the 1-D band is in the fit's
+    figure already, the 2-D map is drawn here; then the sentence on what it means and the library's
+    account of the noise level."""
+    unsure = run.surface.uncertainty
+    if run.data.d == 2:
+        with st.container(key=f"{key}_uncertainty_box"):
+            st.markdown("**Uncertainty map** — where the model is unsure")
+            if "uncertainty_map" not in run.cache:
+                run.cache["uncertainty_map"] = uncertainty_charts.uncertainty_map(run.data, run.surface)
+            plot(run.cache["uncertainty_map"], key=f"{key}_uncertainty", filename=f"krr-uncertainty-{run.id}")
+    st.caption(plain(uncertainty_charts.meaning(run.data, unsure), limit=None))
+    st.caption(
+        f"Noise level {plain(unsure.noise_source, limit=None)}. Posterior set-up and the grid's standard "
+        f"deviations: {readable(unsure.seconds, 3)} s on the worker, after the solver's last record."
+    )
 
 
 def pictures_caption(run: Run) -> None:

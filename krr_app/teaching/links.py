@@ -95,7 +95,8 @@ def known_parameters() -> frozenset[str]:
     }
     pages = {
         "auto_run",
-        "x_axis",  # Explore
+        "x_axis",
+        "uncertainty",  # Explore
         "cmp_mode",
         "cmp_solvers",
         "sweep_param",

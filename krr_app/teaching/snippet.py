@@ -88,18 +88,22 @@ def sections(config: RunConfig) -> list[Section]:
         + (", after the table's preprocessing in one scikit-learn Pipeline." if table else "."),
         model_code,
     )
+    # A table's weight column (role "weight") is the fit's sample_weight (krrcore.datasets.from_frame).
+    weights = (
+        ", sample_weight=data.weight_train" if "weight" in config.data.csv_kwargs().get("roles", {}).values() else ""
+    )
     if config.info.iterative:
         fit = Section(
             "Fit",
             "One record per iteration, as the app's convergence chart draws them.",
             "records = []\n"
-            "for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test):\n"
+            f"for record in model.iter_fit(data.X_train, data.y_train, data.X_test, data.y_test{weights}):\n"
             "    records.append(record)\n"
             '    print(record.iteration, f"{record.seconds:.3f}s", record.residual, record.val_metric)\n'
             "print(model.stop_reason_)",
         )
     else:
-        fit = Section("Fit", "A direct solve.", "model.fit(data.X_train, data.y_train)")
+        fit = Section("Fit", "A direct solve.", f"model.fit(data.X_train, data.y_train{weights})")
     predict = (
         "prediction = pipeline.predict(data.raw_test)   # the test rows as read, answered in the target's units\n"
         if table

@@ -14,7 +14,9 @@ sentence per column (:attr:`ColumnDecision.sentence`):
 * dates and date-times: converted to numbers (year, day of year, hour of day when times are given);
 * constant and empty columns: left out.
 
-A per-column ``role`` override ("feature", "categorical", "ignore") replaces the detected one.
+A per-column ``role`` override ("feature", "categorical", "ignore", "weight") replaces the detected
+one; "weight" (at most one column) is no feature: it holds each row's ``sample_weight``
+(:func:`krrcore.datasets.tabular.from_frame` checks it by ``check_sample_weight``'s rules).
 :func:`build_transformer` turns the decisions into a :class:`~sklearn.compose.ColumnTransformer`
 (``SimpleImputer`` with ``add_indicator``, ``StandardScaler``, ``OneHotEncoder``): the caller
 fits it on the training rows only, and it turns raw rows of the same table into model inputs.
@@ -31,7 +33,7 @@ import pandas as pd
 from .reading import is_numeric
 
 #: Roles a user may give a column (the target is named separately).
-ROLES = ("feature", "categorical", "ignore")
+ROLES = ("feature", "categorical", "ignore", "weight")
 #: Rules for missing cells: fill (median, with an indicator column) or drop the row.
 MISSING_RULES = ("impute", "drop")
 #: Rows the type detection looks at (a seeded random sample of a larger table).
@@ -189,6 +191,14 @@ def _decide(name: str, column: pd.Series, sample: pd.Series, role: str | None, r
         probe = ColumnDecision(**base, role="feature", encoding="numeric" if kind == "numeric" else "date", sentence="")
         unreadable = int(cell_missing(pd.DataFrame({name: column}), probe).sum()) - missing
         base["missing"] = missing + unreadable
+    if role == "weight":
+        return ColumnDecision(
+            **base,
+            role="weight",
+            encoding=None,
+            reason="sample weight",
+            sentence=f"{name!r}: each row's sample weight, not a feature (its squared error counts that many times).",
+        )
     if role == "ignore":
         return ColumnDecision(
             **base,
@@ -328,6 +338,11 @@ def check_roles(roles, columns, target) -> dict:
     bad = {name: role for name, role in roles.items() if role not in ROLES}
     if bad:
         raise ValueError(f"roles must be one of {ROLES}; got {bad}")
+    weights = [name for name, role in roles.items() if role == "weight"]
+    if len(weights) > 1:
+        raise ValueError(
+            f"roles give {len(weights)} columns the role 'weight' ({weights}): a table has one weight column"
+        )
     return roles
 
 

@@ -87,6 +87,10 @@ class Dataset:
     # rows train_index / test_index are the splits' original rows)
     preprocess: object | None = None
     columns: tuple = ()
+    # the table's weight column (role "weight"), as given, per split: fit(..., sample_weight=weight_train)
+    weight_name: str | None = None
+    weight_train: np.ndarray | None = None
+    weight_test: np.ndarray | None = None
     notes: tuple[str, ...] = ()
     table: object | None = field(default=None, repr=False)
 

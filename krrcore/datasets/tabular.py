@@ -28,6 +28,7 @@ from .columns import (
     check_missing_rule,
     plan_columns,
 )
+from .._validation import check_sample_weight
 from .core import TASKS, Dataset, assemble, check_n, check_split_args
 from .reading import DELIMITERS, MISSING_MARKERS, read_csv_bytes  # noqa: F401  (re-exported)
 from .reading import MAX_COLUMNS, CsvFormat, detect_format, is_numeric, read_frame, source_label
@@ -187,7 +188,10 @@ def table_notes(
         )
     if missing == "drop" and gap_rows:
         notes.append(f"{gap_rows:,} of {n_rows:,} rows dropped for a gap in a column used.")
-    left_out = [d for d in decisions if not d.used]
+    weights = [d for d in decisions if d.role == "weight"]
+    if weights:
+        notes.append(f"Sample weights of the fit (not a feature): {_names(d.name for d in weights)}.")
+    left_out = [d for d in decisions if not d.used and d.role != "weight"]
     if left_out:
         notes.append(f"Left out: {_names((f'{d.name} ({d.reason})' for d in left_out), limit=12)}.")
     return tuple(notes)
@@ -436,11 +440,36 @@ def from_frame(
         table=table,
     )
     dataset.feature_mean_raw, dataset.feature_scale_raw = _input_units(preprocess, dataset)
+    _set_weights(dataset, rows, decisions, n_test)
     dataset.suggested_kernel["sigma"] = _median_sigma(dataset.X_train)
     changed = [note for note in notes if not note.startswith(("Numbers standardised", "The file was", "Column types"))]
     if changed:
         warnings.warn(f"{title}: " + " ".join(changed), PreprocessingWarning, stacklevel=3)
     return dataset
+
+
+def _set_weights(dataset: Dataset, rows: pd.DataFrame, decisions, n_test: int) -> None:
+    """The weight column's values per split (``weight_train``, ``weight_test``), each checked by
+    :func:`krrcore._validation.check_sample_weight`'s rules (no gaps or text, no negatives, not all
+    zero), the message naming the column."""
+    (name,) = [d.name for d in decisions if d.role == "weight"] or [None]
+    if name is None:
+        return
+    raw = rows[name]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        shown = _names(str(v) for v in raw[bad].head(3))
+        raise ValueError(
+            f"weight column {name!r} has {int(bad.sum()):,} row(s) without a finite number ({shown}): "
+            f"sample weights must be numbers >= 0; fill them in, or give the column another role"
+        )
+    for split, part in (("training", values[n_test:]), ("test", values[:n_test])):
+        try:
+            check_sample_weight(part, len(part))
+        except ValueError as exc:
+            raise ValueError(f"weight column {name!r} ({split} rows): {exc}") from None
+    dataset.weight_name, dataset.weight_train, dataset.weight_test = name, values[n_test:], values[:n_test]
 
 
 def from_csv(

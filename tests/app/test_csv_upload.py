@@ -188,7 +188,7 @@ def test_column_choices_come_from_the_link_through_its_checks(app):
     assert not at.exception
     notes = _texts(at.warning)
     assert "“role=wings:feature” names a column that is not in this file — ignored." in notes
-    assert "“role=x2:maybe” is not one of the choices (feature, categorical, ignore) — ignored." in notes
+    assert "“role=x2:maybe” is not one of the choices (feature, categorical, ignore, weight) — ignored." in notes
     shown = _texts(at.markdown)
     assert "8 of 40 rows dropped for a gap in a column used." in shown
     assert "Left out: label (marked ignore)." in shown

@@ -5,6 +5,8 @@ errors are named; a lesson link sets its experiment, a link's own values win, Ba
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import settle, wait_for_runs
 
@@ -15,7 +17,7 @@ from krr_app.text import shown_as
 CATALOG, ERRORS = lessons.catalog()
 #: Keys of the widgets a page draws itself (every other setting is a sidebar control).
 PAGE_KEYS = {
-    "explore": {"auto_run", "x_axis"},
+    "explore": {"auto_run", "x_axis", "uncertainty"},
     "compare": {"cmp_mode", "cmp_solvers", "sweep_param", "sweep_values", "cmp_iteration"},
     "conditioning": {"cond_n", "blocks", "rank"},
     "leverage": {"lev_n", "lev_method", "lev_log10_penalty", "lev_q2"},
@@ -35,6 +37,7 @@ IDEAS = (
     "λ",
     "Tuning σ and λ",
     "Conjugate gradient",
+    "Uncertainty",
 )
 
 
@@ -71,7 +74,10 @@ def _completes(at, lesson, step: int):
             assert stepped.stepped and stepped.wait(0.5) is False  # paused, not finished
             at = at.button(key="run").click().run()
         at = wait_for_runs(at, timeout=120)
-        run = at.session_state["_krr_runs"].get(at.session_state["_krr_settings"].config())
+        config = at.session_state["_krr_settings"].config()
+        if lesson.settings_at(step).get("uncertainty"):  # the page's toggle: the posterior is part of the run
+            config = replace(config, uncertainty=True)
+        run = at.session_state["_krr_runs"].get(config)
         assert run is not None and run.status == "done", f"{lesson.name} step {step}: {run and run.message}"
     elif page == "compare":
         at = wait_for_runs(at.button(key="cmp_run").click().run(), timeout=120)

@@ -226,7 +226,7 @@ def test_roles_override_what_was_detected_and_bad_roles_are_named():
         from_frame(frame, "species", roles={"wings": "ignore"})
     with pytest.raises(
         ValueError,
-        match=r"roles must be one of \('feature', 'categorical', 'ignore'\); "
+        match=r"roles must be one of \('feature', 'categorical', 'ignore', 'weight'\); "
         r"got \{'sex': 'maybe'\}",
     ):
         from_frame(frame, "species", roles={"sex": "maybe"})
