@@ -161,6 +161,11 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
     evaluation, then one for the final fit), ``stop_reason_``, ``converged_``, ``n_iter_``.
     """
 
+    _SAMPLE_WEIGHT_REFUSAL = (
+        "its tuning objectives (and their gradients) are those of the unweighted loss; tune unweighted, "
+        "then fit Falkon with the weights"
+    )
+
     # The constructor is written from these declarations (krrcore.solvers.params); kernel, penalty,
     # dtype, device and memory_budget come from KRRBase and seed from Seeded. maxiter and tol mean
     # other things here than on the iterative solvers (the final fit's iterations; the search's
@@ -287,10 +292,7 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
         (when made) and the final fit; afterwards the estimator is fitted at the best point.
         ``sample_weight`` is refused: the tuning objectives are the unweighted ones."""
         if sample_weight is not None:
-            raise ValueError(
-                "FalkonCV does not take sample_weight: its tuning objectives (and their gradients) "
-                "are those of the unweighted loss; tune unweighted, then fit Falkon with the weights"
-            )
+            raise ParameterError(f"FalkonCV does not take sample_weight: {self._SAMPLE_WEIGHT_REFUSAL}")
         X, Y, recorder = self._start_fit(
             X, y, X_val, y_val, stop_event=stop_event, timeout=self.timeout, metric=self.metric
         )

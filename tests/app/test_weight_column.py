@@ -96,6 +96,11 @@ def test_weights_and_the_refusals_beside_them():
     assert weight_refusal("falkon") is None and weight_refusal("exact") is None
     assert "Skotch does not take sample weights" in problems(config, 100, weighted=True)[0]
     assert not problems(config, 100)
+    tune = make_config(DataSpec("sine1d"), kernel="gaussian", kernel_params={}, penalty=1e-4, solver="falkon_cv")
+    assert (
+        "tuning objectives (and their gradients) are those of the unweighted loss"
+        in problems(tune, 100, weighted=True)[0]
+    )  # the Tune page refuses before Run, with the estimator's own reason
     assert "unweighted KRR" in uncertainty_refusal("falkon", "regression", weighted=True)
     with pytest.raises(ValueError, match="a table has one weight column"):
         from_csv(io.BytesIO(_csv(_frame().assign(v=1.0))), "y", roles={"w": "weight", "v": "weight"})
