@@ -1,6 +1,6 @@
 """The default tuning's time against a 10 × 10 grid on docs/data.md's seven real tables.
 
-``python -m benchmarks.bench_tune_tables [--repeats R]``: each table loaded as the Dataset page
+``python -m benchmarks.bench_tune_tables [--repeats R] [--tables ITEM ...]``: each table loaded as the Dataset page
 loads it (tests/core/test_tables.py's rows and M), then, R times in turn, the default
 ``krrcore.tune`` (started at the page's suggested σ and λ, as the Tune page starts) and the
 10 × 10 (σ, λ) grid of FALKON fits of :mod:`benchmarks.bench_tune` at the same M. The ratio
@@ -85,12 +85,14 @@ def tune_run(ds):
     return time.perf_counter() - t0, result
 
 
-def measure(repeats: int) -> list[dict]:
+def measure(repeats: int, only=None) -> list[dict]:
     from krrcore import Falkon, GaussianKernel
     from krrcore.solvers.falkon import ResidualWarning
 
     rows = []
     for package, item, target in TABLES:
+        if only and item not in only:
+            continue
         ds = load(package, item, target)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResidualWarning)
@@ -139,10 +141,11 @@ def markdown(rows: list[dict], repeats: int) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tables", nargs="*", help="the tables to run, by item name (default: all seven)")
     args = parser.parse_args(argv)
     set_threads()
     np.random.seed(0)
-    rows = measure(args.repeats)
+    rows = measure(args.repeats, args.tables)
     print(markdown(rows, args.repeats))
 
 
