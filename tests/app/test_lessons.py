@@ -188,6 +188,18 @@ def test_lesson_file_errors_name_the_file_step_and_setting(text, message):
     assert str(info.value).startswith("lessons/mine.md") and message in str(info.value), str(info.value)
 
 
+def test_a_missing_picture_is_named_and_a_bad_one_refused(monkeypatch, tmp_path):
+    lesson = parse('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\npicture = "docs/none.png"\nM = 5\n+++\n', "mine")
+    assert lesson.steps[0].picture == "docs/none.png" and lesson.steps[0].settings == (("M", 5),)
+    assert not lesson.steps[0].picture_path().is_file()
+    for block, message in (
+        ('picture = "docs/notes.md"', "picture = 'docs/notes.md' must name an image file"),
+        ('caption = "no picture"', "caption = 'no picture' must be text, and goes with a picture"),
+    ):
+        with pytest.raises(LessonError, match=message):
+            parse(f'+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\n{block}\n+++\n', "mine")
+
+
 def test_steps_add_up_and_pages_carry_over():
     lesson = parse(
         '+++\ntitle = "T"\nidea = "I"\n+++\nIntro\n## A\n+++\npage = "compare"\nM = 5\nn = 100\n+++\n'
