@@ -154,5 +154,6 @@ def test_the_tuning_lesson_s_sparse_regions_step_shows_gcv_overruled(server, tmp
         status = page.get_by_text(re.compile(r"finished — ")).first.inner_text()
         assert re.search(r"chosen on [\d,]+ held-out rows \(5 folds\): (?!GCV)", status), status
         page.add_style_tag(content=".st-key-lesson_panel { display: none !important; }")
+        page.mouse.move(0, 0)  # no button's tooltip over the picture
         _save(page, "screenshot-tune-gcv.png", tmp_path)
         page.close()
