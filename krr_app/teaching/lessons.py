@@ -32,6 +32,14 @@ dataset, tune). Steps add up: step k's experiment is the settings of steps 1..k,
 overriding earlier ones, so a link to any step (``?lesson=<name>&step=<k>``) sets the same
 experiment as walking there with Next. A setting goes through the same check as a link's value
 (:mod:`krr_app.teaching.links`), so a lesson cannot put a widget into a state it refuses.
+
+A step may also show a picture below its text, a file of the app's folder (e.g. a screenshot of
+the app that a browser test saves into ``docs/``)::
+
+    picture = "docs/screenshot-tune-gcv.png"
+    caption = "What the Tune page shows after Tune"
+
+``picture`` and ``caption`` belong to their step only (they do not add up like the settings).
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ DEFAULT_PAGE = "explore"
 #: session_state: the lesson followed, as (name, step) with step counted from 1.
 STATE_KEY = "_krr_lesson"
 FENCE = "+++"
+#: The file kinds a step's ``picture`` may name (what ``st.image`` draws).
+PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp")
 
 
 class LessonError(ValueError):
@@ -71,6 +81,12 @@ class Step:
     text: str
     settings: tuple[tuple[str, object], ...]  # this step's own settings ("page" excluded)
     page: str | None = None
+    picture: str | None = None  # a file of the app's folder, drawn below the text
+    caption: str | None = None
+
+    def picture_path(self) -> Path | None:
+        """The picture's file (relative names are read from the app's folder, where ``docs/`` is)."""
+        return None if self.picture is None else settings.app_dir() / self.picture
 
 
 @dataclass(frozen=True)
@@ -112,6 +128,16 @@ def _toml(lines: list[str], start: int, where: str) -> tuple[dict, int]:
         raise LessonError(f"{where}: the settings block on line {start + 1} is not valid TOML ({exc})") from None
 
 
+def _check_picture(settings: dict, where: str) -> tuple[str | None, str | None]:
+    """The step's ``picture`` and ``caption`` (taken out of ``settings``), checked."""
+    picture, caption = settings.pop("picture", None), settings.pop("caption", None)
+    if picture is not None and not (isinstance(picture, str) and picture.lower().endswith(PICTURE_SUFFIXES)):
+        raise LessonError(f"{where}: picture = {picture!r} must name an image file ({', '.join(PICTURE_SUFFIXES)})")
+    if caption is not None and (picture is None or not isinstance(caption, str)):
+        raise LessonError(f"{where}: caption = {caption!r} must be text, and goes with a picture")
+    return picture, caption
+
+
 def _check_settings(settings: dict, where: str) -> tuple[tuple[tuple[str, object], ...], str | None]:
     known = links.known_parameters() - set(links.LESSON_PARAMS)
     page = settings.pop("page", None)
@@ -143,7 +169,7 @@ def parse(text: str, name: str) -> Lesson:
     while i < len(lines):
         line = lines[i]
         if line.startswith("## "):
-            current = {"title": line[3:].strip(), "text": [], "settings": (), "page": None}
+            current = {"title": line[3:].strip(), "text": [], "settings": (), "page": None, "picture": (None, None)}
             steps.append(current)
             body = current["text"]
             j = i + 1
@@ -152,6 +178,7 @@ def parse(text: str, name: str) -> Lesson:
             if j < len(lines) and lines[j] == FENCE:
                 step_where = f"{where}, step {len(steps)} ({current['title']})"
                 raw, i = _toml(lines, j, step_where)
+                current["picture"] = _check_picture(raw, step_where)
                 current["settings"], current["page"] = _check_settings(raw, step_where)
                 continue
         else:
@@ -164,7 +191,7 @@ def parse(text: str, name: str) -> Lesson:
         header["title"],
         header["idea"],
         "\n".join(intro).strip(),
-        tuple(Step(s["title"], "\n".join(s["text"]).strip(), s["settings"], s["page"]) for s in steps),
+        tuple(Step(s["title"], "\n".join(s["text"]).strip(), s["settings"], s["page"], *s["picture"]) for s in steps),
     )
 
 
@@ -265,6 +292,17 @@ def _settings_text(step: Step) -> str:
     return ", ".join(f"`{k} = {v}`" for k, v in step.settings) or "nothing new"
 
 
+def _picture(step: Step) -> None:
+    """The step's picture below its text; a missing file is named instead of drawn."""
+    path = step.picture_path()
+    if path is None:
+        return
+    if not path.is_file():
+        st.warning(f"This step's picture {quoted(step.picture)} is not in the app's folder ({plain(str(path), None)}).")
+        return
+    st.image(str(path), caption=step.caption, width="stretch")
+
+
 def panel(lesson: Lesson | None) -> None:
     """The lesson box above the page: the step's text, Back / Next / Leave, and what it set."""
     if lesson is None:
@@ -277,6 +315,7 @@ def panel(lesson: Lesson | None) -> None:
             st.markdown(lesson.intro)
         st.markdown(f"#### {step}. {current.title}")
         st.markdown(current.text)
+        _picture(current)
         st.caption(f"This step set: {_settings_text(current)}" + (f" (page: {current.page})" if current.page else ""))
         back, forward, out, _ = st.columns([1, 1, 1, 3])
         back.button(

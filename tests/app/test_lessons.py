@@ -198,6 +198,31 @@ def test_lesson_file_errors_name_the_file_step_and_setting(text, message):
     assert str(info.value).startswith("lessons/mine.md") and message in str(info.value), str(info.value)
 
 
+def test_every_named_picture_exists_and_its_step_draws_it(app):
+    """A step's ``picture`` is a file of the app's folder, drawn with its caption below the step's text."""
+    pictured = [(name, k) for name, lesson in CATALOG.items() for k, s in enumerate(lesson.steps, 1) if s.picture]
+    assert ("tuning", 4) in pictured  # the lesson on tuning shows the app's own Tune page
+    for name, k in pictured:
+        step = CATALOG[name].steps[k - 1]
+        assert step.picture_path().is_file(), f"{name} step {k}: {step.picture} is missing"
+        at = app(lesson=name, step=k)
+        assert not at.exception, at.exception
+        drawn = [e.proto.imgs[0].caption for e in at.get("image")]
+        assert step.caption in drawn, (name, k, drawn)
+
+
+def test_a_missing_picture_is_named_and_a_bad_one_refused(monkeypatch, tmp_path):
+    lesson = parse('+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\npicture = "docs/none.png"\nM = 5\n+++\n', "mine")
+    assert lesson.steps[0].picture == "docs/none.png" and lesson.steps[0].settings == (("M", 5),)
+    assert not lesson.steps[0].picture_path().is_file()
+    for block, message in (
+        ('picture = "docs/notes.md"', "picture = 'docs/notes.md' must name an image file"),
+        ('caption = "no picture"', "caption = 'no picture' must be text, and goes with a picture"),
+    ):
+        with pytest.raises(LessonError, match=message):
+            parse(f'+++\ntitle = "T"\nidea = "I"\n+++\n## S\n+++\n{block}\n+++\n', "mine")
+
+
 def test_steps_add_up_and_pages_carry_over():
     lesson = parse(
         '+++\ntitle = "T"\nidea = "I"\n+++\nIntro\n## A\n+++\npage = "compare"\nM = 5\nn = 100\n+++\n'

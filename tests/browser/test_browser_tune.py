@@ -118,3 +118,42 @@ def test_tune_with_M_searched_shows_the_tuned_values_the_validated_error_and_the
         assert page.locator(".js-plotly-plot").count() == 3  # steps, the M curve, the map
         _save(page, "screenshot-tune-M.png", tmp_path)
         page.close()
+
+
+def test_the_tuning_lesson_s_sparse_regions_step_shows_gcv_overruled(server, tmp_path):
+    """The lesson on tuning, step "When GCV is fooled: sparse regions": Tune ends with GCV's choice
+    overruled on the held-out rows (the status names the candidate chosen), and the lesson panel
+    draws the step's picture.
+    The Tune page (lesson panel hidden, so the picture does not show itself) is that picture:
+    ``docs/screenshot-tune-gcv.png``."""
+    from krr_app.teaching import lessons
+
+    lesson = lessons.catalog()[0]["tuning"]
+    step = next(k for k, s in enumerate(lesson.steps, 1) if s.title.startswith("When GCV is fooled"))
+    url, _ = server
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/tune?lesson=tuning&step={step}")  # the step's own page
+        main = page.get_by_test_id("stMainBlockContainer")
+        main.get_by_role("button", name="Tune", exact=True).wait_for(timeout=180_000)
+        _wait_idle(page)
+        panel = page.locator(".st-key-lesson_panel")
+        assert "When GCV is fooled" in panel.inner_text()
+        if lesson.steps[step - 1].picture_path().is_file():  # the picture this test makes, once made
+            assert panel.get_by_test_id("stImage").count() == 1
+        main.get_by_role("button", name="Tune", exact=True).click()
+        try:
+            page.get_by_text(re.compile(r"finished — ")).first.wait_for(timeout=300_000)
+            page.get_by_text("Validated RMSE").first.wait_for(timeout=60_000)
+        except Exception:
+            _save(page, "screenshot-tune-gcv-failed.png", tmp_path)
+            raise
+        _wait_idle(page)
+        # GCV's own choice is overruled on the held-out rows: another candidate's σ and λ are returned.
+        status = page.get_by_text(re.compile(r"finished — ")).first.inner_text()
+        assert re.search(r"chosen on [\d,]+ held-out rows \(5 folds\): (?!GCV)", status), status
+        page.add_style_tag(content=".st-key-lesson_panel { display: none !important; }")
+        page.mouse.move(0, 0)  # no button's tooltip over the picture
+        _save(page, "screenshot-tune-gcv.png", tmp_path)
+        page.close()

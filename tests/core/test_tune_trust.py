@@ -198,8 +198,12 @@ TABLES = [
         "Status",
         marks=pytest.mark.xfail(
             strict=False,
-            reason="a known miss of the 2% target: the tuned model's test error was 0.1883 against the "
-            "defaults' 0.1817 (3.7% worse, 4 more wrong rows of 600)",
+            reason="a known miss of the 2% target in wrong rows, not in the squared error the tuner "
+            "chooses by: the page's defaults are the start, a candidate, and lose on the 2,400 held-out "
+            "rows (5 folds) by 2.8 standard errors of the paired difference (0.582 against GCV's 0.571); "
+            "on the test rows the tuned model's squared error on the ±1 labels is lower too (0.5553 "
+            "against 0.5558), but it gets 113 of 600 rows wrong against 109 (14 rows only it gets "
+            "wrong, 10 only the defaults: 4 ± 4.9 rows)",
         ),
     ),
     ("modeldata", "Sacramento", "price"),
