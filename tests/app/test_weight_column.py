@@ -16,7 +16,7 @@ from krr_app.text import shown_as
 from krrcore.datasets import from_csv
 from krrcore.solvers import NystromKRR
 
-QUERY = {"solver": "nystrom_direct", "M": 20, "auto_run": "false", "sigma": 1.0, "log_lambda": -3}
+QUERY = {"solver": "nystrom_direct", "M": 20, "auto_run": "false", "sigma": 1.0, "log10_penalty": -3}
 
 
 def _frame(rows: int = 60, seed: int = 0) -> pd.DataFrame:

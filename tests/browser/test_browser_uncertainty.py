@@ -19,8 +19,8 @@ from krr_app.charts import uncertainty as unc_charts
 pytestmark = pytest.mark.browser
 
 #: The band's picture: few centres, so that it visibly widens between and beyond them.
-BAND = "dataset=sine1d&n=500&M=12&sigma=0.3&log_lambda=-4&maxiter=20&solver=falkon&auto_run=false&uncertainty=true"
-MAP = "dataset=moons&n=1000&M=25&log_lambda=-4&solver=nystrom_direct&auto_run=false&uncertainty=true"
+BAND = "dataset=sine1d&n=500&M=12&sigma=0.3&log10_penalty=-4&maxiter=20&solver=falkon&auto_run=false&uncertainty=true"
+MAP = "dataset=moons&n=1000&M=25&log10_penalty=-4&solver=nystrom_direct&auto_run=false&uncertainty=true"
 #: What plotly.js drew in a figure: each trace's name, its number of points and its fill.
 DRAWN = """(selector) => {
   const plot = document.querySelector(selector);
