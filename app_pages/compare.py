@@ -10,7 +10,7 @@ import streamlit as st
 from krr_app import explain
 from krr_app.charts import figures as charts
 from krr_app.jobs.config import SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys, with_value
-from krr_app.parts import sidebar, state, views
+from krr_app.parts import sidebar, solver_controls, state, views
 from krr_app.teaching import links
 from krr_app.text import plain
 from krrcore.numbers import readable
@@ -51,7 +51,7 @@ if settings.data is not None:
             "Solvers",
             options=solver_keys(),
             key="cmp_solvers",
-            format_func=sidebar.solver_label,
+            format_func=solver_controls.solver_label,
             persist=False,
             default=["falkon", "nystrom_cg"],
             help=explain.HELP["solver"],

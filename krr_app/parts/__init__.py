@@ -1,6 +1,7 @@
 """The pages' shared parts: the sidebar, the page building blocks, the upload and the caches.
 
-Here live the shared sidebar (:mod:`~krr_app.parts.sidebar`), the uploaded table
+Here live the shared sidebar (:mod:`~krr_app.parts.sidebar`; its solver section
+:mod:`~krr_app.parts.solver_controls`), the uploaded table
 (:mod:`~krr_app.parts.upload`), the page building blocks (:mod:`~krr_app.parts.views`: status,
 metrics, charts, polling; :mod:`~krr_app.parts.inputs`: URL-bound and bounded inputs, downloads,
 the last valid result), the charts while runs compute (:mod:`~krr_app.parts.live_chart`), the

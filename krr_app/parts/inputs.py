@@ -95,3 +95,12 @@ def last_valid(key: str, reason: str):
     if value is not None:
         st.caption("Showing the last valid result below (computed with the settings noted in its heading).")
     return value
+
+
+def number(label: str, key: str, value, *, help: str | None = None, **kwargs):
+    """A URL-bound number input whose default is ``value``.
+
+    A bound widget leaves its default out of the URL, so every default here is a function of
+    widgets drawn before it (the dataset, the kernel, the solver): a link then rebuilds it.
+    """
+    return links.widget(st.number_input, label, value=value, key=key, help=help, **kwargs)

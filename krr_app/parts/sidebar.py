@@ -23,7 +23,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from krrcore.datasets import DATASETS
 from krrcore.kernels import KERNELS
-from krrcore.registry import SOLVERS
 
 from krr_app.jobs.spec import frozen
 from krr_app import explain
@@ -32,20 +31,17 @@ from krr_app.jobs.config import (
     APP_MAX_N,
     INT_KNOBS,
     LOGISTIC_SOLVERS,
-    LOSSES,
     DataSpec,
     RunConfig,
     format_number,
     make_config,
-    knob_default,
-    solver_keys,
 )
-from krr_app.parts import background, state, upload, views
+from krr_app.parts import background, solver_controls, state, upload, views
+from krr_app.parts.inputs import number
 from krr_app.teaching import lessons, links, teacher
 
 CSV_OPTION = upload.CSV_OPTION
 DEFAULT_DATASET = "moons" if "moons" in DATASETS else next(iter(DATASETS))
-DEFAULT_SOLVER = "falkon"
 DEFAULT_M = 100
 LOG10_PENALTY_RANGE = (-12.0, 1.0)
 SETTINGS_KEY = "_krr_settings"
@@ -179,21 +175,6 @@ def _apply_dataset_suggestions() -> None:
     st.session_state["log10_penalty"] = _log10_penalty(info.suggested_penalty)
 
 
-def _apply_solver_defaults() -> None:
-    """On a solver change: its own iteration count and knob defaults (a FALKON t is not an ASkotch t)."""
-    solver = st.session_state.get("solver")
-    if solver not in SOLVERS:
-        return
-    info = SOLVERS[solver]
-    if info.iterative:
-        st.session_state["maxiter"] = min(int(knob_default(solver, "maxiter")), 10_000)
-    for knob in info.knobs:
-        if knob in INT_KNOBS and knob != "maxiter":
-            st.session_state[knob] = knob_default(solver, knob)
-    if solver not in LOGISTIC_SOLVERS:
-        st.session_state["loss"] = "squared"  # the others fit the squared loss alone
-
-
 def _set_median_sigma(dataset, data_key: tuple) -> None:
     value = state.median_sigma(dataset.X_train, data_key)
     st.session_state["sigma"] = float(f"{value:.4g}")
@@ -210,15 +191,6 @@ def _dataset_label(name: str) -> str:
 #: Largest values of kernel parameters a link or the box may set: (γxᵀx' + c)^degree past 20 leaves
 #: float64's range on standardised data with a few features (a degree of 1000 overflows at once).
 KERNEL_MAXIMA = {"degree": 20}
-
-
-def _number(label: str, key: str, value, *, help: str | None = None, **kwargs):
-    """A URL-bound number input whose default is ``value``.
-
-    A bound widget leaves its default out of the URL, so every default here is a function of
-    widgets drawn before it (the dataset, the kernel, the solver): a link then rebuilds it.
-    """
-    return links.widget(st.number_input, label, value=value, key=key, help=help, **kwargs)
 
 
 def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
@@ -239,7 +211,7 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
         return upload.section()
     info = DATASETS[name]
     st.caption(info.description)
-    n = _number(
+    n = number(
         "n (points, train + test)",
         "n",
         info.default_n,
@@ -251,7 +223,7 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
     knobs = {}
     for knob, default in info.knob_defaults.items():
         is_int = isinstance(default, int) and not isinstance(default, bool)
-        knobs[knob] = _number(
+        knobs[knob] = number(
             knob.replace("_", " ").capitalize(),
             knob,
             default,
@@ -260,7 +232,7 @@ def _data_section() -> tuple[DataSpec | None, object | None, str | None]:
             format=None if is_int else "%.3g",
             help=info.noise_help or explain.HELP["noise"],
         )
-    seed = _number("Data seed", "seed", 0, min_value=0, step=1, help=explain.HELP["seed"])
+    seed = number("Data seed", "seed", 0, min_value=0, step=1, help=explain.HELP["seed"])
     spec = DataSpec(name=name, n=int(n), seed=int(seed), knobs=frozen(knobs))
     try:
         return spec, state.load_spec(spec), None
@@ -307,7 +279,7 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
         if name == "sigma":
             col_sigma, col_button = st.columns([3, 2], vertical_alignment="bottom")
             with col_sigma:
-                params["sigma"] = _number(
+                params["sigma"] = number(
                     "σ (bandwidth)",
                     "sigma",
                     float(default),
@@ -333,7 +305,7 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
             params[name] = links.widget(st.selectbox, name, options=choices, index=choices.index(default), key=name)
         else:
             is_int = isinstance(default, int)
-            params[name] = _number(
+            params[name] = number(
                 name,
                 name,
                 default,
@@ -353,135 +325,8 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
     )
     penalty = 10.0**log10_penalty
     st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
-    M = _number(
-        "M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10, help=explain.HELP["M"]
-    )
+    M = number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10, help=explain.HELP["M"])
     return kernel, params, penalty, int(M)
-
-
-def solver_label(key: str) -> str:
-    """A solver's name in lists."""
-    return SOLVERS[key].label
-
-
-CLASSIFICATION_TASKS = ("binary", "multiclass")
-
-
-def _loss_refusal(solver: str, task: str | None) -> str | None:
-    """Why the logistic loss cannot run here (None: it can)."""
-    if task not in CLASSIFICATION_TASKS:
-        return f"the logistic loss is for classification data (this data's task: {task or 'unknown'})"
-    if solver not in LOGISTIC_SOLVERS:
-        names = ", ".join(SOLVERS[k].label for k in LOGISTIC_SOLVERS)
-        return f"the logistic loss runs with {names}, not {SOLVERS[solver].label}"
-    return None
-
-
-def _loss_section(solver: str, task: str | None, shown) -> str:
-    """The loss of a classification run: squared (every solver) or logistic (LOGISTIC_SOLVERS).
-    A link's ``loss=logistic`` where it cannot run is refused with the reason, not dropped silently."""
-    refusal = _loss_refusal(solver, task)
-    given = st.query_params.get_all("loss")
-    if refusal and given and given[-1] == "logistic" and "loss" not in st.session_state:
-        links.add_note(links.Note("loss", given[-1], f"is refused: {refusal} — using the squared loss"))
-        del st.query_params["loss"]
-    if task not in CLASSIFICATION_TASKS or not shown("loss"):
-        return "squared"
-    if refusal and st.session_state.get("loss") == "logistic":
-        st.session_state["loss"] = "squared"
-    loss = links.widget(
-        st.radio,
-        "Loss",
-        options=list(LOSSES),
-        key="loss",
-        horizontal=True,
-        help=explain.HELP["loss"],
-        disabled=refusal is not None,
-    )
-    if refusal:
-        st.caption(f"Squared loss: {refusal}.")
-    elif loss == "logistic":
-        st.caption(
-            "Logistic FALKON: Newton steps along a decreasing λ path, each a weighted FALKON solve, at "
-            "λ/4 (Marteau-Ferey, Bach, Rudi 2019). Max iterations counts Newton steps."
-        )
-    return loss if refusal is None else "squared"
-
-
-def _solver_section(shown, task: str | None = None) -> dict:
-    st.subheader("Solver")
-    keys = solver_keys()
-    solver = links.widget(
-        st.selectbox,
-        "Solver",
-        options=keys,
-        index=keys.index(DEFAULT_SOLVER) if DEFAULT_SOLVER in keys else 0,
-        format_func=solver_label,
-        key="solver",
-        help=explain.HELP["solver"],
-        on_change=_apply_solver_defaults,
-        url_keys=True,
-    )
-    info = SOLVERS[solver]
-    st.caption(f"{info.description} *({info.reference})*")
-    out = {"solver": solver, "solver_params": {}, "loss": _loss_section(solver, task, shown)}
-    label, minimum, _, help_text = INT_KNOBS["maxiter"]
-    maxiter_default = knob_default(solver, "maxiter") if info.iterative else INT_KNOBS["maxiter"][2]
-    out["maxiter"] = int(
-        _number(
-            label,
-            "maxiter",
-            min(int(maxiter_default), 10_000),
-            min_value=minimum,
-            max_value=100_000,
-            step=10,
-            help=help_text,
-            disabled=not info.iterative,
-        )
-    )
-    out["eval_train"] = links.widget(
-        st.checkbox,
-        "Track the training error too",
-        value=False,
-        key="eval_train",
-        help=explain.HELP["eval_train"],
-        disabled=not info.iterative,
-    )
-    for knob in info.knobs:
-        if knob in INT_KNOBS and knob != "maxiter" and shown(knob):
-            label, minimum, _, help_text = INT_KNOBS[knob]
-            value = _number(
-                label, knob, knob_default(solver, knob), min_value=minimum, max_value=APP_MAX_N, step=1, help=help_text
-            )
-            if value is not None:  # None: the solver's automatic choice
-                out["solver_params"][knob] = int(value)
-    advanced = [key for key in ("dtype", "solver_seed", "budget_mb") if shown(key)]
-    if advanced:
-        with st.expander("Advanced", expanded=len(advanced) < 3):
-            if "dtype" in advanced:
-                out["dtype"] = links.widget(
-                    st.radio,
-                    "dtype",
-                    options=["float64", "float32"],
-                    key="dtype",
-                    horizontal=True,
-                    help=explain.HELP["dtype"],
-                )
-            if "solver_seed" in advanced:
-                out["solver_seed"] = int(
-                    _number("Solver seed", "solver_seed", 0, min_value=0, step=1, help=explain.HELP["solver_seed"])
-                )
-            if "budget_mb" in advanced:
-                budget = _number(
-                    "Memory budget (MB, 0 = automatic)",
-                    "budget_mb",
-                    0,
-                    min_value=0,
-                    step=64,
-                    help=explain.HELP["budget"],
-                )
-                out["memory_budget"] = int(budget) * 2**20 if budget else None
-    return out
 
 
 @contextmanager
@@ -541,9 +386,12 @@ def render(*, page: str, solver_section: bool = True) -> None:
                 _apply_table_suggestions(dataset, (spec.csv_digest, spec.csv_target, spec.csv_options))
             kernel, kernel_params, penalty, M = _model_section(spec, dataset, shown)
             solver = (
-                _solver_section(shown, getattr(dataset, "task", None))
+                solver_controls.section(shown, getattr(dataset, "task", None))
                 if solver_section
-                else {"solver": st.session_state.get("solver", DEFAULT_SOLVER), "maxiter": INT_KNOBS["maxiter"][2]}
+                else {
+                    "solver": st.session_state.get("solver", solver_controls.DEFAULT_SOLVER),
+                    "maxiter": INT_KNOBS["maxiter"][2],
+                }
             )
             if lesson is None:
                 lessons.index()
