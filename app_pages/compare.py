@@ -10,7 +10,7 @@ import streamlit as st
 from krr_app import explain
 from krr_app.charts import figures as charts
 from krr_app.jobs.config import SWEEP_DEFAULTS, SWEEP_LABELS, parse_sweep_values, problems, solver_keys, with_value
-from krr_app.parts import sidebar, solver_controls, state, views
+from krr_app.parts import fit_views, sidebar, solver_controls, state, views
 from krr_app.teaching import links
 from krr_app.text import plain
 from krrcore.numbers import readable
@@ -133,7 +133,7 @@ with col_load:
 
 # The side-by-side slider appears once a batch has finished; a link's or a lesson step's iteration
 # for it is checked now, and kept until it does.
-views.keep_iteration_choice()
+fit_views.keep_iteration_choice()
 st.divider()
 runs = registry.runs()
 if not runs:
@@ -168,10 +168,10 @@ def _render(current):  # finished runs (views.live draws the batch while one is 
 
 
 # The fits side by side (1-D and 2-D data): moving while the batch runs, then at one iteration.
-side_by_side = views.side_by_side_runs(runs, settings, st.session_state.get("cmp_selected") or [])
+side_by_side = fit_views.side_by_side_runs(runs, settings, st.session_state.get("cmp_selected") or [])
 views.live(registry.runs, _render, key="cmp_live", fits={r.id: f"cmp_fit_{r.id}" for r in side_by_side})
 if side_by_side:
-    views.fits_side_by_side(side_by_side, key="cmp_fit")
+    fit_views.fits_side_by_side(side_by_side, key="cmp_fit")
 for run in runs:
     if run.status == "error":
         st.error(f"**{plain(run.label, None)}** failed: {plain(run.message, None)}")

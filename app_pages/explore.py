@@ -20,7 +20,7 @@ import streamlit as st
 from krr_app import explain
 from krr_app.charts import preview
 from krr_app.jobs.config import SMALL_TEXT, is_small, problems, uncertainty_refusal, with_uncertainty
-from krr_app.parts import sidebar, state, views
+from krr_app.parts import fit_views, sidebar, state, views
 from krr_app.settings import AUTO_RUN_WAIT_SECONDS
 from krr_app.teaching import links
 from krr_app.text import plain
@@ -207,7 +207,7 @@ else:
     if fit_slot is not None:
         if shown.status != "error" and config is not None and shown.config.data == config.data:
             with fit_slot.container():
-                views.fit_chart(shown, key="explore_fit")
+                fit_views.fit_chart(shown, key="explore_fit")
             fits[shown.id] = "explore_fit"
         else:
             fit_slot.caption("The fitted function appears here when a run on these data has started.")

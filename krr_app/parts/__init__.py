@@ -4,7 +4,8 @@ Here live the shared sidebar (:mod:`~krr_app.parts.sidebar`; its solver section
 :mod:`~krr_app.parts.solver_controls`), the uploaded table
 (:mod:`~krr_app.parts.upload`), the page building blocks (:mod:`~krr_app.parts.views`: status,
 metrics, charts, polling; :mod:`~krr_app.parts.inputs`: URL-bound and bounded inputs, downloads,
-the last valid result), the charts while runs compute (:mod:`~krr_app.parts.live_chart`), the
+the last valid result), a run's pictures of its model (:mod:`~krr_app.parts.fit_views`), the
+charts while runs compute (:mod:`~krr_app.parts.live_chart`), the
 cached loaders and per-session state (:mod:`~krr_app.parts.state`) and the diagnostics computed in
 the background on the workers (:mod:`~krr_app.parts.background`).
 

@@ -41,7 +41,7 @@ from krr_app.charts import figures as charts, fit as fit_charts
 from krr_app.jobs.live_api import PREFIX, run_state
 from krr_app.jobs.surface import GRID_1D, GRID_2D
 
-#: The key of a running fit figure's ``layout.meta`` that names its run (:func:`krr_app.parts.views.fit_chart`
+#: The key of a running fit figure's ``layout.meta`` that names its run (:func:`krr_app.parts.fit_views.fit_chart`
 #: sets it): the fit panel restyles that figure only, never the finished one drawn in its place.
 LIVE_FIGURE_MARK = "krr_live_run"
 
@@ -195,7 +195,7 @@ function fit(box, panel, ctx) {
   const run = ctx.runs.get(panel.run), frame = run && run.frame;
   const plot = document.querySelector(`.st-key-${panel.target} .js-plotly-plot`);
   if (!frame || !plot || !window.Plotly || !plot.data) return;      // drawn at a later look
-  // Only the figure drawn while this run computes (views.fit_chart marks it): the finished one,
+  // Only the figure drawn while this run computes (fit_views.fit_chart marks it): the finished one,
   // drawn in the same place by the rerun the run's end asks for, is never touched.
   if (!plot.layout || !plot.layout.meta || plot.layout.meta[panel.mark] !== panel.run) return;
   const indices = panel.traces.map(name => plot.data.findIndex(t => t.name === name));
