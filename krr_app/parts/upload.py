@@ -23,7 +23,7 @@ from krr_app import explain
 from krr_app.jobs.config import APP_MAX_N, DataSpec
 from krr_app.parts import state
 from krr_app.settings import TABLE_MAX_N
-from krr_app.teaching import links
+from krr_app.teaching import link_rules, links
 from krr_app.text import plain, quoted
 
 CSV_OPTION = "csv"
@@ -79,7 +79,7 @@ def _url_value(key: str, options: tuple, default):
         return st.session_state[key]
     rule = links.check(st.radio, key, {"options": options, "index": options.index(default)})
     if key in st.query_params:
-        return links.decide(st.query_params.get_all(key), rule).value
+        return link_rules.decide(st.query_params.get_all(key), rule).value
     return default
 
 
@@ -108,13 +108,13 @@ def roles(columns=None) -> dict:
 
 def _roles_from_url() -> dict:
     out = {}
-    rule = links.Rule("choice", "feature", options=ROLES, labels=ROLES)
+    rule = link_rules.Rule("choice", "feature", options=ROLES, labels=ROLES)
     for raw in st.query_params.get_all(ROLE_PARAM):
         column, sep, role = raw.rpartition(":")
         if not sep or not column:
             links.add_note(links.Note(ROLE_PARAM, raw, "is not written column:role (e.g. title:feature) — ignored"))
             continue
-        verdict = links.decide([role], rule)
+        verdict = link_rules.decide([role], rule)
         if verdict.noted:
             links.add_note(links.Note(ROLE_PARAM, raw, f"{verdict.reason.split(' — ')[0]} — ignored"))
             continue
@@ -177,7 +177,7 @@ def _link_choice(key: str, widget_fn, kwargs: dict, default_said: str | None = N
         return None
     raw = st.query_params.get_all(key)
     rule = links.rule_for(widget_fn, kwargs)
-    verdict = links.decide(raw, rule)
+    verdict = link_rules.decide(raw, rule)
     if not verdict.noted:
         return verdict.value
     reason = verdict.reason

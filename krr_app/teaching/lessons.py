@@ -51,7 +51,7 @@ from pathlib import Path
 import streamlit as st
 
 from krr_app import settings
-from krr_app.teaching import links
+from krr_app.teaching import link_rules, links
 from krr_app.text import plain, quoted
 
 #: A lesson step's ``page`` setting → the page's script (as ``app.py`` registers it).
@@ -257,7 +257,7 @@ def _from_url(lessons: dict[str, Lesson]) -> None:
         return
     step = 1
     if step_text is not None:
-        verdict = links.decide([step_text], links.Rule("number", 1, 1, len(lesson.steps), integer=True))
+        verdict = link_rules.decide([step_text], link_rules.Rule("number", 1, 1, len(lesson.steps), integer=True))
         if verdict.noted:
             links.add_note(
                 links.Note("step", step_text, f"{verdict.reason} (lesson {name} has {len(lesson.steps)} steps)")

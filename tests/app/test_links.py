@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from krr_app.teaching import links
-from krr_app.teaching.links import Rule, decide
+from krr_app.teaching.link_rules import Rule, decide
 from krr_app.text import plain, shown_as
 
 ROOT = Path(__file__).resolve().parents[2]
