@@ -313,7 +313,7 @@ def _floor_s(results, part, n, M, dtype) -> float:
 
 
 def summarise(results: list[dict]):
-    """(tables, figures, notes) for :class:`benchmarks.cases.Summary`."""
+    """(tables, figures, notes) for :class:`benchmarks.summary.Summary`."""
     notes = [
         f"{r.get('part')} {r.get('solver', '')} {r.get('centers', r.get('role', ''))} at n = {r.get('n')}: "
         f"FAILED — {r['error']}"

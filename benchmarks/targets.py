@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from benchmarks.bench_app import CLASSROOM
-from benchmarks.cases import SAME_ERROR, falkon_vs_nystroem_summarise, full_system_summarise
+from benchmarks.cases_vs_peers import falkon_vs_nystroem_summarise, full_system_summarise
+from benchmarks.summary import SAME_ERROR
 from benchmarks.solvers import LABELS
 
 

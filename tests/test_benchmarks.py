@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import cases, solvers, suite
+from benchmarks import cases, cases_vs_peers, solvers, suite, summary
 from benchmarks.common import call_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ FINITE = {
     "threads-summary": ("median s", "max / median", "CPU / wall", "speed-up vs 1 thread"),
 }
 #: Every solver and peer the quick run must have measured (the test extra installs the peers).
-FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases.FULL_SOLVERS}
+FULL_SYSTEM_LABELS = {solvers.LABELS[s] for s in cases_vs_peers.FULL_SOLVERS}
 
 
 def _rows(path: Path) -> list[dict]:
@@ -182,7 +182,7 @@ def test_a_missing_peer_is_skipped_with_its_reason(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     assert result["skipped"].startswith("gpytorch is not installed") and "pip install gpytorch" in result["skipped"]
-    summary = cases.full_system_summarise([result])
+    summary = cases_vs_peers.full_system_summarise([result])
     assert any(
         "CG + pivoted Cholesky (GPyTorch) at n = 200: skipped — gpytorch is not installed" in note
         for note in summary.notes
@@ -197,8 +197,8 @@ def test_merge_keeps_earlier_sizes_and_replaces_remeasured_ones():
 
 def test_seconds_to_target_is_the_first_point_at_or_below_it():
     points = [{"seconds": 1.0, "test_mse": 0.9}, {"seconds": 2.0, "test_mse": 0.5}, {"seconds": 3.0, "test_mse": 0.4}]
-    assert cases.seconds_to(points, 0.5) == 2.0
-    assert math.isnan(cases.seconds_to(points, 0.1))
+    assert summary.seconds_to(points, 0.5) == 2.0
+    assert math.isnan(summary.seconds_to(points, 0.1))
 
 
 def test_only_direct_solves_are_refused_past_the_case_size_limit():
@@ -421,8 +421,8 @@ def test_docs_page_shows_no_failure_as_a_result(tmp_path):
 
 
 def test_full_system_time_limit_leaves_room_for_the_slowest_set_up():
-    assert cases.full_system_time_limit(30_000) >= 3 * 29.3  # NyströmPCG's set-up on a busy machine
-    assert cases.full_system_time_limit(100_000) > cases.full_system_time_limit(60_000) > 90
+    assert cases_vs_peers.full_system_time_limit(30_000) >= 3 * 29.3  # NyströmPCG's set-up on a busy machine
+    assert cases_vs_peers.full_system_time_limit(100_000) > cases_vs_peers.full_system_time_limit(60_000) > 90
 
 
 def test_gpu_case_refuses_to_measure_without_cuda_and_shows_the_stored_run(monkeypatch, capsys):
