@@ -220,7 +220,7 @@ def test_a_links_table_settings_are_announced_before_any_file_and_apply_to_the_u
         "rows). Column names are checked against the file once it is read." in said
     )
     notes = _texts(at.warning)
-    assert "“role=x2:maybe” is not one of the choices (feature, categorical, ignore) — ignored." in notes
+    assert "“role=x2:maybe” is not one of the choices (feature, categorical, ignore, weight) — ignored." in notes
     assert (
         "“task=sometimes” is not one of the choices (auto, regression, binary, multiclass) — using the default, "
         "auto." in notes
