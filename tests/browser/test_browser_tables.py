@@ -80,7 +80,9 @@ def test_the_film_table_is_uploaded_diagnosed_and_fitted(server, tmp_path):
             _choose(page, "Target column", "rating")
             main = page.get_by_test_id("stMainBlockContainer")
             main.get_by_text("Your table: movies.csv, 58,788 rows × 25 columns").wait_for()
-            main.get_by_text("Left out: rownames (a row ID), title (free text).").wait_for()
+            main.get_by_text(
+                "Left out: rownames (a row ID), title (free text)."
+            ).first.wait_for()  # a rerun may show it twice
             main.get_by_text(
                 "'budget' holds numbers: standardised; its gaps (53,573) get the training median"
             ).first.wait_for(state="attached")
