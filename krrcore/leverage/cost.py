@@ -38,7 +38,7 @@ def pilot_d_eff(X: torch.Tensor, kernel, penalties) -> list[float]:
     nears m the subsample cannot resolve d_eff, and the bound min(n, κ²/λ) is used instead."""
     n = X.shape[0]
     m = min(n, PILOT_POINTS)
-    idx = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:m].to(X.device)
+    idx = torch.randperm(n, generator=torch.Generator().manual_seed(0), device="cpu")[:m].to(X.device)
     mu = torch.linalg.eigvalsh(dense_kernel(kernel, X[idx], X[idx])).clamp_min(0.0)
     kappa2 = float(kernel.diag(X[idx]).max())
     out = []

@@ -16,7 +16,7 @@ import torch
 import krrcore
 from krrcore import CLASSIFIERS, ExactKRR, Falkon, FalkonCV, GaussianKernel, NystromPCG, SketchySAGA
 from krrcore.registry import SOLVERS
-from krrcore.solvers import REGRESSORS, base
+from krrcore.solvers import REGRESSORS, base, loops
 from krrcore.solvers import params as params_module
 from krrcore.solvers.params import ParameterError, declared
 
@@ -61,8 +61,8 @@ def test_the_constructor_is_the_declaration(cls):
         for f in dataclasses.fields(cls)
     }
     knobs = ("maxiter", "tol", "callback", "timeout", "eval_train", "metric", "stall_patience")
-    if issubclass(cls, base.IterativeKRR):
-        assert {owners[k] for k in knobs} == {base.IterativeKRR}
+    if issubclass(cls, loops.IterativeKRR):
+        assert {owners[k] for k in knobs} == {loops.IterativeKRR}
         assert owners["seed"] is base.Seeded
     assert {owners[k] for k in ("kernel", "penalty", "dtype", "device", "memory_budget")} == {base.KRRBase}
 
