@@ -39,8 +39,9 @@ def test_the_notebook_reproduces_the_run(solver, params):
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in nb["cells"] if c["cell_type"] == "code")
     assert len({c["id"] for c in nb["cells"]}) == len(nb["cells"])
     namespace = _run_cells(nb)
+    # The run computed on a worker, the notebook here: torch's thread counts may differ (sums reordered).
     np.testing.assert_allclose(
-        namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)), rtol=1e-9
+        namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)), rtol=1e-6
     )
     if solver == "falkon":  # the records the app drew, and the convergence figure over them
         assert [r.iteration for r in namespace["records"]] == [r.iteration for r in run.records]
@@ -95,5 +96,5 @@ def test_a_table_run_is_reproduced_by_a_pipeline_of_its_preprocessing_and_the_mo
     assert isinstance(pipeline, Pipeline) and isinstance(last, OriginalUnits) and isinstance(last.regressor, KRRBase)
     assert namespace["data"].n == data.n == 120 - 14 and "id" in namespace["data"].feature_names
     np.testing.assert_allclose(
-        namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)), rtol=1e-9
+        namespace["prediction"], run.data.to_original_units(run.estimator.predict(run.data.X_test)), rtol=1e-6
     )

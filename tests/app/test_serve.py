@@ -64,8 +64,10 @@ def test_a_run_streams_records_from_a_worker_and_matches_the_library(moons):
     # The same fit through krrcore in this process: the same model, the same records.
     local = run_fit(_config().fit_spec("local"))
     assert [r.iteration for r in run.records] == [r.iteration for r in local.trace] == list(range(6))
-    np.testing.assert_allclose([r.residual for r in run.records], [r.residual for r in local.trace], rtol=1e-8)
-    np.testing.assert_allclose(run.estimator.predict(moons.X_test), local.model.predict(moons.X_test), rtol=1e-8)
+    # The worker and this process may run torch on different thread counts, which reorders sums:
+    # agreement to 1e-6, far below any difference between two models.
+    np.testing.assert_allclose([r.residual for r in run.records], [r.residual for r in local.trace], rtol=1e-6)
+    np.testing.assert_allclose(run.estimator.predict(moons.X_test), local.model.predict(moons.X_test), rtol=1e-6)
     assert run.metrics["test_classification_error"] == pytest.approx(local.metrics["test_classification_error"])
     assert run.surface is not None and run.surface.values.shape == (80 * 80, 1)
 

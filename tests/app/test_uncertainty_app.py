@@ -63,9 +63,10 @@ def test_the_1d_band_is_the_librarys_predict_with_return_std_on_the_grid(app):
     data = run.data
     expect_lo = data.to_original_units(mean - unc_charts.Z * std)
     expect_hi = data.to_original_units(mean + unc_charts.Z * std)
-    # float32 on the wire (browser_values): agreement to its precision.
-    np.testing.assert_allclose(lower, expect_lo, rtol=1e-5, atol=1e-5 * data.y_scale)
-    np.testing.assert_allclose(upper, expect_hi, rtol=1e-5, atol=1e-5 * data.y_scale)
+    # float32 on the wire (browser_values), and the worker's torch thread count may differ from this
+    # process's (sums reordered; the std's cancellation beyond the data amplifies that): 1e-4.
+    np.testing.assert_allclose(lower, expect_lo, rtol=1e-4, atol=1e-4 * data.y_scale)
+    np.testing.assert_allclose(upper, expect_hi, rtol=1e-4, atol=1e-4 * data.y_scale)
     assert np.all(upper > lower)
     # The centres are drawn, and the sentence states the noise level the library estimated.
     assert any(name and name.startswith(unc_charts.CENTERS) for name in traces)

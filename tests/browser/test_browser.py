@@ -187,6 +187,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             _wait_idle(page)
             page.get_by_text("Test RMSE").first.wait_for()
             page.get_by_text("Fitted function").first.wait_for()
+            page.locator(".js-plotly-plot").nth(1).wait_for()  # the convergence chart and the fitted curve
             assert page.locator(".js-plotly-plot").count() == 2
             _save(page, "screenshot-explore.png", tmp_path)
 
@@ -218,7 +219,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             page.locator(".krr-live-text").first.wait_for(state="detached", timeout=120_000)
             _wait_idle(page)
             page.get_by_test_id("stDataFrame").first.wait_for()
-            assert page.locator(".js-plotly-plot").count() >= 1
+            page.locator(".js-plotly-plot").first.wait_for()  # the table can arrive a frame before the chart
             _save(page, "screenshot-compare.png", tmp_path)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
