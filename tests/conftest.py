@@ -105,3 +105,25 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def server(tmp_path_factory):
+    """``(url, log path)`` of the browser tests' shared ``streamlit run app.py`` (tests/browser/shared_server.py)."""
+    from shared_server import SHARED
+
+    return SHARED.get(tmp_path_factory)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The shared server stops when the browser tests are over: the tests after them run on a quiet machine."""
+    from shared_server import HERE, SHARED
+
+    if nextitem is None or HERE not in Path(str(nextitem.path)).resolve().parents:
+        SHARED.stop()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from shared_server import SHARED
+
+    SHARED.stop()

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_app import WATCH_SCRIPT_STATE
-from krr_app.jobs.server import ServerFailed, running_app
 
 pytestmark = pytest.mark.browser
 
@@ -49,17 +48,6 @@ def _require(condition: bool, reason: str) -> None:
     if os.environ.get("KRR_REQUIRE_BROWSER") == "1":
         pytest.fail(f"{reason} (KRR_REQUIRE_BROWSER=1)")
     pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """``streamlit run app.py`` on a free port; yields its URL and log path, stops it afterwards."""
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
-    try:
-        with running_app(log_path) as (url, _process):
-            yield url, log_path
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
 
 
 def _wait_idle(page, timeout: float = 60.0) -> None:
@@ -225,27 +213,3 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
             raise
-
-
-def test_stopping_the_server_stops_its_workers(tmp_path):
-    """SIGTERM, as a service manager or Ctrl-C stops the server: the embedded cluster it started
-    with the first visit (scheduler, nannies, workers) ends with it and leaves no process behind.
-    Waits generously for the start (a busy machine), but not for the end."""
-    import psutil
-    from test_lifecycle import _cluster, _wait_gone
-
-    try:
-        with chromium() as browser, running_app(tmp_path / "server.log", timeout=240) as (url, process):
-            page = browser.new_page(viewport=VIEWPORT)
-            page.goto(f"{url}/?M=300", timeout=240_000)
-            deadline = time.time() + 240
-            while len(_cluster(process)) < 5:  # the scheduler, two nannies and their workers
-                assert time.time() < deadline, "the first visit did not start the embedded cluster"
-                time.sleep(0.5)
-            cluster = psutil.Process(process.pid).children(recursive=True)
-            process.terminate()
-            process.wait(30)
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
-    alive = [" ".join(p.cmdline())[:100] for p in _wait_gone(cluster, 15.0)]
-    assert alive == [], alive

@@ -13,7 +13,6 @@ import urllib.parse
 
 import pytest
 
-from krr_app.jobs.server import ServerFailed, running_app
 from krr_app.text import JOINER
 from test_browser import VIEWPORT, _save, _wait_idle, chromium
 
@@ -40,42 +39,38 @@ def trap():
     server.shutdown()
 
 
-def test_markdown_and_image_injections_are_shown_as_plain_text(tmp_path, trap):
+def test_markdown_and_image_injections_are_shown_as_plain_text(server, tmp_path, trap):
+    url, _ = server
     host, asked = trap
     link = f"[Click here to log in](http://{host}/login)"
     image = f"![px](http://{host}/pixel.png)"
     bare = "www.example.com or me@example.com"
     query = urllib.parse.urlencode([("M", f"1`{link}"), (image, "1"), ("n", bare), ("auto_run", "false")])
-    try:
-        with chromium() as browser, running_app(tmp_path / "server.log") as (url, _process):
-            page = browser.new_page(viewport=VIEWPORT)
-            page.set_default_timeout(120_000)
-            page.goto(f"{url}/?{query}")
-            warning = page.get_by_text("Some values in this link were refused or adjusted")
-            warning.first.wait_for()
-            _wait_idle(page)
-            alert = page.get_by_test_id("stAlert").filter(has_text="Some values in this link").first
-            text = alert.inner_text().replace(JOINER, "")  # the invisible joiners of krr_app.text
-            assert f"“M=1`{link}”" in text and f"“{image}=1”" in text and f"“n={bare}”" in text, text
-            assert page.locator(f"a[href*='{host}']").count() == 0
-            assert alert.locator("a").count() == 0
-            assert page.locator(f"img[src*='{host}']").count() == 0
-            _save(page, "screenshot-link-injection.png", tmp_path)
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(120_000)
+        page.goto(f"{url}/?{query}")
+        warning = page.get_by_text("Some values in this link were refused or adjusted")
+        warning.first.wait_for()
+        _wait_idle(page)
+        alert = page.get_by_test_id("stAlert").filter(has_text="Some values in this link").first
+        text = alert.inner_text().replace(JOINER, "")  # the invisible joiners of krr_app.text
+        assert f"“M=1`{link}”" in text and f"“{image}=1”" in text and f"“n={bare}”" in text, text
+        assert page.locator(f"a[href*='{host}']").count() == 0
+        assert alert.locator("a").count() == 0
+        assert page.locator(f"img[src*='{host}']").count() == 0
+        _save(page, "screenshot-link-injection.png", tmp_path)
 
-            # A link value quoted in Compare's error (its sweep values).
-            page.goto(
-                f"{url}/compare?"
-                + urllib.parse.urlencode(
-                    [("cmp_mode", "sweep"), ("sweep_values", f"100, {link}"), ("auto_run", "false")]
-                )
-            )
-            error = page.get_by_text("is not a number").first
-            error.wait_for()
-            _wait_idle(page)
-            assert f"'{link}' is not a number" in error.inner_text().replace(JOINER, "")
-            assert page.locator(f"a[href*='{host}']").count() == 0
-            _save(page, "screenshot-compare-injection.png", tmp_path)
-            page.close()
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
+        # A link value quoted in Compare's error (its sweep values).
+        page.goto(
+            f"{url}/compare?"
+            + urllib.parse.urlencode([("cmp_mode", "sweep"), ("sweep_values", f"100, {link}"), ("auto_run", "false")])
+        )
+        error = page.get_by_text("is not a number").first
+        error.wait_for()
+        _wait_idle(page)
+        assert f"'{link}' is not a number" in error.inner_text().replace(JOINER, "")
+        assert page.locator(f"a[href*='{host}']").count() == 0
+        _save(page, "screenshot-compare-injection.png", tmp_path)
+        page.close()
     assert asked == [], f"the page fetched {asked} from the injected address"

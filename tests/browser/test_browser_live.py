@@ -20,7 +20,7 @@ import re
 import time
 
 import pytest
-from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import VIEWPORT, _save, _wait_idle, chromium
 
 from benchmarks.bench_app import WATCH_SCRIPT_STATE
 

@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import VIEWPORT, _save, _wait_idle, chromium
 
 from krr_app.parts.live_chart import NEWTON_AXIS
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_browser import _choose, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import _choose, _save, _wait_idle, chromium
 from test_browser_tables import _open_upload, _reported, _upload
 from test_readable_numbers import scientific_inside_the_range
 

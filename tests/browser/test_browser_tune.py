@@ -12,7 +12,7 @@ import time
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401  (server: a fixture)
+from test_browser import VIEWPORT, _save, _wait_idle, chromium
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_browser import VIEWPORT, _save, _wait_idle, chromium, server  # noqa: F401 (server: a fixture)
+from test_browser import VIEWPORT, _save, _wait_idle, chromium
 
 from krr_app.charts import uncertainty as unc_charts
 
