@@ -119,7 +119,7 @@ if run_all:
     for config in runnable:
         existing = registry.get(config)
         if existing is None or existing.status != "done":  # a finished run is reused as is
-            registry.start(config, dataset)
+            state.show_run_in_link(registry.start(config, dataset))
 with col_stop:  # drawn after the click so it is enabled while the batch runs
     st.button(
         "Stop all",

@@ -77,6 +77,8 @@ can_run = dataset is not None and config is not None and not issues
 small = can_run and is_small(config, dataset.n_train + dataset.n_test)
 run = registry.get(config) if config is not None else None
 previous = st.session_state.get(RUN_KEY)
+if previous is None and run is not None:  # a reload reconnected to this link's run
+    st.session_state[RUN_KEY] = previous = run
 
 
 def _stop_active():
@@ -158,6 +160,7 @@ if started:
     first_run = previous is None
     run = registry.start(config, dataset, stepped=stepping)
     st.session_state[RUN_KEY] = run
+    state.show_run_in_link(run)
     previous = run
     # Most small runs end within this wait: drawn complete, not as a progress bar first (a click
     # that started the session's first run included: its chart comes in this page run, not half a

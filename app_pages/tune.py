@@ -99,6 +99,8 @@ views.show_problems(issues)
 can_run = not issues
 run = registry.get(config)
 previous = st.session_state.get(RUN_KEY)
+if previous is None and run is not None:  # a reload reconnected to this link's run
+    st.session_state[RUN_KEY] = previous = run
 
 
 def _stop_active():
@@ -142,6 +144,7 @@ if clicked and can_run and not (run is not None and run.active):
     _map(config, dataset)  # first, so the live chart draws the path over it from the first step
     run = registry.start(config, dataset)
     st.session_state[RUN_KEY] = previous = run
+    state.show_run_in_link(run)
 with col_stop:
     st.button(
         "Stop",

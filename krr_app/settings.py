@@ -50,6 +50,9 @@ APP_MAX_M = _env_int("KRR_APP_MAX_M", 10_000)
 EXACT_KRR_MAX_N = 8_000
 #: Runs a session keeps (finished ones are dropped oldest first, with a note; active ones never).
 MAX_RUNS_PER_SESSION = _env_int("KRR_MAX_RUNS_PER_SESSION", 24)
+#: Seconds a closed tab's runs wait for a reload of its link (``?run=``) before they are stopped:
+#: a reload is a new session, and reconnects to them. Env: KRR_RELOAD_GRACE_SECONDS.
+RELOAD_GRACE_SECONDS = _env_float("KRR_RELOAD_GRACE_SECONDS", 10.0, 0.0)
 
 #: Where runs execute: a Dask scheduler address (``tcp://host:8786``); empty starts the embedded
 #: local cluster. Env: KRR_DASK_SCHEDULER (read by :func:`krrcore.distributed.connect` too).

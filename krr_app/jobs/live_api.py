@@ -42,6 +42,11 @@ def publish(run) -> None:
     _runs[run.id] = run
 
 
+def run_of(run_id: str):
+    """The published run ``run_id`` (None when no session keeps it)."""
+    return _runs.get(run_id)
+
+
 def _number(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None  # JSON has no NaN
 

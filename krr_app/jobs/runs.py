@@ -13,7 +13,9 @@ How a run flows
 4. While it is active the page's live chart asks the server for new records
    (:mod:`krr_app.jobs.live_api`) and reruns the page once when it ends. Stop, a new
    Run on Explore, and closing the tab (``st.cache_resource(scope="session", on_release=...)``)
-   cancel it: a queued run is dropped, a running one stops after its current iteration.
+   cancel it: a queued run is dropped, a running one stops after its current iteration. A closed
+   tab's runs first wait ``RELOAD_GRACE_SECONDS`` in :data:`HANDOVER`: a reload is a new session,
+   and its link's ``?run=`` id reconnects it to them (:meth:`Handover.claim`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from krr_app.jobs import live_api
 from krr_app.jobs.config import RunConfig
 from krr_app.jobs.executor import ClusterUnavailable, get_executor, started_executor
 from krr_app.jobs.surface import SurfaceFrame
-from krr_app.settings import MAX_RUNS_PER_SESSION, SESSION_MAX_ACTIVE
+from krr_app.settings import MAX_RUNS_PER_SESSION, RELOAD_GRACE_SECONDS, SESSION_MAX_ACTIVE
 
 ACTIVE, FINISHED = ("queued", "running"), ("done", "stopped", "error")
 
@@ -247,8 +249,20 @@ class RunRegistry:
     def active(self) -> list[Run]:
         return [r for r in self.runs() if r.active]
 
+    def ids(self) -> set[str]:
+        with self._lock:
+            return {r.id for r in self._runs.values()}
+
+    def release(self, grace: float = RELOAD_GRACE_SECONDS) -> None:
+        """The tab closed: its runs go on for ``grace`` seconds, for a reload to claim them
+        (:data:`HANDOVER`); unclaimed, they are stopped (:meth:`close`)."""
+        if grace > 0 and self.runs():
+            HANDOVER.hold(self, grace)
+        else:
+            self.close()
+
     def close(self) -> None:
-        """Stop every run of this session (the tab closed)."""
+        """Stop every run of this session (the tab closed for good)."""
         with self._lock:
             self.closed = True
             runs = list(self._runs.values())
@@ -331,3 +345,65 @@ class RunRegistry:
             else:
                 run._executor = executor
                 executor.submit(run)
+
+
+class Handover:
+    """The runs of closed tabs, each tab's registry kept ``grace`` seconds for a reload.
+
+    A reload opens a new session on the same link; the link's ``?run=`` names a run of the old
+    one, and :meth:`claim` hands that session's whole registry (every run, finished or not) to
+    the new one. A registry nobody claims in time is closed: its runs stop. What became of a
+    run id is remembered (bounded), so a late reload can say it in words."""
+
+    REMEMBERED = 512
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[RunRegistry, threading.Timer]] = {}
+        self._fates: OrderedDict[str, str] = OrderedDict()
+
+    def hold(self, registry: RunRegistry, grace: float) -> None:
+        timer = threading.Timer(grace, self._expire, (id(registry), grace))
+        timer.daemon = True
+        with self._lock:
+            self._held[id(registry)] = (registry, timer)
+        timer.start()
+
+    def claim(self, run_id: str) -> RunRegistry | None:
+        """The held registry holding run ``run_id``, now the caller's (None: no held tab has it)."""
+        with self._lock:
+            for key, (registry, timer) in list(self._held.items()):
+                if run_id in registry.ids():
+                    timer.cancel()
+                    del self._held[key]
+                    return registry
+        return None
+
+    def fate(self, run_id: str) -> str | None:
+        """What happened to ``run_id`` if its tab's grace ran out ("" when not known here)."""
+        with self._lock:
+            return self._fates.get(run_id)
+
+    def _expire(self, key: int, grace: float) -> None:
+        with self._lock:
+            held = self._held.pop(key, None)
+        if held is None:
+            return
+        registry = held[0]
+        for run in registry.runs():
+            if run.active:
+                last = run.records[-1].iteration if run.records else None
+                fate = f"stopped {grace:g} s after its tab was closed" + (
+                    f", after iteration {last}" if last is not None else ", before its first iteration"
+                )
+            else:
+                fate = f"over ({run.status}) before its tab was closed, and its result was kept {grace:g} s for a reload"
+            with self._lock:
+                self._fates[run.id] = fate
+                while len(self._fates) > self.REMEMBERED:
+                    self._fates.popitem(last=False)
+        registry.close()
+
+
+#: The server's closed tabs, waiting for a reload.
+HANDOVER = Handover()

@@ -22,6 +22,7 @@ from krr_app.charts import preview
 from krr_app.parts.background import BackgroundResults, Pending, compute
 from krr_app.jobs.config import DataSpec
 from krr_app.jobs.runs import RunRegistry
+from krr_app.teaching.links import RUN_PARAM
 
 #: Datasets kept in memory at once (all sessions together).
 MAX_DATASETS = 8
@@ -111,24 +112,69 @@ def median_sigma(_X, data_key: tuple) -> float:
     return median_heuristic(_X)
 
 
-def _close(registry: RunRegistry) -> None:
-    registry.close()
+class SessionRuns:
+    """The registry a browser session uses: its own, or the one of the tab its reload replaced."""
+
+    def __init__(self):
+        self.registry = RunRegistry()
 
 
-@st.cache_resource(scope="session", on_release=_close, show_spinner=False)
-def _session_registry() -> RunRegistry:
-    return RunRegistry()
+def _release(slot: SessionRuns) -> None:
+    slot.registry.release()
+
+
+@st.cache_resource(scope="session", on_release=_release, show_spinner=False)
+def _session_slot() -> SessionRuns:
+    return SessionRuns()
 
 
 #: session_state key of a handle to the registry (so tests can wait for its runs).
 REGISTRY_KEY = "_krr_runs"
+#: session_state key: the ``?run=`` value this session has already acted on.
+_CLAIMED_KEY = "_krr_run_claimed"
 
 
 def session_runs() -> RunRegistry:
-    """This browser session's runs; released (every run stopped) when the tab closes."""
-    registry = _session_registry()
-    st.session_state[REGISTRY_KEY] = registry
-    return registry
+    """This browser session's runs; on a reload, the runs of the tab it replaced (named by the
+    link's ``?run=``, kept RELOAD_GRACE_SECONDS after that tab closed). Released when the tab
+    closes: its runs go on for a reload to claim, then stop."""
+    slot = _session_slot()
+    wanted = st.query_params.get(RUN_PARAM)
+    if wanted and st.session_state.get(_CLAIMED_KEY) != wanted:
+        st.session_state[_CLAIMED_KEY] = wanted
+        if wanted not in slot.registry.ids():
+            _reconnect(slot, wanted)
+    st.session_state[REGISTRY_KEY] = slot.registry
+    return slot.registry
+
+
+def _reconnect(slot: SessionRuns, run_id: str) -> None:
+    from krr_app.jobs import live_api
+    from krr_app.jobs.runs import HANDOVER
+
+    claimed = HANDOVER.claim(run_id)
+    if claimed is not None and not slot.registry.runs():
+        slot.registry.close()
+        slot.registry = claimed
+        st.toast("Reconnected to this tab's runs from before the reload.")
+        return
+    if claimed is not None:  # this session has runs of its own: the old tab's stop
+        claimed.close()
+    fate = HANDOVER.fate(run_id)
+    if fate is None and live_api.run_of(run_id) is not None:
+        return  # another open tab's run (a link copied from it): its settings are what it shares
+    st.info(
+        f"The run this link names ({RUN_PARAM}={run_id}) is not on this server any more"
+        + (f": it was {fate}" if fate else " (the server may have restarted)")
+        + ". The link's settings are shown; press Run to compute them again.",
+        icon=":material/history:",
+    )
+
+
+def show_run_in_link(run) -> None:
+    """Name ``run`` in the link (``?run=``), so that reloading the page reconnects to it."""
+    st.query_params[RUN_PARAM] = run.id
+    st.session_state[_CLAIMED_KEY] = run.id
 
 
 # -- the diagnostic pages' computations (krrcore.diagnostics), cached on plain parameters ----------

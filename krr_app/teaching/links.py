@@ -50,6 +50,9 @@ PENDING_KEY = "_krr_pending_values"
 URL_READ_KEY = "_krr_url_read"
 #: Parameters the app reads besides widget keys (managed by :mod:`krr_app.teaching.lessons`).
 LESSON_PARAMS = ("lesson", "step")
+#: The run a tab last started: a reload reconnects to it (the page's state, not a control).
+RUN_PARAM = "run"
+SESSION_PARAMS = (RUN_PARAM,)
 #: A teacher's link: controls hidden, controls read-only, the presenter view (:mod:`krr_app.teaching.teacher`).
 TEACHER_PARAMS = ("hide", "lock", "present")
 TEACHER_KEY = "_krr_teacher_view"
@@ -119,7 +122,7 @@ def known_parameters() -> frozenset[str]:
         "tune_steps",
         "tune_find_M",
     }  # Tune
-    return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS) | set(TEACHER_PARAMS))
+    return frozenset(sidebar | knobs | kernels | pages | set(LESSON_PARAMS) | set(TEACHER_PARAMS) | set(SESSION_PARAMS))
 
 
 #: Words a user may type for a parameter, and the parameter meant (for "did you mean …?").
@@ -137,7 +140,7 @@ def unknown_hint(name: str, known) -> str:
 
 def controls() -> frozenset[str]:
     """The names a teacher's ``?hide=`` / ``?lock=`` may give: every control bound to the URL."""
-    return known_parameters() - set(LESSON_PARAMS) - set(TEACHER_PARAMS)
+    return known_parameters() - set(LESSON_PARAMS) - set(TEACHER_PARAMS) - set(SESSION_PARAMS)
 
 
 # -- what a widget accepts ---------------------------------------------------------------------

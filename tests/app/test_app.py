@@ -439,6 +439,41 @@ def test_registry_evicts_finished_runs_and_close_stops_active_ones():
         registry.start(configs[0], None)
 
 
+def test_a_released_tab_s_runs_wait_for_a_reload_then_stop_with_their_fate_named():
+    """A closed tab's registry is held ``grace`` seconds: a reload claiming one of its run ids gets
+    the whole registry (its runs untouched); unclaimed, its active runs stop and each run's fate is
+    kept in words for a late link."""
+    from krr_app.jobs.runs import HANDOVER
+    from krrcore.stream import IterationRecord
+
+    spec = DataSpec("moons", n=200)
+    configs = [
+        make_config(spec, kernel="gaussian", kernel_params={"sigma": 1.0}, penalty=1e-3, solver="falkon", M=m)
+        for m in (1, 2)
+    ]
+    registry = RunRegistry()
+    done, active = Run(configs[0]), Run(configs[1])
+    done._finish("done")
+    registry._runs.update({configs[0]: done, configs[1]: active})
+    registry.release(grace=30.0)
+    assert not active.stop_event.is_set() and not registry.closed
+    assert HANDOVER.claim("no-such-run") is None
+    assert HANDOVER.claim(active.id) is registry  # the reload's session now holds it
+    assert HANDOVER.claim(active.id) is None  # claimed once
+    active._append(IterationRecord(iteration=3, seconds=0.1, residual=0.5))
+    registry.release(grace=0.2)
+    deadline = time.time() + 10
+    while HANDOVER.fate(active.id) is None:
+        assert time.time() < deadline, "the unclaimed registry was not closed"
+        time.sleep(0.05)
+    assert active.stop_event.is_set() and registry.closed
+    assert HANDOVER.fate(active.id) == "stopped 0.2 s after its tab was closed, after iteration 3"
+    assert HANDOVER.fate(done.id) == "over (done) before its tab was closed, and its result was kept 0.2 s for a reload"
+    empty = RunRegistry()
+    empty.release(grace=30.0)  # nothing to keep: closed at once
+    assert empty.closed
+
+
 def test_the_convergence_figure_before_any_run_has_its_panels_and_no_invented_scale():
     from krr_app.charts import figures as charts
 

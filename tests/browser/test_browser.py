@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_app import WATCH_SCRIPT_STATE
+from krr_app.settings import RELOAD_GRACE_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -195,7 +196,7 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             page.get_by_role("link", name="Compare").click()
             page.get_by_role("heading", name="Compare").wait_for()
             assert f"n={N_POINTS}" in page.url  # the shared sidebar's settings travel with the page
-            deadline = time.time() + 20
+            deadline = time.time() + 20 + RELOAD_GRACE_SECONDS  # a closed tab's runs wait that long for a reload
             while "computing now: 0," not in page.get_by_text("This server's runs computing now").first.inner_text():
                 assert time.time() < deadline, "the closed tab's run kept computing"
                 time.sleep(1)
@@ -212,4 +213,45 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             print(f"page: {page.url}\nscreenshot: {tmp_path / 'failure.png'}\nserver log:\n{log_path.read_text()}")
+            raise
+
+
+def test_a_reload_mid_run_reconnects_to_the_run_and_a_late_one_says_what_became_of_it(server, tmp_path):
+    """Reloading the page is a new session: the link's ``?run=`` reconnects it to the run, which
+    went on computing meanwhile (same id, more iterations). A tab closed for longer than the
+    grace stops its run, and its link, opened later, says so in words."""
+    url, log_path = server
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(120_000)
+        try:
+            page.goto(f"{url}/?dataset=sine1d&solver=nystrom_gd&n={N_POINTS}&M=300&maxiter={MAXITER_LONG}")
+            main = page.get_by_test_id("stMainBlockContainer")
+            main.get_by_role("button", name="Run", exact=True).click()
+            page.get_by_text(re.compile(rf"iteration \d+ / {MAXITER_LONG}")).first.wait_for()
+            _wait_idle(page)
+            run_id = re.search(r"[?&]run=(\w+)", page.url).group(1)
+            before = _live(page)[0]
+            page.reload()
+            page.get_by_text(re.compile(rf"iteration \d+ / {MAXITER_LONG}")).first.wait_for()
+            _wait_idle(page)
+            assert f"run={run_id}" in page.url
+            deadline = time.time() + 30
+            while _live(page)[0] <= before:  # the same run, further on: it computed through the reload
+                assert time.time() < deadline, (before, _live(page))
+                time.sleep(0.2)
+            main.get_by_role("button", name="Stop", exact=True).click()
+            page.get_by_text("stopped by the user").first.wait_for(timeout=10_000)
+            link = page.url
+            page.close()
+            time.sleep(RELOAD_GRACE_SECONDS + 3)
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(link)
+            note = page.get_by_text(f"The run this link names (run={run_id}) is not on this server any more")
+            note.first.wait_for()
+            assert "was kept" in note.first.inner_text() and "press Run" in note.first.inner_text()
+            assert page.get_by_text("stopped by the user").count() == 0
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            print(f"page: {page.url}\nserver log:\n{log_path.read_text()[-5000:]}")
             raise
