@@ -397,7 +397,9 @@ class Handover:
                     f", after iteration {last}" if last is not None else ", before its first iteration"
                 )
             else:
-                fate = f"over ({run.status}) before its tab was closed, and its result was kept {grace:g} s for a reload"
+                fate = (
+                    f"over ({run.status}) before its tab was closed, and its result was kept {grace:g} s for a reload"
+                )
             with self._lock:
                 self._fates[run.id] = fate
                 while len(self._fates) > self.REMEMBERED:

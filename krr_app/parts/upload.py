@@ -298,7 +298,8 @@ def target_rule(digest: str, target: str) -> str | None:
         return None
     return (
         f"Target: {quoted(target)}, the table's last column (the rule when none is chosen). Every "
-        "number on the pages is about predicting it: choose the column to predict under Target column."
+        "number on the pages is about predicting it: choose the column to predict under Target column, "
+        "or press Keep this target."
     )
 
 
@@ -336,6 +337,8 @@ def section() -> tuple[DataSpec | None, Table | None, str | None]:
     rule = target_rule(digest, target)
     if rule:
         st.info(rule, icon=":material/ads_click:")
+        # Choosing the column already shown changes nothing a selectbox reports: this says it.
+        st.button("Keep this target", key="csv_target_keep", on_click=_target_chosen, args=(digest,))
     chosen_roles = {c: r for c, r in roles(columns).items() if c != target}
     missing = missing_rule()
     task = links.widget(st.selectbox, "Task", options=TASKS, key="task", help=explain.HELP["task"])

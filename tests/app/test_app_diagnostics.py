@@ -310,6 +310,22 @@ def test_every_page_computing_for_a_target_taken_by_the_rule_says_so_first(app):
         assert not [i for i in at.main.info if "the rule when none is chosen" in i.value], page
 
 
+def test_keeping_the_last_column_as_the_target_is_a_choice(app):
+    """The last column is what the user wants: choosing it in the selectbox changes nothing it can
+    report, so the note's Keep this target button says it, and no page repeats the rule after."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"speed": rng.integers(25, 100, 60), "price": 1000 + 500 * rng.random(60)})
+    at = upload(app(auto_run="false", **SMALL), "computers.csv", frame.to_csv(index=False).encode())
+    assert [i for i in at.sidebar.info if "the rule when none is chosen" in i.value]
+    at = at.sidebar.button(key="csv_target_keep").click().run()
+    assert not [i for i in at.info if "the rule when none is chosen" in i.value]
+    assert at.sidebar.selectbox(key="csv_target").value == "price"
+    assert not [b for b in at.sidebar.button if b.key == "csv_target_keep"]
+    for path in ("app_pages/explore.py", PAGES["conditioning"]):
+        at = at.switch_page(path).run()
+        assert not at.exception and not [i for i in at.main.info if "the rule when none is chosen" in i.value], path
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
