@@ -6,11 +6,14 @@ predictions instead of evaluating the kernel against every centre in the web ser
 
 :class:`LiveSurface` takes a picture of the current iterate after a solver's record: the same
 grid, predicted from the ``coef_`` the solver holds while its generator is suspended, so the
-cost never enters the records' solver ``seconds``. Pictures are taken while their total time
-stays within :data:`FRAME_SHARE` of the fit's wall time (every iteration for a small problem, at
-a bounded rate for a large one, whose grid predictions cost more), or on request (a stepped
-run); a fit keeps at most :data:`MAX_KEPT_FRAMES` of them, evenly spaced in iterations, for
-replaying it afterwards.
+cost never enters the records' solver ``seconds``. Pictures are taken while their time stays
+within :data:`FRAME_SHARE` of the fit's wall time (every iteration for a small problem, at a
+bounded rate for a large one, whose grid predictions cost more), or on request (a stepped run).
+The one-off evaluation of the grid's kernel rows, once they are kept, is taken when it fits that
+budget and is not charged again: charging it made a large problem's picture stay at iteration 1
+while the solver went on, where reading the kept rows costs a few per cent of an iteration. A fit
+keeps at most :data:`MAX_KEPT_FRAMES` pictures, evenly spaced in iterations, for replaying it
+afterwards.
 
 :func:`add_uncertainty` adds a model's predictive standard deviation on the same grid, from the
 library's ``predict(X, return_std=True)`` (:mod:`krrcore.solvers.uncertainty`), with the noise level
@@ -166,6 +169,7 @@ class LiveSurface:
         self.share, self.allowance, self.keep = share, allowance, max(2, int(keep))
         self.started = time.perf_counter()
         self.seconds = 0.0
+        self.setup_seconds = 0.0  # of ``seconds``: the one-off evaluation of the kept kernel rows
         self.count = 0  # pictures taken
         self.latest: SurfaceFrame | None = None
         self.frames: dict[int, np.ndarray] = {}
@@ -174,10 +178,11 @@ class LiveSurface:
 
     def due(self, estimator) -> bool:
         """Whether a picture of ``estimator`` now keeps the pictures' time within budget: the
-        allowance plus FRAME_SHARE of the wall time since this object was made. Before a picture
-        has evaluated the kernel, its cost is krrcore's estimate for |grid| × centres entries."""
+        allowance plus FRAME_SHARE of the wall time since this object was made, the kept rows'
+        evaluation not counted once done. Before a picture has evaluated the kernel, its cost is
+        krrcore's estimate for |grid| × centres entries."""
         budget = self.allowance + self.share * (time.perf_counter() - self.started)
-        return self.seconds + self._predictions_of(estimator).cost() <= budget
+        return self.seconds - self.setup_seconds + self._predictions_of(estimator).cost() <= budget
 
     def _predictions_of(self, estimator) -> IteratePredictions:
         if self._predictions is None or self._predictions.estimator is not estimator:
@@ -194,6 +199,8 @@ class LiveSurface:
         values = self._predict(estimator).astype(np.float32)
         frame = SurfaceFrame(iteration, values, time.perf_counter() - start)
         self.seconds += frame.seconds
+        if self._predictions_of(estimator).kept_now:
+            self.setup_seconds += frame.seconds
         self.count += 1
         self.latest = frame
         if iteration % self.stride == 0:

@@ -143,12 +143,15 @@ class IteratePredictions:
 
     :meth:`cost` is what the next call will take in seconds: measured by the last call, or the
     memory policy's estimate (:class:`~krrcore.memory.CostModel`) for |points| × centres kernel
-    evaluations before the first, and for reading the kept rows once they are kept."""
+    evaluations before the first, and for reading the kept rows once they are kept.
+    ``kept_now`` says whether the last call was the one that evaluated and kept the rows: a
+    one-off cost that no later call repeats."""
 
     def __init__(self, estimator, points):
         self.estimator, self.points = estimator, points
         self._outputs: PointOutputs | None = None
         self._cost: float | None = None
+        self.kept_now = False
 
     def _model(self):
         from ..memory import CostModel
@@ -182,7 +185,8 @@ class IteratePredictions:
         values = (self._outputs() / scale).detach().cpu().numpy().reshape(len(self.points), -1)
         self._cost = time.perf_counter() - start
         kept = self._outputs.kept_bytes
-        if fresh and kept is not None:  # the rows were evaluated and kept: the next calls read them
+        self.kept_now = fresh and kept is not None
+        if self.kept_now:  # the rows were evaluated and kept: the next calls read them
             self._cost = self._model().stream_seconds(kept)
         return values
 

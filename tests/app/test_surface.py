@@ -73,6 +73,40 @@ def test_pictures_stay_within_their_share_of_the_wall_time(moons, monkeypatch):
     assert live.due(model)  # 10% of 5 s does
 
 
+def test_the_kept_rows_one_off_evaluation_is_not_charged_to_later_pictures(monkeypatch):
+    """A large problem's first picture evaluates the grid's kernel rows (1 s here) and keeps them;
+    reading them costs 0.01 s. Charging that second to the rate budget held the picture at one
+    iteration for 13 s of 0.2 s iterations; not charged, every iteration gets its picture, and
+    the pictures' own cost stays within the allowance plus FRAME_SHARE of the wall time."""
+    clock = [0.0]
+    monkeypatch.setattr(surface.time, "perf_counter", lambda: clock[0])
+
+    class Predictions:  # IteratePredictions' contract: cost(), a call, kept_now
+        estimator, kept_now, calls = None, False, 0
+
+        def cost(self):
+            return 0.01 if self.calls else 0.3
+
+        def __call__(self):
+            clock[0] += 1.0 if not self.calls else 0.01
+            self.kept_now, self.calls = not self.calls, self.calls + 1
+            return np.zeros((4, 1))
+
+    live = LiveSurface(np.zeros((10, 2)), share=0.05, allowance=0.2)
+    predictions = Predictions()
+    monkeypatch.setattr(live, "_predictions_of", lambda estimator: predictions)
+    pictured = []
+    for iteration in range(1, 26):
+        clock[0] += 0.2  # the solver's iteration
+        if live.due(None):
+            pictured.append(live.capture(None, iteration).iteration)
+    # The evaluation waits until the budget affords its estimate (0.2 s + 5% of 2 s), then it is
+    # taken once, and from there every record has its picture: in step with the records.
+    assert pictured[0] == 10 and live.setup_seconds == pytest.approx(1.0)
+    assert pictured == list(range(10, 26))
+    assert live.seconds - live.setup_seconds <= 0.2 + 0.05 * clock[0]
+
+
 def test_only_one_and_two_dimensional_data_have_a_grid():
     with pytest.raises(ValueError, match="1 or 2 features, got 3"):
         plotting_grid(np.zeros((5, 3)))
