@@ -12,17 +12,8 @@ from .catalog import DATASETS, DatasetInfo, get_info, load
 from .core import CACHE_ENV, Dataset, OriginalUnits, cache_dir, describe
 from .columns import MISSING_RULES, ROLES, ColumnDecision
 from .reading import MAX_COLUMNS, read_frame
-from .tabular import (
-    CsvFormat,
-    CsvReport,
-    PreprocessingWarning,
-    detect_format,
-    detect_task,
-    from_csv,
-    from_frame,
-    inspect_csv,
-    inspect_frame,
-)
+from .inspection import CsvReport, detect_task, inspect_csv, inspect_frame
+from .tabular import CsvFormat, PreprocessingWarning, detect_format, from_csv, from_frame
 
 
 def clear_caches() -> None:
