@@ -36,7 +36,7 @@ def fit_threads(cfg: dict) -> dict:
     import torch
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from benchmarks.bench_speed import _timed_fit, friedman
+    from benchmarks.bench_speed import friedman, timed_fit
     from krrcore.kernels import GaussianKernel
     from krrcore.solvers.falkon import Falkon
 
@@ -58,7 +58,7 @@ def fit_threads(cfg: dict) -> dict:
                 memory_budget=cfg["budget"],
                 seed=0,
             )
-            result = _timed_fit(model, as_t(X), as_t(y), as_t(X_test), y_test)
+            result = timed_fit(model, as_t(X), as_t(y), as_t(X_test), y_test)
             pools = sorted({f"{p['internal_api']}×{p['num_threads']}" for p in threadpool_info()})
     finally:
         torch.set_num_threads(before)  # --quick runs the fits in this process

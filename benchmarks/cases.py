@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from benchmarks import bench_gpu, bench_logistic, bench_speed, bench_threads
+from benchmarks import bench_gpu, bench_logistic, bench_speed, bench_threads, speed_summary
 from benchmarks.cases_krrcore import (
     app_measure,
     app_summarise,
@@ -102,7 +102,7 @@ CASES: dict[str, Case] = {
             "speed",
             "float32 against float64, BLESS centres against uniform, 10⁶ points: time and test error",
             bench_speed.measure,
-            lambda results: Summary(*bench_speed.summarise(results)),
+            lambda results: Summary(*speed_summary.summarise(results)),
             sized=True,
         ),
         Case(
