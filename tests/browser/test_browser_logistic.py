@@ -20,8 +20,8 @@ from krr_app.parts.live_chart import NEWTON_AXIS
 
 pytestmark = pytest.mark.browser
 
-#: Long enough for several looks: at n = 40,000 and M = 500 a Newton step (its CG iterations and two
-#: passes for the gradient) takes a good part of a second; λ/4 = 2.5·10⁻⁷ gives 3 path steps and 5 at the end.
+#: Several Newton steps (each: its CG iterations and two passes for the gradient) at a size this
+#: suite affords; λ = 10⁻⁶ puts the logistic problem at λ/4 = 2.5·10⁻⁷ (a few steps along the path).
 LOGISTIC_FIT = "dataset=moons&n=12000&M=300&log10_penalty=-6&maxiter=20&solver=falkon&loss=logistic&auto_run=false"
 POINTS = "() => document.querySelectorAll('.krr-live-point').length"
 
