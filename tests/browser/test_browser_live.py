@@ -110,6 +110,11 @@ def test_the_decision_surface_moves_while_falkon_runs(server, tmp_path):
         (first, _), (second, text) = moments[0], moments[-1]
         assert first["cells"] == second["cells"] == 80 * 80 and first["plain"] and second["plain"], moments
         assert second["iteration"] > first["iteration"] and "/ 40" in text, moments
+        # In step: the picture is of the iteration the progress line names, or of the one before
+        # when a look fell between the record and its picture.
+        lags = [int(re.search(r"iteration (\d+)", t).group(1)) - s["iteration"] for s, t in moments]
+        print(f"\nprogress line's iteration minus the picture's, at each look: {lags}")
+        assert all(0 <= lag <= 1 for lag in lags), lags
         assert page.evaluate("window.__krrScriptStates.filter(s => s === 'running').length") == 0
         page.get_by_text(re.compile(r"FALKON .* (finished|stopped) — ")).first.wait_for(timeout=300_000)
 
