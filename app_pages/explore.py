@@ -76,9 +76,7 @@ issues = (
 can_run = dataset is not None and config is not None and not issues
 small = can_run and is_small(config, dataset.n_train + dataset.n_test)
 run = registry.get(config) if config is not None else None
-previous = st.session_state.get(RUN_KEY)
-if previous is None and run is not None:  # a reload reconnected to this link's run
-    st.session_state[RUN_KEY] = previous = run
+previous = state.page_run(RUN_KEY, run)
 
 
 def _stop_active():

@@ -98,9 +98,7 @@ issues = problems(config, dataset.n_train, weighted=getattr(dataset, "weight_tra
 views.show_problems(issues)
 can_run = not issues
 run = registry.get(config)
-previous = st.session_state.get(RUN_KEY)
-if previous is None and run is not None:  # a reload reconnected to this link's run
-    st.session_state[RUN_KEY] = previous = run
+previous = state.page_run(RUN_KEY, run)
 
 
 def _stop_active():

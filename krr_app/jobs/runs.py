@@ -380,7 +380,7 @@ class Handover:
         return None
 
     def fate(self, run_id: str) -> str | None:
-        """What happened to ``run_id`` if its tab's grace ran out ("" when not known here)."""
+        """What happened to ``run_id`` if its tab's grace ran out (None when not known here)."""
         with self._lock:
             return self._fates.get(run_id)
 

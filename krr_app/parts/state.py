@@ -171,6 +171,14 @@ def _reconnect(slot: SessionRuns, run_id: str) -> None:
     )
 
 
+def page_run(key: str, run):
+    """The run a page last started (``st.session_state[key]``); after a reload, the reconnected
+    ``run`` of the page's settings, which becomes it."""
+    if st.session_state.get(key) is None and run is not None:
+        st.session_state[key] = run
+    return st.session_state.get(key)
+
+
 def show_run_in_link(run) -> None:
     """Name ``run`` in the link (``?run=``), so that reloading the page reconnects to it."""
     st.query_params[RUN_PARAM] = run.id
