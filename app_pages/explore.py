@@ -43,8 +43,9 @@ st.caption(
 # (sidebar.current) and before a run is started or waited for, so it is the first thing a new
 # visitor's browser gets to draw — and stays: a finished run's fit goes beside it (1-D and 2-D
 # data), so the picture a student sees first is never replaced by a chart that still has to load
-# plotly.
-head, live_slot, metrics_slot = st.container(), st.container(), st.container()
+# plotly. What a run brings (its progress, convergence chart, metric tiles) goes below the
+# picture, so Run never moves the picture a student is looking at down the page.
+head = st.container()
 fit_slot = refusal_slot = None
 wants_uncertainty = False
 if dataset is not None:
@@ -59,7 +60,8 @@ if dataset is not None:
                 st.toggle, "Show uncertainty", value=False, key="uncertainty", help=explain.HELP["uncertainty"]
             )
             refusal_slot = st.empty()
-    fit_slot = fit_col.empty() if fit_col is not None else None
+    fit_slot = fit_views.fit_slot(fit_col, "explore_fit_slot") if fit_col is not None else None
+live_slot, metrics_slot = st.container(key="explore_live_slot"), st.container()
 
 settings = sidebar.current()
 config = settings.config() if settings.data is not None else None
@@ -188,11 +190,12 @@ if shown is None and previous is not None and previous.id in {r.id for r in regi
         live_slot.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
 
 if shown is None:
+    if fit_slot is not None:
+        fit_slot.caption("The fitted function appears here when a run on these data has started.")
     if can_run:
-        # Below the data's picture, not in live_slot above it: it arrives a moment after the
-        # picture, and must not push the picture a student is looking at down the page.
-        st.markdown("Nothing has run with these settings yet. Press **Run**.")
-        views.empty_convergence_chart(x_axis, key="explore_convergence")
+        with live_slot:  # where the run's progress and chart will be: Run replaces them in place
+            st.markdown("Nothing has run with these settings yet. Press **Run**.")
+            views.empty_convergence_chart(x_axis, key="explore_convergence")
     views.explanation("krr", "lambda", "M", "falkon", title="What is being solved?")
 else:
 

@@ -21,6 +21,20 @@ from krr_app.text import plain
 from krrcore.numbers import readable
 
 
+#: The height :func:`fit_slot` keeps for a fit before there is one: its heading, the figure
+#: (:func:`krr_app.charts.fit.fit_figure`'s 420 px) and the finished run's caption below it.
+FIT_SLOT_HEIGHT = 540
+
+
+def fit_slot(parent, key: str):
+    """An ``st.empty`` in ``parent`` for a run's fit that holds :data:`FIT_SLOT_HEIGHT` from the
+    start, so the parts below it stay where they are when the fit arrives, and do not move when
+    the running figure is replaced by the finished one."""
+    box = parent.container(key=key)
+    box.html(f"<style>.st-key-{key} {{ min-height: {FIT_SLOT_HEIGHT}px; }}</style>")
+    return box.empty()
+
+
 def fit_chart(run: Run, key: str, *, title: bool = True) -> None:
     """The fitted function / decision surface of a run (1-D and 2-D data only): the finished
     model's, or while the run computes its latest picture, which the live chart then keeps

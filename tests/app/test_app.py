@@ -78,8 +78,10 @@ def _texts(elements) -> str:
     return "\n".join(shown_as(str(e.value)) for e in elements)
 
 
-def _chart_points(at, index=0) -> list[int]:
-    spec = json.loads(at.get("plotly_chart")[index].proto.spec)
+def _chart_points(at, key="explore_convergence") -> list[int]:
+    """Points per trace of the plotly chart drawn under ``key`` (Explore's convergence chart)."""
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    spec = json.loads(chart.proto.spec)
     return [len(trace.get("x", [])) for trace in spec["data"]]
 
 
@@ -115,7 +117,7 @@ def test_explore_runs_falkon_and_shows_chart_metrics_and_snippet(app):
     assert run.status == "done" and [r.iteration for r in run.records] == [0, 1, 2, 3, 4]
     assert "finished" in _texts(at.success)
     # The convergence chart: residual and test-error traces with one point per record.
-    assert _chart_points(at, 0) == [5, 5]
+    assert _chart_points(at) == [5, 5]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Test error"].endswith("%") and float(metrics["Test error"][:-1]) < 20
     # 2-D data: the decision surface is the second chart.
@@ -129,7 +131,7 @@ def test_training_error_is_tracked_on_request(app):
     at = wait_for_runs(_click_run(app(**SMALL, eval_train="true")))
     run = at.session_state["explore_run"]
     assert all(math.isfinite(r.train_metric) for r in run.records)
-    assert _chart_points(at, 0) == [5, 5, 5]  # residual, test and train curves
+    assert _chart_points(at) == [5, 5, 5]  # residual, test and train curves
     assert "eval_train=True" in _snippet(at)
 
 
@@ -275,7 +277,7 @@ def test_diverging_solver_shows_error_and_keeps_earlier_results(app, monkeypatch
     bad = at.session_state["explore_run"]
     assert bad.status == "error" and "diverged" in bad.message
     assert "The solver diverged" in _texts(at.error)
-    assert _chart_points(at, 0)[0] == 2  # the records before the NaN are kept and drawn
+    assert _chart_points(at)[0] == 2  # the records before the NaN are kept and drawn
     assert good.status == "done" and good in at.session_state["_krr_runs"].runs()
     at.switch_page("app_pages/compare.py").run()
     table = at.dataframe[0].value
@@ -335,7 +337,7 @@ def test_compare_overlays_solvers_with_table_and_removal(app):
     assert [r.config.solver for r in runs] == ["falkon", "nystrom_direct"]
     assert all(r.status == "done" for r in runs)
     # Two figures (iterations, seconds), each overlaying both runs in both panels; the two fits.
-    assert len(at.get("plotly_chart")) == 4 and len(_chart_points(at, 0)) == 4
+    assert len(at.get("plotly_chart")) == 4 and len(_chart_points(at, "cmp_iter")) == 4
     # The two fits on one colour scale: ±max|f| over both grids, so one colour means one f.
     surfaces = [
         next(t for t in json.loads(chart.proto.spec)["data"] if t.get("name") == fit_charts.FIT_SURFACE)

@@ -76,7 +76,8 @@ def test_a_logistic_run_streams_one_record_per_newton_step_from_a_worker(app):
     assert [r.extras["penalty"] for r in run.records[1:]][-1] == pytest.approx(matching_penalty(run.config.penalty))
     assert run.records[-1].residual < 1e-2  # the relative gradient: Newton converging
     # The convergence chart: one point per Newton step, its axis named so.
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-explore_convergence")]
+    spec = json.loads(chart.proto.spec)
     assert [len(t["x"]) for t in spec["data"]] == [len(run.records)] * 2
     assert {spec["layout"][axis]["title"]["text"] for axis in ("xaxis", "xaxis2")} == {NEWTON_AXIS}
     # Drawn as every classifier: the test error tile and the decision surface of the 2-D data.

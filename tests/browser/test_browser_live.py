@@ -212,3 +212,68 @@ def test_compare_shows_two_solvers_fits_at_one_iteration(server, tmp_path):
         fits.nth(1).wait_for()
         assert fits.count() == 2
         _save(page, "screenshot-compare-fits.png", tmp_path)
+
+
+#: Each animation frame, what the page shows where a student looks: the data picture's top (page
+#: coordinates), the top of the run's progress and chart below it, the height kept for the fit
+#: beside the picture, and the fit figure's state (a number per plotly node, its
+#: surface's and decision boundary's cells, whether it is the running figure). A new entry when one
+#: of them changes; the run's end is the progress line's "finished".
+WATCH_LAYOUT = f"""() => {{
+  window.__krrLayout = [];
+  const ids = new WeakMap();
+  let last = '', nodes = 0;
+  const top = el => el ? Math.round(el.getBoundingClientRect().top + window.scrollY) : null;
+  const cells = t => t && t.z ? Array.from(t.z).reduce((s, row) => s + (row && row.length ? row.length : 0), 0) : 0;
+  function look() {{
+    const plot = document.querySelector({FIT!r});
+    let fit = null;
+    if (plot && plot._fullData) {{
+      if (!ids.has(plot)) ids.set(plot, ++nodes);
+      const trace = name => plot._fullData.find(t => t.name === name);
+      fit = {{node: ids.get(plot), surface: cells(trace('f(x)')), boundary: cells(trace('decision boundary f(x) = 0')),
+             running: !!(plot.layout && plot.layout.meta && Object.keys(plot.layout.meta).length)}};
+    }}
+    const main = document.querySelector('[data-testid=stMainBlockContainer]');
+    const entry = {{picture: top(document.querySelector('img[alt^="The data: "]')),
+                    chart: top(document.querySelector('.st-key-explore_live_slot')),
+                    slot: (document.querySelector('.st-key-explore_fit_slot') || {{}}).offsetHeight,
+                    fit, finished: /finished — /.test(main.innerText)}};
+    const key = JSON.stringify(entry);
+    if (key !== last) {{ window.__krrLayout.push(entry); last = key; }}
+    window.__krrLook = requestAnimationFrame(look);
+  }}
+  look();
+}}"""
+
+
+def test_after_run_the_page_does_not_move_and_the_finished_fit_is_drawn_once_complete(server, tmp_path):
+    """Explore on Two moons, Run pressed once: the data picture stays where it was from before Run
+    to after the run (the charts arrive below it, not above), and once the run has finished the fit
+    figure is the finished one, drawn once, with its 80 × 80 surface and its decision boundary in
+    every frame: never a surface without its line, never the live figure restyled over it."""
+    with _visit(server, tmp_path) as (url, page):
+        page.goto(f"{url}/?dataset=moons&n=20000&M=500&log10_penalty=-6&maxiter=30&solver=falkon&auto_run=false")
+        run = _main(page).get_by_role("button", name="Run", exact=True)
+        run.wait_for()
+        _wait_idle(page)
+        page.locator('img[alt^="The data: "]').wait_for()
+        page.evaluate(WATCH_LAYOUT)
+        run.click()
+        page.get_by_text(re.compile(r"FALKON .* finished — ")).first.wait_for(timeout=300_000)
+        _wait_idle(page)
+        time.sleep(3)  # frames after the rerun the run's end asked for: a late redraw would show here
+        frames = page.evaluate("cancelAnimationFrame(window.__krrLook), window.__krrLayout")
+        _save(page, "screenshot-explore-finished.png", tmp_path)
+    pictures = {f["picture"] for f in frames if f["picture"] is not None}
+    assert len(pictures) == 1, [(f["picture"], f["chart"], f["finished"]) for f in frames]
+    # What a run brings sits below the picture and the fit beside it, where it was before Run.
+    charts = {f["chart"] for f in frames}
+    assert len(charts) == 1 and next(iter(charts)) > next(iter(pictures)), [(f["chart"], f["slot"]) for f in frames]
+    done = [f for f in frames if f["finished"]]
+    assert done, frames
+    finished_nodes = {f["fit"]["node"] for f in done if f["fit"] and not f["fit"]["running"]}
+    assert len(finished_nodes) == 1, done  # the finished figure: drawn once
+    drawn = [f["fit"] for f in done if f["fit"]]
+    assert all(d["surface"] == d["boundary"] == 80 * 80 for d in drawn), drawn
+    assert not drawn[-1]["running"], drawn[-1]
