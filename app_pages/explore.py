@@ -206,17 +206,20 @@ else:
             views.convergence_chart([current], x_axis, key="explore_convergence")
 
     # The fit beside the data: the finished model, or while the run computes its latest picture,
-    # which the live chart redraws in place (the same figure).
-    fits = {}
-    if fit_slot is not None:
-        if shown.status != "error" and config is not None and shown.config.data == config.data:
-            with fit_slot.container():
-                fit_views.fit_chart(shown, key="explore_fit")
-            fits[shown.id] = "explore_fit"
-        else:
-            fit_slot.caption("The fitted function appears here when a run on these data has started.")
+    # which the live chart redraws in place (the same figure). The live chart is sent first (its
+    # slot is below): building a large data set's figure takes a while, and the chart's looks
+    # start when it arrives.
+    draws_fit = (
+        fit_slot is not None and shown.status != "error" and config is not None and shown.config.data == config.data
+    )
+    fits = {shown.id: "explore_fit"} if draws_fit else {}
     with live_slot:
         views.live(lambda: [shown], _render, key="explore_live", x=x_axis, fits=fits)
+    if draws_fit:
+        with fit_slot.container():
+            fit_views.fit_chart(shown, key="explore_fit")
+    elif fit_slot is not None:
+        fit_slot.caption("The fitted function appears here when a run on these data has started.")
     if not shown.active and shown.metrics:
         with metrics_slot:
             views.metric_cards(shown)

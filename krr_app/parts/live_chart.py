@@ -193,8 +193,12 @@ function decode(frame) {
 // in place with the run's latest picture: the figure the finished run shows, moving.
 function fit(box, panel, ctx) {
   const run = ctx.runs.get(panel.run), frame = run && run.frame;
+  // An ended run's figure is the page's: the rerun its end asks for draws the finished one in
+  // this place, and a restyle still in flight as plotly replaces the figure left it without its
+  // surface and boundary. Its last picture is dropped instead (the finished figure shows it).
+  if (!frame || !run.active) return;
   const plot = document.querySelector(`.st-key-${panel.target} .js-plotly-plot`);
-  if (!frame || !plot || !window.Plotly || !plot.data) return;      // drawn at a later look
+  if (!plot || !window.Plotly || !plot.data) return;      // drawn at a later look
   // Only the figure drawn while this run computes (fit_views.fit_chart marks it): the finished one,
   // drawn in the same place by the rerun the run's end asks for, is never touched.
   if (!plot.layout || !plot.layout.meta || plot.layout.meta[panel.mark] !== panel.run) return;

@@ -13,8 +13,11 @@ QUIET = {"auto_run": "false"}
 
 
 def _style(at) -> str:
-    """The teacher's style on the page (every page also carries the tiles' own, krr_app.tiles)."""
-    return "\n".join(h.proto.body for h in at.get("html") if TILE_CSS not in h.proto.body)
+    """The teacher's style on the page (every page also carries the tiles' own, krr_app.tiles, and
+    Explore the height it keeps for the fit, krr_app.parts.fit_views.fit_slot)."""
+    return "\n".join(
+        h.proto.body for h in at.get("html") if TILE_CSS not in h.proto.body and "explore_fit_slot" not in h.proto.body
+    )
 
 
 def _notes(at) -> str:

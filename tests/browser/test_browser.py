@@ -87,11 +87,11 @@ def _live(page) -> tuple[int, int]:
 
 
 def _chart_points(page) -> int:
-    """Points drawn in the first trace of the first plotly chart (the residual curve). Read from
+    """Points drawn in the first trace of Explore's convergence chart (the residual curve). Read from
     plotly.js's decoded ``_fullData``: plotly.py sends numpy columns base64-encoded, and ``data``'s
     ``x`` can still be that encoding ({dtype, bdata}, no ``length``) right after a redraw."""
     return page.evaluate(
-        "() => { const p = document.querySelector('.js-plotly-plot');"
+        "() => { const p = document.querySelector('.st-key-explore_convergence .js-plotly-plot');"
         " const traces = p && (p._fullData || p.data);"
         " const x = traces && traces.length ? traces[0].x : null;"
         " return x && x.length !== undefined ? x.length : 0; }"
