@@ -189,9 +189,14 @@ if shown is None and previous is not None and previous.id in {r.id for r in regi
     if config is not None:
         live_slot.caption("Showing the last run (made with other settings) — press **Run** for the current ones.")
 
+draws_fit = (
+    shown is not None
+    and fit_slot is not None
+    and shown.status != "error"
+    and config is not None
+    and shown.config.data == config.data
+)
 if shown is None:
-    if fit_slot is not None:
-        fit_slot.caption("The fitted function appears here when a run on these data has started.")
     if can_run:
         with live_slot:  # where the run's progress and chart will be: Run replaces them in place
             st.markdown("Nothing has run with these settings yet. Press **Run**.")
@@ -209,17 +214,12 @@ else:
     # which the live chart redraws in place (the same figure). The live chart is sent first (its
     # slot is below): building a large data set's figure takes a while, and the chart's looks
     # start when it arrives.
-    draws_fit = (
-        fit_slot is not None and shown.status != "error" and config is not None and shown.config.data == config.data
-    )
     fits = {shown.id: "explore_fit"} if draws_fit else {}
     with live_slot:
         views.live(lambda: [shown], _render, key="explore_live", x=x_axis, fits=fits)
     if draws_fit:
         with fit_slot.container():
             fit_views.fit_chart(shown, key="explore_fit")
-    elif fit_slot is not None:
-        fit_slot.caption("The fitted function appears here when a run on these data has started.")
     if not shown.active and shown.metrics:
         with metrics_slot:
             views.metric_cards(shown)
@@ -227,3 +227,6 @@ else:
         views.trace_download([shown], key="explore_csv", filename=f"krr-trace-{shown.id}.csv")
     views.reproduce(shown.config, key="explore_notebook")
     views.explanation("residual", "falkon", "askotch", "lambda", "d_eff", "condition")
+
+if fit_slot is not None and not draws_fit:  # 1-D and 2-D data with no fit of these data to draw
+    fit_slot.caption("The fitted function appears here when a run on these data has started.")
