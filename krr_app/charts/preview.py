@@ -24,6 +24,10 @@ from krrcore.numbers import readable
 
 #: Points drawn (a seeded subsample beyond this keeps the browser quick).
 MAX_POINTS = 2000
+#: Points a plotly fit figure draws over its surface: each is an SVG node that plotly draws again
+#: with every new picture of the running model, and 2,000 of them took twice the time per picture
+#: of 1,000 in chromium (about 0.37 s against 0.18 s) while the solver kept the cores busy.
+FIGURE_MAX_POINTS = 1000
 _COLOURS = {"train": "#7f7f7f", "test": "#ff7f0e"}
 #: Radius of a point in the SVG picture (pixels of its 600 × 440 canvas).
 DOT_RADIUS = 3.2
@@ -61,18 +65,18 @@ class PointSet:
     legend: tuple[tuple[float, str], ...] = ()  # (value, label) pairs the SVG legend shows
 
 
-def point_sets(data) -> tuple[list[PointSet], str, str]:
+def point_sets(data, limit: int = MAX_POINTS) -> tuple[list[PointSet], str, str]:
     """What the data's picture shows, with the x and y axis titles: y against x, train and test
     points (1-D); the training points in the plane (2-D) or on their first two principal
-    components (more dimensions), coloured by target or class."""
+    components (more dimensions), coloured by target or class; at most ``limit`` points of each set."""
     if data.d == 1:
         sets = []
         for name, X, y in (("train", data.X_train, data.y_train), ("test", data.X_test, data.y_test)):
-            idx = _rows(len(X))
+            idx = _rows(len(X), limit)
             values = data.to_original_units(y[idx]) if data.task == "regression" else y[idx].reshape(len(idx), -1)[:, 0]
             sets.append(PointSet(f"{name} points", X[idx, 0], values, colour=_COLOURS[name], opacity=0.55))
         return sets, f"{data.feature_names[0]} (standardised)", data.target_name
-    idx = _rows(data.n_train)
+    idx = _rows(data.n_train, limit)
     if data.d == 2:
         coords, titles = data.X_train[idx], [f"{data.feature_names[i]} (standardised)" for i in (0, 1)]
     else:
@@ -99,8 +103,9 @@ def browser_values(values) -> np.ndarray:
 
 
 def point_traces(data, *, colorbar: bool = True) -> tuple[list, str, str]:
-    """:func:`point_sets` as plotly traces (the fit figures draw their points with it)."""
-    sets, x_title, y_title = point_sets(data)
+    """:func:`point_sets` as plotly traces, at most :data:`FIGURE_MAX_POINTS` of each (the fit
+    figures draw their points with it)."""
+    sets, x_title, y_title = point_sets(data, FIGURE_MAX_POINTS)
     traces = []
     for points in sets:
         if points.colour is not None:

@@ -5,8 +5,7 @@ drawn as every classifier's.
 
 ``screenshot-logistic-newton.png`` (the run mid-way, its Newton steps so far) goes to
 ``$KRR_SAVE_SCREENSHOTS`` when set (docs/): ``KRR_SAVE_SCREENSHOTS=docs python -m pytest
-tests/browser/test_browser_logistic.py``. Saving runs the docs' larger problem (:data:`DOCS_FIT`),
-long enough for the live view to show the run mid-way.
+tests/browser/test_browser_logistic.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +19,11 @@ from krr_app.parts.live_chart import NEWTON_AXIS
 
 pytestmark = pytest.mark.browser
 
-#: Newton steps of about half a second on 2 cores (each: its CG iterations and two passes for the
-#: gradient), so several live looks see the run mid-way; λ = 10⁻⁶ puts the logistic problem at λ/4.
-LOGISTIC_FIT = "dataset=moons&n=40000&M=800&log10_penalty=-6&maxiter=20&solver=falkon&loss=logistic&auto_run=false"
+#: Newton steps of about a second on 2 cores (each: its CG iterations and two passes for the
+#: gradient), so several live looks see the run mid-way: with a worker keeping both cores busy, the
+#: browser took seconds to draw the page after Run, and with M = 800 a loaded machine's first look
+#: came after the run's end. λ = 10⁻⁶ puts the logistic problem at λ/4.
+LOGISTIC_FIT = "dataset=moons&n=40000&M=1600&log10_penalty=-6&maxiter=20&solver=falkon&loss=logistic&auto_run=false"
 
 
 #: Each animation frame, what the live chart in Explore's run slot shows: its points (inside its
