@@ -65,7 +65,7 @@ def test_a_logistic_run_streams_its_newton_steps(server, tmp_path):
             # not what the page draws.
             page.wait_for_function(  # the docs' picture: a few steps in (or the run's end, then the test fails)
                 "() => window.__krrLive.filter(e => e.points > 0 && e.text && !/finished/.test(e.text)).length >= 3"
-                " || window.__krrLive.some(e => /finished/.test(e.text))",
+                " || /finished — /.test(document.querySelector('[data-testid=stMainBlockContainer]').innerText)",
                 timeout=300_000,
             )
             assert page.get_by_text(NEWTON_AXIS).count() >= 1  # the live chart's axis
