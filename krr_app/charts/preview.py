@@ -25,8 +25,9 @@ from krrcore.numbers import readable
 #: Points drawn (a seeded subsample beyond this keeps the browser quick).
 MAX_POINTS = 2000
 #: Points a plotly fit figure draws over its surface: each is an SVG node that plotly draws again
-#: with every new picture of the running model, and 2,000 of them took twice the time per picture
-#: of 1,000 in chromium (about 0.37 s against 0.18 s) while the solver kept the cores busy.
+#: with every new picture of the running model; a picture of Two moons' figure took about 0.37 s
+#: with 2,000 points and 0.18 s with 1,000 in headless chromium on an idle machine, and several
+#: times that while a worker kept the cores busy.
 FIGURE_MAX_POINTS = 1000
 _COLOURS = {"train": "#7f7f7f", "test": "#ff7f0e"}
 #: Radius of a point in the SVG picture (pixels of its 600 × 440 canvas).

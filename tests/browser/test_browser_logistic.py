@@ -72,8 +72,9 @@ def test_a_logistic_run_streams_its_newton_steps(server, tmp_path):
             _save(page, "screenshot-logistic-newton.png", tmp_path)
             page.get_by_text(re.compile(r"FALKON · logistic loss .* finished — ")).first.wait_for(timeout=300_000)
             looks = page.evaluate("cancelAnimationFrame(window.__krrLiveLook), window.__krrLive")
-            mid_run = [(e["points"], e["text"]) for e in looks if e["points"] and e["text"]]
-            mid_run = [(points, text) for points, text in mid_run if "finished" not in text]
+            mid_run = [
+                (e["points"], e["text"]) for e in looks if e["points"] and e["text"] and "finished" not in e["text"]
+            ]
             assert len({points for points, _ in mid_run}) >= 2, looks
             assert all(re.search(r"iteration \d+ / 20", text) for _, text in mid_run), mid_run
             # Finished: the chart keeps its Newton-step axis, the decision surface is drawn.
