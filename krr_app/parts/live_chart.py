@@ -335,12 +335,27 @@ export default function (component) {
 
   // A run ended: ask for the page rerun that draws it, and ask again until the rerun replaces this
   // chart (a trigger sent while the page's previous run was still being drawn was seen to be lost).
+  // Not while this chart is stale (Streamlit's data-stale: a page run asked for or under way): that
+  // run replaces it, and a second one, asked for as it draws, drew the finished fit a second time.
   let asked = 0;
   function ended(id) {
     draw();
     setTriggerValue('ended', id + ':' + asked);
     asked += 1;
-    if (asked < 20) timer = setTimeout(() => { if (!stopped) ended(id); }, 1500);
+    if (asked < 20) askAgain(id, 1500);
+  }
+  function stale(node) {      // up through the shadow root the chart may be drawn in
+    for (; node; node = node.parentNode || node.host) {
+      if (node.nodeType === 1 && node.getAttribute('data-stale') === 'true') return true;
+    }
+    return false;
+  }
+  function askAgain(id, ms) {
+    timer = setTimeout(() => {
+      if (stopped) return;
+      if (stale(parentElement)) askAgain(id, 500);
+      else ended(id);
+    }, ms);
   }
 
   async function look() {
