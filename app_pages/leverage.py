@@ -40,7 +40,7 @@ with col_rows:
     rows = views.points_used(
         dataset,
         key="lev_n",
-        default=DEFAULT_ROWS,
+        default=max(DEFAULT_ROWS, 2 * settings.M),  # the sidebar's M centres among them, with room
         maximum=limits.EXACT_LEVERAGE_MAX_N,
         help=f"Exact scores need one n×n eigendecomposition: at most {limits.EXACT_LEVERAGE_MAX_N:,} points here.",
     )

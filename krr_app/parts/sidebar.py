@@ -173,6 +173,14 @@ def _apply_dataset_suggestions() -> None:
     for param, value in suggested.items():
         st.session_state[param] = value
     st.session_state["log10_penalty"] = _log10_penalty(info.suggested_penalty)
+    st.session_state["M"] = suggested_M(info.name)
+
+
+def suggested_M(name: str | None) -> int:
+    """The M the sidebar starts from on data set ``name``: its catalogue entry's, else DEFAULT_M
+    (an uploaded table included)."""
+    info = DATASETS.get(name)
+    return (info.suggested_M if info is not None else None) or DEFAULT_M
 
 
 def _set_median_sigma(dataset, data_key: tuple) -> None:
@@ -325,7 +333,8 @@ def _model_section(spec, dataset, shown) -> tuple[str, dict, float, int]:
     )
     penalty = 10.0**log10_penalty
     st.caption(f"λ = {format_number(penalty)} — the system solved is (K + λnI) c = y")
-    M = number("M (Nyström centres)", "M", DEFAULT_M, min_value=1, max_value=APP_MAX_M, step=10, help=explain.HELP["M"])
+    default_M = DEFAULT_M if spec is None or spec.is_csv else suggested_M(spec.name)
+    M = number("M (Nyström centres)", "M", default_M, min_value=1, max_value=APP_MAX_M, step=10, help=explain.HELP["M"])
     return kernel, params, penalty, int(M)
 
 

@@ -16,6 +16,7 @@ import torch
 
 from ..centers import select_centers
 from ..kernels import GaussianKernel
+from ..numbers import readable
 from .objectives import nystrom_leftover, sigma_value
 from .search import LOG_SIGMA_RANGE, PENALTY_BOUNDS, Point, Search, StopSearch
 
@@ -188,23 +189,24 @@ class HeldOutChoice:
         lam = math.exp(best.log_penalty)
         self.bound_note_ = ""
         if lam <= bounds[0] * BOUND_FACTOR:
+            low64, low32 = (readable(PENALTY_BOUNDS[dtype][0]) for dtype in (torch.float64, torch.float32))
             self.bound_note_ = (
-                f"λ = {lam:.2g} is the search's lower bound for {str(self._dtype()).replace('torch.', '')} "
-                f"(float64 allows {PENALTY_BOUNDS[torch.float64][0]:g}, float32 {PENALTY_BOUNDS[torch.float32][0]:g}): "
+                f"λ = {readable(lam, 2)} is the search's lower bound for {str(self._dtype()).replace('torch.', '')} "
+                f"(float64 allows {low64}, float32 {low32}): "
                 f"the data ask for less regularisation than the bound gives; try a larger M (more centres resolve "
                 f"finer detail), or dtype='float64' if the model is float32."
             )
         elif lam >= bounds[1] / BOUND_FACTOR:
             self.bound_note_ = (
-                f"λ = {lam:.2g} is the search's upper bound: at this σ the targets look like noise to "
+                f"λ = {readable(lam, 2)} is the search's upper bound: at this σ the targets look like noise to "
                 f"the model; check the target column, or start from another σ."
             )
         log_s = best.log_sigma.double()
         base = float(ls0.mean())
         if float((log_s - base).abs().max()) >= LOG_SIGMA_RANGE - 1e-6 and log_s.ndim == 0:
             self.bound_note_ += (" " if self.bound_note_ else "") + (
-                f"σ = {typical_sigma(log_s):.3g} is at the edge of the search's range (a factor "
-                f"{math.exp(LOG_SIGMA_RANGE):.0f} from the start): start from a σ further out "
+                f"σ = {readable(typical_sigma(log_s), 3)} is at the edge of the search's range (a factor "
+                f"{readable(math.exp(LOG_SIGMA_RANGE), 3)} from the start): start from a σ further out "
                 f"(kernel=GaussianKernel(σ)), or rescale the features."
             )
         if self.bound_note_:

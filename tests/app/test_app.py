@@ -174,6 +174,13 @@ def test_changing_dataset_applies_its_suggestions_and_median_button(app):
     at.button(key="median_sigma").click().run()
     expected = median_heuristic(load("sine1d", n=info.default_n, seed=0, noise=0.2).X_train)
     assert at.number_input(key="sigma").value == pytest.approx(expected, rel=1e-3)
+    # M follows the data set too: diamonds' suggested M, and the usual one again on sine1d; at its
+    # data set's suggestion M stays out of the link.
+    at.selectbox(key="dataset").set_value("diamonds").run()
+    assert at.number_input(key="M").value == DATASETS["diamonds"].suggested_M == 800
+    assert "M" not in at.query_params
+    at.selectbox(key="dataset").set_value("sine1d").run()
+    assert at.number_input(key="M").value == 100 and "M" not in at.query_params
 
 
 def test_live_progress_chart_grows_and_stop_ends_run_within_a_second(app, monkeypatch, in_process):

@@ -143,10 +143,10 @@ def _self_warnings(at) -> list[str]:
 #: dense clusters, M = 100: nearly every row a centre) asks for less λ than float64's floor, and
 #: Tune says so, as it should; at its default n = 2,000 the search ends inside its bounds, so it is
 #: swept there. concrete at its default n = 1,030 checks that its suggested λ lets Explore's FALKON
-#: reach a residual below 0.01 in the default 20 iterations (λ = 10⁻⁶ left 0.028). At diamonds'
-#: default n = 10,000, Tune still ends on λ's floor with the default M = 100: 8,000 training rows
-#: ask for more centres than that.
-SWEEP_N = {"clustered_outliers": 2000, "concrete": 1030}
+#: reach a residual below 0.01 in the default 20 iterations (λ = 10⁻⁶ left 0.028). diamonds at its
+#: default n = 10,000 checks its suggested M = 800 (with M = 100 Tune ended on λ's floor) and that
+#: Leverage and Conditioning then use enough points for that M.
+SWEEP_N = {"clustered_outliers": 2000, "concrete": 1030, "diamonds": 10000}
 
 
 @pytest.mark.parametrize("dataset", list(DATASETS))

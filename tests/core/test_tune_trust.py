@@ -166,7 +166,7 @@ def test_lambda_on_its_bound_is_named_with_what_to_do():
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(600, 1))
     y = np.sin(2 * X[:, 0])
-    with pytest.warns(TuningBoundWarning, match=r"λ = 1e-07 is the search's lower bound .* try a larger M"):
+    with pytest.warns(TuningBoundWarning, match=r"λ = 1e-7 is the search's lower bound .* try a larger M"):
         result = tune(X, y, M=30, seed=0)
     assert result.penalty == pytest.approx(1e-7, rel=0.05) and "larger M" in result.bound_note
 
