@@ -211,6 +211,11 @@ def test_compare_shows_two_solvers_fits_at_one_iteration(server, tmp_path):
         fits = page.locator("[class*='st-key-cmp_fit_'] .js-plotly-plot")
         fits.nth(1).wait_for()
         assert fits.count() == 2
+        # As drawn: both surfaces on one colour scale, so one colour means one f in either.
+        scales = fits.evaluate_all(
+            "plots => plots.map(p => p._fullData.filter(t => t.zmin !== undefined).map(t => [t.zmin, t.zmax])[0])"
+        )
+        assert len(scales) == 2 and scales[0] == scales[1] and scales[0][0] == -scales[0][1] < 0, scales
         _save(page, "screenshot-compare-fits.png", tmp_path)
 
 

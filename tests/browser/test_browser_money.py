@@ -1,5 +1,6 @@
 """A money-valued table in a real browser at 1,000 pixels: professors' salaries (carData's Salaries,
-around 100,000 dollars) uploaded, the target chosen, FALKON run on Explore. The tiles read
+around 100,000 dollars) uploaded, the rule that took its target shown, the target chosen, FALKON
+run on Explore. The tiles read
 "22,670 salary", never "2.267e…": no tile's text overflows its box, and no number the page writes
 between 10⁻³ and 10⁹ has an exponent. Its screenshot is ``screenshot-explore-money.png``
 (``$KRR_SAVE_SCREENSHOTS``: docs/)."""
@@ -41,6 +42,10 @@ def test_a_salary_table_reads_in_dollars_on_explore_at_1000_pixels(server, tmp_p
             _open_upload(page, url)
             _upload(page, str(salaries))
             _wait_idle(page, 120)
+            # Before a target is chosen the page says which column it took, and by what rule.
+            page.get_by_text(
+                "Target: “salary”, the table's last column (the rule when none is chosen)"
+            ).first.wait_for()
             _choose(page, "Target column", "salary")
             page.get_by_role("link", name="Explore").click()
             page.get_by_role("heading", name="Explore").wait_for()
