@@ -47,8 +47,8 @@ class DatasetInfo:
     target_unit: str = ""
     requires: tuple[str, ...] = ()
     raw_kernel: tuple[tuple[str, object], ...] = ()  # for standardize=False, where known
-    #: Nyström centres the suggested σ and λ hold at, where the default n needs more than the
-    #: library's usual 100 (None): with fewer, the search for λ ends on its floor.
+    #: Nyström centres to use with the suggested σ and λ at the default n where 100 are too few
+    #: (None: 100 suffice): with fewer, tuning λ ends on its floor.
     suggested_M: int | None = None
 
     @property
