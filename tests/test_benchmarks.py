@@ -311,6 +311,15 @@ def test_without_chromium_everything_but_the_png_is_written_and_the_run_says_why
     assert "skipped — needs Chromium" in (out / "app.md").read_text()
 
 
+def test_the_app_case_reads_the_pictures_sentence_the_page_writes():
+    from benchmarks.bench_app import PICTURES
+    from krr_app.parts.fit_views import pictures_text
+
+    for count, seconds, wall, share in ((31, 0.0776, 3.45, "2.2"), (1031, 1234.0, 10_000.0, "12.3")):
+        match = PICTURES.search(pictures_text(count, seconds, wall))
+        assert match is not None and match.group(3) == share, pictures_text(count, seconds, wall)
+
+
 def test_the_live_fit_target_reads_the_classroom_problems_share_of_wall_time():
     """The live fit's target holds when every browser placement's share on the classroom problem is
     at most 10%, fails above, and says when the problem was not measured."""

@@ -95,10 +95,15 @@ def pictures_caption(run: Run) -> None:
     count, seconds = run.timings.get("frames", 0), run.timings.get("frame_seconds", 0.0)
     wall = run.timings.get("wall_seconds", math.nan)
     if count and math.isfinite(wall) and wall > 0:
-        st.caption(
-            f"Drawn while the solver ran: {count:.0f} pictures, {readable(seconds, 3)} s on the worker "
-            f"({seconds / wall:.1%} of the run's {readable(wall, 3)} s; not in the solver time)."
-        )
+        st.caption(pictures_text(count, seconds, wall))
+
+
+def pictures_text(count: int, seconds: float, wall: float) -> str:
+    """The sentence :func:`pictures_caption` writes (the app benchmark reads it back from the page)."""
+    return (
+        f"Drawn while the solver ran: {count:.0f} pictures, {readable(seconds, 3)} s on the worker "
+        f"({seconds / wall:.1%} of the run's {readable(wall, 3)} s; not in the solver time)."
+    )
 
 
 #: Runs whose fits Compare draws side by side (two to a row).
