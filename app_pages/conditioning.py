@@ -41,7 +41,8 @@ with col_rows:
     rows = views.points_used(
         dataset,
         key="cond_n",
-        default=max(DEFAULT_ROWS, 2 * settings.M),  # the sidebar's M centres among them, with room
+        default=DEFAULT_ROWS,
+        centres=settings.M,
         maximum=limits.DIAGNOSTICS_MAX_ROWS,
         help=f"Spectra are exact up to {limits.DENSE_SPECTRUM_MAX_N:,} "
         f"points ({limits.DENSE_SPECTRUM_MAX_M:,} centres), "

@@ -40,7 +40,8 @@ with col_rows:
     rows = views.points_used(
         dataset,
         key="lev_n",
-        default=max(DEFAULT_ROWS, 2 * settings.M),  # the sidebar's M centres among them, with room
+        default=DEFAULT_ROWS,
+        centres=settings.M,
         maximum=limits.EXACT_LEVERAGE_MAX_N,
         help=f"Exact scores need one n×n eigendecomposition: at most {limits.EXACT_LEVERAGE_MAX_N:,} points here.",
     )

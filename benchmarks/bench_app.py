@@ -55,7 +55,7 @@ FLAGS = [
     "--no-first-run",
 ]
 RESULT = re.compile(r"finished — .*?: (\d+) iterations, ([\d.]+) s solver time")
-#: The live fit's cost, as the page states it under a finished run's fit (krr_app.parts.fit_views.pictures_caption).
+#: The live fit's cost, as the page states it under a finished run's fit (krr_app.parts.fit_views.pictures_text).
 PICTURES = re.compile(
     r"Drawn while the solver ran: ([\d,]+) pictures, ([\d.,e+-]+) s on the worker \(([\d.]+)% of "
     r"the run's ([\d.,e+-]+) s;"

@@ -344,9 +344,11 @@ def explanation_key(*keys: str) -> str:
 # URL-bound inputs, CSV downloads and "keep what was computed" are krr_app.parts.inputs'.
 
 
-def points_used(dataset, *, key: str, default: int, maximum: int, help: str) -> int:
-    """How many training points the page computes on (a URL-bound number, at most ``maximum``)."""
+def points_used(dataset, *, key: str, default: int, maximum: int, help: str, centres: int = 0) -> int:
+    """How many training points the page computes on (a URL-bound number, at most ``maximum``);
+    by default at least 2 × ``centres`` (the sidebar's M), so M centres fit among them with room."""
     top = min(dataset.n_train, maximum)
+    default = max(default, 2 * centres)
     value = bound_number(
         "Training points used", key, min(default, top), min_value=2, max_value=max(top, 2), step=100, help=help
     )
