@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
+from ..device import release_openmp_threads
 from ..memory import storage_budget
 
 from .implicit import evaluate_cg
@@ -422,12 +423,16 @@ def run_in_thread(work):
     calls back, turned into a generator). As with a generator, ``emit`` returns only when the
     caller asks for the next item, so nothing is computed ahead of the reader (Stop then acts at
     once) and the reader's time is not the work's. An exception in ``work`` is re-raised here;
-    closing the generator early makes the next ``emit`` raise :class:`StopSearch`, and waits."""
+    closing the generator early makes the next ``emit`` raise :class:`StopSearch`, and waits.
+
+    Whichever thread waits first frees its idle OpenMP threads (:func:`~krrcore.device.release_openmp_threads`):
+    otherwise the two threads' pools oversubscribe the cores and the work runs several times slower."""
     items: queue.Queue = queue.Queue(maxsize=1)
     resume = threading.Semaphore(0)
     closed = threading.Event()
 
     def emit(item):
+        release_openmp_threads()
         items.put(item)
         resume.acquire()
         if closed.is_set():
@@ -441,6 +446,7 @@ def run_in_thread(work):
             items.put(exc)
 
     thread = threading.Thread(target=run, daemon=True, name="krr-tune")
+    release_openmp_threads()
     thread.start()
     try:
         while True:
@@ -450,6 +456,7 @@ def run_in_thread(work):
             if isinstance(item, BaseException):
                 raise item
             yield item
+            release_openmp_threads()
             resume.release()
     finally:
         closed.set()
