@@ -192,7 +192,7 @@ These are starting points: tune λ and σ on validation error.
 $\alpha = (K_{nM}^\top K_{nM} + \lambda n K_{MM})^{-1} K_{nM}^\top y$ is a smooth function of σ and
 λ, and so is a score of it: its derivative with respect to σ is computed exactly (autograd through
 the solution, in two passes over the data) and a quasi-Newton method (L-BFGS) follows it where many
-σ move (one per feature); a single σ is found by golden-section search. For each σ the best λ is
+σ move (one per feature); a single σ is found by a line search (parabolic steps). For each σ the best λ is
 found exactly, from the eigenvalues $\mu_i$ of the Nyström features' Gram matrix.
 
 **Chosen and checked on held-out rows.** Whatever the objective, the candidates it and the others

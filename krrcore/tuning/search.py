@@ -1,10 +1,10 @@
-"""The tuning loop: golden-section search on one log σ, L-BFGS-B on many (and log λ, and the centres).
+"""The tuning loop: Brent's search on one log σ, L-BFGS-B on many (and log λ, and the centres).
 
 A single σ with λ profiled is a one-variable problem: :meth:`Search.line` brackets it from the
-scan and narrows the bracket by golden sections, one pass over the rows per probe and no gradient
-(:meth:`Search.probe`); where the held-out rows overrule the objective it searches their error
-instead (:meth:`Search.probe_checked`). L-BFGS-B serves one σ per feature, moving centres, λ moved
-by gradient and the CG route.
+scan and narrows the bracket by parabolic steps (golden sections where they fail), one pass over
+the rows per probe and no gradient (:meth:`Search.probe`); where the held-out rows overrule the
+objective it searches their error instead (:meth:`Search.probe_checked`). L-BFGS-B serves one σ
+per feature, moving centres, λ moved by gradient and the CG route.
 
 Each evaluation computes the objective and its exact gradient (:func:`krrcore.tuning.objectives.evaluate`).
 With ``penalty_search="profile"`` (the default) λ is not a variable of the descent: at every σ the
@@ -42,6 +42,9 @@ from .objectives import PenaltyProfile, Problem, evaluate, gaussian_block, row_s
 PATIENCE = 3
 #: log σ may move this far (in e-folds) either way from its start: a factor of about 150.
 LOG_SIGMA_RANGE = 5.0
+#: The line in σ stops when its bracket reaches this relative distance either side of the best σ
+#: (×1.1 in all): the validated error is flat to well within its standard error there.
+LINE_TOLERANCE = 0.05
 
 #: The smallest λ the tuner tries, by the fitted model's dtype, and the largest. Below about 1e-7
 #: float64 Nyström solutions stop being numbers of the problem: on diamonds (σ = 4.5, M = 500) and
@@ -202,57 +205,72 @@ class Search:
         return {k: v for k, v in out.items() if v[2] is not None}
 
     def probe_checked(self, point: Point) -> Point:
-        """A probe at the held-out rows' best λ (the hold-out optimum's line): counted, reported;
+        """A probe at the held-out rows' best λ (the hold-out optimum's line): counted, reported
+        (the held-out rows' candidates, :meth:`proposals`), never :attr:`best`;
         ``point.extras["held_out"]`` carries the held-out error there."""
         lam, held_out = self.checker.best(point.log_sigma, point.centers, *self.penalty_bounds, self._total(point))
         point.log_penalty = math.log(lam)
         self.value_at(point)
         point.extras = {**point.extras, "held_out": held_out}
-        self.steps += 1
-        if self.best is None or point.value < self.best.value:
-            self.best = point
+        self.steps += 1  # not a candidate for the objective's own choice: its λ is the held-out rows'
         self.report(point, math.nan)
         if self.steps >= self.max_steps:
             raise StopSearch(f"reached max_steps={self.max_steps} evaluations")
         return point
 
     def line(self, points: list[Point], probes: int, low: float, high: float, held_out: bool = False) -> str:
-        """Golden-section search in the scalar log σ of the profiled objective (``held_out``: of the
-        held-out error at its best λ, :meth:`probe_checked`), inside the bracket around the best of
-        ``points`` (already probed, scalar σ), within [low, high]; ``probes`` evaluations at most. A
-        one-variable problem whose λ is exact at every σ needs no gradient: each probe is one pass
-        over the rows, where a gradient step costs two."""
+        """Brent's search in the scalar log σ of the profiled objective (``held_out``: of the
+        held-out error at its best λ, :meth:`probe_checked`): from the best of ``points`` (already
+        probed, scalar σ; their values are reused) and its neighbours, a step to the vertex of the
+        parabola through the best point and its two neighbours, or a golden section of the larger
+        side where the vertex falls outside or too near the bracket's ends, or a step of the
+        tolerance to the far side where the vertex is the best point but its neighbours are more
+        than ×1.2 away; until the bracket, or the vertex of a parabola through neighbours within
+        ×1.2, is within ±:data:`LINE_TOLERANCE` of the best σ, or after ``probes`` evaluations,
+        within [low, high]. A one-variable
+        problem whose λ is exact at every σ needs no gradient: each probe is one pass over the rows,
+        where a gradient step costs two; a smooth valley takes a parabolic step or two where
+        golden sections take about seven."""
         score = (lambda p: p.extras["held_out"]) if held_out else (lambda p: p.value)  # noqa: E731
-        points = sorted(points, key=lambda p: float(p.log_sigma))
-        i = min(range(len(points)), key=lambda j: score(points[j]))
-        a = float(points[i - 1].log_sigma) if i > 0 else max(float(points[i].log_sigma) - math.log(2.0), low)
-        b = (
-            float(points[i + 1].log_sigma)
-            if i + 1 < len(points)
-            else min(float(points[i].log_sigma) + math.log(2.0), high)
-        )
-        Z = points[i].centers
-        ratio = (math.sqrt(5) - 1) / 2
-        value = {}
+        Z = points[0].centers
+        start_penalty = min(points, key=score).log_penalty
+        value = {float(p.log_sigma): score(p) for p in points}
 
         def f(t: float) -> float:
             if t not in value:
-                point = Point(torch.tensor(t, dtype=torch.float64), points[i].log_penalty, Z)
+                point = Point(torch.tensor(t, dtype=torch.float64), start_penalty, Z)
                 value[t] = score(self.probe_checked(point) if held_out else self.probe(point))
             return value[t]
 
-        c, d = b - ratio * (b - a), a + ratio * (b - a)
-        for _ in range(max(probes, 2) - 1):
-            if f(c) < f(d):
-                b, d = d, c
-                c = b - ratio * (b - a)
-            else:
-                a, c = c, d
-                d = a + ratio * (b - a)
-        f(c)
+        tol, golden = math.log1p(LINE_TOLERANCE), (3.0 - math.sqrt(5.0)) / 2.0
+        near = math.log(1.2)  # neighbours within ×1.2 make the parabola a local model
+        for _ in range(max(int(probes), 1)):
+            known = sorted(value)
+            j = min(range(len(known)), key=lambda i: value[known[i]])
+            x = known[j]
+            a = known[j - 1] if j > 0 else max(x - math.log(2.0), low)
+            b = known[j + 1] if j + 1 < len(known) else min(x + math.log(2.0), high)
+            if b - a <= 2.0 * tol or (a == x and b == x):
+                break
+            u = None
+            if a in value and b in value:  # the parabola's vertex through (a, x, b)
+                fa, fx, fb = value[a], value[x], value[b]
+                p, q = (x - a) ** 2 * (fx - fb) - (x - b) ** 2 * (fx - fa), (x - a) * (fx - fb) - (x - b) * (fx - fa)
+                if q != 0.0:
+                    u = x - 0.5 * p / q
+            if u is not None and a < u < b and abs(u - x) <= tol / 2:
+                if max(x - a, b - x) <= near:
+                    break  # a parabola through near neighbours puts the minimum at the best σ probed
+                u = x + tol if b - x > x - a else x - tol  # a near neighbour on the far side
+            if u is None or not (a + tol / 2 <= u <= b - tol / 2):
+                u = x + golden * (b - x) if b - x > x - a else x - golden * (x - a)
+            f(u)
         t = min(value, key=value.get)
-        what = "the held-out error's" if held_out else "golden-section"
-        return f"converged: {what} search in σ to a bracket of ×{math.exp(b - a):.3g} around σ = {math.exp(t):.4g}"
+        known = sorted(value)
+        j = known.index(t)
+        width = (known[j + 1] if j + 1 < len(known) else t) - (known[j - 1] if j > 0 else t)
+        what = "the held-out error's" if held_out else "the objective's"
+        return f"converged: {what} search in σ to a bracket of ×{math.exp(width):.3g} around σ = {math.exp(t):.4g}"
 
     def best_sigma(self) -> float:
         return float(torch.exp(self.best.log_sigma.double().mean()))

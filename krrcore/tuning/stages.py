@@ -1,5 +1,5 @@
 """FalkonCV's stages (:data:`krrcore.tuning.estimator.STAGES`): one M's search — the start, a scan of
-σ with the best λ at each, the single σ (a golden-section line of the profiled objective, or
+σ with the best λ at each, the single σ (Brent's line search of the profiled objective, or
 L-BFGS-B), one σ per feature and its pruning — and the final fit on all rows at the chosen point."""
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ from .choice import typical_sigma
 #: from the best; the objective can have several valleys in σ, and a descent finds the nearest).
 SCAN = (-2.0, -1.0, 1.0, 2.0)
 #: With ``M="auto"``, the scan at each larger M around the σ the last M chose (log2 shifts), and the
-#: golden-section probes of the single σ at the first M (half as many at the next ones).
+#: most probes of the single σ's line at the first M (half as many at the next ones).
 SCAN_NEXT, LINE_PROBES = (-0.5, 0.5), 8
+OVERRULED_AT_SCAN = (
+    "the objective's own line in σ skipped: the held-out rows overruled its best point of the scan by more "
+    "than one standard error"
+)
 
 
 class StagedSearch:
@@ -65,8 +69,14 @@ class StagedSearch:
                     float(base) - LOG_SIGMA_RANGE,
                     float(base) + LOG_SIGMA_RANGE,
                 )
-                messages.append(search.line(scanned, probes, low, high))
+                # The held-out rows already overrule the objective's best scan point: its own line
+                # would refine a candidate that loses, so only their line runs.
                 overruled = self._held_out_line_points(search)
+                if overruled:
+                    messages.append(OVERRULED_AT_SCAN)
+                else:
+                    messages.append(search.line(scanned, probes, low, high))
+                    overruled = self._held_out_line_points(search)
                 if overruled:  # the held-out rows prefer other values: their own optimum in σ, too
                     messages.append(search.line(overruled, probes, low, high, held_out=True))
             else:

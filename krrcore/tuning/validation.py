@@ -64,7 +64,7 @@ class Checker:
         covered = torch.zeros(X.shape[0], dtype=torch.bool)
         covered[self.rows] = True
         self.rest = torch.nonzero(~covered).reshape(-1)  # rows never held out (one held-out part)
-        self._key, self._profiles = None, None
+        self._key, self._profiles, self._best = None, None, {}
 
     def profiles(self, log_sigma: torch.Tensor, Z: torch.Tensor, total: Stats | None = None) -> list[PenaltyProfile]:
         """One closed form per held-out block: the model fitted on the other rows, its validation
@@ -90,7 +90,7 @@ class Checker:
         for part in parts:
             fitted = Stats(total_G - part.G, total_R - part.R, total_yy - part.yy, total_n - part.n)
             profiles.append(PenaltyProfile("holdout", fitted, Kmm, part))
-        self._key, self._profiles = key, profiles
+        self._key, self._profiles, self._best = key, profiles, {}
         return profiles
 
     def errors(self, log_sigma: torch.Tensor, Z: torch.Tensor, penalty: float, total=None) -> torch.Tensor:
@@ -105,5 +105,11 @@ class Checker:
     def best(
         self, log_sigma: torch.Tensor, Z: torch.Tensor, low: float, high: float, total=None
     ) -> tuple[float, float]:
-        """(λ, mean held-out error) minimising the held-out error over [low, high]."""
-        return minimise_log(lambda lam: self.values(log_sigma, Z, lam, total), low, high)
+        """(λ, mean held-out error) minimising the held-out error over [low, high] (kept with the
+        profiles: a probe of the held-out line asks for it twice, to move and to propose)."""
+        profiles = self.profiles(log_sigma, Z, total)
+        if (low, high) not in self._best:
+            n = sum(p.val.n for p in profiles)
+            values = lambda lam: sum(p.values(lam) * p.val.n for p in profiles) / n  # noqa: E731
+            self._best[low, high] = minimise_log(values, low, high)
+        return self._best[low, high]
