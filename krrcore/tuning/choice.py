@@ -255,7 +255,8 @@ class HeldOutChoice:
 
     def _compare_centers(self, search: Search, best: Point, errors, stage, report, messages):
         """BLESS centres at the tuned σ against the uniform ones, where the uniform ones leave a
-        Nyström error above λ (``centers="auto"``), at the same M, on the held-out rows (each at the
+        Nyström error above λ (``centers="auto"``), at the same M (fewer where BLESS's selection
+        returns fewer; the message says so), on the held-out rows (each at the
         λ the same rule gives it: the held-out rows' best for BLESS). BLESS's are kept where they
         lower the held-out error by more than noise: one standard error of the rows' differences
         (without held-out rows, the objective's per-row errors; compreg: :data:`CENTERS_MARGIN`).
@@ -302,16 +303,18 @@ class HeldOutChoice:
             report(candidate, math.nan)
         except StopSearch as stop:
             messages.append(str(stop))
+        asked, chosen = int(best.centers.shape[0]), int(Z.shape[0])
+        fewer = f" ({chosen} of the {asked} asked: BLESS's selection returned no more)" if chosen < asked else ""
         if bless_value < uniform_value - margin:
             self.centers_choice_ = "bless"
             messages.append(
-                f"BLESS centres kept: {what} {bless_value:.4g} against {uniform_value:.4g} with uniform "
+                f"BLESS centres kept{fewer}: {what} {bless_value:.4g} against {uniform_value:.4g} with uniform "
                 f"ones (lower by more than {rule}), whose Nyström error Tr(K − K̃)/n = {leftover:.3g} "
                 f"exceeds λ = {lam:.3g}"
             )
             return candidate, bless_errors
         messages.append(
-            f"uniform centres kept: BLESS ones gave {what} {bless_value:.4g} against {uniform_value:.4g}, "
+            f"uniform centres kept: BLESS ones{fewer} gave {what} {bless_value:.4g} against {uniform_value:.4g}, "
             f"not lower by more than {rule}"
         )
         return best, errors
