@@ -50,9 +50,9 @@ def release_openmp_threads() -> None:
     Call it on a thread that hands its work to another and waits. Every thread that has run a
     parallel torch or MKL operation keeps its own pool of OpenMP workers; once a process holds more
     such threads than cores, GNU OpenMP stops spin-waiting between parallel regions, and each region
-    then waits for a sleeping thread to wake. On 2 cores, with the calling thread's pool alive, a
-    computation on a helper thread ran a 1,000-row triangular solve 10× slower, a 400 × 400
-    eigenproblem 6× and a FALKON fit 2.9× slower than on the calling thread."""
+    then waits for a sleeping thread to wake: a helper thread's eigenproblems, triangular solves and
+    FALKON fits run several times slower than the same work on the calling thread
+    (``python -m benchmarks.bench_helper_thread``; docs/measurements.md)."""
     for runtime in _openmp_runtimes():
         pause = getattr(runtime, "omp_pause_resource_all", None)
         if pause is not None:

@@ -213,6 +213,13 @@ class KernelOperator:
         if self._fused is not None:
             self._cache_room = 0
 
+    def cached_matrix(self) -> torch.Tensor | None:
+        """K_nM as one tensor when the cache holds every row (a copy where it holds several
+        blocks), else None."""
+        if self.cached_rows < self.n or not self._cache:
+            return None
+        return self._cache[0] if len(self._cache) == 1 else torch.cat(self._cache)
+
     def _block_buffer(self, rows: int) -> torch.Tensor:
         rows = min(rows, self.block_rows)
         if self._buffer is None or self._buffer.shape[0] < rows:

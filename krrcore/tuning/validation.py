@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..memory import storage_budget
 from .objectives import (
     PenaltyProfile,
     Stats,
@@ -70,12 +71,27 @@ class Checker:
         """One closed form per held-out block: the model fitted on the other rows, its validation
         outputs on the block (kept for the next call at the same σ and centres). ``total``: the
         sums over all the rows at this σ and centres, when the caller has them (the search does):
-        then the rows never held out need no pass of their own."""
+        then the rows never held out need no pass of their own, and where its operator holds K_nM
+        whole the blocks' kernel rows are taken from it."""
         key = (log_sigma.detach().numpy().tobytes(), Z.detach().numpy().tobytes())
         if key == self._key:
             return self._profiles
         sigma = sigma_value(log_sigma)
-        parts = [row_stats(self.X[b], self.Y[b], Z, sigma, self.memory_budget) for b in self.blocks]
+        whole = total.op.cached_matrix() if total is not None and total.op is not None else None
+        if whole is not None and whole.shape[0] == self.X.shape[0]:  # the search's K_nM: rows picked, not recomputed
+            parts = []
+            for b in self.blocks:
+                K, Y = whole[b], self.Y[b]
+                parts.append(Stats(K.T @ K, K.T @ Y, float((Y * Y).sum()), len(b), None, Y, K))
+        else:
+            # Each block's kernel rows are kept from its pass for its validation outputs (K_vM T),
+            # within a quarter of the storage budget (the search keeps its own blocks within half).
+            room = storage_budget(self.memory_budget, self.X.device) // 4
+            n = max(int(self.rows.numel()), 1)
+            parts = [
+                row_stats(self.X[b], self.Y[b], Z, sigma, self.memory_budget, cache_bytes=room * len(b) // n)
+                for b in self.blocks
+            ]
         total_G = sum(p.G for p in parts)
         total_R = sum(p.R for p in parts)
         total_yy, total_n = sum(p.yy for p in parts), sum(p.n for p in parts)

@@ -321,27 +321,37 @@ def _heavy_tailed(n, seed):
     return X, np.tanh(X[:, 0]) + 0.5 * np.sign(X[:, 1]) * np.log1p(np.abs(X[:, 1])) + 0.1 * rng.standard_normal(n)
 
 
-@pytest.mark.parametrize("seed", [0, 2])
-def test_the_tuner_takes_bless_centers_where_uniform_ones_leave_too_much_of_the_kernel_out(seed):
+def test_the_tuner_takes_bless_centers_where_uniform_ones_leave_too_much_of_the_kernel_out():
     """Heavy tails: M = 120 uniform centres leave a Nyström error Tr(K − K̃)/n far above the tuned λ,
-    so centers="auto" scores BLESS centres at the tuned σ (a record of its own) and keeps them; the
-    model predicts better than the tuning restricted to uniform centres (at equal M: the test MSE
-    ratio's median over eight seeds is 0.92, 0.2 at seed 0, 0.93 at seed 2). Where every row is a
-    centre nothing is left out, and nothing is compared."""
+    so centers="auto" scores BLESS centres at the tuned σ (a record of its own) and keeps them where
+    they win on the held-out rows by more than one standard error of the differences. Over eight
+    seeds (of the folds and the centres) they are kept at six, and the model's test MSE against the
+    tuning restricted to uniform centres (equal M) has median 0.93 (0.83–0.98 where kept); where
+    uniform ones are kept the two models are the same. Where every row is a centre nothing is left
+    out, and nothing is compared."""
     X, y = _heavy_tailed(1500, 0)
     Xt, yt = _heavy_tailed(500, 1)
-    auto = tune(X, y, M=120, seed=seed)
-    uniform = tune(X, y, M=120, seed=seed, centers="uniform")
-    comparison = auto.centers_comparison
-    assert comparison["nystrom_error"] > 100 * comparison["penalty"], comparison
-    assert auto.centers == "bless" and comparison["bless"] < comparison["uniform"] - comparison["margin"], comparison
-    assert comparison["margin"] > 0
-    assert "BLESS centres kept" in auto.stop_reason
-    assert [STAGES[r.extras["stage"]] for r in auto.trace][-2:] == ["BLESS centres", "final fit"]
-    assert auto.trace[-2].extras["centres_bless"] == 1
-    assert uniform.centers == "uniform" and uniform.centers_comparison == {}
-    assert _mse(auto.estimator, Xt, yt) <= 0.95 * _mse(uniform.estimator, Xt, yt)
-    every_row = tune(X[:100], y[:100], M=100, seed=seed)
+    ratios, kept = [], 0
+    for seed in range(8):
+        auto = tune(X, y, M=120, seed=seed)
+        uniform = tune(X, y, M=120, seed=seed, centers="uniform")
+        comparison = auto.centers_comparison
+        assert comparison["nystrom_error"] > 100 * comparison["penalty"], comparison
+        assert comparison["margin"] > 0 and comparison["measured"] == "held-out error"
+        assert [STAGES[r.extras["stage"]] for r in auto.trace][-2:] == ["BLESS centres", "final fit"]
+        assert auto.trace[-2].extras["centres_bless"] == 1
+        assert uniform.centers == "uniform" and uniform.centers_comparison == {}
+        ratio = _mse(auto.estimator, Xt, yt) / _mse(uniform.estimator, Xt, yt)
+        if auto.centers == "bless":
+            kept += 1
+            assert comparison["bless"] < comparison["uniform"] - comparison["margin"], comparison
+            assert "BLESS centres kept" in auto.stop_reason and ratio < 1.0, (seed, ratio)
+        else:
+            assert comparison["bless"] >= comparison["uniform"] - comparison["margin"], comparison
+            assert "uniform centres kept" in auto.stop_reason and ratio == pytest.approx(1.0), (seed, ratio)
+        ratios.append(ratio)
+    assert kept >= 5 and float(np.median(ratios)) <= 0.95, (kept, ratios)
+    every_row = tune(X[:100], y[:100], M=100, seed=0)
     assert every_row.centers == "uniform" and every_row.centers_comparison == {}
 
 
