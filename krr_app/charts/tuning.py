@@ -206,22 +206,10 @@ def m_curve_figure(curve, chosen: int, *, height: int = 300) -> go.Figure:
 
 
 #: The optimiser's own stop messages, in words.
-STOP_WORDS = {
-    "ABNORMAL_TERMINATION_IN_LNSRCH": "the line search found no lower objective along the gradient (the search is "
-    "at the noise level of the objective)",
-    "RELATIVE REDUCTION OF F <= FACTR*EPSMCH": "the objective's relative decrease per step fell below the tolerance",
-    "NORM OF PROJECTED GRADIENT <= PGTOL": "the gradient fell below the tolerance",
-    "STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT": "it used the evaluations it was given",
-}
-
-
 def stop_words(reason: str) -> str:
-    """A tuning run's stop reason as sentences: the optimiser's raw messages replaced by words, each
-    part a sentence."""
-    text = reason or ""
-    for raw, words in STOP_WORDS.items():
-        text = text.replace(f"L-BFGS-B: {raw}", words).replace(raw, words)
-    parts = [p.strip() for p in text.split(";") if p.strip()]
+    """A tuning run's stop reason (the library's, in words: :func:`krrcore.tuning.search.lbfgs_words`
+    names the optimiser's messages) as sentences, one per part."""
+    parts = [p.strip() for p in (reason or "").split(";") if p.strip()]
     return " ".join(p[0].upper() + p[1:] + ("" if p.endswith(".") else ".") for p in parts)
 
 

@@ -304,7 +304,7 @@ class HeldOutChoice:
         except StopSearch as stop:
             messages.append(str(stop))
         asked, chosen = int(best.centers.shape[0]), int(Z.shape[0])
-        fewer = f" ({chosen} of the {asked} asked: BLESS's selection returned no more)" if chosen < asked else ""
+        fewer = f" ({chosen:,} of the {asked:,} asked: BLESS's selection returned no more)" if chosen < asked else ""
         if bless_value < uniform_value - margin:
             self.centers_choice_ = "bless"
             messages.append(

@@ -62,6 +62,8 @@ AUTO_M_FIRST, M_TOLERANCE = 32, 0.01
 #: ``M="auto"`` stops after this many doublings in a row that bring less than the tolerance (one
 #: level's validated error moves with the noise of its held-out rows; the M kept is the best level).
 M_PATIENCE = 2
+#: How one M's search went (its lines, its choice, ARD's pruning): told for the kept M only.
+SEARCH_NEWS = ("converged", "chosen on", "the objective's own line", "switched off", "L-BFGS-B stopped")
 #: hypergradient="auto" takes FALKON's CG (hold-out objective) when rows × M² exceeds this: about
 #: 10⁵ rows at M = 1,000, where one direct evaluation (two passes of 2nM² flops) takes a minute here.
 CG_ABOVE = 1e11
@@ -402,9 +404,11 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
             checker=checker,
         )
         levels = self._levels(problem.X.shape[0])
-        messages, self.M_curve_, chosen, scalar_best = [], [], None, None
+        # The stop reason tells the kept M's search; of the other M's only what stopped them.
+        messages, self.M_curve_, chosen, scalar_best, kept = [], [], None, None, []
         log_sigma, log_penalty = ls0, math.log(min(max(penalty0, bounds[0]), bounds[1]))
         for level, M in enumerate(levels):
+            level_messages = []
             kernel = GaussianKernel(sigma_value(log_sigma))
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="M=.* centres requested")  # said by the final fit
@@ -412,16 +416,20 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
             search.max_steps = search.steps + int(self.max_steps)
             search.best, self._seen = None, []
             stop_level = self._search(
-                search, Point(log_sigma, log_penalty, Z), stage, report, messages, stopper, first=level == 0
+                search, Point(log_sigma, log_penalty, Z), stage, report, level_messages, stopper, first=level == 0
             )
             scalar_best = self._scalar_best or scalar_best
-            point, errors = self._choose(search, messages)
+            point, errors = self._choose(search, level_messages)
             error = float(errors.mean()) * scale**2 if errors is not None else math.nan
             if self.M == "auto":
                 self.M_curve_.append((int(Z.shape[0]), error))
             if chosen is None or error < chosen[2] * (1.0 - self.M_tolerance):
                 chosen, misses = (point, errors, error, (self.candidates_, self.disagreement_)), 0
+                kept = level_messages
+                if len(levels) > 1 and kept:
+                    kept = [f"M = {int(Z.shape[0]):,}: {kept[0]}", *kept[1:]]
             else:
+                messages.extend(m for m in level_messages if not m.startswith(SEARCH_NEWS))
                 misses += 1
                 if misses >= M_PATIENCE:
                     messages.append(
@@ -438,6 +446,10 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
                 if limit:
                     messages.append(limit)
                     break
+        if self.M == "auto" and self.M_curve_ and not stopper.reason and self.M_curve_[-1][0] == levels[-1]:
+            if chosen[0].centers.shape[0] != levels[-1] and misses < M_PATIENCE:  # else said above
+                messages.append(f"M = {levels[-1]:,} is every tuning row: M = {chosen[0].centers.shape[0]:,} kept")
+        messages[:0] = kept
         best, errors = chosen[:2]
         self.candidates_, self.disagreement_ = chosen[3]
         self.single_sigma_ = typical_sigma((scalar_best or best).log_sigma)

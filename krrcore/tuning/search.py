@@ -415,7 +415,7 @@ class Search:
             )
         except StopSearch as stop:
             return str(stop)
-        return f"L-BFGS-B: {out.message}" if not out.success else f"converged: {_converged_text(out.message)}"
+        return f"{'converged' if out.success else 'L-BFGS-B stopped'}: {lbfgs_words(out.message)}"
 
 
 def kmm(point: Point) -> torch.Tensor:
@@ -424,12 +424,21 @@ def kmm(point: Point) -> torch.Tensor:
         return gaussian_block(point.centers, point.centers, point.log_sigma)
 
 
-def _converged_text(message: str) -> str:
+#: scipy's L-BFGS-B messages (both spellings scipy has used), as a user reads them.
+LBFGS_WORDS = (
+    (("relative reduction of f", "rel_reduction_of_f"), "the objective's relative decrease per step fell below tol"),
+    (("projected gradient", "projected_gradient"), "the projected gradient fell below tol"),
+    (("abnormal", "lnsrch"), "the line search found no lower objective along the gradient (its noise level)"),
+    (("exceeds limit", "total no. of"), "it used the evaluations it was given"),
+)
+
+
+def lbfgs_words(message) -> str:
+    """An L-BFGS-B stop message in words (:data:`LBFGS_WORDS`); an unknown one as scipy wrote it."""
     text = str(message).lower()
-    if "rel_reduction" in text:
-        return "the objective's relative decrease per step fell below tol"
-    if "pg" in text or "proj" in text:
-        return "the projected gradient fell below tol"
+    for keys, words in LBFGS_WORDS:
+        if any(key in text for key in keys):
+            return words
     return str(message)
 
 

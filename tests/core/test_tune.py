@@ -420,3 +420,20 @@ def test_the_line_in_sigma_reaches_a_smooth_valley_in_a_few_parabolic_steps(cent
     assert abs(best - centre) <= math.log1p(LINE_TOLERANCE), (best, search.probed)
     assert 1 <= len(search.probed) <= 4, search.probed
     assert message.startswith("converged: the objective's search in σ") and f"σ = {math.exp(best):.4g}" in message
+
+
+def test_the_stop_reason_names_the_optimisers_messages_in_words(friedman):
+    """One σ per feature runs L-BFGS-B: its stop reason reads in words, not scipy's own message
+    ("CONVERGENCE: RELATIVE REDUCTION OF F <= FACTR*EPSMCH")."""
+    from krrcore.tuning.search import lbfgs_words
+
+    assert lbfgs_words("CONVERGENCE: RELATIVE REDUCTION OF F <= FACTR*EPSMCH") == lbfgs_words(
+        "CONVERGENCE: REL_REDUCTION_OF_F_<=_FACTR*EPSMCH"
+    )
+    assert "decrease per step" in lbfgs_words("CONVERGENCE: RELATIVE REDUCTION OF F <= FACTR*EPSMCH")
+    assert "projected gradient" in lbfgs_words("CONVERGENCE: NORM OF PROJECTED GRADIENT <= PGTOL")
+    assert "line search" in lbfgs_words("ABNORMAL_TERMINATION_IN_LNSRCH")
+    X, y, _, _ = friedman
+    result = tune(X[:400], y[:400], M=60, ard=True, seed=0, max_steps=40)
+    reason = result.stop_reason
+    assert reason and not any(raw in reason for raw in ("FACTR", "PGTOL", "LNSRCH", "CONVERGENCE:")), reason

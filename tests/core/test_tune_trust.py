@@ -152,10 +152,13 @@ def test_M_auto_grows_by_doubling_and_returns_its_curve():
     # (or M reached n); the M kept is the one with the lowest validated error, up to that tolerance.
     kept = errors[result.M]
     assert all(e >= kept * (1 - 0.01) for m, e in result.M_curve if m > result.M)
-    assert Ms[-1] == len(X) or (
+    every_row = result.M == len(X) or f"M = {len(X):,} is every tuning row" in result.stop_reason
+    assert (Ms[-1] == len(X) and every_row) or (
         Ms.index(result.M) == len(Ms) - 3
         and f"M = {Ms[-1]:,} lowered the validated error by less than" in result.stop_reason
     )
+    # The reason tells the kept M's search, once, and names it.
+    assert result.stop_reason.startswith(f"M = {result.M:,}: ") and result.stop_reason.count("chosen on") == 1
     assert _mse(result.estimator, Xt, yt) < 0.2 * np.var(yt)
     model = FalkonCV(M="auto", seed=0, max_steps=20).fit(X[:600], y[:600])
     assert model.M_curve_ and model.centers_.shape[0] == model.M_curve_[-1][0] or len(model.M_curve_) >= 2
