@@ -63,7 +63,14 @@ AUTO_M_FIRST, M_TOLERANCE = 32, 0.01
 #: level's validated error moves with the noise of its held-out rows; the M kept is the best level).
 M_PATIENCE = 2
 #: How one M's search went (its lines, its choice, ARD's pruning): told for the kept M only.
-SEARCH_NEWS = ("converged", "chosen on", "the objective's own line", "switched off", "L-BFGS-B stopped")
+SEARCH_NEWS = (
+    "converged",
+    "chosen on",
+    "the objective's own line",
+    "switched off",
+    "L-BFGS-B stopped",
+    "this M's scan",
+)
 #: hypergradient="auto" takes FALKON's CG (hold-out objective) when rows × M² exceeds this: about
 #: 10⁵ rows at M = 1,000, where one direct evaluation (two passes of 2nM² flops) takes a minute here.
 CG_ABOVE = 1e11
@@ -93,7 +100,8 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
     M : int or "auto"
         Nyström centres (as :class:`~krrcore.solvers.falkon.Falkon`'s). "auto": doubled from a
         quarter of FALKON's √n log n (keeping the centres already chosen: uniform ones nest, one
-        seeded permutation; each M's search starts from the last M's σ and λ) until the validated
+        seeded permutation; each M's search starts from the last M's σ and λ, and skips its line in σ
+        where its scan does not beat the M kept by ``M_tolerance``) until the validated
         error falls by less than ``M_tolerance`` (relative) in :data:`M_PATIENCE` doublings in a row
         (the best M is kept), M reaches n, or the memory budget or ``timeout`` says stop;
         ``M_curve_`` holds (M, validated error).
@@ -406,6 +414,7 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
         levels = self._levels(problem.X.shape[0])
         # The stop reason tells the kept M's search; of the other M's only what stopped them.
         messages, self.M_curve_, chosen, scalar_best, kept = [], [], None, None, []
+        self._kept_validated = None
         log_sigma, log_penalty = ls0, math.log(min(max(penalty0, bounds[0]), bounds[1]))
         for level, M in enumerate(levels):
             level_messages = []
@@ -425,6 +434,7 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
                 self.M_curve_.append((int(Z.shape[0]), error))
             if chosen is None or error < chosen[2] * (1.0 - self.M_tolerance):
                 chosen, misses = (point, errors, error, (self.candidates_, self.disagreement_)), 0
+                self._kept_validated = None if errors is None else float(errors.mean())
                 kept = level_messages
                 if len(levels) > 1 and kept:
                     kept = [f"M = {int(Z.shape[0]):,}: {kept[0]}", *kept[1:]]

@@ -22,6 +22,9 @@ SCAN = (-2.0, -1.0, 1.0, 2.0)
 #: With ``M="auto"``, the scan at each larger M around the σ the last M chose (log2 shifts), and the
 #: most probes of the single σ's line at the first M (half as many at the next ones).
 SCAN_NEXT, LINE_PROBES = (-0.5, 0.5), 8
+SCAN_FELL_SHORT = (
+    "this M's scan of σ did not lower the validated error of the M kept by M_tolerance: no line in σ at this M"
+)
 OVERRULED_AT_SCAN = (
     "the objective's own line in σ skipped: the held-out rows overruled its best point of the scan by more "
     "than one standard error"
@@ -60,6 +63,10 @@ class StagedSearch:
                 if abs(float(t - base)) > LOG_SIGMA_RANGE:
                     break
                 scanned.append(search.probe(Point(t, start.log_penalty, Z)))
+            if not first and self._scan_falls_short(search):
+                messages.append(SCAN_FELL_SHORT)
+                self._scalar_best = search.best
+                return bool(stopper.reason)
             first_stage = max(2, int(self.max_steps) // 3) if self.ard else None
             line = search.profile and search.cg_maxiter is None and not (self.tune_centers and not self.ard)
             stage["code"] = 2
@@ -99,6 +106,17 @@ class StagedSearch:
             messages.append(str(stop))
             return True
         return bool(stopper.reason) or messages[-1].startswith("reached max_steps")
+
+    def _scan_falls_short(self, search: Search) -> bool:
+        """``M="auto"`` at a larger M: whether no σ of its scan, each at the held-out rows' best λ,
+        beats the validated error of the M kept (``_kept_validated``, the search's units) by
+        ``M_tolerance``; the line in σ then costs its probes for a level the rule rejects (the
+        next M's σ moves little from the last's, and the scan brackets it)."""
+        kept = getattr(self, "_kept_validated", None)
+        if kept is None or self.ard or search.checker is None:
+            return False
+        held = [offers["holdout"][1] for _, _, offers, _ in self._seen if "holdout" in offers]
+        return bool(held) and min(held) >= kept * (1.0 - self.M_tolerance)
 
     def _final_fit(self, X, Y, X64, Y64, best: Point, scale: float, recorder, timer, stage, emit) -> None:
         """The model on all rows at the best point: this estimator's ``centers_`` and ``coef_``
