@@ -45,6 +45,10 @@ LOG_SIGMA_RANGE = 5.0
 #: The line in σ stops when its bracket reaches this relative distance either side of the best σ
 #: (×1.1 in all): the validated error is flat to well within its standard error there.
 LINE_TOLERANCE = 0.05
+#: ... and the held-out error's line when a step lowers its best by less than this (relative): its
+#: standard error is a few per cent of it, and a flat valley would otherwise be crept along (the
+#: objective's own line, which one σ per feature starts from, goes on to the bracket).
+LINE_VALUE_TOLERANCE = 0.002
 
 #: The smallest λ the tuner tries, by the fitted model's dtype, and the largest. Below about 1e-7
 #: float64 Nyström solutions stop being numbers of the problem: on diamonds (σ = 4.5, M = 500) and
@@ -226,8 +230,9 @@ class Search:
         side where the vertex falls outside or too near the bracket's ends, or a step of the
         tolerance to the far side where the vertex is the best point but its neighbours are more
         than ×1.2 away; until the bracket, or the vertex of a parabola through neighbours within
-        ×1.2, is within ±:data:`LINE_TOLERANCE` of the best σ, or after ``probes`` evaluations,
-        within [low, high]. A one-variable
+        ×1.2, is within ±:data:`LINE_TOLERANCE` of the best σ, or (``held_out``) a step that finds a
+        lower value lowers it by less than :data:`LINE_VALUE_TOLERANCE`, or after ``probes``
+        evaluations, within [low, high]. A one-variable
         problem whose λ is exact at every σ needs no gradient: each probe is one pass over the rows,
         where a gradient step costs two; a smooth valley takes a parabolic step or two where
         golden sections take about seven."""
@@ -242,7 +247,7 @@ class Search:
                 value[t] = score(self.probe_checked(point) if held_out else self.probe(point))
             return value[t]
 
-        tol, golden = math.log1p(LINE_TOLERANCE), (3.0 - math.sqrt(5.0)) / 2.0
+        tol, golden, flat = math.log1p(LINE_TOLERANCE), (3.0 - math.sqrt(5.0)) / 2.0, False
         near = math.log(1.2)  # neighbours within ×1.2 make the parabola a local model
         for _ in range(max(int(probes), 1)):
             known = sorted(value)
@@ -264,13 +269,18 @@ class Search:
                 u = x + tol if b - x > x - a else x - tol  # a near neighbour on the far side
             if u is None or not (a + tol / 2 <= u <= b - tol / 2):
                 u = x + golden * (b - x) if b - x > x - a else x - golden * (x - a)
-            f(u)
+            before = value[x]
+            if before - LINE_VALUE_TOLERANCE * abs(before) <= f(u) < before and held_out:
+                flat = True  # a step that gains less than the tolerance: the valley's floor
+                break
         t = min(value, key=value.get)
         known = sorted(value)
         j = known.index(t)
         width = (known[j + 1] if j + 1 < len(known) else t) - (known[j - 1] if j > 0 else t)
         what = "the held-out error's" if held_out else "the objective's"
-        return f"converged: {what} search in σ to a bracket of ×{math.exp(width):.3g} around σ = {math.exp(t):.4g}"
+        floor = f", where a step lowered it by less than {LINE_VALUE_TOLERANCE:.1%}" if flat else ""
+        where = f"to a bracket of ×{math.exp(width):.3g} around σ = {math.exp(t):.4g}{floor}"
+        return f"converged: {what} search in σ {where}"
 
     def best_sigma(self) -> float:
         return float(torch.exp(self.best.log_sigma.double().mean()))

