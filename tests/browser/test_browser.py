@@ -189,7 +189,8 @@ def test_explore_run_stop_and_compare_in_chromium(server, tmp_path):
             other.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click(
                 timeout=120_000
             )
-            other.get_by_text(re.compile(rf"iteration \d+ / {MAXITER_LONG}")).first.wait_for()
+            # Its run waits for a worker and then starts its session's problem: the same longer bound.
+            other.get_by_text(re.compile(rf"iteration \d+ / {MAXITER_LONG}")).first.wait_for(timeout=120_000)
             other.close()
 
             # Compare (a reload: a fresh session on the same URL, so the same cached problem).
