@@ -205,7 +205,6 @@ def m_curve_figure(curve, chosen: int, *, height: int = 300) -> go.Figure:
     return layout(fig, height)
 
 
-#: The optimiser's own stop messages, in words.
 def stop_words(reason: str) -> str:
     """A tuning run's stop reason (the library's, in words: :func:`krrcore.tuning.search.lbfgs_words`
     names the optimiser's messages) as sentences, one per part."""

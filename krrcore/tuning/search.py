@@ -232,10 +232,9 @@ class Search:
         than ×1.2 away; until the bracket, or the vertex of a parabola through neighbours within
         ×1.2, is within ±:data:`LINE_TOLERANCE` of the best σ, or (``held_out``) a step that finds a
         lower value lowers it by less than :data:`LINE_VALUE_TOLERANCE`, or after ``probes``
-        evaluations, within [low, high]. A one-variable
-        problem whose λ is exact at every σ needs no gradient: each probe is one pass over the rows,
-        where a gradient step costs two; a smooth valley takes a parabolic step or two where
-        golden sections take about seven."""
+        evaluations, within [low, high]. A one-variable problem whose λ is exact at every σ needs no
+        gradient: each probe is one pass over the rows, where a gradient step costs two; a smooth
+        valley takes a parabolic step or two where golden sections take about seven."""
         score = (lambda p: p.extras["held_out"]) if held_out else (lambda p: p.value)  # noqa: E731
         Z = points[0].centers
         start_penalty = min(points, key=score).log_penalty

@@ -123,9 +123,7 @@ class Checker:
     ) -> tuple[float, float]:
         """(λ, mean held-out error) minimising the held-out error over [low, high] (kept with the
         profiles: a probe of the held-out line asks for it twice, to move and to propose)."""
-        profiles = self.profiles(log_sigma, Z, total)
+        self.profiles(log_sigma, Z, total)  # a new σ or centres clears what is kept
         if (low, high) not in self._best:
-            n = sum(p.val.n for p in profiles)
-            values = lambda lam: sum(p.values(lam) * p.val.n for p in profiles) / n  # noqa: E731
-            self._best[low, high] = minimise_log(values, low, high)
+            self._best[low, high] = minimise_log(lambda lam: self.values(log_sigma, Z, lam, total), low, high)
         return self._best[low, high]
