@@ -77,16 +77,18 @@ class Checker:
         if key == self._key:
             return self._profiles
         sigma = sigma_value(log_sigma)
-        whole = total.op.cached_matrix() if total is not None and total.op is not None else None
-        if whole is not None and whole.shape[0] == self.X.shape[0]:  # the search's K_nM: rows picked, not recomputed
+        # The folds hold their kernel rows within a quarter of the storage budget (the search keeps
+        # its own blocks within half): taken from the search's cached K_nM where its gathered copy
+        # and the folds' rows (two n × M matrices) fit that quarter, else kept from their own passes.
+        room = storage_budget(self.memory_budget, self.X.device) // 4
+        held = total is not None and total.op is not None and total.op.cached_rows == total.n == self.X.shape[0]
+        whole = total.op.cached_matrix() if held and 2 * total.n * Z.shape[0] * self.X.element_size() <= room else None
+        if whole is not None:  # the search's K_nM: rows picked, not recomputed
             parts = []
             for b in self.blocks:
                 K, Y = whole[b], self.Y[b]
                 parts.append(Stats(K.T @ K, K.T @ Y, float((Y * Y).sum()), len(b), None, Y, K))
         else:
-            # Each block's kernel rows are kept from its pass for its validation outputs (K_vM T),
-            # within a quarter of the storage budget (the search keeps its own blocks within half).
-            room = storage_budget(self.memory_budget, self.X.device) // 4
             n = max(int(self.rows.numel()), 1)
             parts = [
                 row_stats(self.X[b], self.Y[b], Z, sigma, self.memory_budget, cache_bytes=room * len(b) // n)
