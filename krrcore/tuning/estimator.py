@@ -231,9 +231,18 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
 
     # -- parameters ----------------------------------------------------------------------------
     def _kernel(self):
-        if hasattr(self, "kernel_"):
-            return self.kernel_
-        return self.kernel if self.kernel is not None else GaussianKernel(1.0)
+        """The tuned kernel (``kernel_``) once there is one, measured from ``x_origin_`` as every
+        estimator's (:meth:`KRRBase._kernel`); before it, the given one."""
+        if not hasattr(self, "kernel_"):
+            return self.kernel if self.kernel is not None else GaussianKernel(1.0)
+        origin = vars(self).get("x_origin_")
+        return self.kernel_ if origin is None else self.kernel_.centered_at(origin)
+
+    def _in_data_units(self, Z: torch.Tensor) -> torch.Tensor:
+        """Centres the search placed in its coordinates (X − ``x_origin_``) as points of X, in
+        the fit's dtype: what ``centers_`` holds, as every estimator's."""
+        origin = vars(self).get("x_origin_")
+        return (Z if origin is None else Z + origin.to(Z)).to(self._dtype())
 
     def _validate_params(self) -> None:
         """The declared parameters, then the one check that reads two of them."""
@@ -322,7 +331,9 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
         BLESS comparison and the final fit on all rows."""
         timer = Timer()
         dtype = self._dtype()
-        X64, Y64 = X.double(), Y.double()
+        # The search measures X from x_origin_: its expanded distances cancel under a large offset.
+        origin = vars(self).get("x_origin_")
+        X64, Y64 = (X.double() if origin is None else X.double() - origin.to(X.device)), Y.double()
         self._X64 = X64
         problem, scale, rows, held = tuning_problem(
             X64,
@@ -350,7 +361,7 @@ class FalkonCV(StagedSearch, HeldOutChoice, Seeded):
         def report(point: Point, residual: float) -> None:
             sigma = sigma_value(point.log_sigma)
             self.kernel_ = GaussianKernel(sigma)
-            self.centers_ = point.centers.to(dtype).clone()  # a new tensor: the recorder's K(X_val, ·) is redone
+            self.centers_ = self._in_data_units(point.centers).clone()  # new: the recorder's K(X_val, ·) is redone
             self.coef_ = (point.alpha * scale).to(dtype)
             value = point.value * (scale**2 if self.objective != "compreg" else 1.0)
             geo = typical_sigma(point.log_sigma)

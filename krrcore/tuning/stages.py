@@ -133,7 +133,9 @@ class StagedSearch:
         if self.final_solver_ == "direct":
             residual, iterations = self._direct_solution(X64, Y64, best, sigma)
         else:
-            centers = {"uniform": "uniform", "bless": "bless"}.get(self.centers_choice_, best.centers.numpy())
+            centers = {"uniform": "uniform", "bless": "bless"}.get(
+                self.centers_choice_, self._in_data_units(best.centers.double()).numpy()
+            )
             final = Falkon(
                 self.kernel_,
                 self.penalty_,
@@ -178,5 +180,5 @@ class StagedSearch:
         Kmm = gaussian_block(Z, Z, best.log_sigma)
         alpha = PenaltyProfile("gcv", stats, Kmm).alpha(self.penalty_)
         H_alpha = stats.G @ alpha + self.penalty_ * stats.n * (Kmm @ alpha)
-        self.centers_, self.coef_ = Z.to(self._dtype()), alpha.to(self._dtype())
+        self.centers_, self.coef_ = self._in_data_units(Z), alpha.to(self._dtype())
         return float(torch.linalg.norm(H_alpha - stats.R) / torch.linalg.norm(stats.R)), 1

@@ -109,6 +109,41 @@ def test_the_validated_error_its_standard_error_and_rows(clustered):
     assert start["sigma"] > 0 and math.isfinite(start["validated"])
 
 
+def test_an_offset_on_X_does_not_move_the_tuned_answer(clustered):
+    """X + 1e8 (float64 keeps eight digits of the spread): the search measures X from the fit's
+    origin, so it finds the answer of X as drawn; the expanded distances used to cancel, and BLESS's
+    comparison raised on a kernel matrix that was no longer positive definite. The search's path
+    is not bit-stable (its held-out line stops on a flat floor: a 1e-9 jitter of X moves σ by
+    about 1%), so the answer is compared as a user would: σ, λ, and the test error."""
+    run = clustered[0]
+    moved = tune(run["X"] + 1e8, run["y"], M=M_CLUSTERED, seed=0)
+    assert moved.sigma == pytest.approx(run["result"].sigma, rel=0.05)
+    assert moved.penalty == pytest.approx(run["result"].penalty, rel=0.3)
+    assert moved.centers == run["result"].centers
+    plain = _mse(run["result"].estimator, run["Xt"], run["yt"])
+    assert _mse(moved.estimator, run["Xt"] + 1e8, run["yt"]) == pytest.approx(plain, rel=0.02)
+    assert np.abs(moved.estimator.centers_.numpy() - 1e8).max() < 1e3  # the centres are points of X + 1e8
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"tune_centers": True, "max_steps": 5}, {"tune_rows": 400, "max_steps": 5}],
+    ids=["centres-optimised", "final-falkon-fit"],
+)
+def test_an_offset_on_X_gives_the_same_model_on_every_route(options):
+    """Optimised centres (placed in the search's coordinates, mapped back to X's) and the final
+    FALKON fit on all rows when the search read a subsample: the test error under X + 1e8 is the
+    one of X as drawn, and the centres are points of the moved data."""
+    X, y = clustered_with_outliers(800, 7)
+    Xt, yt = clustered_with_outliers(300, 8)
+    plain = tune(X, y, M=60, seed=0, **options).estimator
+    moved = tune(X + 1e8, y, M=60, seed=0, **options).estimator
+    assert moved.final_solver_ == plain.final_solver_
+    assert _mse(moved, Xt + 1e8, yt) == pytest.approx(_mse(plain, Xt, yt), rel=0.05)
+    assert _mse(plain, Xt, yt) < 0.5 * np.var(yt)  # a model, not the mean
+    np.testing.assert_allclose(moved.centers_.numpy() - 1e8, plain.centers_.numpy(), atol=0.5 * np.std(X))
+
+
 def test_one_held_out_part_when_folds_is_one():
     """validation_folds=1: one held-out fifth, its rows named; the model's error on them is the
     validated error (the model is refitted on all rows after the choice, so measure the fold model
