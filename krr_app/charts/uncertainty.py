@@ -145,6 +145,6 @@ def meaning(data, uncertainty) -> str:
     )
     return (
         f"{shown} under {posterior} whose mean is this fit, with the noise level σ̂ = {noise}{unit} estimated "
-        f"from the training residuals (n − df, df = {readable(uncertainty.effective_dof, 4)}); it grows "
+        f"from the training residuals (n − df − 1, df = {readable(uncertainty.effective_dof, 4)}); it grows "
         f"{where}."
     )

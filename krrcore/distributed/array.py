@@ -31,6 +31,10 @@ def concat(*parts):
     return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
+def _shift(Y, offset):
+    return (Y.double() - offset).to(Y.dtype)
+
+
 def _sum_of_squares(Y):
     return float((Y.double() ** 2).sum())
 
@@ -143,6 +147,11 @@ class ShardedArray:
     def to(self, dtype: torch.dtype) -> "ShardedArray":
         """The same rows in ``dtype`` (cast on the workers; self when it already is)."""
         return self if dtype == self.dtype else self.like(self.map(_cast, dtype), dtype=dtype)
+
+    def shifted(self, offset: torch.Tensor) -> "ShardedArray":
+        """The rows less ``offset`` (one value per column, float64), computed on the workers: a fit's
+        targets less their mean (``fit_intercept``)."""
+        return self.like(self.map(_shift, offset.detach().double().cpu()))
 
     def cast_futures(self, dtype: torch.dtype) -> list:
         """The shards' futures in ``dtype`` (the futures themselves when they already are)."""

@@ -140,10 +140,11 @@ class ModelWarning(UserWarning):
 
 def check_model_not_zero(estimator, X: torch.Tensor, Y: torch.Tensor) -> None:
     """After a fit: the model on (up to 256 of) its own training rows. A residual ‖f(X) − y‖ of at
-    least 0.97‖y‖ means the fit is no better than the zero model on the very data it was fitted to
-    — a kernel degenerate on these X (PolynomialKernel(degree=30): a few rows of huge norm carry all
-    of K) or a penalty that drowns it — whatever the solver's own residual said: ``converged_``
-    becomes False, ``stop_reason_`` says so and a :class:`ModelWarning` names the kernel and penalty."""
+    least 0.97‖y‖ (y less ``intercept_``, f without it: the model against y's mean) means the fit
+    is no better than the zero model on the very data it was fitted to — a kernel degenerate on
+    these X (PolynomialKernel(degree=30): a few rows of huge norm carry all of K) or a penalty that
+    drowns it — whatever the solver's own residual said: ``converged_`` becomes False,
+    ``stop_reason_`` says so and a :class:`ModelWarning` names the kernel and penalty."""
     if not isinstance(Y, torch.Tensor) or not isinstance(getattr(estimator, "coef_", None), torch.Tensor):
         return
     if not getattr(estimator, "_squared_loss", True):  # its outputs are not fitted to Y in norm
@@ -154,7 +155,7 @@ def check_model_not_zero(estimator, X: torch.Tensor, Y: torch.Tensor) -> None:
     if norm == 0.0:
         return
     with torch.no_grad():
-        outputs = estimator._predict_tensor(X[rows]).double()
+        outputs = estimator._expansion(X[rows]).double()  # against Y less intercept_: the mean's model
     ratio = float(torch.linalg.norm(outputs - target)) / norm
     if ratio >= ZERO_MODEL_RATIO:
         summary = (

@@ -50,7 +50,7 @@ from ..preconditioner import FalkonPreconditioner
 from ..cg import conjugate_gradient
 from .classifiers import KRRClassifierMixin
 from .falkon import Falkon
-from .params import BOOLEAN, COUNT, Checked, Options, ParameterError, default, param
+from .params import COUNT, Checked, Options, ParameterError, default, param
 from .records import Step
 
 #: The automatic path: it starts at this λ (for a kernel with K(x, x) = 1, such as the Gaussian,
@@ -145,12 +145,10 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     """
 
     penalty_path: object = param("auto", PENALTY_PATHS)
-    fit_intercept: bool = param(True, BOOLEAN)
     final_steps: int = param(5, COUNT)
     cg_iterations: int | str = param("auto", Options("auto") | COUNT)
     refine: int | str = default(0)
 
-    _compact_attributes = Falkon._compact_attributes + ("intercept_",)
     #: Its outputs are logits: their distance to the encoded labels says nothing of the fit (the
     #: Newton gradient is its convergence check), so the squared-loss zero-model check is not for it.
     _squared_loss = False
@@ -276,11 +274,6 @@ class LogisticFalkon(KRRClassifierMixin, Falkon):
     def _intercept_gradient(self) -> torch.Tensor:
         """g_b = Σ ωᵢ ∂ℓᵢ/∂f / n (k,)."""
         return (self._omega * self._gradient_terms()).sum(0).double() / self.n_
-
-    def _predict_tensor(self, X: torch.Tensor) -> torch.Tensor:
-        out = super()._predict_tensor(X)
-        intercept = getattr(self, "intercept_", None)
-        return out if intercept is None else out + intercept.to(out.dtype)
 
     def _hessian_weights(self) -> torch.Tensor:
         """ωᵢ σ(fᵢ)(1 − σ(fᵢ)) (n×k): the Newton system's weights."""

@@ -31,8 +31,9 @@ over the data whitened block by block (K_b F⁻¹), O(nM² + M³) in all, three 
 at its peak.
 
 **The noise level** σ² is estimated from the training residuals corrected by the model's effective
-degrees of freedom (Wahba 1983): σ̂² = ‖y − ŷ‖² / (n − df), df = tr(S) for the hat matrix ŷ = S y:
-n − λn tr((K + λnI)⁻¹) = n − λn‖R‖²_F exactly, Σ Λ/(Λ + λn) ≤ M for Nyström. No marginal likelihood is
+degrees of freedom (Wahba 1983): σ̂² = ‖y − ŷ‖² / (n − df − 1), df = tr(S) for the hat matrix of
+y less its mean, ŷ − ȳ = S(y − ȳ): n − λn tr((K + λnI)⁻¹) = n − λn‖R‖²_F exactly, Σ Λ/(Λ + λn) ≤ M
+for Nyström; the 1 is the mean (``fit_intercept``; without it n − df). No marginal likelihood is
 optimised: σ and λ stay what the fit was given (tuned, for instance, by :mod:`krrcore.tuning`), and
 σ̂ is the one noise level consistent with them and the data. One σ̂ per target column; the fitted
 ``noise_std_``, ``effective_dof_`` and ``noise_source_`` state it.
@@ -104,7 +105,7 @@ class PosteriorVariance(KRRBase):
         X, Y, recorder = super()._start_fit(X, y, X_val, y_val, **options)
         self.__dict__.pop("posterior_", None)
         if self.uncertainty and self._weights is not None:
-            # The noise estimate ‖y − ŷ‖²/(n − df) and df are those of the unweighted hat matrix.
+            # The noise estimate ‖y − ŷ‖²/(n − df − 1) and df are those of the unweighted hat matrix.
             raise UncertaintyError(
                 f"uncertainty=True is not available with sample_weight: {type(self).__name__}'s "
                 f"posterior and its noise estimate are those of unweighted KRR. Fit without "
@@ -149,9 +150,10 @@ class PosteriorVariance(KRRBase):
         R, dof = self._posterior_factor(X, Y)
         n = X.shape[0]
         lam_n = self._penalty() * n
-        resid = Y.double() - self._predict_tensor(X).double()
+        resid = Y.double() - self._expansion(X).double()  # Y: the solver's, less intercept_
         rss = (resid**2).sum(0)
-        left = n - dof
+        offset = 1 if self.fit_intercept else 0  # y's mean: one more parameter fitted to the rows
+        left = n - dof - offset
         if not left >= 0.5:
             raise UncertaintyError(
                 f"{type(self).__name__} interpolates its training data (effective degrees of freedom {dof:.4g} of "
@@ -171,10 +173,11 @@ class PosteriorVariance(KRRBase):
         std = noise_var.sqrt().cpu().numpy()
         self.noise_std_ = float(std[0]) if self._y_was_1d else std
         self.effective_dof_ = dof
+        mean_part = " and 1 for the mean of y" if offset else ""
         self.noise_source_ = (
-            f"estimated from the training residuals: σ̂² = ‖y − ŷ‖²/(n − df) with n = {n:,} and "
-            f"df = tr(hat matrix) = {dof:.4g}; the GP has noise σ̂² and signal variance "
-            f"σ̂²/(λn), λn = {lam_n:.4g} ({self.posterior_.kind})"
+            f"estimated from the training residuals: σ̂² = ‖y − ŷ‖²/(n − df{' − 1' if offset else ''}) "
+            f"with n = {n:,}, df = tr(hat matrix) = {dof:.4g}{mean_part}; the GP has noise σ̂² and signal "
+            f"variance σ̂²/(λn), λn = {lam_n:.4g} ({self.posterior_.kind})"
         )
 
     def _estimate_posterior(self, model: CostModel, n: int, k: int) -> None:

@@ -61,6 +61,7 @@ def evaluate_cg(
         tol=CG_TOL,
         dtype="float64",
         memory_budget=problem.memory_budget,
+        fit_intercept=False,  # the system of the direct route: Y is the tuning's, already less its mean
     )
     with warnings.catch_warnings():  # a truncated solve is this route's choice, not a user's fit
         warnings.simplefilter("ignore", ResidualWarning)

@@ -147,11 +147,15 @@ class StagedSearch:
                 device=self.device,
                 memory_budget=self.memory_budget,
             )
+            # Y is the search's, less intercept_: the final model is fitted to y itself and finds
+            # the same offset (fit_intercept), so estimator_ predicts y on its own.
+            target = Y + self.intercept_.to(Y)
+            final.set_params(fit_intercept=self.fit_intercept)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="M=.* centres requested")  # said once, by the search
-                final.fit(X, Y[:, 0] if self._y_was_1d else Y)
+                final.fit(X, target[:, 0] if self._y_was_1d else target)
             self.estimator_ = final.compact()
-            self.centers_, self.coef_ = final.centers_, final.coef_
+            self.centers_, self.coef_, self.intercept_ = final.centers_, final.coef_, final.intercept_
             residual, iterations = final.trace_[-1].residual, final.n_iter_
         stage["code"] = 5
         extras = {

@@ -287,3 +287,15 @@ def test_a_sharded_fit_moves_an_offset_x_to_its_origin_and_checks_feature_names_
     model.fit(moved, y)  # in memory, then sharded: the origin is this data's
     model.fit(*sharded.scatter(X, y, cluster=cluster))
     assert not hasattr(model, "x_origin_")
+
+
+def test_a_sharded_fit_takes_the_target_s_offset_from_the_shards(cluster, problem):
+    """y + 5,000 on two workers: the offset is the shards' combined mean (``ShardedArray.moments``),
+    the targets are shifted where they live, and the model is the in-memory one."""
+    X, y, X_test = problem
+    local = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(X, y + 5000.0)
+    distributed = Falkon(KERNEL, 1e-3, M=200, maxiter=6).fit(*sharded.scatter(X, y + 5000.0, cluster=cluster))
+    torch.testing.assert_close(distributed.intercept_, local.intercept_, rtol=1e-14, atol=0)
+    assert float(distributed.intercept_[0]) == pytest.approx(y.mean() + 5000.0, rel=1e-14)
+    assert relative(local.predict(X_test) - 5000.0, distributed.predict(X_test) - 5000.0) < 1e-8
+    assert relative([r.residual for r in local.trace_], [r.residual for r in distributed.trace_]) < 1e-8

@@ -36,10 +36,16 @@ def cancer():
 def test_exact_krr_matches_sklearn(data, sigma, lam, request):
     X, y = request.getfixturevalue(data)
     n = len(y)
-    ours = ExactKRR(GaussianKernel(sigma), lam).fit(X, y)
+    ours = ExactKRR(GaussianKernel(sigma), lam, fit_intercept=False).fit(X, y)  # KernelRidge has no offset
     ref = KernelRidge(alpha=lam * n, kernel="rbf", gamma=1 / (2 * sigma**2)).fit(X, y)
     np.testing.assert_allclose(ours.predict(X), ref.predict(X), atol=1e-8)
     np.testing.assert_allclose(ours.coef_[:, 0].numpy(), ref.dual_coef_, atol=1e-6, rtol=1e-6)
+    # The default: KernelRidge on y less its mean, and the mean added back (cancer's ±1 labels: −0.25).
+    centred = ExactKRR(GaussianKernel(sigma), lam).fit(X, y)
+    ref = KernelRidge(alpha=lam * n, kernel="rbf", gamma=1 / (2 * sigma**2)).fit(X, y - y.mean())
+    assert float(centred.intercept_[0]) == pytest.approx(y.mean(), abs=1e-12)
+    np.testing.assert_allclose(centred.predict(X), ref.predict(X) + y.mean(), atol=1e-8)
+    np.testing.assert_allclose(centred.coef_[:, 0].numpy(), ref.dual_coef_, atol=1e-6, rtol=1e-6)
 
 
 def test_exact_krr_refuses_past_memory_limit(diabetes):
@@ -58,7 +64,7 @@ def test_direct_solvers_stream_one_record_with_their_system_residual(diabetes):
     X, y = diabetes
     X_tr, y_tr, X_va, y_va = X[:350], y[:350], X[350:], y[350:]
     kernel, lam, n = GaussianKernel(3.0), 1e-3, 350
-    X64, y64 = torch.as_tensor(X_tr), torch.as_tensor(y_tr)[:, None]
+    X64, y64 = torch.as_tensor(X_tr), torch.as_tensor(y_tr - y_tr.mean())[:, None]  # the solved y: less its mean
 
     exact = ExactKRR(kernel, lam)
     records = list(exact.iter_fit(X_tr, y_tr, X_va, y_va, stop_event=threading.Event()))

@@ -254,6 +254,7 @@ def test_a_maxiter_run_checks_its_true_residual_in_its_last_cg_pass(problem, out
     assert passes == [(None, outputs)] * 9 + [(torch.float64, 2 * outputs)]
     alpha = model.coef_.double()
     Y64 = torch.as_tensor(Y, dtype=torch.float64).reshape(len(X), outputs)
+    Y64 = Y64 - model.intercept_  # the solved targets: y less its mean (fit_intercept)
     separate = model._true_residual(fused(model.operator_, -alpha, Y64, dtype=torch.float64) / len(X), alpha)
     expected = float(torch.linalg.norm(separate)) / float(torch.linalg.norm(model._rhs))
     folded = float(model.stop_reason_.split("true residual ")[1].split(" ->")[0])

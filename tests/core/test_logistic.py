@@ -78,9 +78,10 @@ def test_logistic_accuracy_is_within_half_a_point_of_the_squared_loss(table):
 
 def test_the_same_penalty_regularises_the_logistic_loss_more():
     """At the squared loss's own λ the logistic model is regularised four times as much (module
-    docstring) and falls below it on breast cancer by two of the 285 test rows."""
+    docstring) and falls below it on breast cancer: one of the 285 test rows, both with their offset
+    (the squared loss's: the labels' mean; without it the squared loss gets one more row right)."""
     ours, squared = _accuracies("breast_cancer", LAMBDA)
-    assert ours < squared - 0.005, (ours, squared)
+    assert ours < squared - 0.003, (ours, squared)
     assert matching_penalty(LAMBDA) == LAMBDA / 4
 
 

@@ -98,11 +98,12 @@ def _cv(**extra):
 @pytest.mark.parametrize("key", [*sorted(SOLVERS), "falkon_cv"])
 def test_an_all_zero_or_constant_target_is_solved_by_every_solver(problem, key):
     """y = 0: the zero model, exactly (predictions 0.0 at the training points and elsewhere, every
-    solver, no "residual became nan"). y = c (5, −3·10⁶, 10⁻¹², 10¹²): the system is solved as any other
-    — a kernel model has no intercept, so not by the constant — and its solution is c times the
-    solution for y = 1: no solver drifts, diverges or refuses a constant target. (To 1e-3: the 20
-    CG steps of CG and NystromCG carry y's rounding into their step sizes, ~2e-4 here; every other
-    solver agrees to ~1e-13.)"""
+    solver, no "residual became nan"). y = c (5, −3·10⁶, 10⁻¹², 10¹²): the model is its offset c
+    (``fit_intercept``: the kernel part fits y − c = 0), everywhere. Without the offset the system is
+    solved as any other — not by the constant — and its solution is c times the solution for y = 1:
+    no solver drifts, diverges or refuses a constant target. (To 1e-3: the 20 CG steps of CG and
+    NystromCG carry y's rounding into their step sizes, ~2e-4 here; every other solver agrees to
+    ~1e-13.)"""
     X, _ = problem
     X_new = np.random.default_rng(5).standard_normal((25, X.shape[1]))
     make = _cv if key == "falkon_cv" else lambda: _make(key)
@@ -111,8 +112,9 @@ def test_an_all_zero_or_constant_target_is_solved_by_every_solver(problem, key):
     assert np.array_equal(np.asarray(zero.predict(X_new)), np.zeros(len(X_new)))
     if key == "falkon_cv":  # its tuned σ and λ depend on y, so only y = 0 has an answer known here
         return
-    one = np.asarray(make().fit(X, np.ones(len(X))).predict(X_new))
+    one = np.asarray(_make(key, fit_intercept=False).fit(X, np.ones(len(X))).predict(X_new))
     assert np.isfinite(one).all() and np.abs(one).max() > 0
     for c in (5.0, -3e6, 1e-12, 1e12):
-        model = make().fit(X, np.full(len(X), c))
+        np.testing.assert_allclose(np.asarray(make().fit(X, np.full(len(X), c)).predict(X_new)), c, rtol=1e-12)
+        model = _make(key, fit_intercept=False).fit(X, np.full(len(X), c))
         np.testing.assert_allclose(np.asarray(model.predict(X_new)) / c, one, rtol=1e-3, atol=1e-3 * np.abs(one).max())

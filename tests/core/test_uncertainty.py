@@ -45,10 +45,11 @@ def test_exact_std_equals_sklearn_gaussian_process():
     mean, std = model.predict(Xq, return_std=True)
     noise_var = model.noise_std_**2
     kernel = ConstantKernel(noise_var / (lam * n), "fixed") * RBF(sigma, "fixed") + WhiteKernel(noise_var, "fixed")
-    gp = GaussianProcessRegressor(kernel, alpha=0.0, optimizer=None, normalize_y=False).fit(X, y)
+    # The model's offset is y's mean: the GP of zero mean on y less it, the mean added back.
+    gp = GaussianProcessRegressor(kernel, alpha=0.0, optimizer=None, normalize_y=False).fit(X, y - y.mean())
     gp_mean, gp_std = gp.predict(Xq, return_std=True)
     assert np.abs(std - gp_std).max() < 1e-8
-    assert np.abs(mean - gp_mean).max() < 1e-8
+    assert np.abs(mean - (gp_mean + y.mean())).max() < 1e-8
     assert np.allclose(model.predict(Xq), mean)
 
 
@@ -60,9 +61,12 @@ def test_exact_noise_estimate_is_the_residual_variance_over_the_residual_degrees
     hat = K @ np.linalg.inv(K + lam * n * np.eye(n))
     dof = np.trace(hat)
     assert model.effective_dof_ == pytest.approx(dof, rel=1e-9)
-    rss = np.sum((y - hat @ y) ** 2)
-    assert model.noise_std_ == pytest.approx(np.sqrt(rss / (n - dof)), rel=1e-9)
-    assert "n − df" in model.noise_source_ and "exact GP" in model.noise_source_
+    centred = y - y.mean()  # the offset (fit_intercept) is y's mean: one more parameter fitted
+    rss = np.sum((centred - hat @ centred) ** 2)
+    assert model.noise_std_ == pytest.approx(np.sqrt(rss / (n - dof - 1)), rel=1e-9)
+    assert "n − df − 1" in model.noise_source_ and "exact GP" in model.noise_source_
+    plain = ExactKRR(GaussianKernel(0.5), lam, uncertainty=True, fit_intercept=False).fit(X, y)
+    assert plain.noise_std_ == pytest.approx(np.sqrt(np.sum((y - hat @ y) ** 2) / (n - dof)), rel=1e-9)
 
 
 def test_falkon_on_all_training_points_equals_exact():
@@ -76,7 +80,9 @@ def test_falkon_on_all_training_points_equals_exact():
 
 
 def dtc_std(X, y, C, sigma, lam, coef):
-    """The DTC predictive std from explicit inverses (the module docstring's formula)."""
+    """The DTC predictive std from explicit inverses (the module docstring's formula), for the
+    default offset: the model is fitted to y less its mean, one more parameter (n − df − 1)."""
+    y = y - y.mean()
     k = GaussianKernel(sigma)
 
     def t(A):
@@ -87,7 +93,7 @@ def dtc_std(X, y, C, sigma, lam, coef):
     H = KnM.T @ KnM + lam * n * KMM
     S = np.linalg.inv(H)
     df = np.trace(KnM @ S @ KnM.T)
-    noise_var = np.sum((y - KnM @ coef) ** 2) / (n - df)
+    noise_var = np.sum((y - KnM @ coef) ** 2) / (n - df - 1)
     return (
         S,
         KMM,
@@ -156,8 +162,9 @@ def test_blocks_of_test_rows_torch_input_multi_output_and_compact():
 
 def test_float32_falkon_gives_float32_std_close_to_float64():
     X, y, Xq, _ = smooth_data(0, 2000, n_test=200)
-    m64 = Falkon(GaussianKernel(0.7), 1e-5, M=100, uncertainty=True).fit(X, y)
-    m32 = Falkon(GaussianKernel(0.7), 1e-5, M=100, uncertainty=True, dtype="float32").fit(X, y)
+    # 40 iterations: both near the Nyström solution, so the std's gap is float32's, not the iterates'.
+    m64 = Falkon(GaussianKernel(0.7), 1e-5, M=100, uncertainty=True, maxiter=40).fit(X, y)
+    m32 = Falkon(GaussianKernel(0.7), 1e-5, M=100, uncertainty=True, dtype="float32", maxiter=40).fit(X, y)
     s32 = m32.predict_std(Xq.astype(np.float32))
     assert s32.dtype == np.float32
     assert np.abs(s32 - m64.predict_std(Xq)).max() < 1e-3 * m64.noise_std_ * 10
