@@ -138,8 +138,9 @@ class PointOutputs:
 class IteratePredictions:
     """A fitting estimator's current iterate predicted on fixed ``points`` (n_points, d): call it
     between the records of ``iter_fit`` (the generator suspended, so outside the solver's timer) for
-    the (n_points, k) outputs as numpy in the targets' units, 0 at the starting point. The points'
-    kernel rows are kept once evaluated when the memory policy allows (:class:`PointOutputs`).
+    the (n_points, k) outputs as numpy in the targets' units, the offset (``intercept_``) at the
+    starting point. The points' kernel rows are kept once evaluated when the memory policy allows
+    (:class:`PointOutputs`).
 
     :meth:`cost` is what the next call will take in seconds: measured by the last call, or the
     memory policy's estimate (:class:`~krrcore.memory.CostModel`) for |points| × centres kernel
@@ -173,15 +174,15 @@ class IteratePredictions:
 
         est = self.estimator
         coef = est.coef_
+        scale = getattr(est, "_target_scale", 1.0)  # mid-fit, the solver's targets are scaled
         if not bool(torch.any(coef != 0)):  # the starting point: f = b (0 without an offset), no kernel to evaluate
             start = torch.zeros((len(self.points), coef.shape[1]), dtype=torch.float64)
             intercept = getattr(est, "intercept_", None)
-            return (start if intercept is None else start + intercept.double().cpu()).numpy()
+            return (start if intercept is None else start + intercept.double().cpu() / scale).numpy()
         if self._outputs is None:
             self._outputs = PointOutputs(est, torch.as_tensor(self.points, dtype=coef.dtype, device=coef.device))
         fresh = self._outputs.kept_bytes is None
         start = time.perf_counter()
-        scale = getattr(est, "_target_scale", 1.0)  # mid-fit, the solver's targets are scaled
         values = (self._outputs() / scale).detach().cpu().numpy().reshape(len(self.points), -1)
         self._cost = time.perf_counter() - start
         kept = self._outputs.kept_bytes

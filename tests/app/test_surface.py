@@ -33,7 +33,8 @@ def test_each_picture_is_the_current_iterate_on_the_grid(moons):
         assert frame.values.dtype == np.float32 and frame.values.shape == (GRID_2D**2, 1)
         np.testing.assert_allclose(frame.values[:, 0], model.predict(points), rtol=1e-4, atol=1e-5)
         pictures[record.iteration] = frame.values
-    assert np.all(pictures[0] == 0)  # the starting point: coef = 0
+    # The starting point: coef = 0, the model its offset (the labels' mean, fit_intercept).
+    np.testing.assert_allclose(pictures[0], np.mean(moons.y_train), rtol=1e-6)
     assert not np.allclose(pictures[1], pictures[6], atol=1e-3)  # the picture moves as CG iterates
     final = live.finish(model, 6)
     np.testing.assert_allclose(final.values, fit_surface(_all_x(moons), model).values, rtol=1e-10, atol=1e-12)
