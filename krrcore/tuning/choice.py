@@ -194,7 +194,9 @@ class HeldOutChoice:
                 f"λ = {readable(lam, 2)} is the search's lower bound for {str(self._dtype()).replace('torch.', '')} "
                 f"(float64 allows {low64}, float32 {low32}): "
                 f"the data ask for less regularisation than the bound gives; try a larger M (more centres resolve "
-                f"finer detail), or dtype='float64' if the model is float32."
+                f"finer detail), or dtype='float64' if the model is float32. Below the bound the search's closed "
+                f"form is not trusted, but FALKON's solve is: Falkon(kernel, penalty) at a smaller λ, checked on "
+                f"held-out rows, can still do better (docs/measurements.md, the λ floor)."
             )
         elif lam >= bounds[1] / BOUND_FACTOR:
             self.bound_note_ = (
