@@ -305,6 +305,19 @@ def evaluate(
     return Evaluation(value, grad_sigma, grad_log_penalty, grad_centers, alpha)
 
 
+def jittered_factor(Kmm: torch.Tensor) -> torch.Tensor:
+    """L with LLᵀ = K_MM + εI, ε = FALKON's float64 jitter·M, raised 100× until the factor exists."""
+    M = Kmm.shape[0]
+    eye = torch.eye(M, dtype=Kmm.dtype, device=Kmm.device)
+    jitter = JITTER_EPS_FLOAT64 * M
+    for _ in range(8):
+        L, info = torch.linalg.cholesky_ex(Kmm + jitter * eye)
+        if int(info) == 0:
+            return L
+        jitter *= 100.0
+    raise ValueError("K_MM is not positive definite even with jitter (check for NaN inputs)")
+
+
 class PenaltyProfile:
     """Every objective as a closed-form function of λ for fixed σ and centres.
 
@@ -318,18 +331,11 @@ class PenaltyProfile:
     one eigenproblem of size M, then O(n_v M) per λ (O(M) for gcv and compreg).
     """
 
-    def __init__(self, objective: str, train: Stats, Kmm: torch.Tensor, val: Stats | None = None):
+    def __init__(self, objective: str, train: Stats, Kmm: torch.Tensor, val: Stats | None = None, *, factor=None):
+        """``factor``: :func:`jittered_factor` of ``Kmm`` when the caller has it (the folds share
+        one K_MM, so one factorisation)."""
         self.objective, self.train, self.val = objective, train, val
-        M = Kmm.shape[0]
-        eye = torch.eye(M, dtype=Kmm.dtype, device=Kmm.device)
-        jitter = JITTER_EPS_FLOAT64 * M
-        for _ in range(8):
-            L, info = torch.linalg.cholesky_ex(Kmm + jitter * eye)
-            if int(info) == 0:
-                break
-            jitter *= 100.0
-        else:
-            raise ValueError("K_MM is not positive definite even with jitter (check for NaN inputs)")
+        L = jittered_factor(Kmm) if factor is None else factor
         A = torch.linalg.solve_triangular(L, train.G, upper=False)  # L⁻¹G
         S = torch.linalg.solve_triangular(L, A.T, upper=False)  # L⁻¹GL⁻ᵀ
         mu, V = torch.linalg.eigh((S + S.T) / 2)

@@ -25,6 +25,7 @@ from .objectives import (
     PenaltyProfile,
     Stats,
     gaussian_block,
+    jittered_factor,
     minimise_log,
     row_stats,
     sigma_value,
@@ -104,10 +105,11 @@ class Checker:
             total_G, total_R = total_G + rest.G, total_R + rest.R
             total_yy, total_n = total_yy + rest.yy, total_n + rest.n
         Kmm = gaussian_block(Z, Z, log_sigma.detach())
+        factor = jittered_factor(Kmm)  # one K_MM for every fold
         profiles = []
         for part in parts:
             fitted = Stats(total_G - part.G, total_R - part.R, total_yy - part.yy, total_n - part.n)
-            profiles.append(PenaltyProfile("holdout", fitted, Kmm, part))
+            profiles.append(PenaltyProfile("holdout", fitted, Kmm, part, factor=factor))
         self._key, self._profiles, self._best = key, profiles, {}
         return profiles
 
